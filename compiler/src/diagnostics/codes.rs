@@ -1,0 +1,94 @@
+//! The registry of diagnostic codes.
+//!
+//! Codes are stable and grouped by stage: E01 syntax, E02 names and imports, E03 types
+//! and units, E04 topology and parallelism, E05 memory, E06 SLOs, E07 planning, E08
+//! targets, E09 importers; W warnings; A advice. Each code's explain page is
+//! `compiler/explain/CODE.md`, embedded here, so the mapping is one table and a test
+//! checks that every page's example produces its own code.
+
+use super::Severity;
+use serde::{Serialize, Serializer};
+
+macro_rules! codes {
+    ($($variant:ident = $code:literal, $sev:ident, $title:literal;)*) => {
+        /// A stable diagnostic code.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Code { $($variant),* }
+
+        impl Code {
+            /// Every code, in registry order.
+            pub const ALL: &'static [Code] = &[$(Code::$variant),*];
+
+            /// The code as users see it, e.g. `E0201`.
+            pub fn as_str(self) -> &'static str {
+                match self { $(Code::$variant => $code),* }
+            }
+
+            /// A one-line title for listings.
+            pub fn title(self) -> &'static str {
+                match self { $(Code::$variant => $title),* }
+            }
+
+            pub fn default_severity(self) -> Severity {
+                match self { $(Code::$variant => Severity::$sev),* }
+            }
+
+            /// The Markdown page `dic explain CODE` prints.
+            pub fn explanation(self) -> &'static str {
+                match self { $(Code::$variant => include_str!(concat!("../../explain/", $code, ".md"))),* }
+            }
+
+            /// Parses `E0201` (case-insensitive).
+            pub fn parse(s: &str) -> Option<Code> {
+                let s = s.trim().to_ascii_uppercase();
+                Code::ALL.iter().copied().find(|c| c.as_str() == s)
+            }
+        }
+    };
+}
+
+codes! {
+    SyntaxError = "E0101", Error, "syntax error";
+    Unterminated = "E0102", Error, "unterminated string or comment";
+    NestingTooDeep = "E0103", Error, "nesting too deep";
+    InvalidNumber = "E0104", Error, "number out of range";
+    InvalidUtf8 = "E0105", Error, "file is not valid UTF-8";
+    InvalidEscape = "E0106", Error, "invalid escape in a string";
+
+    UnknownName = "E0201", Error, "unknown name";
+    DuplicateDefinition = "E0202", Error, "name defined twice";
+    UnknownModule = "E0203", Error, "unknown stdlib module or item";
+    ImportCycle = "E0204", Error, "import cycle";
+    UnreadableImport = "E0205", Error, "imported file cannot be read";
+    BaseKindMismatch = "E0206", Error, "definition extends a different kind";
+    ExtensionCycle = "E0207", Error, "definition extends itself";
+
+    UnknownKind = "E0301", Error, "unknown definition kind";
+    UnknownField = "E0302", Error, "unknown field";
+    TypeMismatch = "E0303", Error, "value of the wrong type";
+    UnitMismatch = "E0304", Error, "quantity in the wrong unit";
+    UnknownUnit = "E0305", Error, "unknown unit";
+    MissingField = "E0306", Error, "required field missing";
+    OutOfRange = "E0307", Error, "value out of range";
+    DuplicateField = "E0308", Error, "field set twice";
+    UnknownOption = "E0309", Error, "unknown option value";
+    WrongOperator = "E0310", Error, "wrong operator for this field";
+    InvalidLayout = "E0311", Error, "invalid layout";
+
+    UnsupportedConfig = "E0901", Error, "Hugging Face config cannot be mapped";
+
+    UnusedImport = "W0201", Warning, "unused import";
+    DecimalBinaryMemory = "W0301", Warning, "GPU memory given in decimal units";
+}
+
+impl Serialize for Code {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

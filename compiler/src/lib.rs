@@ -1,0 +1,12 @@
+//! dic's compiler core.
+//!
+//! A one-way pipeline with no IO: source text arrives through [`source::World`], is
+//! parsed ([`syntax`]), resolved across files and the stdlib ([`resolve`]), checked
+//! for types and units into a typed [`program::Program`] ([`check`]). Later stages
+//! (analysis, planning, IR) read only that program. The CLI, the language server and
+//! the tests all drive [`driver::check_file`] and friends.
+
+pub mod diagnostics;
+pub mod source;
+pub mod span;
+pub mod syntax;

@@ -1,12 +1,20 @@
 //! dic's compiler core.
 //!
 //! A one-way pipeline with no IO: source text arrives through [`source::World`], is
-//! parsed ([`syntax`]), resolved across files and the stdlib ([`resolve`]), checked
+//! parsed ([`syntax`]), resolved across files and the stdlib ([`resolve`]), and checked
 //! for types and units into a typed [`program::Program`] ([`check`]). Later stages
 //! (analysis, planning, IR) read only that program. The CLI, the language server and
-//! the tests all drive [`driver::check_file`] and friends.
+//! the tests all drive [`driver`].
 
+pub mod check;
 pub mod diagnostics;
+pub mod driver;
+pub mod import_hf;
+pub mod program;
+pub mod resolve;
+pub mod schema;
 pub mod source;
 pub mod span;
+pub mod stdlib;
 pub mod syntax;
+pub mod units;

@@ -1,0 +1,368 @@
+//! The checked program: every definition typed, with units converted to base units
+//! and every value traceable to the span that set it.
+//!
+//! Produced by [`crate::check`]; read by analysis, the planner and the language
+//! server. Quantities are `f64` in base units: bytes, bytes/s, seconds, tokens,
+//! tokens/s, requests/s, FLOP/s, dollars, dollars/hour.
+
+use crate::schema::Kind;
+use crate::span::{FileId, FileSpan, Span};
+use crate::syntax::ast::Op;
+use std::collections::BTreeMap;
+
+/// Index of a definition in [`Program::defs`].
+pub type DefId = usize;
+
+/// A checked value, in base units.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Number(f64),
+    Int(i64),
+    Bool(bool),
+    Str(String),
+    Enum(String),
+    Ref(DefId),
+    List(Vec<Value>),
+    CountOf(u64, DefId),
+    Groups(Vec<(u64, DefId)>),
+    Layout(LayoutSpec),
+    Engine(String, BTreeMap<String, FieldValue>),
+    Bound(Op, f64),
+}
+
+/// A field's value and where it was written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldValue {
+    pub value: Value,
+    /// The span of the value as written.
+    pub at: FileSpan,
+    /// The span of the whole `key = value` entry.
+    pub entry: FileSpan,
+    /// The definition whose body set it (the definition itself or a base).
+    pub set_by: DefId,
+}
+
+#[derive(Debug, Clone)]
+pub struct Def {
+    pub id: DefId,
+    pub kind: Kind,
+    pub name: String,
+    pub file: FileId,
+    pub name_span: Span,
+    pub span: Span,
+    /// The definition this one extends.
+    pub base: Option<DefId>,
+    /// Merged fields: the base's, overridden by this definition's own.
+    pub fields: BTreeMap<String, FieldValue>,
+    pub body: Body,
+    /// False when an error inside it (or its base) left it incomplete.
+    pub complete: bool,
+}
+
+impl Def {
+    pub fn location(&self) -> FileSpan {
+        FileSpan::new(self.file, self.name_span)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum Body {
+    Gpu(Gpu),
+    Link(Link),
+    Node(Node),
+    Cluster(Cluster),
+    Model(Model),
+    Workload(Workload),
+    Slo(Slo),
+    Deploy(Deploy),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Gpu {
+    pub names: Vec<String>,
+    pub vendor: Option<String>,
+    pub architecture: Option<String>,
+    pub memory: f64,
+    pub memory_bandwidth: f64,
+    pub bf16: f64,
+    pub fp16: f64,
+    pub fp8: Option<f64>,
+    pub fp4: Option<f64>,
+    pub int8: Option<f64>,
+    pub scale_up: Option<DefId>,
+    pub pcie: Option<DefId>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkType {
+    Nvlink,
+    Nvswitch,
+    Pcie,
+    Infiniband,
+    Roce,
+    Ethernet,
+    Efa,
+    Xgmi,
+    Tcpx,
+}
+
+impl LinkType {
+    pub fn parse(s: &str) -> Option<LinkType> {
+        Some(match s {
+            "nvlink" => LinkType::Nvlink,
+            "nvswitch" => LinkType::Nvswitch,
+            "pcie" => LinkType::Pcie,
+            "infiniband" => LinkType::Infiniband,
+            "roce" => LinkType::Roce,
+            "ethernet" => LinkType::Ethernet,
+            "efa" => LinkType::Efa,
+            "xgmi" => LinkType::Xgmi,
+            "tcpx" => LinkType::Tcpx,
+            _ => return None,
+        })
+    }
+    /// Links over which tensor parallelism is at home (GPU-to-GPU memory-semantic links).
+    pub fn is_scale_up(self) -> bool {
+        matches!(self, LinkType::Nvlink | LinkType::Nvswitch | LinkType::Xgmi)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Link {
+    pub link_type: LinkType,
+    pub bandwidth: f64,
+    pub latency: f64,
+    pub generation: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub gpu: DefId,
+    pub gpu_count: u64,
+    pub scale_up: Option<DefId>,
+    pub scale_up_domain: u64,
+    pub nics: Option<(u64, DefId)>,
+    pub price: Option<f64>,
+    pub provider: Option<String>,
+    pub cpu_memory: Option<f64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NodeGroup {
+    pub count: u64,
+    pub node: DefId,
+}
+
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    pub groups: Vec<NodeGroup>,
+    pub fabric: Option<DefId>,
+    pub price: Option<f64>,
+    pub region: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Attention {
+    Mha,
+    Gqa,
+    Mla,
+}
+
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub hf: Option<String>,
+    pub parameters: f64,
+    pub layers: u64,
+    pub hidden: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub head_dim: u64,
+    pub intermediate: u64,
+    pub vocab: u64,
+    pub max_context: f64,
+    pub attention: Attention,
+    pub experts: u64,
+    pub experts_per_token: u64,
+    pub shared_experts: u64,
+    pub moe_intermediate: u64,
+    pub dense_layers: u64,
+    pub moe_layer_step: u64,
+    pub kv_lora_rank: u64,
+    pub q_lora_rank: u64,
+    pub qk_rope_head_dim: u64,
+    pub qk_nope_head_dim: u64,
+    pub v_head_dim: u64,
+    pub sliding_window: Option<f64>,
+    pub sliding_layers: u64,
+    pub tied_embeddings: bool,
+    pub dtype: String,
+    pub weights: String,
+    pub kv_cache: String,
+}
+
+impl Model {
+    pub fn is_moe(&self) -> bool {
+        self.experts > 0
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub prompt: f64,
+    pub output: f64,
+    pub rate: Option<f64>,
+    pub concurrency: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SloMetric {
+    Ttft,
+    Tpot,
+    Itl,
+    E2e,
+    Throughput,
+    RequestRate,
+}
+
+#[derive(Debug, Clone)]
+pub struct SloBound {
+    pub metric: SloMetric,
+    /// `mean`, `p50`, … (`p50` when the key names none).
+    pub percentile: String,
+    pub op: Op,
+    pub value: f64,
+    pub at: FileSpan,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Slo {
+    pub bounds: Vec<SloBound>,
+}
+
+/// An explicit parallel layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Layout {
+    pub tp: u64,
+    pub pp: u64,
+    pub dp: u64,
+    /// Expert parallelism enabled (its size is tp × dp, as in vLLM).
+    pub ep: bool,
+    pub dcp: u64,
+    pub pcp: u64,
+}
+
+impl Default for Layout {
+    fn default() -> Self {
+        Layout { tp: 1, pp: 1, dp: 1, ep: false, dcp: 1, pcp: 1 }
+    }
+}
+
+impl Layout {
+    /// GPUs one replica needs.
+    pub fn replica_gpus(&self) -> u64 {
+        self.tp * self.pp * self.pcp
+    }
+    /// GPUs in total.
+    pub fn gpus(&self) -> u64 {
+        self.replica_gpus() * self.dp
+    }
+}
+
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "tp {} × pp {} × dp {}", self.tp, self.pp, self.dp)?;
+        if self.ep {
+            write!(f, " × ep")?;
+        }
+        if self.dcp > 1 {
+            write!(f, " × dcp {}", self.dcp)?;
+        }
+        if self.pcp > 1 {
+            write!(f, " × pcp {}", self.pcp)?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum LayoutSpec {
+    Auto,
+    Explicit(Layout),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct VllmOptions {
+    pub gpu_memory_utilization: Option<f64>,
+    pub max_model_len: Option<f64>,
+    pub max_num_seqs: Option<u64>,
+    pub max_num_batched_tokens: Option<f64>,
+    pub block_size: Option<u64>,
+    pub enforce_eager: bool,
+    pub kv_cache_memory: Option<f64>,
+    pub enable_prefix_caching: Option<bool>,
+    pub cpu_offload: Option<f64>,
+    pub launcher: Option<String>,
+    pub port: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Deploy {
+    pub model: DefId,
+    pub cluster: DefId,
+    pub workload: Option<DefId>,
+    pub slo: Option<DefId>,
+    pub layout: LayoutSpec,
+    pub layout_at: FileSpan,
+    pub engine: VllmOptions,
+}
+
+/// Every definition that was checked: the user's files and the stdlib definitions
+/// they reached. Indexed by [`DefId`]; `None` for definitions that could not be checked
+/// (unknown kind, extension cycle).
+#[derive(Debug, Clone, Default)]
+pub struct Program {
+    pub defs: Vec<Option<Def>>,
+    /// Definitions written in user files, in source order.
+    pub user_defs: Vec<DefId>,
+}
+
+macro_rules! getter {
+    ($fn:ident, $variant:ident, $ty:ty) => {
+        pub fn $fn(&self, id: DefId) -> Option<&$ty> {
+            match self.def(id).map(|d| &d.body) {
+                Some(Body::$variant(x)) => Some(x),
+                _ => None,
+            }
+        }
+    };
+}
+
+impl Program {
+    pub fn def(&self, id: DefId) -> Option<&Def> {
+        self.defs.get(id).and_then(|d| d.as_ref())
+    }
+    getter!(gpu, Gpu, Gpu);
+    getter!(link, Link, Link);
+    getter!(node, Node, Node);
+    getter!(cluster, Cluster, Cluster);
+    getter!(model, Model, Model);
+    getter!(workload, Workload, Workload);
+    getter!(slo, Slo, Slo);
+    getter!(deploy, Deploy, Deploy);
+
+    /// The user's definitions of one kind, in source order.
+    pub fn user_defs_of(&self, kind: Kind) -> impl Iterator<Item = &Def> {
+        self.user_defs
+            .iter()
+            .filter_map(|id| self.def(*id))
+            .filter(move |d| d.kind == kind)
+    }
+
+    /// Finds a checked definition by name (first match).
+    pub fn by_name(&self, kind: Kind, name: &str) -> Option<&Def> {
+        self.defs.iter().flatten().find(|d| d.kind == kind && d.name == name)
+    }
+}

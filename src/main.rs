@@ -1,1 +1,208 @@
-fn main(){}
+//! `dic`: the command line. Parses arguments, wraps the IO-free compiler core with disk
+//! IO, renders diagnostics, and maps every outcome to an exit code:
+//! 0 success (warnings allowed), 1 errors found (or `--check` drift), 2 usage or IO error.
+
+mod cli_fmt;
+mod cli_list;
+mod disk;
+mod render;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use dic_compiler::diagnostics::Code;
+use dic_compiler::driver;
+use disk::DiskWorld;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "dic",
+    version,
+    about = "A compiler for distributed LLM inference deployments"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq)]
+enum Format {
+    Human,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check .dist files and print diagnostics.
+    Check {
+        #[arg(required = true)]
+        files: Vec<String>,
+        #[arg(long, value_enum, default_value = "human")]
+        format: Format,
+    },
+    /// Explain a diagnostic code (`dic explain E0201`); without a code, list them all.
+    Explain { code: Option<String> },
+    /// Format .dist files in place (or check that they are formatted).
+    Fmt {
+        #[arg(required = true)]
+        files: Vec<String>,
+        /// Write nothing; exit 1 if a file is not formatted.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Print a .dist model definition from a Hugging Face config.json.
+    ImportHf {
+        config: String,
+        /// Name of the definition (default: from the file name).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List the stdlib catalog.
+    List {
+        what: cli_list::Catalog,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub const EXIT_OK: u8 = 0;
+pub const EXIT_ERRORS: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_OK });
+        }
+    };
+    ExitCode::from(match cli.command {
+        Command::Check { files, format } => check(&files, format),
+        Command::Explain { code } => explain(code.as_deref()),
+        Command::Fmt { files, check } => cli_fmt::run(&files, check),
+        Command::ImportHf { config, name } => import_hf(&config, name.as_deref()),
+        Command::List { what, json } => cli_list::run(what, json),
+    })
+}
+
+fn color() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+fn width() -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(100)
+}
+
+fn check(files: &[String], format: Format) -> u8 {
+    let mut worst = EXIT_OK;
+    let mut all_json = Vec::new();
+    for path in files {
+        let checked = match driver::check_file(&DiskWorld, path) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: cannot read `{path}`: {e}");
+                worst = EXIT_USAGE;
+                continue;
+            }
+        };
+        match format {
+            Format::Human => {
+                eprint!(
+                    "{}",
+                    render::human(&checked.db, &checked.diagnostics, color(), width())
+                );
+                eprintln!("{path}: {}", render::summary(&checked.diagnostics));
+            }
+            Format::Json => {
+                all_json.push(serde_json::json!({
+                    "file": path,
+                    "diagnostics": render::json(&checked.db, &checked.diagnostics),
+                }));
+            }
+        }
+        if checked.has_errors() && worst == EXIT_OK {
+            worst = EXIT_ERRORS;
+        }
+    }
+    if format == Format::Json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&all_json).unwrap_or_default()
+        );
+    }
+    worst
+}
+
+fn explain(code: Option<&str>) -> u8 {
+    match code {
+        None => {
+            for c in Code::ALL {
+                println!(
+                    "{}  {:<8} {}",
+                    c.as_str(),
+                    c.default_severity().as_str(),
+                    c.title()
+                );
+            }
+            EXIT_OK
+        }
+        Some(s) => match Code::parse(s) {
+            Some(c) => {
+                print!("{}", c.explanation());
+                EXIT_OK
+            }
+            None => {
+                eprintln!("error: unknown diagnostic code `{s}`");
+                eprintln!("help: `dic explain` lists every code");
+                EXIT_USAGE
+            }
+        },
+    }
+}
+
+fn import_hf(path: &str, name: Option<&str>) -> u8 {
+    use dic_compiler::import_hf::{import, names_from_file, ImportRequest};
+    let config = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: cannot read `{path}`: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let p = std::path::Path::new(path);
+    let file_name = p
+        .file_name()
+        .and_then(|f| f.to_str())
+        .unwrap_or("config.json");
+    // hf_quant_config.json beside it: `X_hf_quant_config.json` for `X_config.json`, or
+    // `hf_quant_config.json` in the same folder.
+    let quant_path = if let Some(stem) = file_name.strip_suffix("_config.json") {
+        p.with_file_name(format!("{stem}_hf_quant_config.json"))
+    } else {
+        p.with_file_name("hf_quant_config.json")
+    };
+    let quant = std::fs::read_to_string(&quant_path).ok();
+    let (derived, repo) = names_from_file(file_name);
+    let req = ImportRequest {
+        config: &config,
+        quant_config: quant.as_deref(),
+        name: name.unwrap_or(&derived),
+        repo: repo.as_deref(),
+        source_name: file_name,
+    };
+    match import(&req) {
+        Ok(text) => {
+            print!("{text}");
+            EXIT_OK
+        }
+        Err(d) => {
+            let db = dic_compiler::source::SourceDb::new();
+            eprint!("{}", render::human(&db, &[d], color(), width()));
+            EXIT_ERRORS
+        }
+    }
+}

@@ -47,7 +47,9 @@ impl<'s, 'w> Checker<'s, 'w> {
     /// Checks every definition of every user file; returns the program.
     pub fn check_user_files(mut self) -> Program {
         let mut user_defs = Vec::new();
-        let user_modules: Vec<usize> = (0..self.s.modules.len()).filter(|m| !self.s.modules[*m].is_stdlib).collect();
+        let user_modules: Vec<usize> = (0..self.s.modules.len())
+            .filter(|m| !self.s.modules[*m].is_stdlib)
+            .collect();
         for m in user_modules {
             let ids: Vec<DefId> = {
                 let mut v: Vec<DefId> = self.s.modules[m].own.values().copied().collect();
@@ -100,11 +102,24 @@ impl<'s, 'w> Checker<'s, 'w> {
         let file = raw.file;
         let Some(kind) = Kind::from_keyword(&raw.kind.node) else {
             let kws: Vec<&str> = Kind::ALL.iter().map(|k| k.keyword()).collect();
-            let mut d = Diagnostic::new(Code::UnknownKind, format!("unknown definition kind `{}`", raw.kind.node))
-                .primary(file, raw.kind.span, "not a kind of definition");
+            let mut d = Diagnostic::new(
+                Code::UnknownKind,
+                format!("unknown definition kind `{}`", raw.kind.node),
+            )
+            .primary(file, raw.kind.span, "not a kind of definition");
             d = match did_you_mean(&raw.kind.node, kws.iter().copied()) {
-                Some(s) => d.help(format!("did you mean `{s}`?")).fix(format!("use `{s}`"), FileSpan::new(file, raw.kind.span), s),
-                None => d.help(format!("the kinds are {}", kws.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "))),
+                Some(s) => d.help(format!("did you mean `{s}`?")).fix(
+                    format!("use `{s}`"),
+                    FileSpan::new(file, raw.kind.span),
+                    s,
+                ),
+                None => d.help(format!(
+                    "the kinds are {}",
+                    kws.iter()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
             };
             self.push(d);
             self.state[id] = State::Done;
@@ -115,10 +130,10 @@ impl<'s, 'w> Checker<'s, 'w> {
         let mut base_id = None;
         if let Some(base) = &raw.base {
             let (bid, bspan) = match base {
-                BaseRef::Named(name) => match self.s.lookup(m, &name.node) {
+                BaseRef::Named(name) => match self.s.lookup(m, kind.keyword(), &name.node) {
                     Some(b) => (Some(b), name.span),
                     None => {
-                        let d = self.s.unknown_name(m, name, Some(kind.keyword()));
+                        let d = self.not_found(m, file, name, kind, "base");
                         self.push(d);
                         (None, name.span)
                     }
@@ -131,9 +146,12 @@ impl<'s, 'w> Checker<'s, 'w> {
                     self.grow();
                     if self.state[b] == State::InProgress {
                         self.push(
-                            Diagnostic::new(Code::ExtensionCycle, format!("`{}` extends itself", raw.name.node))
-                                .primary(file, bspan, "this base leads back to the definition")
-                                .help("a definition may extend another, never itself through a chain"),
+                            Diagnostic::new(
+                                Code::ExtensionCycle,
+                                format!("`{}` extends itself", raw.name.node),
+                            )
+                            .primary(file, bspan, "this base leads back to the definition")
+                            .help("a definition may extend another, never itself through a chain"),
                         );
                         complete = false;
                     } else {
@@ -142,7 +160,13 @@ impl<'s, 'w> Checker<'s, 'w> {
                             Some(bdef) if bdef.kind != kind => {
                                 let d = Diagnostic::new(
                                     Code::BaseKindMismatch,
-                                    format!("{} `{}` cannot extend {} `{}`", kind.keyword(), raw.name.node, bdef.kind.keyword(), bdef.name),
+                                    format!(
+                                        "{} `{}` cannot extend {} `{}`",
+                                        kind.keyword(),
+                                        raw.name.node,
+                                        bdef.kind.keyword(),
+                                        bdef.name
+                                    ),
                                 )
                                 .primary(file, bspan, format!("this is a {}", bdef.kind.keyword()))
                                 .secondary(bdef.location(), "defined here")
@@ -160,9 +184,17 @@ impl<'s, 'w> Checker<'s, 'w> {
                 }
             }
         }
+        // Fields written in this body, valid or not: a field written with a wrong value
+        // already has its diagnostic and is not also "missing".
+        let written: Vec<String> = raw
+            .body
+            .iter()
+            .flat_map(|b| b.entries.iter().map(|e| e.key[0].node.clone()))
+            .collect();
         if let Some(body) = &raw.body {
             let schema = kind.schema();
-            let own = self.check_entries(m, file, id, body, schema.fields, kind, &raw.name.node, true);
+            let own =
+                self.check_entries(m, file, id, body, schema.fields, kind, &raw.name.node, true);
             for (k, v) in own {
                 // An override of a bound replaces every percentile of that metric? No: keys
                 // are per percentile, so `ttft.p95` overrides only `ttft.p95`.
@@ -172,10 +204,24 @@ impl<'s, 'w> Checker<'s, 'w> {
         for f in kind.schema().fields.iter().filter(|f| f.required) {
             if !fields.contains_key(f.name) {
                 complete = false;
+                if written.iter().any(|w| w == f.name) {
+                    continue;
+                }
                 self.push(
-                    Diagnostic::new(Code::MissingField, format!("{} `{}` has no `{}`", kind.keyword(), raw.name.node, f.name))
-                        .primary(file, raw.name.span, format!("needs `{}`: {}", f.name, f.doc))
-                        .help(format!("add `{} = …` ({})", f.name, f.ty.describe())),
+                    Diagnostic::new(
+                        Code::MissingField,
+                        format!("{} `{}` has no `{}`", kind.keyword(), raw.name.node, f.name),
+                    )
+                    .primary(
+                        file,
+                        raw.name.span,
+                        format!("needs `{}`: {}", f.name, f.doc),
+                    )
+                    .help(format!(
+                        "add `{} = …` ({})",
+                        f.name,
+                        f.ty.describe()
+                    )),
                 );
             }
         }
@@ -217,10 +263,13 @@ impl<'s, 'w> Checker<'s, 'w> {
             if let Some(prev) = seen.get(&key) {
                 let prev = *prev;
                 self.push(
-                    Diagnostic::new(Code::DuplicateField, format!("`{key}` is set twice in `{def_name}`"))
-                        .primary(file, entry.key_span, "set again here")
-                        .secondary(FileSpan::new(file, prev), "first set here")
-                        .help("remove one of them"),
+                    Diagnostic::new(
+                        Code::DuplicateField,
+                        format!("`{key}` is set twice in `{def_name}`"),
+                    )
+                    .primary(file, entry.key_span, "set again here")
+                    .secondary(FileSpan::new(file, prev), "first set here")
+                    .help("remove one of them"),
                 );
                 continue;
             }
@@ -228,12 +277,30 @@ impl<'s, 'w> Checker<'s, 'w> {
             let head = &entry.key[0];
             let Some(field) = table.iter().find(|f| f.name == head.node) else {
                 let names: Vec<&str> = table.iter().map(|f| f.name).collect();
-                let what = if top { format!("{} `{def_name}`", kind.keyword()) } else { "this block".to_string() };
-                let mut d = Diagnostic::new(Code::UnknownField, format!("{what} has no field `{}`", head.node))
-                    .primary(file, head.span, "unknown field");
+                let what = if top {
+                    format!("{} `{def_name}`", kind.keyword())
+                } else {
+                    "this block".to_string()
+                };
+                let mut d = Diagnostic::new(
+                    Code::UnknownField,
+                    format!("{what} has no field `{}`", head.node),
+                )
+                .primary(file, head.span, "unknown field");
                 d = match did_you_mean(&head.node, names.iter().copied()) {
-                    Some(s) => d.help(format!("did you mean `{s}`?")).fix(format!("use `{s}`"), FileSpan::new(file, head.span), s),
-                    None => d.help(format!("the fields are {}", names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "))),
+                    Some(s) => d.help(format!("did you mean `{s}`?")).fix(
+                        format!("use `{s}`"),
+                        FileSpan::new(file, head.span),
+                        s,
+                    ),
+                    None => d.help(format!(
+                        "the fields are {}",
+                        names
+                            .iter()
+                            .map(|n| format!("`{n}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
                 };
                 self.push(d);
                 continue;
@@ -243,17 +310,31 @@ impl<'s, 'w> Checker<'s, 'w> {
                 Ty::Bound(_) => {
                     if entry.key.len() > 2 {
                         self.push(
-                            Diagnostic::new(Code::UnknownField, format!("`{key}` has too many parts"))
-                                .primary(file, entry.key_span, "expected `metric` or `metric.percentile`")
-                                .help(format!("write e.g. `{}.p95`", field.name)),
+                            Diagnostic::new(
+                                Code::UnknownField,
+                                format!("`{key}` has too many parts"),
+                            )
+                            .primary(
+                                file,
+                                entry.key_span,
+                                "expected `metric` or `metric.percentile`",
+                            )
+                            .help(format!("write e.g. `{}.p95`", field.name)),
                         );
                         continue;
                     }
                     let pct = entry.key.get(1).map(|p| p.node.as_str()).unwrap_or("p50");
                     if !PERCENTILES.contains(&pct) {
                         let p = &entry.key[1];
-                        let mut d = Diagnostic::new(Code::UnknownOption, format!("unknown percentile `{}`", p.node))
-                            .primary(file, p.span, "not a percentile dic predicts");
+                        let mut d = Diagnostic::new(
+                            Code::UnknownOption,
+                            format!("unknown percentile `{}`", p.node),
+                        )
+                        .primary(
+                            file,
+                            p.span,
+                            "not a percentile dic predicts",
+                        );
                         d = match did_you_mean(&p.node, PERCENTILES.iter().copied()) {
                             Some(s) => d.help(format!("did you mean `{s}`?")),
                             None => d.help(format!("use one of {}", PERCENTILES.join(", "))),
@@ -267,9 +348,12 @@ impl<'s, 'w> Checker<'s, 'w> {
                     if entry.key.len() > 1 {
                         let extra = &entry.key[1];
                         self.push(
-                            Diagnostic::new(Code::UnknownField, format!("`{}` has no part `{}`", field.name, extra.node))
-                                .primary(file, extra.span, "unexpected")
-                                .help(format!("write `{} = …`", field.name)),
+                            Diagnostic::new(
+                                Code::UnknownField,
+                                format!("`{}` has no part `{}`", field.name, extra.node),
+                            )
+                            .primary(file, extra.span, "unexpected")
+                            .help(format!("write `{} = …`", field.name)),
                         );
                         continue;
                     }
@@ -314,26 +398,68 @@ impl<'s, 'w> Checker<'s, 'w> {
                 _ => "`=`",
             };
             self.push(
-                Diagnostic::new(Code::WrongOperator, format!("`{}` cannot be used with `{}`", op.as_str(), field.name))
-                    .primary(file, entry.op.span, "wrong operator")
-                    .help(format!("use {want}")),
+                Diagnostic::new(
+                    Code::WrongOperator,
+                    format!("`{}` cannot be used with `{}`", op.as_str(), field.name),
+                )
+                .primary(file, entry.op.span, "wrong operator")
+                .help(format!("use {want}")),
             );
         }
         ok
     }
 
+    /// A name not found as the kind wanted: either it names another kind, or nothing.
+    fn not_found(
+        &mut self,
+        m: usize,
+        file: FileId,
+        name: &Spanned<String>,
+        want: Kind,
+        field: &str,
+    ) -> Diagnostic {
+        let others = self.s.lookup_any(m, &name.node);
+        if let Some(&other) = others.first() {
+            let other_kind = self.s.raw[other].kind.node.clone();
+            let loc = FileSpan::new(self.s.raw[other].file, self.s.raw[other].name.span);
+            return Diagnostic::new(
+                Code::TypeMismatch,
+                format!(
+                    "`{field}` expects a {}, but `{}` is a {other_kind}",
+                    want.keyword(),
+                    name.node
+                ),
+            )
+            .primary(file, name.span, format!("a {other_kind}"))
+            .secondary(loc, "defined here");
+        }
+        self.s.unknown_name(m, name, want.keyword())
+    }
+
     fn type_error(&mut self, file: FileId, expr: &Expr, ty: &Ty, field: &str) {
         let found = describe_expr(expr);
         self.push(
-            Diagnostic::new(Code::TypeMismatch, format!("`{field}` expects {}, found {found}", ty.describe()))
-                .primary(file, expr.span, format!("this is {found}")),
+            Diagnostic::new(
+                Code::TypeMismatch,
+                format!("`{field}` expects {}, found {found}", ty.describe()),
+            )
+            .primary(file, expr.span, format!("this is {found}")),
         );
     }
 
     /// A quantity of `dim` in base units.
-    fn quantity(&mut self, file: FileId, expr: &Expr, dim: Dimension, field: &str, kind: Kind) -> Option<f64> {
+    fn quantity(
+        &mut self,
+        file: FileId,
+        expr: &Expr,
+        dim: Dimension,
+        field: &str,
+        kind: Kind,
+    ) -> Option<f64> {
         match &expr.kind {
-            ExprKind::Quantity { value, unit: None, .. } => {
+            ExprKind::Quantity {
+                value, unit: None, ..
+            } => {
                 if matches!(dim, Dimension::Tokens | Dimension::Ratio) {
                     return Some(*value);
                 }
@@ -342,14 +468,26 @@ impl<'s, 'w> Checker<'s, 'w> {
                     Diagnostic::new(Code::UnitMismatch, format!("`{field}` needs a unit"))
                         .primary(file, expr.span, format!("expected {}", dim.describe()))
                         .help(format!("add a unit, e.g. `{} {example}`", fmt_num(*value)))
-                        .fix("add the unit", FileSpan::new(file, Span::new(expr.span.end as usize, expr.span.end as usize)), format!(" {example}")),
+                        .fix(
+                            "add the unit",
+                            FileSpan::new(
+                                file,
+                                Span::new(expr.span.end as usize, expr.span.end as usize),
+                            ),
+                            format!(" {example}"),
+                        ),
                 );
                 None
             }
-            ExprKind::Quantity { value, unit: Some(u), .. } => {
+            ExprKind::Quantity {
+                value,
+                unit: Some(u),
+                ..
+            } => {
                 let Some(unit) = units::lookup(&u.node) else {
-                    let mut d = Diagnostic::new(Code::UnknownUnit, format!("unknown unit `{}`", u.node))
-                        .primary(file, u.span, "not a unit dic knows");
+                    let mut d =
+                        Diagnostic::new(Code::UnknownUnit, format!("unknown unit `{}`", u.node))
+                            .primary(file, u.span, "not a unit dic knows");
                     if let Some(h) = units::suggest(&u.node) {
                         d = d.help(h);
                     } else {
@@ -363,49 +501,105 @@ impl<'s, 'w> Checker<'s, 'w> {
                         Code::UnitMismatch,
                         format!("`{field}` expects {}, found `{}`", dim.describe(), u.node),
                     )
-                    .primary(file, u.span, format!("`{}` is {}", u.node, unit.dim.describe()));
+                    .primary(
+                        file,
+                        u.span,
+                        format!("`{}` is {}", u.node, unit.dim.describe()),
+                    );
                     if dim == Dimension::Bytes && unit.dim == Dimension::Bandwidth {
-                        d = d.help(format!("a size has no `/s`: write `{} {}`", fmt_num(*value), u.node.trim_end_matches("/s")));
+                        d = d.help(format!(
+                            "a size has no `/s`: write `{} {}`",
+                            fmt_num(*value),
+                            u.node.trim_end_matches("/s")
+                        ));
                     } else if dim == Dimension::Bandwidth && unit.dim == Dimension::Bytes {
-                        d = d.help(format!("a bandwidth is per second: write `{} {}/s`", fmt_num(*value), u.node));
+                        d = d.help(format!(
+                            "a bandwidth is per second: write `{} {}/s`",
+                            fmt_num(*value),
+                            u.node
+                        ));
                     } else {
                         let examples: Vec<&str> = dim.units().take(4).map(|u| u.symbol).collect();
-                        d = d.help(format!("use one of {}", examples.iter().map(|e| format!("`{e}`")).collect::<Vec<_>>().join(", ")));
+                        d = d.help(format!(
+                            "use one of {}",
+                            examples
+                                .iter()
+                                .map(|e| format!("`{e}`"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ));
                     }
                     self.push(d);
                     return None;
                 }
-                if kind == Kind::Gpu && field == "memory" && matches!(u.node.as_str(), "GB" | "TB") {
+                if kind == Kind::Gpu && field == "memory" && matches!(u.node.as_str(), "GB" | "TB")
+                {
                     let gib = u.node.replace('B', "iB");
                     self.push(
-                        Diagnostic::new(Code::DecimalBinaryMemory, format!("GPU memory given in decimal `{}`", u.node))
-                            .primary(file, u.span, format!("{} {} is {:.1} GiB", fmt_num(*value), u.node, value * unit.factor / 1073741824.0))
-                            .help(format!("vendors' \"{} GB\" of HBM means binary gibibytes: write `{} {gib}`", fmt_num(*value), fmt_num(*value)))
-                            .fix(format!("use `{gib}`"), FileSpan::new(file, u.span), gib),
+                        Diagnostic::new(
+                            Code::DecimalBinaryMemory,
+                            format!("GPU memory given in decimal `{}`", u.node),
+                        )
+                        .primary(
+                            file,
+                            u.span,
+                            format!(
+                                "{} {} is {:.1} GiB",
+                                fmt_num(*value),
+                                u.node,
+                                value * unit.factor / 1073741824.0
+                            ),
+                        )
+                        .help(format!(
+                            "vendors' \"{} GB\" of HBM means binary gibibytes: write `{} {gib}`",
+                            fmt_num(*value),
+                            fmt_num(*value)
+                        ))
+                        .fix(
+                            format!("use `{gib}`"),
+                            FileSpan::new(file, u.span),
+                            gib,
+                        ),
                     );
                 }
                 Some(value * unit.factor)
             }
-            ExprKind::Money { value, per, .. } => match units::money(per.as_ref().map(|p| p.node.as_str())) {
-                Some((d, f)) if d == dim => Some(value * f),
-                Some((d, _)) => {
-                    self.push(
-                        Diagnostic::new(Code::UnitMismatch, format!("`{field}` expects {}, found {}", dim.describe(), d.describe()))
+            ExprKind::Money { value, per, .. } => {
+                match units::money(per.as_ref().map(|p| p.node.as_str())) {
+                    Some((d, f)) if d == dim => Some(value * f),
+                    Some((d, _)) => {
+                        self.push(
+                            Diagnostic::new(
+                                Code::UnitMismatch,
+                                format!(
+                                    "`{field}` expects {}, found {}",
+                                    dim.describe(),
+                                    d.describe()
+                                ),
+                            )
                             .primary(file, expr.span, "a price")
-                            .help(if dim == Dimension::MoneyRate { "add a time: `$12.50/h`" } else { "use a plain amount" }),
-                    );
-                    None
-                }
-                None => {
-                    let p = per.as_ref().expect("money(None) is always Some");
-                    self.push(
-                        Diagnostic::new(Code::UnknownUnit, format!("unknown time unit `{}` in a price", p.node))
+                            .help(if dim == Dimension::MoneyRate {
+                                "add a time: `$12.50/h`"
+                            } else {
+                                "use a plain amount"
+                            }),
+                        );
+                        None
+                    }
+                    None => {
+                        let p = per.as_ref().expect("money(None) is always Some");
+                        self.push(
+                            Diagnostic::new(
+                                Code::UnknownUnit,
+                                format!("unknown time unit `{}` in a price", p.node),
+                            )
                             .primary(file, p.span, "not a time unit")
                             .help("use `/h`, `/min`, `/s`, `/day` or `/month`"),
-                    );
-                    None
+                        );
+                        None
+                    }
                 }
-            },
+            }
             _ => {
                 self.type_error(file, expr, &Ty::Quantity(dim), field);
                 None
@@ -418,24 +612,37 @@ impl<'s, 'w> Checker<'s, 'w> {
             ExprKind::Quantity { value, unit, .. } => {
                 if let Some(u) = unit {
                     self.push(
-                        Diagnostic::new(Code::UnitMismatch, format!("`{field}` is a plain count, found `{}`", u.node))
-                            .primary(file, u.span, "a count has no unit")
-                            .help(format!("write `{field} = {}`", fmt_num(*value))),
+                        Diagnostic::new(
+                            Code::UnitMismatch,
+                            format!("`{field}` is a plain count, found `{}`", u.node),
+                        )
+                        .primary(file, u.span, "a count has no unit")
+                        .help(format!("write `{field} = {}`", fmt_num(*value))),
                     );
                     return None;
                 }
                 if value.fract() != 0.0 {
                     self.push(
-                        Diagnostic::new(Code::TypeMismatch, format!("`{field}` must be a whole number"))
-                            .primary(file, expr.span, "has a fraction")
-                            .help(format!("use `{}`", value.round())),
+                        Diagnostic::new(
+                            Code::TypeMismatch,
+                            format!("`{field}` must be a whole number"),
+                        )
+                        .primary(file, expr.span, "has a fraction")
+                        .help(format!("use `{}`", value.round())),
                     );
                     return None;
                 }
                 if *value < min as f64 || *value > max as f64 {
                     self.push(
-                        Diagnostic::new(Code::OutOfRange, format!("`{field}` = {} is out of range", fmt_num(*value)))
-                            .primary(file, expr.span, format!("must be between {min} and {max}")),
+                        Diagnostic::new(
+                            Code::OutOfRange,
+                            format!("`{field}` = {} is out of range", fmt_num(*value)),
+                        )
+                        .primary(
+                            file,
+                            expr.span,
+                            format!("must be between {min} and {max}"),
+                        ),
                     );
                     return None;
                 }
@@ -448,13 +655,24 @@ impl<'s, 'w> Checker<'s, 'w> {
         }
     }
 
-    fn reference(&mut self, m: usize, file: FileId, expr: &Expr, want: Kind, field: &str) -> Option<DefId> {
+    fn reference(
+        &mut self,
+        m: usize,
+        file: FileId,
+        expr: &Expr,
+        want: Kind,
+        field: &str,
+    ) -> Option<DefId> {
         match &expr.kind {
-            ExprKind::Reference { name, count: None, overrides } => {
-                let id = match self.s.lookup(m, &name.node) {
+            ExprKind::Reference {
+                name,
+                count: None,
+                overrides,
+            } => {
+                let id = match self.s.lookup(m, want.keyword(), &name.node) {
                     Some(id) => id,
                     None => {
-                        let d = self.s.unknown_name(m, name, Some(want.keyword()));
+                        let d = self.not_found(m, file, name, want, field);
                         self.push(d);
                         return None;
                     }
@@ -466,9 +684,18 @@ impl<'s, 'w> Checker<'s, 'w> {
                         let loc = self.out[id].as_ref().map(|d| d.location());
                         let mut d = Diagnostic::new(
                             Code::TypeMismatch,
-                            format!("`{field}` expects a {}, but `{}` is a {}", want.keyword(), name.node, actual.keyword()),
+                            format!(
+                                "`{field}` expects a {}, but `{}` is a {}",
+                                want.keyword(),
+                                name.node,
+                                actual.keyword()
+                            ),
                         )
-                        .primary(file, name.span, format!("a {}", actual.keyword()));
+                        .primary(
+                            file,
+                            name.span,
+                            format!("a {}", actual.keyword()),
+                        );
                         if let Some(loc) = loc {
                             d = d.secondary(loc, "defined here");
                         }
@@ -515,7 +742,12 @@ impl<'s, 'w> Checker<'s, 'w> {
                 continue;
             }
             self.check_def(id);
-            if let Some(Def { body: Body::Gpu(g), name, .. }) = &self.out[id] {
+            if let Some(Def {
+                body: Body::Gpu(g),
+                name,
+                ..
+            }) = &self.out[id]
+            {
                 let hit = std::iter::once(name.as_str())
                     .chain(g.names.iter().map(String::as_str))
                     .any(|n| crate::stdlib::normalize_gpu_name(n) == wanted);
@@ -531,7 +763,10 @@ impl<'s, 'w> Checker<'s, 'w> {
                     Some(f) => self.s.module_of_file[&f],
                     None => self.s.load_stdlib(module),
                 };
-                let id = self.s.modules[mi].own.get(&name).copied()?;
+                let id = self.s.modules[mi]
+                    .own
+                    .get(&("gpu".to_string(), name))
+                    .copied()?;
                 self.check_def(id);
                 Some(id)
             }
@@ -546,17 +781,40 @@ impl<'s, 'w> Checker<'s, 'w> {
         }
     }
 
-    fn enum_word(&mut self, file: FileId, expr: &Expr, opts: &'static [&'static str], field: &str) -> Option<String> {
+    fn enum_word(
+        &mut self,
+        file: FileId,
+        expr: &Expr,
+        opts: &'static [&'static str],
+        field: &str,
+    ) -> Option<String> {
         match &expr.kind {
-            ExprKind::Reference { name, count: None, overrides: None } => {
+            ExprKind::Reference {
+                name,
+                count: None,
+                overrides: None,
+            } => {
                 if opts.contains(&name.node.as_str()) {
                     return Some(name.node.clone());
                 }
-                let mut d = Diagnostic::new(Code::UnknownOption, format!("`{}` is not a valid `{field}`", name.node))
-                    .primary(file, name.span, "unknown option");
+                let mut d = Diagnostic::new(
+                    Code::UnknownOption,
+                    format!("`{}` is not a valid `{field}`", name.node),
+                )
+                .primary(file, name.span, "unknown option");
                 d = match did_you_mean(&name.node, opts.iter().copied()) {
-                    Some(s) => d.help(format!("did you mean `{s}`?")).fix(format!("use `{s}`"), FileSpan::new(file, name.span), s),
-                    None => d.help(format!("use one of {}", opts.iter().map(|o| format!("`{o}`")).collect::<Vec<_>>().join(", "))),
+                    Some(s) => d.help(format!("did you mean `{s}`?")).fix(
+                        format!("use `{s}`"),
+                        FileSpan::new(file, name.span),
+                        s,
+                    ),
+                    None => d.help(format!(
+                        "use one of {}",
+                        opts.iter()
+                            .map(|o| format!("`{o}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
                 };
                 self.push(d);
                 None
@@ -568,12 +826,26 @@ impl<'s, 'w> Checker<'s, 'w> {
         }
     }
 
-    fn eval(&mut self, m: usize, file: FileId, expr: &Expr, ty: &Ty, field: &str, kind: Kind) -> Option<Value> {
+    fn eval(
+        &mut self,
+        m: usize,
+        file: FileId,
+        expr: &Expr,
+        ty: &Ty,
+        field: &str,
+        kind: Kind,
+    ) -> Option<Value> {
         match *ty {
-            Ty::Quantity(dim) => self.quantity(file, expr, dim, field, kind).map(Value::Number),
+            Ty::Quantity(dim) => self
+                .quantity(file, expr, dim, field, kind)
+                .map(Value::Number),
             Ty::Int { min, max } => self.int(file, expr, min, max, field).map(Value::Int),
             Ty::Bool => match &expr.kind {
-                ExprKind::Reference { name, count: None, overrides: None } if name.node == "true" || name.node == "false" => {
+                ExprKind::Reference {
+                    name,
+                    count: None,
+                    overrides: None,
+                } if name.node == "true" || name.node == "false" => {
                     Some(Value::Bool(name.node == "true"))
                 }
                 _ => {
@@ -592,7 +864,10 @@ impl<'s, 'w> Checker<'s, 'w> {
             Ty::Ref(k) => self.reference(m, file, expr, k, field).map(Value::Ref),
             Ty::List(inner) => match &expr.kind {
                 ExprKind::List(items) => {
-                    let vals: Vec<Value> = items.iter().filter_map(|i| self.eval(m, file, i, inner, field, kind)).collect();
+                    let vals: Vec<Value> = items
+                        .iter()
+                        .filter_map(|i| self.eval(m, file, i, inner, field, kind))
+                        .collect();
                     (vals.len() == items.len()).then_some(Value::List(vals))
                 }
                 _ => {
@@ -600,29 +875,45 @@ impl<'s, 'w> Checker<'s, 'w> {
                     None
                 }
             },
-            Ty::CountOf(k) => self.count_of(m, file, expr, k, field).map(|(n, id)| Value::CountOf(n, id)),
+            Ty::CountOf(k) => self
+                .count_of(m, file, expr, k, field)
+                .map(|(n, id)| Value::CountOf(n, id)),
             Ty::Groups(k) => {
                 let items: Vec<&Expr> = match &expr.kind {
                     ExprKind::List(items) if !items.is_empty() => items.iter().collect(),
                     _ => vec![expr],
                 };
-                let groups: Vec<(u64, DefId)> = items.iter().filter_map(|e| self.count_of(m, file, e, k, field)).collect();
+                let groups: Vec<(u64, DefId)> = items
+                    .iter()
+                    .filter_map(|e| self.count_of(m, file, e, k, field))
+                    .collect();
                 (groups.len() == items.len()).then_some(Value::Groups(groups))
             }
             Ty::Layout => self.layout(file, expr).map(Value::Layout),
             Ty::Engine => self.engine(m, file, expr, field),
-            Ty::Bound(dim) => self.quantity(file, expr, dim, field, kind).map(|v| Value::Bound(Op::Le, v)),
+            Ty::Bound(dim) => self
+                .quantity(file, expr, dim, field, kind)
+                .map(|v| Value::Bound(Op::Le, v)),
         }
     }
 
-    fn count_of(&mut self, m: usize, file: FileId, expr: &Expr, k: Kind, field: &str) -> Option<(u64, DefId)> {
+    fn count_of(
+        &mut self,
+        m: usize,
+        file: FileId,
+        expr: &Expr,
+        k: Kind,
+        field: &str,
+    ) -> Option<(u64, DefId)> {
         match &expr.kind {
             ExprKind::Product(factors) if factors.len() == 2 => {
                 let n = self.int(file, &factors[0], 1, 1 << 40, field)?;
                 let id = self.reference(m, file, &factors[1], k, field)?;
                 Some((n as u64, id))
             }
-            ExprKind::Reference { .. } | ExprKind::Str(_) => Some((1, self.reference(m, file, expr, k, field)?)),
+            ExprKind::Reference { .. } | ExprKind::Str(_) => {
+                Some((1, self.reference(m, file, expr, k, field)?))
+            }
             _ => {
                 self.type_error(file, expr, &Ty::CountOf(k), field);
                 None
@@ -632,7 +923,11 @@ impl<'s, 'w> Checker<'s, 'w> {
 
     fn layout(&mut self, file: FileId, expr: &Expr) -> Option<LayoutSpec> {
         let factors: Vec<&Expr> = match &expr.kind {
-            ExprKind::Reference { name, count: None, overrides: None } if name.node == "auto" => return Some(LayoutSpec::Auto),
+            ExprKind::Reference {
+                name,
+                count: None,
+                overrides: None,
+            } if name.node == "auto" => return Some(LayoutSpec::Auto),
             ExprKind::Product(f) => f.iter().collect(),
             ExprKind::Reference { .. } => vec![expr],
             _ => {
@@ -644,19 +939,30 @@ impl<'s, 'w> Checker<'s, 'w> {
         let mut seen: Vec<&str> = Vec::new();
         let mut ok = true;
         for f in factors {
-            let ExprKind::Reference { name, count, overrides: None } = &f.kind else {
+            let ExprKind::Reference {
+                name,
+                count,
+                overrides: None,
+            } = &f.kind
+            else {
                 self.push(
-                    Diagnostic::new(Code::InvalidLayout, "a layout is made of factors like `tp 8`")
-                        .primary(file, f.span, "not a layout factor")
-                        .help("write e.g. `layout = tp 8 × pp 2 × dp 2` or `layout = auto`"),
+                    Diagnostic::new(
+                        Code::InvalidLayout,
+                        "a layout is made of factors like `tp 8`",
+                    )
+                    .primary(file, f.span, "not a layout factor")
+                    .help("write e.g. `layout = tp 8 × pp 2 × dp 2` or `layout = auto`"),
                 );
                 ok = false;
                 continue;
             };
             let key = name.node.as_str();
             let Some((canon, _)) = LAYOUT_FACTORS.iter().find(|(k, _)| *k == key) else {
-                let mut d = Diagnostic::new(Code::InvalidLayout, format!("unknown layout factor `{key}`"))
-                    .primary(file, name.span, "not tp, pp, dp, ep, dcp or pcp");
+                let mut d = Diagnostic::new(
+                    Code::InvalidLayout,
+                    format!("unknown layout factor `{key}`"),
+                )
+                .primary(file, name.span, "not tp, pp, dp, ep, dcp or pcp");
                 if key == "auto" {
                     d = d.help("`auto` stands alone: `layout = auto`");
                 } else if let Some(s) = did_you_mean(key, LAYOUT_FACTORS.iter().map(|(k, _)| *k)) {
@@ -668,9 +974,12 @@ impl<'s, 'w> Checker<'s, 'w> {
             };
             if seen.contains(canon) {
                 self.push(
-                    Diagnostic::new(Code::InvalidLayout, format!("`{key}` appears twice in the layout"))
-                        .primary(file, f.span, "repeated")
-                        .help("give each factor once"),
+                    Diagnostic::new(
+                        Code::InvalidLayout,
+                        format!("`{key}` appears twice in the layout"),
+                    )
+                    .primary(file, f.span, "repeated")
+                    .help("give each factor once"),
                 );
                 ok = false;
                 continue;
@@ -718,13 +1027,21 @@ impl<'s, 'w> Checker<'s, 'w> {
     }
 
     fn engine(&mut self, m: usize, file: FileId, expr: &Expr, field: &str) -> Option<Value> {
-        let ExprKind::Reference { name, count: None, overrides } = &expr.kind else {
+        let ExprKind::Reference {
+            name,
+            count: None,
+            overrides,
+        } = &expr.kind
+        else {
             self.type_error(file, expr, &Ty::Engine, field);
             return None;
         };
         if !ENGINES.contains(&name.node.as_str()) {
-            let mut d = Diagnostic::new(Code::UnknownOption, format!("unknown engine `{}`", name.node))
-                .primary(file, name.span, "dic targets vLLM");
+            let mut d = Diagnostic::new(
+                Code::UnknownOption,
+                format!("unknown engine `{}`", name.node),
+            )
+            .primary(file, name.span, "dic targets vLLM");
             if let Some(s) = did_you_mean(&name.node, ENGINES.iter().copied()) {
                 d = d.help(format!("did you mean `{s}`?"));
             } else {
@@ -736,7 +1053,16 @@ impl<'s, 'w> Checker<'s, 'w> {
         let options = match overrides {
             Some(block) => {
                 let id = usize::MAX;
-                let mut opts = self.check_entries(m, file, id, block, VLLM_OPTIONS, Kind::Deploy, "vllm", false);
+                let mut opts = self.check_entries(
+                    m,
+                    file,
+                    id,
+                    block,
+                    VLLM_OPTIONS,
+                    Kind::Deploy,
+                    "vllm",
+                    false,
+                );
                 for v in opts.values_mut() {
                     v.set_by = usize::MAX;
                 }
@@ -748,7 +1074,13 @@ impl<'s, 'w> Checker<'s, 'w> {
     }
 
     /// Builds the typed body from merged fields; false when a semantic rule failed.
-    fn build(&mut self, kind: Kind, _id: DefId, raw: &RawDef, f: &BTreeMap<String, FieldValue>) -> (Body, bool) {
+    fn build(
+        &mut self,
+        kind: Kind,
+        _id: DefId,
+        raw: &RawDef,
+        f: &BTreeMap<String, FieldValue>,
+    ) -> (Body, bool) {
         let r = Reader(f);
         let file = raw.file;
         let mut ok = true;
@@ -771,7 +1103,10 @@ impl<'s, 'w> Checker<'s, 'w> {
                 })
             }
             Kind::Link => Body::Link(Link {
-                link_type: r.word("type").and_then(|w| LinkType::parse(&w)).unwrap_or(LinkType::Ethernet),
+                link_type: r
+                    .word("type")
+                    .and_then(|w| LinkType::parse(&w))
+                    .unwrap_or(LinkType::Ethernet),
                 bandwidth: r.num("bandwidth").unwrap_or(0.0),
                 latency: r.num("latency").unwrap_or(0.0),
                 generation: r.string("generation"),
@@ -784,7 +1119,10 @@ impl<'s, 'w> Checker<'s, 'w> {
                     gpu,
                     gpu_count,
                     scale_up,
-                    scale_up_domain: r.int("scale_up_domain").map(|v| v as u64).unwrap_or(default_domain),
+                    scale_up_domain: r
+                        .int("scale_up_domain")
+                        .map(|v| v as u64)
+                        .unwrap_or(default_domain),
                     nics: r.count_of("nics"),
                     price: r.num("price"),
                     provider: r.string("provider"),
@@ -793,7 +1131,13 @@ impl<'s, 'w> Checker<'s, 'w> {
             }
             Kind::Cluster => Body::Cluster(Cluster {
                 groups: match f.get("nodes").map(|v| &v.value) {
-                    Some(Value::Groups(g)) => g.iter().map(|(count, node)| NodeGroup { count: *count, node: *node }).collect(),
+                    Some(Value::Groups(g)) => g
+                        .iter()
+                        .map(|(count, node)| NodeGroup {
+                            count: *count,
+                            node: *node,
+                        })
+                        .collect(),
                     _ => Vec::new(),
                 },
                 fabric: r.reference("fabric"),
@@ -854,11 +1198,24 @@ impl<'s, 'w> Checker<'s, 'w> {
                     rate: r.num("rate"),
                     concurrency: r.uint("concurrency"),
                 };
-                if w.rate.is_none() && w.concurrency.is_none() {
+                let written = raw
+                    .body
+                    .iter()
+                    .flat_map(|b| b.entries.iter())
+                    .any(|e| e.key[0].node == "rate" || e.key[0].node == "concurrency");
+                if w.rate.is_none() && w.concurrency.is_none() && !written {
                     self.push(
-                        Diagnostic::new(Code::MissingField, format!("workload `{}` has neither `rate` nor `concurrency`", raw.name.node))
-                            .primary(file, raw.name.span, "how much traffic?")
-                            .help("add `rate = 10 req/s` (open loop) or `concurrency = 64` (closed loop)"),
+                        Diagnostic::new(
+                            Code::MissingField,
+                            format!(
+                                "workload `{}` has neither `rate` nor `concurrency`",
+                                raw.name.node
+                            ),
+                        )
+                        .primary(file, raw.name.span, "how much traffic?")
+                        .help(
+                            "add `rate = 10 req/s` (open loop) or `concurrency = 64` (closed loop)",
+                        ),
                     );
                     ok = false;
                 }
@@ -886,14 +1243,24 @@ impl<'s, 'w> Checker<'s, 'w> {
                         _ => SloMetric::RequestRate,
                     };
                     if let Value::Bound(op, value) = fv.value {
-                        bounds.push(SloBound { metric, percentile: pct.to_string(), op, value, at: fv.entry });
+                        bounds.push(SloBound {
+                            metric,
+                            percentile: pct.to_string(),
+                            op,
+                            value,
+                            at: fv.entry,
+                        });
                     }
                 }
                 Body::Slo(Slo { bounds })
             }
             Kind::Deploy => {
                 let (layout, layout_at) = match f.get("layout") {
-                    Some(FieldValue { value: Value::Layout(l), at, .. }) => (l.clone(), *at),
+                    Some(FieldValue {
+                        value: Value::Layout(l),
+                        at,
+                        ..
+                    }) => (l.clone(), *at),
                     _ => (LayoutSpec::Auto, FileSpan::new(file, raw.name.span)),
                 };
                 let engine = match f.get("engine").map(|v| &v.value) {
@@ -915,32 +1282,100 @@ impl<'s, 'w> Checker<'s, 'w> {
     }
 
     /// Consistency rules inside one model definition.
-    fn model_rules(&mut self, file: FileId, raw: &RawDef, f: &BTreeMap<String, FieldValue>, m: &Model) -> bool {
+    fn model_rules(
+        &mut self,
+        file: FileId,
+        raw: &RawDef,
+        f: &BTreeMap<String, FieldValue>,
+        m: &Model,
+    ) -> bool {
         let mut ok = true;
-        let at = |name: &str| f.get(name).map(|v| v.at).unwrap_or(FileSpan::new(file, raw.name.span));
+        let at = |name: &str| {
+            f.get(name)
+                .map(|v| v.at)
+                .unwrap_or(FileSpan::new(file, raw.name.span))
+        };
         let mut fail = |this: &mut Self, at: FileSpan, msg: String, label: &str, help: String| {
-            this.push(Diagnostic::new(Code::OutOfRange, msg).primary(at.file, at.span, label).help(help));
+            this.push(
+                Diagnostic::new(Code::OutOfRange, msg)
+                    .primary(at.file, at.span, label)
+                    .help(help),
+            );
             ok = false;
         };
         if m.kv_heads > m.heads {
-            fail(self, at("kv_heads"), format!("`kv_heads` ({}) exceeds `heads` ({})", m.kv_heads, m.heads), "too many KV heads", "GQA shares each KV head among several query heads: kv_heads ≤ heads".into());
+            fail(
+                self,
+                at("kv_heads"),
+                format!("`kv_heads` ({}) exceeds `heads` ({})", m.kv_heads, m.heads),
+                "too many KV heads",
+                "GQA shares each KV head among several query heads: kv_heads ≤ heads".into(),
+            );
         } else if m.heads % m.kv_heads.max(1) != 0 {
-            fail(self, at("kv_heads"), format!("`heads` ({}) is not a multiple of `kv_heads` ({})", m.heads, m.kv_heads), "does not divide heads", "check the model's config.json".into());
+            fail(
+                self,
+                at("kv_heads"),
+                format!(
+                    "`heads` ({}) is not a multiple of `kv_heads` ({})",
+                    m.heads, m.kv_heads
+                ),
+                "does not divide heads",
+                "check the model's config.json".into(),
+            );
         }
         if m.experts > 0 && (m.experts_per_token == 0 || m.experts_per_token > m.experts) {
-            fail(self, at("experts_per_token"), format!("a MoE model needs 1 ≤ `experts_per_token` ≤ `experts` ({})", m.experts), "top-k missing or too large", "set `experts_per_token` (num_experts_per_tok in config.json)".into());
+            fail(
+                self,
+                at("experts_per_token"),
+                format!(
+                    "a MoE model needs 1 ≤ `experts_per_token` ≤ `experts` ({})",
+                    m.experts
+                ),
+                "top-k missing or too large",
+                "set `experts_per_token` (num_experts_per_tok in config.json)".into(),
+            );
         }
         if m.experts > 0 && m.moe_intermediate == 0 {
-            fail(self, at("experts"), "a MoE model needs `moe_intermediate`".into(), "expert size missing", "set `moe_intermediate` (moe_intermediate_size in config.json)".into());
+            fail(
+                self,
+                at("experts"),
+                "a MoE model needs `moe_intermediate`".into(),
+                "expert size missing",
+                "set `moe_intermediate` (moe_intermediate_size in config.json)".into(),
+            );
         }
         if m.attention == Attention::Mla && (m.kv_lora_rank == 0 || m.qk_rope_head_dim == 0) {
-            fail(self, at("attention"), "MLA attention needs `kv_lora_rank` and `qk_rope_head_dim`".into(), "latent ranks missing", "copy them from config.json".into());
+            fail(
+                self,
+                at("attention"),
+                "MLA attention needs `kv_lora_rank` and `qk_rope_head_dim`".into(),
+                "latent ranks missing",
+                "copy them from config.json".into(),
+            );
         }
         if m.dense_layers > m.layers {
-            fail(self, at("dense_layers"), format!("`dense_layers` ({}) exceeds `layers` ({})", m.dense_layers, m.layers), "more than all layers", "dense_layers counts leading dense layers".into());
+            fail(
+                self,
+                at("dense_layers"),
+                format!(
+                    "`dense_layers` ({}) exceeds `layers` ({})",
+                    m.dense_layers, m.layers
+                ),
+                "more than all layers",
+                "dense_layers counts leading dense layers".into(),
+            );
         }
         if m.sliding_layers > m.layers {
-            fail(self, at("sliding_layers"), format!("`sliding_layers` ({}) exceeds `layers` ({})", m.sliding_layers, m.layers), "more than all layers", "count only the windowed layers".into());
+            fail(
+                self,
+                at("sliding_layers"),
+                format!(
+                    "`sliding_layers` ({}) exceeds `layers` ({})",
+                    m.sliding_layers, m.layers
+                ),
+                "more than all layers",
+                "count only the windowed layers".into(),
+            );
         }
         ok
     }

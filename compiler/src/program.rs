@@ -256,7 +256,14 @@ pub struct Layout {
 
 impl Default for Layout {
     fn default() -> Self {
-        Layout { tp: 1, pp: 1, dp: 1, ep: false, dcp: 1, pcp: 1 }
+        Layout {
+            tp: 1,
+            pp: 1,
+            dp: 1,
+            ep: false,
+            dcp: 1,
+            pcp: 1,
+        }
     }
 }
 
@@ -363,6 +370,9 @@ impl Program {
 
     /// Finds a checked definition by name (first match).
     pub fn by_name(&self, kind: Kind, name: &str) -> Option<&Def> {
-        self.defs.iter().flatten().find(|d| d.kind == kind && d.name == name)
+        self.defs
+            .iter()
+            .flatten()
+            .find(|d| d.kind == kind && d.name == name)
     }
 }

@@ -46,8 +46,10 @@ pub struct Binding {
 pub struct Module {
     pub file: FileId,
     pub ast: Arc<SourceAst>,
-    pub own: BTreeMap<String, DefId>,
-    pub imports: BTreeMap<String, Binding>,
+    /// Definitions of this file by (kind keyword, name): each kind is its own namespace,
+    /// so `workload chat`, `slo chat` and `deploy chat` coexist.
+    pub own: BTreeMap<(String, String), DefId>,
+    pub imports: BTreeMap<(String, String), Binding>,
     pub is_stdlib: bool,
 }
 
@@ -60,7 +62,7 @@ pub struct Session<'w> {
     pub raw: Vec<RawDef>,
     pub diags: Vec<Diagnostic>,
     /// Import names used at least once, per module (for the unused-import warning).
-    pub used_imports: HashMap<(usize, String), ()>,
+    pub used_imports: HashMap<(usize, (String, String)), ()>,
     loading: Vec<String>,
 }
 
@@ -131,16 +133,20 @@ impl<'w> Session<'w> {
 
     fn add_module(&mut self, file: FileId, ast: Arc<SourceAst>, is_stdlib: bool) -> usize {
         let idx = self.modules.len();
-        let mut own: BTreeMap<String, DefId> = BTreeMap::new();
+        let mut own: BTreeMap<(String, String), DefId> = BTreeMap::new();
         for item in &ast.items {
             let Item::Definition(d) = item else { continue };
-            if let Some(&prev) = own.get(&d.name.node) {
+            let key = (d.kind.node.clone(), d.name.node.clone());
+            if let Some(&prev) = own.get(&key) {
                 let prev_span = self.raw[prev].name.span;
                 self.diags.push(
-                    Diagnostic::new(Code::DuplicateDefinition, format!("`{}` is defined twice", d.name.node))
-                        .primary(file, d.name.span, "defined again here")
-                        .secondary(FileSpan::new(file, prev_span), "first defined here")
-                        .help("rename one of them"),
+                    Diagnostic::new(
+                        Code::DuplicateDefinition,
+                        format!("{} `{}` is defined twice", d.kind.node, d.name.node),
+                    )
+                    .primary(file, d.name.span, "defined again here")
+                    .secondary(FileSpan::new(file, prev_span), "first defined here")
+                    .help("rename one of them"),
                 );
                 continue;
             }
@@ -153,7 +159,7 @@ impl<'w> Session<'w> {
                 body: d.body.clone(),
                 span: d.span,
             });
-            own.insert(d.name.node.clone(), id);
+            own.insert(key, id);
         }
         self.modules.push(Module {
             file,
@@ -178,40 +184,56 @@ impl<'w> Session<'w> {
         }
     }
 
-    fn bind(&mut self, m: usize, name: &str, def: DefId, span: Span) {
+    fn bind(&mut self, m: usize, key: &(String, String), def: DefId, span: Span) {
         let file = self.modules[m].file;
-        if let Some(&own) = self.modules[m].own.get(name) {
+        let name = &key.1;
+        if let Some(&own) = self.modules[m].own.get(key) {
             if own != def {
                 let own_span = self.raw[own].name.span;
                 self.diags.push(
-                    Diagnostic::new(Code::DuplicateDefinition, format!("`{name}` is both imported and defined here"))
-                        .primary(file, own_span, "defined here")
-                        .secondary(FileSpan::new(file, span), "imported here")
-                        .help(format!("give your definition another name, e.g. `my_{name}`")),
+                    Diagnostic::new(
+                        Code::DuplicateDefinition,
+                        format!("`{name}` is both imported and defined here"),
+                    )
+                    .primary(file, own_span, "defined here")
+                    .secondary(FileSpan::new(file, span), "imported here")
+                    .help(format!(
+                        "give your definition another name, e.g. `my_{name}`"
+                    )),
                 );
             }
             return;
         }
-        if let Some(prev) = self.modules[m].imports.get(name) {
+        if let Some(prev) = self.modules[m].imports.get(key) {
             if prev.def != def {
                 let prev_span = prev.import_span;
                 self.diags.push(
-                    Diagnostic::new(Code::DuplicateDefinition, format!("`{name}` is imported twice from different places"))
-                        .primary(file, span, "imported again here")
-                        .secondary(FileSpan::new(file, prev_span), "first imported here")
-                        .help("import it once"),
+                    Diagnostic::new(
+                        Code::DuplicateDefinition,
+                        format!("`{name}` is imported twice from different places"),
+                    )
+                    .primary(file, span, "imported again here")
+                    .secondary(FileSpan::new(file, prev_span), "first imported here")
+                    .help("import it once"),
                 );
             }
             return;
         }
-        self.modules[m]
-            .imports
-            .insert(name.to_string(), Binding { def, import_span: span });
+        self.modules[m].imports.insert(
+            key.clone(),
+            Binding {
+                def,
+                import_span: span,
+            },
+        );
     }
 
     fn import_module(&mut self, m: usize, file: FileId, segs: &[Spanned<String>], span: Span) {
         let names: Vec<&str> = segs.iter().map(|s| s.node.as_str()).collect();
-        let full_span = segs.first().map(|s| s.span.join(segs[segs.len() - 1].span)).unwrap_or(span);
+        let full_span = segs
+            .first()
+            .map(|s| s.span.join(segs[segs.len() - 1].span))
+            .unwrap_or(span);
         if names.first() != Some(&"std") {
             self.diags.push(
                 Diagnostic::new(Code::UnknownModule, format!("unknown module `{}`", names.join(".")))
@@ -231,13 +253,20 @@ impl<'w> Session<'w> {
         let Some((idx, cut)) = found else {
             let module_names = stdlib::MODULES.iter().map(|m| m.module);
             let wanted = names[..names.len().saturating_sub(1).max(1)].join(".");
-            let mut d = Diagnostic::new(Code::UnknownModule, format!("no stdlib module in `{}`", names.join(".")))
-                .primary(file, full_span, "no such module");
+            let mut d = Diagnostic::new(
+                Code::UnknownModule,
+                format!("no stdlib module in `{}`", names.join(".")),
+            )
+            .primary(file, full_span, "no such module");
             d = match did_you_mean(&wanted, module_names) {
                 Some(s) => d.help(format!("did you mean `{s}`?")),
                 None => d.help(format!(
                     "the modules are {}",
-                    stdlib::MODULES.iter().map(|m| format!("`{}`", m.module)).collect::<Vec<_>>().join(", ")
+                    stdlib::MODULES
+                        .iter()
+                        .map(|m| format!("`{}`", m.module))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )),
             };
             self.diags.push(d);
@@ -247,37 +276,73 @@ impl<'w> Session<'w> {
         let module_name = names[..cut].join(".");
         if rest.is_empty() {
             self.diags.push(
-                Diagnostic::new(Code::UnknownModule, format!("`{module_name}` is a module, not a definition"))
-                    .primary(file, full_span, "imports a whole module")
-                    .help(format!("import one item (`{module_name}.NAME`) or all of them (`{module_name}.*`)")),
+                Diagnostic::new(
+                    Code::UnknownModule,
+                    format!("`{module_name}` is a module, not a definition"),
+                )
+                .primary(file, full_span, "imports a whole module")
+                .help(format!(
+                    "import one item (`{module_name}.NAME`) or all of them (`{module_name}.*`)"
+                )),
             );
             return;
         }
         if rest.len() > 1 {
             self.diags.push(
-                Diagnostic::new(Code::UnknownModule, format!("no stdlib module `{}`", names[..names.len() - 1].join(".")))
-                    .primary(file, rest[0].span, format!("`{module_name}` has no submodule `{}`", rest[0].node))
-                    .help(format!("import `{module_name}.{}` instead", rest[rest.len() - 1].node)),
+                Diagnostic::new(
+                    Code::UnknownModule,
+                    format!("no stdlib module `{}`", names[..names.len() - 1].join(".")),
+                )
+                .primary(
+                    file,
+                    rest[0].span,
+                    format!("`{module_name}` has no submodule `{}`", rest[0].node),
+                )
+                .help(format!(
+                    "import `{module_name}.{}` instead",
+                    rest[rest.len() - 1].node
+                )),
             );
             return;
         }
         let target = self.load_stdlib(idx);
         let item = &rest[0];
         if item.node == "*" {
-            let all: Vec<(String, DefId)> = self.modules[target].own.iter().map(|(k, v)| (k.clone(), *v)).collect();
-            for (name, def) in all {
-                self.bind(m, &name, def, span);
+            let all: Vec<((String, String), DefId)> = self.modules[target]
+                .own
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect();
+            for (key, def) in all {
+                self.bind(m, &key, def, span);
                 // A glob import is never "unused" by one name.
-                self.used_imports.insert((m, name), ());
+                self.used_imports.insert((m, key), ());
             }
             return;
         }
-        match self.modules[target].own.get(&item.node).copied() {
-            Some(def) => self.bind(m, &item.node, def, span),
-            None => {
-                let candidates: Vec<String> = self.modules[target].own.keys().cloned().collect();
-                let mut d = Diagnostic::new(Code::UnknownModule, format!("`{module_name}` has no definition `{}`", item.node))
-                    .primary(file, item.span, "not in this module");
+        let matching: Vec<((String, String), DefId)> = self.modules[target]
+            .own
+            .iter()
+            .filter(|((_, n), _)| *n == item.node)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        match matching.is_empty() {
+            false => {
+                for (key, def) in matching {
+                    self.bind(m, &key, def, span);
+                }
+            }
+            true => {
+                let candidates: Vec<String> = self.modules[target]
+                    .own
+                    .keys()
+                    .map(|(_, n)| n.clone())
+                    .collect();
+                let mut d = Diagnostic::new(
+                    Code::UnknownModule,
+                    format!("`{module_name}` has no definition `{}`", item.node),
+                )
+                .primary(file, item.span, "not in this module");
                 if let Some(s) = did_you_mean(&item.node, candidates.iter().map(String::as_str)) {
                     d = d.help(format!("did you mean `{s}`?")).fix(
                         format!("use `{s}`"),
@@ -301,12 +366,20 @@ impl<'w> Session<'w> {
         }
         let target = join_relative(&importer, &path.node);
         if self.loading.contains(&target) {
-            let chain = self.loading.iter().skip_while(|p| **p != target).cloned().collect::<Vec<_>>();
+            let chain = self
+                .loading
+                .iter()
+                .skip_while(|p| **p != target)
+                .cloned()
+                .collect::<Vec<_>>();
             self.diags.push(
-                Diagnostic::new(Code::ImportCycle, format!("import cycle: `{}` imports itself", target))
-                    .primary(file, path.span, "this import closes the cycle")
-                    .note(format!("cycle: {} → {}", chain.join(" → "), target))
-                    .help("move the shared definitions into a third file that both import"),
+                Diagnostic::new(
+                    Code::ImportCycle,
+                    format!("import cycle: `{}` imports itself", target),
+                )
+                .primary(file, path.span, "this import closes the cycle")
+                .note(format!("cycle: {} → {}", chain.join(" → "), target))
+                .help("move the shared definitions into a third file that both import"),
             );
             return;
         }
@@ -315,10 +388,19 @@ impl<'w> Session<'w> {
             None => match self.world.read(&target) {
                 Ok(bytes) => self.load_user_text(&target, bytes),
                 Err(e) => {
-                    let mut d = Diagnostic::new(Code::UnreadableImport, format!("cannot import `{}`: {e}", path.node))
-                        .primary(file, path.span, format!("resolved to `{target}`"));
+                    let mut d = Diagnostic::new(
+                        Code::UnreadableImport,
+                        format!("cannot import `{}`: {e}", path.node),
+                    )
+                    .primary(
+                        file,
+                        path.span,
+                        format!("resolved to `{target}`"),
+                    );
                     d = match e {
-                        ReadError::NotFound => d.help("paths are relative to the importing file's folder"),
+                        ReadError::NotFound => {
+                            d.help("paths are relative to the importing file's folder")
+                        }
                         ReadError::IsADirectory => d.help("import a `.dist` file inside it"),
                         ReadError::Other(_) => d,
                     };
@@ -327,52 +409,90 @@ impl<'w> Session<'w> {
                 }
             },
         };
-        let all: Vec<(String, DefId)> = self.modules[module].own.iter().map(|(k, v)| (k.clone(), *v)).collect();
-        for (name, def) in all {
-            self.bind(m, &name, def, span);
-            self.used_imports.insert((m, name), ());
+        let all: Vec<((String, String), DefId)> = self.modules[module]
+            .own
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        for (key, def) in all {
+            self.bind(m, &key, def, span);
+            self.used_imports.insert((m, key), ());
         }
     }
 
-    /// Looks `name` up in the scope of module `m`.
-    pub fn lookup(&mut self, m: usize, name: &str) -> Option<DefId> {
-        if let Some(&d) = self.modules[m].own.get(name) {
+    /// Looks up a definition of `kind` called `name` in the scope of module `m`.
+    pub fn lookup(&mut self, m: usize, kind: &str, name: &str) -> Option<DefId> {
+        let key = (kind.to_string(), name.to_string());
+        if let Some(&d) = self.modules[m].own.get(&key) {
             return Some(d);
         }
-        if let Some(b) = self.modules[m].imports.get(name) {
+        if let Some(b) = self.modules[m].imports.get(&key) {
             let def = b.def;
-            self.used_imports.insert((m, name.to_string()), ());
+            self.used_imports.insert((m, key), ());
             return Some(def);
         }
         None
     }
 
+    /// Every definition called `name` in scope, whatever its kind.
+    pub fn lookup_any(&self, m: usize, name: &str) -> Vec<DefId> {
+        let module = &self.modules[m];
+        module
+            .own
+            .iter()
+            .filter(|((_, n), _)| n == name)
+            .map(|(_, d)| *d)
+            .chain(
+                module
+                    .imports
+                    .iter()
+                    .filter(|((_, n), _)| n == name)
+                    .map(|(_, b)| b.def),
+            )
+            .collect()
+    }
+
     /// The diagnostic for a name not found in module `m`'s scope.
-    pub fn unknown_name(&mut self, m: usize, name: &Spanned<String>, expected: Option<&str>) -> Diagnostic {
+    pub fn unknown_name(&mut self, m: usize, name: &Spanned<String>, expected: &str) -> Diagnostic {
         let file = self.modules[m].file;
-        let what = expected.map(|k| format!("{k} ")).unwrap_or_default();
-        let mut d = Diagnostic::new(Code::UnknownName, format!("unknown {what}`{}`", name.node))
-            .primary(file, name.span, "not defined or imported in this file");
+        let mut d = Diagnostic::new(
+            Code::UnknownName,
+            format!("unknown {expected} `{}`", name.node),
+        )
+        .primary(file, name.span, "not defined or imported in this file");
         let in_scope: Vec<String> = self.modules[m]
             .own
             .keys()
             .chain(self.modules[m].imports.keys())
-            .cloned()
+            .filter(|(k, _)| k == expected)
+            .map(|(_, n)| n.clone())
             .collect();
         if let Some(s) = did_you_mean(&name.node, in_scope.iter().map(String::as_str)) {
-            return d
-                .help(format!("did you mean `{s}`?"))
-                .fix(format!("use `{s}`"), FileSpan::new(file, name.span), s);
+            return d.help(format!("did you mean `{s}`?")).fix(
+                format!("use `{s}`"),
+                FileSpan::new(file, name.span),
+                s,
+            );
         }
-        if let Some((module, _)) = stdlib::find(&name.node) {
+        if let Some((module, _)) = stdlib::find(&name.node).filter(|(_, k)| k == expected) {
             let line = format!("import {}.{}\n", stdlib::MODULES[module].module, name.node);
             return d
                 .help(format!("add `{}` at the top of the file", line.trim_end()))
-                .fix(format!("import `{}` from the stdlib", name.node), FileSpan::new(file, Span::new(0, 0)), line);
+                .fix(
+                    format!("import `{}` from the stdlib", name.node),
+                    FileSpan::new(file, Span::new(0, 0)),
+                    line,
+                );
         }
-        let std_names: Vec<(usize, String, String)> = stdlib::all_items();
+        let std_names: Vec<(usize, String, String)> = stdlib::all_items()
+            .into_iter()
+            .filter(|(_, k, _)| k == expected)
+            .collect();
         if let Some(s) = did_you_mean(&name.node, std_names.iter().map(|(_, _, n)| n.as_str())) {
-            let (module, _, _) = std_names.iter().find(|(_, _, n)| n == s).expect("suggested from this list");
+            let (module, _, _) = std_names
+                .iter()
+                .find(|(_, _, n)| n == s)
+                .expect("suggested from this list");
             d = d.help(format!(
                 "did you mean `{s}`? (in the stdlib: `import {}.{s}`)",
                 stdlib::MODULES[*module].module
@@ -387,13 +507,21 @@ impl<'w> Session<'w> {
             if module.is_stdlib {
                 continue;
             }
-            for (name, b) in &module.imports {
-                if !self.used_imports.contains_key(&(m, name.clone())) {
+            for (key, b) in &module.imports {
+                let name = &key.1;
+                if !self.used_imports.contains_key(&(m, key.clone())) {
                     self.diags.push(
-                        Diagnostic::new(Code::UnusedImport, format!("`{name}` is imported but never used"))
-                            .primary(module.file, b.import_span, "unused import")
-                            .help("remove the import")
-                            .fix("remove the unused import", FileSpan::new(module.file, b.import_span), ""),
+                        Diagnostic::new(
+                            Code::UnusedImport,
+                            format!("`{name}` is imported but never used"),
+                        )
+                        .primary(module.file, b.import_span, "unused import")
+                        .help("remove the import")
+                        .fix(
+                            "remove the unused import",
+                            FileSpan::new(module.file, b.import_span),
+                            "",
+                        ),
                     );
                 }
             }

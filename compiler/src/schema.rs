@@ -51,7 +51,10 @@ impl Kind {
     }
 
     pub fn schema(self) -> &'static KindSchema {
-        SCHEMAS.iter().find(|s| s.kind == self).expect("every kind has a schema")
+        SCHEMAS
+            .iter()
+            .find(|s| s.kind == self)
+            .expect("every kind has a schema")
     }
 }
 
@@ -60,7 +63,10 @@ impl Kind {
 pub enum Ty {
     /// A quantity of this dimension. Tokens and ratios also accept a plain number.
     Quantity(Dimension),
-    Int { min: i64, max: i64 },
+    Int {
+        min: i64,
+        max: i64,
+    },
     Bool,
     Str,
     /// One of these bare words.
@@ -89,7 +95,13 @@ impl Ty {
             Ty::Int { .. } => "a whole number".into(),
             Ty::Bool => "`true` or `false`".into(),
             Ty::Str => "a string".into(),
-            Ty::Enum(opts) => format!("one of {}", opts.iter().map(|o| format!("`{o}`")).collect::<Vec<_>>().join(", ")),
+            Ty::Enum(opts) => format!(
+                "one of {}",
+                opts.iter()
+                    .map(|o| format!("`{o}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             Ty::Ref(k) => format!("the name of a `{}`", k.keyword()),
             Ty::List(t) => format!("a list of {}", t.describe()),
             Ty::CountOf(k) => format!("a count and a `{}`, like `8 × name`", k.keyword()),
@@ -124,21 +136,49 @@ impl KindSchema {
 
 macro_rules! f {
     ($name:literal, $ty:expr, req, $doc:literal) => {
-        Field { name: $name, ty: $ty, required: true, doc: $doc }
+        Field {
+            name: $name,
+            ty: $ty,
+            required: true,
+            doc: $doc,
+        }
     };
     ($name:literal, $ty:expr, $doc:literal) => {
-        Field { name: $name, ty: $ty, required: false, doc: $doc }
+        Field {
+            name: $name,
+            ty: $ty,
+            required: false,
+            doc: $doc,
+        }
     };
 }
 
 use Dimension as D;
 
-const COUNT: Ty = Ty::Int { min: 1, max: 1 << 40 };
-const COUNT0: Ty = Ty::Int { min: 0, max: 1 << 40 };
+const COUNT: Ty = Ty::Int {
+    min: 1,
+    max: 1 << 40,
+};
+const COUNT0: Ty = Ty::Int {
+    min: 0,
+    max: 1 << 40,
+};
 
-pub const WEIGHT_DTYPES: &[&str] = &["bf16", "fp16", "fp32", "fp8", "int8", "int4", "awq", "gptq", "nvfp4", "mxfp4"];
+pub const WEIGHT_DTYPES: &[&str] = &[
+    "bf16", "fp16", "fp32", "fp8", "int8", "int4", "awq", "gptq", "nvfp4", "mxfp4",
+];
 pub const KV_DTYPES: &[&str] = &["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"];
-pub const LINK_TYPES: &[&str] = &["nvlink", "nvswitch", "pcie", "infiniband", "roce", "ethernet", "efa", "xgmi", "tcpx"];
+pub const LINK_TYPES: &[&str] = &[
+    "nvlink",
+    "nvswitch",
+    "pcie",
+    "infiniband",
+    "roce",
+    "ethernet",
+    "efa",
+    "xgmi",
+    "tcpx",
+];
 pub const PERCENTILES: &[&str] = &["mean", "p50", "p90", "p95", "p99"];
 pub const ENGINES: &[&str] = &["vllm"];
 
@@ -266,25 +306,66 @@ pub static SCHEMAS: &[KindSchema] = &[
 
 /// Options of the `vllm { … }` engine block.
 pub static VLLM_OPTIONS: &[Field] = &[
-    f!("gpu_memory_utilization", Ty::Quantity(D::Ratio), "fraction of device memory vLLM may use (default 0.92)"),
-    f!("max_model_len", Ty::Quantity(D::Tokens), "longest request (prompt + output)"),
-    f!("max_num_seqs", COUNT, "most requests in one batch, per DP rank"),
-    f!("max_num_batched_tokens", Ty::Quantity(D::Tokens), "token budget per step"),
+    f!(
+        "gpu_memory_utilization",
+        Ty::Quantity(D::Ratio),
+        "fraction of device memory vLLM may use (default 0.92)"
+    ),
+    f!(
+        "max_model_len",
+        Ty::Quantity(D::Tokens),
+        "longest request (prompt + output)"
+    ),
+    f!(
+        "max_num_seqs",
+        COUNT,
+        "most requests in one batch, per DP rank"
+    ),
+    f!(
+        "max_num_batched_tokens",
+        Ty::Quantity(D::Tokens),
+        "token budget per step"
+    ),
     f!("block_size", COUNT, "tokens per KV block (default 16)"),
     f!("enforce_eager", Ty::Bool, "no CUDA graphs"),
-    f!("kv_cache_memory", Ty::Quantity(D::Bytes), "fixed KV-cache size per GPU (skips utilization-based sizing)"),
+    f!(
+        "kv_cache_memory",
+        Ty::Quantity(D::Bytes),
+        "fixed KV-cache size per GPU (skips utilization-based sizing)"
+    ),
     f!("enable_prefix_caching", Ty::Bool, "prefix caching"),
-    f!("cpu_offload", Ty::Quantity(D::Bytes), "weights kept in CPU memory per GPU"),
-    f!("launcher", Ty::Enum(&["native", "ray"]), "multi-node launch: vLLM's native `--nnodes` (default) or Ray"),
-    f!("port", Ty::Int { min: 1, max: 65535 }, "API server port (default 8000)"),
+    f!(
+        "cpu_offload",
+        Ty::Quantity(D::Bytes),
+        "weights kept in CPU memory per GPU"
+    ),
+    f!(
+        "launcher",
+        Ty::Enum(&["native", "ray"]),
+        "multi-node launch: vLLM's native `--nnodes` (default) or Ray"
+    ),
+    f!(
+        "port",
+        Ty::Int { min: 1, max: 65535 },
+        "API server port (default 8000)"
+    ),
 ];
 
 /// Layout factors and what they mean.
 pub static LAYOUT_FACTORS: &[(&str, &str)] = &[
-    ("tp", "tensor parallel size: shards every layer; belongs inside one NVLink domain"),
+    (
+        "tp",
+        "tensor parallel size: shards every layer; belongs inside one NVLink domain",
+    ),
     ("pp", "pipeline stages: splits the layers; may cross nodes"),
     ("dp", "data-parallel replicas"),
-    ("ep", "expert parallelism for MoE layers (EP size = tp × dp)"),
-    ("dcp", "decode context parallel size: shards the KV cache across TP ranks"),
+    (
+        "ep",
+        "expert parallelism for MoE layers (EP size = tp × dp)",
+    ),
+    (
+        "dcp",
+        "decode context parallel size: shards the KV cache across TP ranks",
+    ),
     ("pcp", "prefill context parallel size: adds ranks"),
 ];

@@ -46,7 +46,8 @@ impl MemoryWorld {
         Self::default()
     }
     pub fn with(mut self, path: &str, text: &str) -> Self {
-        self.files.insert(path.to_string(), text.as_bytes().to_vec());
+        self.files
+            .insert(path.to_string(), text.as_bytes().to_vec());
         self
     }
 }
@@ -151,8 +152,14 @@ mod tests {
 
     #[test]
     fn joins_lexically() {
-        assert_eq!(join_relative("examples/prod.dist", "hw.dist"), "examples/hw.dist");
-        assert_eq!(join_relative("examples/prod.dist", "./hw.dist"), "examples/hw.dist");
+        assert_eq!(
+            join_relative("examples/prod.dist", "hw.dist"),
+            "examples/hw.dist"
+        );
+        assert_eq!(
+            join_relative("examples/prod.dist", "./hw.dist"),
+            "examples/hw.dist"
+        );
         assert_eq!(join_relative("examples/prod.dist", "../hw.dist"), "hw.dist");
         assert_eq!(join_relative("prod.dist", "../hw.dist"), "../hw.dist");
         assert_eq!(join_relative("/a/b/prod.dist", "../c.dist"), "/a/c.dist");

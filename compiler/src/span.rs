@@ -190,14 +190,30 @@ mod tests {
         let idx = LineIndex::new(text);
         let x = text.find('x').unwrap();
         let pos = idx.line_col(text, x, ColumnEncoding::Utf16);
-        assert_eq!(pos, LineCol { line: 1, character: 8 });
+        assert_eq!(
+            pos,
+            LineCol {
+                line: 1,
+                character: 8
+            }
+        );
         assert_eq!(idx.offset(text, pos, ColumnEncoding::Utf16), x);
         let pos8 = idx.line_col(text, x, ColumnEncoding::Utf8);
         assert_eq!(pos8.character, 3 + 4 + 1 + 3 + 1);
         assert_eq!(idx.offset(text, pos8, ColumnEncoding::Utf8), x);
         // past the end of a CRLF line clamps before the \r
-        let eol = idx.offset(text, LineCol { line: 1, character: 99 }, ColumnEncoding::Utf16);
+        let eol = idx.offset(
+            text,
+            LineCol {
+                line: 1,
+                character: 99,
+            },
+            ColumnEncoding::Utf16,
+        );
         assert_eq!(&text[eol..eol + 2], "\r\n");
-        assert_eq!(idx.line_col(text, text.len(), ColumnEncoding::Chars).line, 2);
+        assert_eq!(
+            idx.line_col(text, text.len(), ColumnEncoding::Chars).line,
+            2
+        );
     }
 }

@@ -75,7 +75,11 @@ const KI: f64 = 1024.0;
 
 macro_rules! u {
     ($s:literal, $d:ident, $f:expr) => {
-        Unit { symbol: $s, dim: Dimension::$d, factor: $f }
+        Unit {
+            symbol: $s,
+            dim: Dimension::$d,
+            factor: $f,
+        }
     };
 }
 
@@ -180,7 +184,10 @@ mod tests {
     fn decimal_and_binary_differ() {
         assert_eq!(lookup("GB").unwrap().factor, 1e9);
         assert_eq!(lookup("GiB").unwrap().factor, 1073741824.0);
-        assert_eq!(lookup("Gb/s").unwrap().factor * 8.0, lookup("GB/s").unwrap().factor);
+        assert_eq!(
+            lookup("Gb/s").unwrap().factor * 8.0,
+            lookup("GB/s").unwrap().factor
+        );
         assert!(lookup("gib").is_none());
         assert_eq!(suggest("GIB").as_deref(), Some("did you mean `GiB`?"));
         assert!(suggest("gb/s").unwrap().contains("bits"));

@@ -7,8 +7,15 @@ fn stdlib_checks_clean() {
         .diagnostics
         .iter()
         .map(|d| {
-            let at = d.location().map(|l| (checked.db.get(l.file).name.clone(), l.span));
-            format!("{} {}: {} at {at:?}", d.code, d.severity.as_str(), d.message)
+            let at = d
+                .location()
+                .map(|l| (checked.db.get(l.file).name.clone(), l.span));
+            format!(
+                "{} {}: {} at {at:?}",
+                d.code,
+                d.severity.as_str(),
+                d.message
+            )
         })
         .collect();
     assert!(rendered.is_empty(), "{}", rendered.join("\n"));

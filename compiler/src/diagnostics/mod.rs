@@ -103,7 +103,12 @@ impl Diagnostic {
         self
     }
 
-    pub fn fix(mut self, title: impl Into<String>, at: FileSpan, replacement: impl Into<String>) -> Self {
+    pub fn fix(
+        mut self,
+        title: impl Into<String>,
+        at: FileSpan,
+        replacement: impl Into<String>,
+    ) -> Self {
         self.fixes.push(Fix {
             title: title.into(),
             span: at,
@@ -143,7 +148,10 @@ pub fn sort(diags: &mut [Diagnostic]) {
 }
 
 /// "did you mean" — the closest candidate by edit distance, if close enough.
-pub fn did_you_mean<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub fn did_you_mean<'a>(
+    wanted: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let wanted_l = wanted.to_ascii_lowercase();
     let limit = (wanted.chars().count() / 3).max(1) + 1;
     candidates
@@ -171,7 +179,9 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     for i in 1..=a.len() {
         for j in 1..=b.len() {
             let cost = usize::from(a[i - 1] != b[j - 1]);
-            d[i][j] = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            d[i][j] = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
             if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
                 d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
             }
@@ -186,7 +196,10 @@ mod tests {
 
     #[test]
     fn suggestions() {
-        assert_eq!(did_you_mean("h2000", ["h200_sxm", "h200", "h100"]), Some("h200"));
+        assert_eq!(
+            did_you_mean("h2000", ["h200_sxm", "h200", "h100"]),
+            Some("h200")
+        );
         assert_eq!(did_you_mean("modle", ["model", "slo"]), Some("model"));
         assert_eq!(did_you_mean("zzz", ["model", "slo"]), None);
         assert_eq!(edit_distance("GIB", "gib"), 3);

@@ -61,6 +61,8 @@ pub fn parse(text: &str, file: FileId) -> (SourceAst, Vec<Diagnostic>) {
                 let mut lower = Lower {
                     file,
                     base: pos,
+                    text,
+                    comments: &ast.comments,
                     diags: &mut diags,
                 };
                 if let Some(item) = lower.item(pair) {
@@ -108,7 +110,8 @@ fn syntax_error(text: &str, file: FileId, at: usize, variant: &ErrorVariant<Rule
         format!("expected {}, found {found}", join_or(&expected))
     };
     let end = next_char_boundary(text, at);
-    let mut d = Diagnostic::new(Code::SyntaxError, message).primary(file, Span::new(at, end), "here");
+    let mut d =
+        Diagnostic::new(Code::SyntaxError, message).primary(file, Span::new(at, end), "here");
     if found == "end of file" {
         d = d.help("a `{` or `[` is probably never closed");
     } else if text[at..].starts_with('=') {
@@ -146,15 +149,27 @@ fn describe_found(text: &str, at: usize) -> String {
 }
 
 fn unterminated_string_before(text: &str, at: usize) -> Option<usize> {
-    let line_start = text[..at.min(text.len())].rfind('\n').map(|n| n + 1).unwrap_or(0);
-    let line_end = text[line_start..].find('\n').map(|n| line_start + n).unwrap_or(text.len());
+    let line_start = text[..at.min(text.len())]
+        .rfind('\n')
+        .map(|n| n + 1)
+        .unwrap_or(0);
+    let line_end = text[line_start..]
+        .find('\n')
+        .map(|n| line_start + n)
+        .unwrap_or(text.len());
     let line = &text[line_start..line_end];
     let mut open: Option<usize> = None;
     let mut chars = line.char_indices();
     while let Some((i, c)) = chars.next() {
         match c {
             '/' if open.is_none() && line[i..].starts_with("//") => break,
-            '"' => open = if open.is_some() { None } else { Some(line_start + i) },
+            '"' => {
+                open = if open.is_some() {
+                    None
+                } else {
+                    Some(line_start + i)
+                }
+            }
             '\\' if open.is_some() => {
                 chars.next();
             }
@@ -200,13 +215,34 @@ fn friendly(rule: Rule) -> Option<&'static str> {
 struct Lower<'d> {
     file: FileId,
     base: usize,
+    text: &'d str,
+    comments: &'d [Comment],
     diags: &'d mut Vec<Diagnostic>,
 }
 
 impl Lower<'_> {
+    /// The span of a pair, without the trailing whitespace and comments that pest's
+    /// implicit skipping attaches to rules ending in an optional or repeated part.
     fn span(&self, pair: &Pair<Rule>) -> Span {
         let s = pair.as_span();
-        Span::new(self.base + s.start(), self.base + s.end())
+        let start = self.base + s.start();
+        let mut end = self.base + s.end();
+        let bytes = self.text.as_bytes();
+        loop {
+            while end > start && bytes[end - 1].is_ascii_whitespace() {
+                end -= 1;
+            }
+            match self
+                .comments
+                .binary_search_by_key(&(end as u32), |c| c.span.end)
+            {
+                Ok(i) if self.comments[i].span.start as usize >= start => {
+                    end = self.comments[i].span.start as usize
+                }
+                _ => break,
+            }
+        }
+        Span::new(start, end)
     }
 
     fn spanned_str(&self, pair: &Pair<Rule>) -> Spanned<String> {
@@ -274,7 +310,10 @@ impl Lower<'_> {
         let mut it = pair.into_inner();
         let key_pair = it.next()?;
         let key_span = self.span(&key_pair);
-        let key = key_pair.into_inner().map(|p| self.spanned_str(&p)).collect();
+        let key = key_pair
+            .into_inner()
+            .map(|p| self.spanned_str(&p))
+            .collect();
         let op_pair = it.next()?;
         let op = match op_pair.as_str() {
             "<=" => Op::Le,
@@ -397,9 +436,12 @@ impl Lower<'_> {
             Ok(v) if (v * scale).is_finite() => Some(v * scale),
             _ => {
                 self.diags.push(
-                    Diagnostic::new(Code::InvalidNumber, format!("number `{raw}` is out of range"))
-                        .primary(self.file, self.span(pair), "too large to represent")
-                        .help("numbers must be finite and below about 1.8e308"),
+                    Diagnostic::new(
+                        Code::InvalidNumber,
+                        format!("number `{raw}` is out of range"),
+                    )
+                    .primary(self.file, self.span(pair), "too large to represent")
+                    .help("numbers must be finite and below about 1.8e308"),
                 );
                 Some(0.0)
             }
@@ -425,9 +467,16 @@ impl Lower<'_> {
                 Some((_, 't')) => out.push('\t'),
                 Some((j, other)) => {
                     self.diags.push(
-                        Diagnostic::new(Code::InvalidEscape, format!("invalid escape `\\{other}` in a string"))
-                            .primary(self.file, Span::new(start + i, start + j + other.len_utf8()), "not an escape")
-                            .help("the escapes are `\\\"`, `\\\\`, `\\n` and `\\t`"),
+                        Diagnostic::new(
+                            Code::InvalidEscape,
+                            format!("invalid escape `\\{other}` in a string"),
+                        )
+                        .primary(
+                            self.file,
+                            Span::new(start + i, start + j + other.len_utf8()),
+                            "not an escape",
+                        )
+                        .help("the escapes are `\\\"`, `\\\\`, `\\n` and `\\t`"),
                     );
                     out.push(other);
                 }
@@ -466,12 +515,20 @@ deploy chat {
 "#);
         assert_eq!(ast.items.len(), 7);
         assert_eq!(ast.comments.len(), 1);
-        let Item::Definition(d) = &ast.items[6] else { panic!() };
+        let Item::Definition(d) = &ast.items[6] else {
+            panic!()
+        };
         let layout = &d.body.as_ref().unwrap().entries[2].value;
-        let ExprKind::Product(f) = &layout.kind else { panic!("{layout:?}") };
+        let ExprKind::Product(f) = &layout.kind else {
+            panic!("{layout:?}")
+        };
         assert_eq!(f.len(), 3);
-        let Item::Definition(w) = &ast.items[4] else { panic!() };
-        let ExprKind::Quantity { value, unit, .. } = &w.body.as_ref().unwrap().entries[0].value.kind else {
+        let Item::Definition(w) = &ast.items[4] else {
+            panic!()
+        };
+        let ExprKind::Quantity { value, unit, .. } =
+            &w.body.as_ref().unwrap().entries[0].value.kind
+        else {
             panic!()
         };
         assert_eq!(*value, 2000.0);
@@ -481,18 +538,31 @@ deploy chat {
     #[test]
     fn units_do_not_swallow_the_next_key() {
         let ast = ok("gpu g { a = 2 b = 3 }");
-        let Item::Definition(d) = &ast.items[0] else { panic!() };
+        let Item::Definition(d) = &ast.items[0] else {
+            panic!()
+        };
         assert_eq!(d.body.as_ref().unwrap().entries.len(), 2);
     }
 
     #[test]
     fn magnitudes_and_bytes() {
         let ast = ok("model m { parameters = 70.6B, x = 1 B, y = 1TB, z = 1_000 }");
-        let Item::Definition(d) = &ast.items[0] else { panic!() };
-        let vals: Vec<_> = d.body.as_ref().unwrap().entries.iter().map(|e| match &e.value.kind {
-            ExprKind::Quantity { value, unit, .. } => (*value, unit.as_ref().map(|u| u.node.clone())),
-            _ => panic!(),
-        }).collect();
+        let Item::Definition(d) = &ast.items[0] else {
+            panic!()
+        };
+        let vals: Vec<_> = d
+            .body
+            .as_ref()
+            .unwrap()
+            .entries
+            .iter()
+            .map(|e| match &e.value.kind {
+                ExprKind::Quantity { value, unit, .. } => {
+                    (*value, unit.as_ref().map(|u| u.node.clone()))
+                }
+                _ => panic!(),
+            })
+            .collect();
         assert_eq!(vals[0], (70.6e9, None));
         assert_eq!(vals[1], (1.0, Some("B".into())));
         assert_eq!(vals[2], (1.0, Some("TB".into())));
@@ -509,7 +579,11 @@ deploy chat {
 
     #[test]
     fn pathological_input_is_a_diagnostic() {
-        let deep = format!("x y {{ a = {}1{} }}", "[".repeat(100_000), "]".repeat(100_000));
+        let deep = format!(
+            "x y {{ a = {}1{} }}",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
         let (_, d) = parse(&deep, FileId(0));
         assert_eq!(d[0].code, Code::NestingTooDeep);
         let (_, d) = parse("gpu a { memory = 1e999 GiB }", FileId(0));

@@ -42,13 +42,15 @@ pub fn scan(text: &str) -> Scan {
             b'/' if bytes.get(i + 1) == Some(&b'/') => {
                 let end = text[i..].find('\n').map(|n| i + n).unwrap_or(text.len());
                 let comment = text[i..end].trim_end_matches('\r');
-                out.comments.push((Span::new(i, i + comment.len()), comment.to_string()));
+                out.comments
+                    .push((Span::new(i, i + comment.len()), comment.to_string()));
                 i = end;
             }
             b'/' if bytes.get(i + 1) == Some(&b'*') => match text[i + 2..].find("*/") {
                 Some(n) => {
                     let end = i + 2 + n + 2;
-                    out.comments.push((Span::new(i, end), text[i..end].to_string()));
+                    out.comments
+                        .push((Span::new(i, end), text[i..end].to_string()));
                     i = end;
                 }
                 None => {
@@ -85,7 +87,10 @@ pub fn skip(text: &str, mut pos: usize) -> usize {
             continue;
         }
         if text[pos..].starts_with("//") {
-            pos = text[pos..].find('\n').map(|n| pos + n).unwrap_or(text.len());
+            pos = text[pos..]
+                .find('\n')
+                .map(|n| pos + n)
+                .unwrap_or(text.len());
             continue;
         }
         if text[pos..].starts_with("/*") {

@@ -1,7 +1,8 @@
 //! `dic fmt`: formats files in place (atomically), or with `--check` reports the ones
 //! that are not formatted. A file with syntax errors is never rewritten.
 
-use crate::{render, EXIT_ERRORS, EXIT_OK, EXIT_USAGE};
+use dic::exit::{ERRORS as EXIT_ERRORS, OK as EXIT_OK, USAGE as EXIT_USAGE};
+use dic::render;
 use dic_compiler::source::SourceDb;
 use std::sync::Arc;
 

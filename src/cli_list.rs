@@ -1,6 +1,6 @@
 //! `dic list gpus|models|links|instances [--json]`: the stdlib catalog as a table or JSON.
 
-use crate::EXIT_OK;
+use dic::exit::OK as EXIT_OK;
 use dic_compiler::architecture;
 use dic_compiler::program::{Body, Program};
 use serde_json::{json, Value};

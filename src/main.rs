@@ -4,13 +4,13 @@
 
 mod cli_fmt;
 mod cli_list;
-mod disk;
-mod render;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use dic::disk::DiskWorld;
+use dic::exit::{ERRORS as EXIT_ERRORS, OK as EXIT_OK, USAGE as EXIT_USAGE};
+use dic::render;
 use dic_compiler::diagnostics::Code;
 use dic_compiler::driver;
-use disk::DiskWorld;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
@@ -64,10 +64,6 @@ enum Command {
         json: bool,
     },
 }
-
-pub const EXIT_OK: u8 = 0;
-pub const EXIT_ERRORS: u8 = 1;
-pub const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -201,7 +197,7 @@ fn import_hf(path: &str, name: Option<&str>) -> u8 {
         }
         Err(d) => {
             let db = dic_compiler::source::SourceDb::new();
-            eprint!("{}", render::human(&db, &[d], color(), width()));
+            eprint!("{}", render::human(&db, &[*d], color(), width()));
             EXIT_ERRORS
         }
     }

@@ -133,7 +133,29 @@ impl<'s, 'w> Checker<'s, 'w> {
                 BaseRef::Named(name) => match self.s.lookup(m, kind.keyword(), &name.node) {
                     Some(b) => (Some(b), name.span),
                     None => {
-                        let d = self.not_found(m, file, name, kind, "base");
+                        let others = self.s.lookup_any(m, &name.node);
+                        let d = match others.first() {
+                            Some(&other) => {
+                                let other_kind = self.s.raw[other].kind.node.clone();
+                                let loc = FileSpan::new(
+                                    self.s.raw[other].file,
+                                    self.s.raw[other].name.span,
+                                );
+                                Diagnostic::new(
+                                    Code::BaseKindMismatch,
+                                    format!(
+                                        "{} `{}` cannot extend {other_kind} `{}`",
+                                        kind.keyword(),
+                                        raw.name.node,
+                                        name.node
+                                    ),
+                                )
+                                .primary(file, name.span, format!("this is a {other_kind}"))
+                                .secondary(loc, "defined here")
+                                .help(format!("extend a {} instead", kind.keyword()))
+                            }
+                            None => self.s.unknown_name(m, name, kind.keyword()),
+                        };
                         self.push(d);
                         (None, name.span)
                     }
@@ -201,7 +223,14 @@ impl<'s, 'w> Checker<'s, 'w> {
                 fields.insert(k, v);
             }
         }
-        for f in kind.schema().fields.iter().filter(|f| f.required) {
+        // Without its base a definition's missing fields are a consequence, not news.
+        let base_failed = raw.base.is_some() && base_id.is_none();
+        for f in kind
+            .schema()
+            .fields
+            .iter()
+            .filter(|f| f.required && !base_failed)
+        {
             if !fields.contains_key(f.name) {
                 complete = false;
                 if written.iter().any(|w| w == f.name) {
@@ -507,10 +536,14 @@ impl<'s, 'w> Checker<'s, 'w> {
                         format!("`{}` is {}", u.node, unit.dim.describe()),
                     );
                     if dim == Dimension::Bytes && unit.dim == Dimension::Bandwidth {
+                        let mut size = u.node.trim_end_matches("/s").to_string();
+                        if kind == Kind::Gpu && field == "memory" && !size.contains('i') {
+                            // GPU memory is binary (see W0301).
+                            size = size.replace('B', "iB");
+                        }
                         d = d.help(format!(
-                            "a size has no `/s`: write `{} {}`",
-                            fmt_num(*value),
-                            u.node.trim_end_matches("/s")
+                            "a size has no `/s`: write `{} {size}`",
+                            fmt_num(*value)
                         ));
                     } else if dim == Dimension::Bandwidth && unit.dim == Dimension::Bytes {
                         d = d.help(format!(
@@ -712,7 +745,7 @@ impl<'s, 'w> Checker<'s, 'w> {
                             kind: Spanned::new(want.keyword().to_string(), name.span),
                             name: Spanned::new(format!("{}{{…}}", name.node), name.span),
                             base: Some(BaseRef::Resolved(id, name.span)),
-                            body: Some(block.clone()),
+                            body: Some(std::sync::Arc::new(block.clone())),
                             span: expr.span,
                         });
                         self.check_def(new);

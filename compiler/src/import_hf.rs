@@ -26,8 +26,8 @@ pub struct ImportRequest<'a> {
     pub source_name: &'a str,
 }
 
-fn fail(message: String, help: &str) -> Diagnostic {
-    Diagnostic::new(Code::UnsupportedConfig, message).help(help.to_string())
+fn fail(message: String, help: &str) -> Box<Diagnostic> {
+    Box::new(Diagnostic::new(Code::UnsupportedConfig, message).help(help.to_string()))
 }
 
 /// Derives a definition name and repository from a file name like
@@ -65,7 +65,8 @@ pub fn names_from_file(file_name: &str) -> (String, Option<String>) {
     (name, repo)
 }
 
-pub fn import(req: &ImportRequest<'_>) -> Result<String, Diagnostic> {
+/// The `.dist` text of the model, or the reason it cannot be mapped.
+pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
     let root: Value = serde_json::from_str(req.config).map_err(|e| {
         fail(
             format!("`{}` is not valid JSON: {e}", req.source_name),
@@ -94,7 +95,7 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Diagnostic> {
         .unwrap_or("unknown")
         .to_string();
     let get_u = |k: &str| cfg.get(k).and_then(Value::as_u64);
-    let need = |k: &str| -> Result<u64, Diagnostic> {
+    let need = |k: &str| -> Result<u64, Box<Diagnostic>> {
         get_u(k).ok_or_else(|| {
             fail(
                 format!("cannot map `{}`: it has no integer `{k}`", req.source_name),
@@ -324,7 +325,13 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Diagnostic> {
     line("hidden", hidden.to_string(), None);
     line("heads", heads.to_string(), None);
     line("kv_heads", kv_heads.to_string(), None);
-    line("head_dim", head_dim.to_string(), None);
+    if attention != Attention::Mla {
+        // MLA has no per-head KV dimension; its ranks below describe attention.
+        if attention != Attention::Mla {
+            // MLA has no per-head KV dimension; its ranks below describe attention.
+            line("head_dim", head_dim.to_string(), None);
+        }
+    }
     line("intermediate", intermediate.to_string(), None);
     line("vocab", vocab.to_string(), None);
     line("max_context", format!("{max_context} tokens"), None);

@@ -23,7 +23,7 @@ pub struct RawDef {
     pub kind: Spanned<String>,
     pub name: Spanned<String>,
     pub base: Option<BaseRef>,
-    pub body: Option<Block>,
+    pub body: Option<Arc<Block>>,
     pub span: Span,
 }
 

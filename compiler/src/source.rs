@@ -45,9 +45,11 @@ impl MemoryWorld {
     pub fn new() -> Self {
         Self::default()
     }
-    pub fn with(mut self, path: &str, text: &str) -> Self {
-        self.files
-            .insert(path.to_string(), text.as_bytes().to_vec());
+    pub fn with(self, path: &str, text: &str) -> Self {
+        self.with_bytes(path, text.as_bytes())
+    }
+    pub fn with_bytes(mut self, path: &str, bytes: &[u8]) -> Self {
+        self.files.insert(path.to_string(), bytes.to_vec());
         self
     }
 }

@@ -5,6 +5,7 @@
 //! items that did parse (recovery happens at item boundaries), plus diagnostics.
 
 use crate::span::{Span, Spanned};
+use std::sync::Arc;
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SourceAst {
@@ -56,7 +57,8 @@ pub struct Definition {
     pub kind: Spanned<String>,
     pub name: Spanned<String>,
     pub base: Option<Spanned<String>>,
-    pub body: Option<Block>,
+    /// Shared, so resolved definitions point at their bodies without copying them.
+    pub body: Option<Arc<Block>>,
     pub span: Span,
 }
 

@@ -31,13 +31,13 @@ pub fn format(text: &str, ast: &SourceAst) -> String {
                 f.out.push('\n');
             }
         }
-        f.leading(start, 0, prev_end.is_none());
+        f.leading(start, 0);
         match item {
             Item::Import(i) => f.import(i),
             Item::Definition(d) => f.definition(d),
         }
-        f.trailing(item.span().end as usize);
-        prev_end = Some(item.span().end as usize);
+        let end = f.trailing(item.span().end as usize);
+        prev_end = Some(end);
     }
     // Comments after the last item.
     if f.next < f.comments.len() {
@@ -105,15 +105,11 @@ impl Formatter<'_> {
     }
 
     /// Comments before `pos`, each on its own line at `level`.
-    fn leading(&mut self, pos: usize, level: usize, at_file_start: bool) {
-        let mut first = true;
+    fn leading(&mut self, pos: usize, level: usize) {
         while self.next < self.comments.len()
             && (self.comments[self.next].span.start as usize) < pos
         {
             let c = &self.comments[self.next];
-            if !(first && at_file_start && self.out.is_empty()) && !first {
-                // keep a blank line between comment paragraphs
-            }
             self.out.push_str(c.text.trim_end());
             self.out.push('\n');
             let end = c.span.end as usize;
@@ -128,12 +124,13 @@ impl Formatter<'_> {
                 self.out.push('\n');
             }
             self.indent(level);
-            first = false;
         }
     }
 
     /// Comments inside `..end` not yet written, and a comment on the same line after `end`.
-    fn trailing(&mut self, end: usize) {
+    /// Returns where the written source ends: `end`, or the end of the last comment taken.
+    fn trailing(&mut self, end: usize) -> usize {
+        let mut last = end;
         while self.next < self.comments.len() {
             let c = &self.comments[self.next];
             let start = c.span.start as usize;
@@ -141,11 +138,13 @@ impl Formatter<'_> {
             if start < end || same_line {
                 self.out.push(' ');
                 self.out.push_str(c.text.trim_end());
+                last = last.max(c.span.end as usize);
                 self.next += 1;
             } else {
                 break;
             }
         }
+        last
     }
 
     fn has_comment_in(&self, span: Span) -> bool {
@@ -199,7 +198,7 @@ impl Formatter<'_> {
         self.out.push_str("{\n");
         for e in &b.entries {
             self.indent(level + 1);
-            self.leading(e.span.start as usize, level + 1, false);
+            self.leading(e.span.start as usize, level + 1);
             self.entry(e, level + 1);
             self.trailing(e.span.end as usize);
             self.out.push('\n');
@@ -284,7 +283,7 @@ impl Formatter<'_> {
         self.out.push_str("[\n");
         for i in items {
             self.indent(level + 1);
-            self.leading(i.span.start as usize, level + 1, false);
+            self.leading(i.span.start as usize, level + 1);
             self.expr(i, level + 1);
             self.out.push(',');
             self.trailing(i.span.end as usize);

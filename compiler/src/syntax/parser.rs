@@ -52,9 +52,46 @@ pub fn parse(text: &str, file: FileId) -> (SourceAst, Vec<Diagnostic>) {
     };
     let text = &text[..limit];
 
+    // Fast path: a file without syntax errors is one pest call.
+    if let Ok(mut pairs) = DistParser::parse(Rule::file, text) {
+        let mut lower = Lower {
+            file,
+            base: 0,
+            text,
+            comments: &ast.comments,
+            diags: &mut diags,
+        };
+        let items: Vec<Item> = pairs
+            .next()
+            .map(|f| {
+                f.into_inner()
+                    .filter(|p| p.as_rule() == Rule::item)
+                    .filter_map(|p| lower.item(p))
+                    .collect()
+            })
+            .unwrap_or_default();
+        ast.items = items;
+        return (ast, diags);
+    }
+
+    // Recovery path: one item at a time, resuming after each error at the next line that
+    // starts an item. Each item is first parsed within its own stretch of text (up to the
+    // next top-level line) so that pest's per-call setup stays proportional to the item.
     let mut pos = trivia::skip(text, 0);
     while pos < text.len() {
-        match DistParser::parse(Rule::item, &text[pos..]) {
+        let boundary = trivia::recovery_point(text, pos);
+        let mut attempt = DistParser::parse(Rule::item, &text[pos..boundary]);
+        if let Err(e) = &attempt {
+            let at = match e.location {
+                InputLocation::Pos(p) => p,
+                InputLocation::Span((s, _)) => s,
+            };
+            if pos + at >= boundary && boundary < text.len() {
+                // The item runs past its stretch (a block continues at column 0): retry on the rest.
+                attempt = DistParser::parse(Rule::item, &text[pos..]);
+            }
+        }
+        match attempt {
             Ok(mut pairs) => {
                 let Some(pair) = pairs.next() else { break };
                 let end = pos + pair.as_span().end();
@@ -282,7 +319,7 @@ impl Lower<'_> {
                 Rule::ident if kind.is_none() => kind = Some(self.spanned_str(&p)),
                 Rule::ident if name.is_none() => name = Some(self.spanned_str(&p)),
                 Rule::ident => base = Some(self.spanned_str(&p)),
-                Rule::block => body = Some(self.block(p)),
+                Rule::block => body = Some(std::sync::Arc::new(self.block(p))),
                 _ => {}
             }
         }

@@ -1,0 +1,123 @@
+//! The command-line contract: exit codes, output streams, and never a panic.
+
+mod common;
+
+use std::process::{Command, Output};
+
+fn dic(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dic"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("runs")
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited normally, not by a signal")
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("dic-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+#[test]
+fn check_exit_codes() {
+    assert_eq!(code(&dic(&["check", "examples/prod.dist"])), 0);
+    assert_eq!(code(&dic(&["check", "examples/mistakes/units.dist"])), 1);
+    assert_eq!(code(&dic(&["check", "examples/does-not-exist.dist"])), 2);
+    assert_eq!(
+        code(&dic(&["check", "examples"])),
+        2,
+        "a directory is a usage error"
+    );
+    assert_eq!(code(&dic(&["check"])), 2, "no file is a usage error");
+    assert_eq!(code(&dic(&["frobnicate"])), 2);
+    let bad = tmp("bad.dist");
+    std::fs::write(&bad, b"gpu g { names = [\"\xff\xfe\"] }").unwrap();
+    let o = dic(&["check", bad.to_str().unwrap()]);
+    assert_eq!(code(&o), 1);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("E0105"));
+}
+
+#[test]
+fn check_json_is_machine_readable() {
+    let o = dic(&["check", "--format", "json", "examples/mistakes/names.dist"]);
+    assert_eq!(code(&o), 1);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json on stdout");
+    let diags = v[0]["diagnostics"].as_array().unwrap();
+    assert!(diags.iter().any(|d| d["code"] == "E0301"));
+    let first = &diags[0];
+    assert!(first["labels"][0]["start"]["line"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn explain_prints_pages_and_rejects_unknown_codes() {
+    let o = dic(&["explain", "E0304"]);
+    assert_eq!(code(&o), 0);
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("# E0304"));
+    assert_eq!(code(&dic(&["explain", "E9999"])), 2);
+    let all = dic(&["explain"]);
+    assert!(String::from_utf8_lossy(&all.stdout).lines().count() >= 27);
+}
+
+#[test]
+fn fmt_check_and_write() {
+    let f = tmp("messy.dist");
+    std::fs::write(
+        &f,
+        "workload w{prompt=1k tokens,output=10 tokens, rate = 1 req/s}  // keep\n",
+    )
+    .unwrap();
+    let p = f.to_str().unwrap();
+    assert_eq!(code(&dic(&["fmt", "--check", p])), 1);
+    assert_eq!(code(&dic(&["fmt", p])), 0);
+    assert_eq!(
+        std::fs::read_to_string(&f).unwrap(),
+        "workload w { prompt = 1k tokens, output = 10 tokens, rate = 1 req/s } // keep\n"
+    );
+    assert_eq!(code(&dic(&["fmt", "--check", p])), 0);
+    let broken = tmp("broken.dist");
+    std::fs::write(&broken, "gpu g { memory = }\n").unwrap();
+    assert_eq!(code(&dic(&["fmt", broken.to_str().unwrap()])), 1);
+    assert_eq!(
+        std::fs::read_to_string(&broken).unwrap(),
+        "gpu g { memory = }\n",
+        "never rewrite a broken file"
+    );
+}
+
+#[test]
+fn list_catalogs() {
+    for what in ["gpus", "models", "links", "instances"] {
+        let o = dic(&["list", what, "--json"]);
+        assert_eq!(code(&o), 0, "{what}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(v.as_array().unwrap().len() >= 5, "{what}");
+    }
+    let gpus = String::from_utf8(dic(&["list", "gpus"]).stdout).unwrap();
+    for needle in ["h100_sxm", "mi325x", "t4", "NVIDIA H100 80GB HBM3"] {
+        assert!(gpus.contains(needle), "{needle}");
+    }
+}
+
+#[test]
+fn import_hf_command() {
+    let Some(shared) = common::shared_dir() else {
+        return;
+    };
+    let cfg = shared.join("models/hf/nvidia--Llama-3.1-70B-Instruct-FP8_config.json");
+    let o = dic(&["import-hf", cfg.to_str().unwrap(), "--name", "l70"]);
+    assert_eq!(code(&o), 0);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("model l70 {"));
+    assert!(
+        text.contains("kv_cache = fp8"),
+        "hf_quant_config.json beside it is read:\n{text}"
+    );
+    let bad = tmp("x_config.json");
+    std::fs::write(&bad, "{}").unwrap();
+    assert_eq!(code(&dic(&["import-hf", bad.to_str().unwrap()])), 1);
+    assert_eq!(code(&dic(&["import-hf", "nope.json"])), 2);
+}

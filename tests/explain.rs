@@ -1,0 +1,78 @@
+//! Every diagnostic code has an explain page whose example produces that code; the
+//! example's rendered diagnostics are snapshotted (so every code is rendered in a test).
+
+mod common;
+
+use dic_compiler::diagnostics::Code;
+use dic_compiler::import_hf::{import, ImportRequest};
+use dic_compiler::source::MemoryWorld;
+
+/// The first fenced code block: (language, body).
+fn example(page: &str) -> Option<(String, String)> {
+    let start = page.find("```")?;
+    let rest = &page[start + 3..];
+    let nl = rest.find('\n')?;
+    let lang = rest[..nl].trim().to_string();
+    let body = &rest[nl + 1..];
+    let end = body.find("```")?;
+    Some((lang, body[..end].to_string()))
+}
+
+#[test]
+fn every_code_has_a_page_whose_example_produces_it() {
+    for &code in Code::ALL {
+        let page = code.explanation();
+        assert!(
+            page.starts_with(&format!("# {}: {}", code.as_str(), code.title())),
+            "{code}: page must start with `# {code}: {}`",
+            code.title()
+        );
+        let (lang, body) = example(page).unwrap_or_else(|| panic!("{code}: page has no example"));
+        match lang.as_str() {
+            "dist" => {
+                let bytes: Vec<u8> = body
+                    .replace("<0xFF>", "\u{1}")
+                    .bytes()
+                    .map(|b| if b == 1 { 0xFF } else { b })
+                    .collect();
+                let world = MemoryWorld::new().with_bytes("example.dist", &bytes);
+                let checked =
+                    dic_compiler::driver::check_file(&world, "example.dist").expect("in memory");
+                let codes: Vec<Code> = checked.diagnostics.iter().map(|d| d.code).collect();
+                assert!(codes.contains(&code), "{code}: example produced {codes:?}");
+                insta::assert_snapshot!(code.as_str(), common::rendered(&checked));
+            }
+            "json" => {
+                let req = ImportRequest {
+                    config: &body,
+                    quant_config: None,
+                    name: "m",
+                    repo: None,
+                    source_name: "config.json",
+                };
+                let err = import(&req).expect_err("the example must be refused");
+                assert_eq!(err.code, code);
+                insta::assert_snapshot!(
+                    code.as_str(),
+                    format!(
+                        "{}: {}\nhelp: {}",
+                        err.code,
+                        err.message,
+                        err.help.clone().unwrap_or_default()
+                    )
+                );
+            }
+            other => panic!("{code}: unknown example language `{other}`"),
+        }
+    }
+}
+
+#[test]
+fn codes_parse_back_and_are_unique() {
+    let mut seen = std::collections::BTreeSet::new();
+    for &code in Code::ALL {
+        assert!(seen.insert(code.as_str()), "duplicate {code}");
+        assert_eq!(Code::parse(&code.as_str().to_lowercase()), Some(code));
+    }
+    assert_eq!(Code::parse("E9999"), None);
+}

@@ -1,0 +1,208 @@
+//! `dic import-hf` on every real config in ../shared/models/hf: snapshotted, checks clean,
+//! and agrees with the stdlib model of the same checkpoint number for number. The stdlib's
+//! stated parameter counts must match the architecture within 3%.
+
+mod common;
+
+use dic_compiler::architecture;
+use dic_compiler::import_hf::{import, names_from_file, ImportRequest};
+use dic_compiler::program::{Body, Model};
+use dic_compiler::schema::Kind;
+use dic_compiler::source::MemoryWorld;
+
+/// config file stem → the stdlib model that describes the same checkpoint.
+const STDLIB_OF: &[(&str, &str)] = &[
+    ("meta-llama--Meta-Llama-3.1-8B", "llama_3_1_8b"),
+    ("meta-llama--Meta-Llama-3.1-70B", "llama_3_1_70b"),
+    ("meta-llama--Meta-Llama-3.1-405B", "llama_3_1_405b"),
+    ("nvidia--Llama-3.1-70B-Instruct-FP8", "llama_3_1_70b_fp8"),
+    (
+        "meta-llama--Llama-4-Scout-17B-16E-Instruct",
+        "llama_4_scout",
+    ),
+    ("mistralai--Mixtral-8x7B-v0.1", "mixtral_8x7b"),
+    ("mistralai--Mixtral-8x22B-v0.1", "mixtral_8x22b"),
+    ("Qwen--Qwen3-0.6B", "qwen3_0_6b"),
+    ("Qwen--Qwen3-8B", "qwen3_8b"),
+    ("Qwen--Qwen3-32B", "qwen3_32b"),
+    ("Qwen--Qwen3-30B-A3B", "qwen3_30b_a3b"),
+    ("Qwen--Qwen3-235B-A22B", "qwen3_235b_a22b"),
+    ("Qwen--Qwen3-235B-A22B-FP8", "qwen3_235b_a22b_fp8"),
+    ("deepseek-ai--DeepSeek-V3", "deepseek_v3"),
+    ("moonshotai--Kimi-K2-Instruct", "kimi_k2"),
+    ("openai--gpt-oss-20b", "gpt_oss_20b"),
+    ("openai--gpt-oss-120b", "gpt_oss_120b"),
+];
+
+fn imported_model(text: &str) -> Model {
+    let world = MemoryWorld::new().with("imported.dist", text);
+    let checked = dic_compiler::driver::check_file(&world, "imported.dist").expect("in memory");
+    assert!(
+        checked.diagnostics.is_empty(),
+        "imported text does not check clean:\n{text}\n{}",
+        common::rendered(&checked)
+    );
+    let model = checked
+        .program
+        .user_defs_of(Kind::Model)
+        .next()
+        .and_then(|d| match &d.body {
+            Body::Model(m) => Some(m.clone()),
+            _ => None,
+        });
+    model.expect("one model")
+}
+
+#[test]
+fn import_hf_maps_every_shared_config_and_agrees_with_the_stdlib() {
+    let Some(shared) = common::shared_dir() else {
+        return;
+    };
+    let dir = shared.join("models/hf");
+    let mut configs: Vec<_> = std::fs::read_dir(&dir)
+        .expect("models/hf")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.to_string_lossy().ends_with("_config.json")
+                && !p.to_string_lossy().ends_with("_hf_quant_config.json")
+        })
+        .collect();
+    configs.sort();
+    assert!(configs.len() >= 17);
+    let stdlib = dic_compiler::driver::check_stdlib();
+    for path in configs {
+        let file_name = path.file_name().unwrap().to_string_lossy().to_string();
+        let stem = file_name.trim_end_matches("_config.json").to_string();
+        let config = std::fs::read_to_string(&path).unwrap();
+        let quant = std::fs::read_to_string(dir.join(format!("{stem}_hf_quant_config.json"))).ok();
+        let (name, repo) = names_from_file(&file_name);
+        let text = import(&ImportRequest {
+            config: &config,
+            quant_config: quant.as_deref(),
+            name: &name,
+            repo: repo.as_deref(),
+            source_name: &file_name,
+        })
+        .unwrap_or_else(|d| panic!("{file_name}: {}", d.message));
+        insta::assert_snapshot!(format!("import_hf__{stem}"), text);
+        let got = imported_model(&text);
+
+        let std_name = STDLIB_OF
+            .iter()
+            .find(|(s, _)| *s == stem)
+            .map(|(_, n)| *n)
+            .unwrap_or_else(|| panic!("{stem}: add it to STDLIB_OF"));
+        let def = stdlib
+            .program
+            .by_name(Kind::Model, std_name)
+            .unwrap_or_else(|| panic!("no stdlib model {std_name}"));
+        let Body::Model(want) = &def.body else {
+            panic!()
+        };
+        let pairs: &[(&str, u64, u64)] = &[
+            ("layers", got.layers, want.layers),
+            ("hidden", got.hidden, want.hidden),
+            ("heads", got.heads, want.heads),
+            ("kv_heads", got.kv_heads, want.kv_heads),
+            ("head_dim", got.head_dim, want.head_dim),
+            ("intermediate", got.intermediate, want.intermediate),
+            ("vocab", got.vocab, want.vocab),
+            (
+                "max_context",
+                got.max_context as u64,
+                want.max_context as u64,
+            ),
+            ("experts", got.experts, want.experts),
+            (
+                "experts_per_token",
+                got.experts_per_token,
+                want.experts_per_token,
+            ),
+            ("shared_experts", got.shared_experts, want.shared_experts),
+            (
+                "moe_intermediate",
+                got.moe_intermediate,
+                want.moe_intermediate,
+            ),
+            ("dense_layers", got.dense_layers, want.dense_layers),
+            ("moe_layer_step", got.moe_layer_step, want.moe_layer_step),
+            ("kv_lora_rank", got.kv_lora_rank, want.kv_lora_rank),
+            ("q_lora_rank", got.q_lora_rank, want.q_lora_rank),
+            (
+                "qk_rope_head_dim",
+                got.qk_rope_head_dim,
+                want.qk_rope_head_dim,
+            ),
+            ("sliding_layers", got.sliding_layers, want.sliding_layers),
+        ];
+        for (field, g, w) in pairs {
+            assert_eq!(
+                g, w,
+                "{std_name}.{field}: stdlib says {w}, {file_name} says {g}"
+            );
+        }
+        assert_eq!(got.attention, want.attention, "{std_name}.attention");
+        assert_eq!(
+            got.tied_embeddings, want.tied_embeddings,
+            "{std_name}.tied_embeddings"
+        );
+        assert_eq!(got.weights, want.weights, "{std_name}.weights");
+        if quant.is_some() {
+            assert_eq!(got.kv_cache, want.kv_cache, "{std_name}.kv_cache");
+        }
+    }
+}
+
+#[test]
+fn stdlib_parameter_counts_match_the_architecture() {
+    let stdlib = dic_compiler::driver::check_stdlib();
+    let mut checked = 0;
+    for def in stdlib.program.defs.iter().flatten() {
+        let Body::Model(m) = &def.body else { continue };
+        let computed = architecture::parameters(m).total;
+        let err = (computed - m.parameters).abs() / m.parameters;
+        assert!(
+            err < 0.03,
+            "{}: stated {:.2}B, architecture gives {:.2}B ({:.1}% off)",
+            def.name,
+            m.parameters / 1e9,
+            computed / 1e9,
+            err * 100.0
+        );
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} models");
+}
+
+#[test]
+fn unmappable_configs_are_refused_with_a_diagnostic() {
+    for (config, needle) in [
+        ("not json", "not valid JSON"),
+        ("[1, 2]", "not a JSON object"),
+        (r#"{"hidden_size": 4096}"#, "num_hidden_layers"),
+        (
+            r#"{"num_hidden_layers": 2, "hidden_size": 10, "num_attention_heads": 3, "vocab_size": 5, "max_position_embeddings": 8, "intermediate_size": 4}"#,
+            "head_dim",
+        ),
+        (
+            r#"{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 5, "max_position_embeddings": 8, "intermediate_size": 4, "quantization_config": {"quant_method": "bitsandbytes"}}"#,
+            "bitsandbytes",
+        ),
+        (
+            r#"{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 5, "max_position_embeddings": 8, "intermediate_size": 4, "num_experts": 4}"#,
+            "num_experts_per_tok",
+        ),
+    ] {
+        let err = import(&ImportRequest {
+            config,
+            quant_config: None,
+            name: "m",
+            repo: None,
+            source_name: "config.json",
+        })
+        .expect_err(config);
+        assert_eq!(err.code, dic_compiler::diagnostics::Code::UnsupportedConfig);
+        assert!(err.message.contains(needle), "{config}: {}", err.message);
+    }
+}

@@ -6,6 +6,7 @@
 //! (analysis, planning, IR) read only that program. The CLI, the language server and
 //! the tests all drive [`driver`].
 
+pub mod analysis;
 pub mod architecture;
 pub mod check;
 pub mod diagnostics;

@@ -170,7 +170,7 @@ pub enum Attention {
     Mla,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Model {
     pub hf: Option<String>,
     pub parameters: f64,

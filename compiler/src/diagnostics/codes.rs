@@ -75,10 +75,32 @@ codes! {
     WrongOperator = "E0310", Error, "wrong operator for this field";
     InvalidLayout = "E0311", Error, "invalid layout";
 
+    TpAcrossNodes = "E0401", Error, "tensor parallelism across nodes";
+    HeadsNotDivisible = "E0402", Error, "attention heads not divisible by TP";
+    TooManyStages = "E0403", Error, "more pipeline stages than layers";
+    EpOnDense = "E0404", Error, "expert parallelism on a dense model";
+    NotEnoughGpus = "E0405", Error, "layout needs more GPUs than the cluster has";
+    PartialNode = "E0406", Error, "world size not a whole number of nodes";
+    InvalidDcp = "E0407", Error, "invalid decode context parallelism";
+
+    DoesNotFit = "E0501", Error, "model does not fit in GPU memory";
+    RequestDoesNotFit = "E0502", Error, "one request of max_model_len does not fit the KV cache";
+    ModelLenTooLong = "E0503", Error, "max_model_len beyond the model's context";
+    BatchBelowSeqs = "E0504", Error, "max_num_batched_tokens below max_num_seqs";
+
+    SloInfeasible = "E0601", Error, "SLO cannot be met";
+
     UnsupportedConfig = "E0901", Error, "Hugging Face config cannot be mapped";
 
     UnusedImport = "W0201", Warning, "unused import";
     DecimalBinaryMemory = "W0301", Warning, "GPU memory given in decimal units";
+    TpOverPcie = "W0401", Warning, "tensor parallelism over PCIe";
+    EpOverSlowFabric = "W0402", Warning, "expert all-to-all across nodes on a slow fabric";
+    PipelineBubble = "W0403", Warning, "pipeline bubble dominates";
+    MoreGpusWorse = "W0404", Warning, "more GPUs make it worse";
+
+    DpBeatsTp = "A0401", Advice, "DP replicas would beat a wider TP";
+    QuantizeToFit = "A0501", Advice, "quantization would fit on fewer GPUs";
 }
 
 impl Serialize for Code {

@@ -1,0 +1,454 @@
+//! Calibration of the performance model on public measurements
+//! (../shared/calibration/trtllm-0.17-throughput-a100-h100-l40s.csv).
+//!
+//! Pure: CSV text in, rows, predictions, errors and fitted constants out (the tests and
+//! the error table in `calibration/errors.md` drive it). Every row is mapped to a
+//! scenario from its own columns — model, GPU (by its `nvidia-smi` name), TP, precision,
+//! lengths, load — with the engine limits TensorRT-LLM's benchmark used; no row is
+//! special-cased. The fit searches the three efficiency constants of
+//! [`super::perf::PerfConstants`] for the least mean absolute log error over all rows.
+
+use super::catalog;
+use super::memory::memory;
+use super::perf::{max_throughput, predict_with_backlog, PerfConstants};
+use super::scenario::*;
+use crate::program::Layout;
+
+/// What a row measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// Offline max throughput, output tokens/s over all GPUs.
+    MaxOutputThroughput,
+    /// Online serving at a request rate: mean TTFT (s).
+    MeanTtft,
+    /// Online serving: mean inter-token latency (s).
+    MeanItl,
+    /// Online serving: output tokens/s.
+    OnlineOutputThroughput,
+}
+
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub id: String,
+    pub model: String,
+    pub gpu: String,
+    pub tp: u64,
+    pub precision: String,
+    pub isl: f64,
+    pub osl: f64,
+    /// Requests per second; infinite for "send everything at once".
+    pub rate: Option<f64>,
+    pub num_requests: f64,
+    pub metric: Metric,
+    /// In base units (tokens/s, seconds).
+    pub value: f64,
+}
+
+/// Minimal CSV parsing (quoted fields with doubled quotes), enough for this file.
+fn split_csv(text: &str) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let mut row = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => row.push(std::mem::take(&mut field)),
+            ('\n', false) => {
+                row.push(std::mem::take(&mut field));
+                rows.push(std::mem::take(&mut row));
+            }
+            ('\r', false) => {}
+            (c, _) => field.push(c),
+        }
+    }
+    if !field.is_empty() || !row.is_empty() {
+        row.push(field);
+        rows.push(row);
+    }
+    rows
+}
+
+/// Parses the rows dic can model; returns them and how many were skipped.
+pub fn parse_rows(csv: &str) -> (Vec<Row>, usize) {
+    let table = split_csv(csv);
+    let Some(header) = table.first() else {
+        return (Vec::new(), 0);
+    };
+    let col = |name: &str| header.iter().position(|h| h == name);
+    let (
+        Some(id),
+        Some(model),
+        Some(gpu),
+        Some(tp),
+        Some(prec),
+        Some(isl),
+        Some(osl),
+        Some(rate),
+        Some(nreq),
+        Some(scenario),
+        Some(metric),
+        Some(value),
+    ) = (
+        col("id"),
+        col("model"),
+        col("gpu"),
+        col("tp"),
+        col("weight_precision"),
+        col("isl"),
+        col("osl"),
+        col("request_rate"),
+        col("num_requests"),
+        col("scenario"),
+        col("metric"),
+        col("value"),
+    )
+    else {
+        return (Vec::new(), table.len().saturating_sub(1));
+    };
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    for r in table.iter().skip(1) {
+        if r.len() < header.len() {
+            skipped += 1;
+            continue;
+        }
+        let num = |i: usize| r[i].trim().parse::<f64>().ok();
+        let online = r[scenario].contains("online");
+        let m = &r[metric];
+        let (metric_kind, scale) = if !online && m.starts_with("output token throughput") {
+            (Metric::MaxOutputThroughput, 1.0)
+        } else if online && m == "mean TTFT" {
+            (Metric::MeanTtft, 1e-3)
+        } else if online && m.starts_with("mean ITL") {
+            (Metric::MeanItl, 1e-3)
+        } else if online && m == "output token throughput" {
+            (Metric::OnlineOutputThroughput, 1.0)
+        } else {
+            skipped += 1;
+            continue;
+        };
+        let (Some(tpv), Some(i), Some(o), Some(v)) = (num(tp), num(isl), num(osl), num(value))
+        else {
+            skipped += 1;
+            continue;
+        };
+        let rate_v = if online {
+            if r[rate].trim() == "inf" {
+                Some(f64::INFINITY)
+            } else {
+                num(rate)
+            }
+        } else {
+            None
+        };
+        out.push(Row {
+            id: r[id].clone(),
+            model: r[model].clone(),
+            gpu: r[gpu].clone(),
+            tp: tpv as u64,
+            precision: r[prec].clone(),
+            isl: i,
+            osl: o,
+            rate: rate_v,
+            num_requests: num(nreq).unwrap_or(500.0),
+            metric: metric_kind,
+            value: v * scale,
+        });
+    }
+    (out, skipped)
+}
+
+/// The stdlib model a row's `model` column names.
+fn stdlib_model(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "Llama-3.1-8B" => "llama_3_1_8b",
+        "Llama-3.1-70B" => "llama_3_1_70b",
+        "Llama-3.1-405B" => "llama_3_1_405b",
+        "Mistral-7B" => "mistral_7b",
+        "Mixtral-8x7B" => "mixtral_8x7b",
+        "Mixtral-8x22B" => "mixtral_8x22b",
+        _ => return None,
+    })
+}
+
+/// TensorRT-LLM benchmark limits (trtllm-bench defaults: max batch 2048 sequences,
+/// 8192 tokens per step) and its KV fraction of 0.95 of free memory ("in majority of
+/// cases", per the table's notes).
+const TRTLLM_MAX_BATCH: u64 = 2048;
+const TRTLLM_MAX_TOKENS: f64 = 8192.0;
+const TRTLLM_MEMORY_FRACTION: f64 = 0.95;
+
+/// The scenario a row describes: its model and GPU from the stdlib, TP = GPUs on one node
+/// with the GPU's own scale-up link.
+pub fn scenario(row: &Row) -> Option<Scenario> {
+    let model_name = stdlib_model(&row.model)?;
+    let mut model = catalog::model(model_name)?;
+    let (gpu, scale_up) = catalog::gpu(&row.gpu)?;
+    if row.precision.eq_ignore_ascii_case("fp8") {
+        model.weights = "fp8".into();
+        model.kv_cache = "fp8".into();
+    } else if row.precision.eq_ignore_ascii_case("fp16") {
+        model.weights = "fp16".into();
+        model.dtype = "fp16".into();
+    }
+    let topology = Topology {
+        gpus_per_node: row.tp.max(1),
+        nodes: 1,
+        scale_up_domain: row.tp.max(1),
+        scale_up,
+        scale_out: None,
+        price_per_node_hour: None,
+        gpu,
+    };
+    let max_len = (row.isl + row.osl) as u64;
+    let engine = EngineSettings {
+        gpu_memory_utilization: TRTLLM_MEMORY_FRACTION,
+        max_model_len: max_len,
+        max_num_seqs: TRTLLM_MAX_BATCH,
+        max_num_batched_tokens: TRTLLM_MAX_TOKENS as u64,
+        block_size: 32,
+        enforce_eager: false,
+        kv_cache_memory: None,
+        cpu_offload: 0.0,
+        overrides: MemoryOverrides::default(),
+    };
+    let workload = row.rate.map(|r| WorkloadSpec {
+        prompt: row.isl,
+        output: row.osl,
+        load: Load::Rate(if r.is_finite() { r } else { 1e6 }),
+    });
+    Some(Scenario {
+        model_name: model_name.to_string(),
+        model,
+        topology,
+        layout: Layout {
+            tp: row.tp.max(1),
+            ..Layout::default()
+        },
+        engine,
+        workload,
+    })
+}
+
+/// The model's value for a row, in the row's units; `None` when the row's setup does not
+/// fit in memory by dic's model (reported as a miss, not skipped).
+pub fn predict_row(row: &Row, c: &PerfConstants) -> Option<f64> {
+    let s = scenario(row)?;
+    let mem = memory(&s);
+    if mem.kv_cache_tokens < s.engine.max_model_len {
+        return None;
+    }
+    match row.metric {
+        Metric::MaxOutputThroughput => Some(max_throughput(&s, &mem, row.isl, row.osl, c).0),
+        _ => {
+            let p = predict_with_backlog(&s, &mem, c, Some(row.num_requests));
+            Some(match row.metric {
+                Metric::MeanTtft => p.ttft,
+                Metric::MeanItl => p.tpot,
+                _ => p.output_tokens_per_s,
+            })
+        }
+    }
+}
+
+/// |prediction − measurement| / measurement, per row (`None`: the row could not be modelled).
+pub fn errors(rows: &[Row], c: &PerfConstants) -> Vec<(usize, Option<f64>, Option<f64>)> {
+    rows.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let p = predict_row(r, c);
+            (i, p, p.map(|p| (p - r.value).abs() / r.value))
+        })
+        .collect()
+}
+
+/// Mean |log(pred / measured)| over rows that could be modelled, plus a penalty per row
+/// that could not.
+pub fn objective(rows: &[Row], c: &PerfConstants) -> f64 {
+    let mut sum = 0.0;
+    let mut n: f64 = 0.0;
+    for r in rows {
+        match predict_row(r, c) {
+            Some(p) if p > 0.0 && p.is_finite() => sum += (p / r.value).ln().abs(),
+            _ => sum += 3.0,
+        }
+        n += 1.0;
+    }
+    sum / n.max(1.0)
+}
+
+/// Grid search over the three constants, then one refinement around the best point.
+pub fn fit(rows: &[Row]) -> PerfConstants {
+    let mut best = (
+        f64::INFINITY,
+        PerfConstants {
+            memory_efficiency: 0.7,
+            compute_efficiency: 0.6,
+            step_overhead: 0.004,
+            token_overhead: 0.0,
+        },
+    );
+    let grid = |lo: f64, hi: f64, n: usize| {
+        (0..n).map(move |i| lo + (hi - lo) * i as f64 / (n - 1) as f64)
+    };
+    for me in grid(0.4, 1.0, 7) {
+        for ce in grid(0.3, 0.9, 7) {
+            for oh in grid(0.0, 0.010, 6) {
+                for to in grid(0.0, 20e-6, 5) {
+                    let c = PerfConstants {
+                        memory_efficiency: me,
+                        compute_efficiency: ce,
+                        step_overhead: oh,
+                        token_overhead: to,
+                    };
+                    let o = objective(rows, &c);
+                    if o < best.0 {
+                        best = (o, c);
+                    }
+                }
+            }
+        }
+    }
+    let b = best.1;
+    for me in grid(b.memory_efficiency - 0.05, b.memory_efficiency + 0.05, 3) {
+        for ce in grid(b.compute_efficiency - 0.05, b.compute_efficiency + 0.05, 3) {
+            for oh in grid(
+                (b.step_overhead - 0.001).max(0.0),
+                b.step_overhead + 0.001,
+                3,
+            ) {
+                for to in grid(
+                    (b.token_overhead - 2.5e-6).max(0.0),
+                    b.token_overhead + 2.5e-6,
+                    3,
+                ) {
+                    let c = PerfConstants {
+                        memory_efficiency: me,
+                        compute_efficiency: ce,
+                        step_overhead: oh,
+                        token_overhead: to,
+                    };
+                    let o = objective(rows, &c);
+                    if o < best.0 {
+                        best = (o, c);
+                    }
+                }
+            }
+        }
+    }
+    let round = |v: f64, step: f64| (v / step).round() * step;
+    PerfConstants {
+        memory_efficiency: round(best.1.memory_efficiency, 0.005),
+        compute_efficiency: round(best.1.compute_efficiency, 0.005),
+        step_overhead: round(best.1.step_overhead, 0.0001),
+        token_overhead: round(best.1.token_overhead, 1e-7),
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The error table (Markdown): a summary per metric, then every row.
+pub fn error_table(rows: &[Row], c: &PerfConstants) -> String {
+    let errs = errors(rows, c);
+    let mut out = String::new();
+    out.push_str("# Calibration error table\n\n");
+    out.push_str("Generated by `cargo test --workspace` (test `calibration_table_is_current` in\n");
+    out.push_str("`tests/calibration.rs`) from ../shared/calibration/trtllm-0.17-throughput-a100-h100-l40s.csv\n");
+    out.push_str(&format!(
+        "with the fitted constants: memory efficiency {:.3}, compute efficiency {:.3}, step overhead {:.1} ms,\ntoken overhead {:.1} µs.\n\n",
+        c.memory_efficiency,
+        c.compute_efficiency,
+        c.step_overhead * 1e3,
+        c.token_overhead * 1e6
+    ));
+    out.push_str("Absolute percentage error |predicted − measured| / measured. A row dic's memory model says\ncannot run counts as a miss.\n\n");
+    out.push_str("| metric | rows | modelled | median APE | worst APE |\n|---|---|---|---|---|\n");
+    for (metric, name) in [
+        (Metric::MaxOutputThroughput, "offline max output throughput"),
+        (Metric::OnlineOutputThroughput, "online output throughput"),
+        (Metric::MeanTtft, "online mean TTFT"),
+        (Metric::MeanItl, "online mean ITL (TPOT)"),
+    ] {
+        let sel: Vec<f64> = errs
+            .iter()
+            .filter(|(i, _, _)| rows[*i].metric == metric)
+            .filter_map(|(_, _, e)| *e)
+            .collect();
+        let total = errs
+            .iter()
+            .filter(|(i, _, _)| rows[*i].metric == metric)
+            .count();
+        let worst = sel.iter().cloned().fold(0.0, f64::max);
+        out.push_str(&format!(
+            "| {name} | {total} | {} | {:.1}% | {:.1}% |\n",
+            sel.len(),
+            median(sel.clone()) * 100.0,
+            worst * 100.0
+        ));
+    }
+    out.push_str("\n| id | model | GPU | TP | precision | ISL/OSL | rate | metric | measured | predicted | APE |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (i, p, e) in &errs {
+        let r = &rows[*i];
+        let (unit, scale) = match r.metric {
+            Metric::MeanTtft | Metric::MeanItl => ("ms", 1e3),
+            _ => ("tok/s", 1.0),
+        };
+        let metric = match r.metric {
+            Metric::MaxOutputThroughput => "max throughput",
+            Metric::OnlineOutputThroughput => "throughput",
+            Metric::MeanTtft => "mean TTFT",
+            Metric::MeanItl => "mean ITL",
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {:.0}/{:.0} | {} | {metric} | {:.1} {unit} | {} | {} |\n",
+            r.id,
+            r.model,
+            r.gpu,
+            r.tp,
+            r.precision,
+            r.isl,
+            r.osl,
+            r.rate
+                .map(|x| if x.is_finite() {
+                    format!("{x}")
+                } else {
+                    "inf".into()
+                })
+                .unwrap_or_else(|| "offline".into()),
+            r.value * scale,
+            p.map(|p| format!("{:.1} {unit}", p * scale))
+                .unwrap_or_else(|| "does not fit".into()),
+            e.map(|e| format!("{:.1}%", e * 100.0))
+                .unwrap_or_else(|| "—".into()),
+        ));
+    }
+    out
+}
+
+/// Median and worst APE of one metric.
+pub fn summary(rows: &[Row], c: &PerfConstants, metric: Metric) -> (f64, f64, usize) {
+    let errs: Vec<f64> = errors(rows, c)
+        .into_iter()
+        .filter(|(i, _, _)| rows[*i].metric == metric)
+        .filter_map(|(_, _, e)| e)
+        .collect();
+    let worst = errs.iter().cloned().fold(0.0, f64::max);
+    (median(errs.clone()), worst, errs.len())
+}

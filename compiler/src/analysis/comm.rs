@@ -1,0 +1,258 @@
+//! Communication: where each parallel group sits on the topology, and what its
+//! collectives cost (α-β model, ../shared/reference/comm-and-hardware.md §2).
+//!
+//! Ranks are laid out DP × PP × TP with TP fastest (vLLM's order), one rank per GPU,
+//! GPUs numbered node by node. A group's link is the slowest one it crosses: the
+//! scale-up link (NVLink/NVSwitch) inside a node or a rack-scale NVLink domain, PCIe
+//! inside a node without one, the scale-out fabric across nodes.
+
+use super::scenario::{LinkSpec, Scenario};
+use crate::program::LinkType;
+use serde::Serialize;
+
+/// Achievable fraction of a link's nominal bandwidth for large collectives. Sources:
+/// nvbandwidth on 8×H200 measured 396/450 GB/s NVLink (88%) and 55/63 GB/s PCIe 5
+/// (88%); NCCL's own topology constants give 370.8/450 (82%) for H100 NVLink
+/// (reference §2.3, §3). 0.8 is the rounded lower end.
+pub const LINK_EFFICIENCY: f64 = 0.8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Collective {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    AllToAll,
+    SendRecv,
+}
+
+impl Collective {
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all_reduce",
+            Collective::AllGather => "all_gather",
+            Collective::ReduceScatter => "reduce_scatter",
+            Collective::AllToAll => "all_to_all",
+            Collective::SendRecv => "send_recv",
+        }
+    }
+}
+
+/// Where a group of ranks sits and which link bounds it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Placement {
+    pub size: u64,
+    /// Some group of this kind has members on different nodes.
+    pub spans_nodes: bool,
+    /// Every group stays inside one scale-up (NVLink) domain.
+    pub within_scale_up_domain: bool,
+    pub link_name: String,
+    pub link_type: LinkType,
+    /// Effective bytes/s per rank per direction.
+    pub bandwidth: f64,
+    pub latency: f64,
+}
+
+/// Placement of groups of `size` consecutive ranks, strided by `stride` (TP groups:
+/// stride 1; EP groups cover TP × DP ranks of one stage).
+pub fn place(s: &Scenario, ranks: &[Vec<u64>]) -> Placement {
+    let t = &s.topology;
+    let size = ranks.first().map(|g| g.len() as u64).unwrap_or(1);
+    let node_of = |r: u64| r / t.gpus_per_node.max(1);
+    let domain_of = |r: u64| r / t.scale_up_domain.max(1);
+    let spans_nodes = ranks
+        .iter()
+        .any(|g| g.iter().any(|r| node_of(*r) != node_of(g[0])));
+    let in_domain = t.scale_up.is_some()
+        && ranks
+            .iter()
+            .all(|g| g.iter().all(|r| domain_of(*r) == domain_of(g[0])));
+    let (link, bw): (LinkSpec, f64) = if !spans_nodes {
+        let l = t.intra_node_link().clone();
+        let bw = l.bandwidth;
+        (l, bw)
+    } else if in_domain {
+        let l = t
+            .scale_up
+            .clone()
+            .expect("in_domain implies a scale-up link");
+        let bw = l.bandwidth;
+        (l, bw)
+    } else {
+        match &t.scale_out {
+            Some(so) => {
+                let bw = t.scale_out_bandwidth_per_gpu().unwrap_or(so.link.bandwidth);
+                (so.link.clone(), bw)
+            }
+            None => {
+                // No NICs described: assume a 25 Gb/s Ethernet port per node.
+                let l = LinkSpec {
+                    name: "ethernet (undeclared)".into(),
+                    link_type: LinkType::Ethernet,
+                    bandwidth: 25e9 / 8.0,
+                    latency: 4e-6,
+                };
+                let bw = l.bandwidth / t.gpus_per_node.max(1) as f64;
+                (l, bw)
+            }
+        }
+    };
+    Placement {
+        size,
+        spans_nodes,
+        within_scale_up_domain: in_domain || !spans_nodes && t.scale_up.is_some(),
+        link_name: link.name.clone(),
+        link_type: link.link_type,
+        bandwidth: bw * LINK_EFFICIENCY,
+        latency: link.latency,
+    }
+}
+
+/// The TP groups of the whole deployment.
+pub fn tp_groups(s: &Scenario) -> Vec<Vec<u64>> {
+    let l = &s.layout;
+    let tp = l.tp.max(1);
+    let n = l.gpus() / tp;
+    (0..n).map(|g| (g * tp..(g + 1) * tp).collect()).collect()
+}
+
+/// The EP groups (TP × DP ranks of the same PP stage), when EP is on.
+pub fn ep_groups(s: &Scenario) -> Vec<Vec<u64>> {
+    let l = &s.layout;
+    let per_replica = l.replica_gpus();
+    (0..l.pp.max(1))
+        .map(|stage| {
+            (0..l.dp.max(1))
+                .flat_map(|d| {
+                    (0..l.tp.max(1)).map(move |t| d * per_replica + stage * l.tp.max(1) + t)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The pairs of ranks at each PP stage boundary (stage s's rank i sends to stage s+1's rank i).
+pub fn pp_pairs(s: &Scenario) -> Vec<Vec<u64>> {
+    let l = &s.layout;
+    let mut out = Vec::new();
+    for d in 0..l.dp.max(1) {
+        for stage in 0..l.pp.max(1).saturating_sub(1) {
+            for t in 0..l.tp.max(1) {
+                let a = d * l.replica_gpus() + stage * l.tp + t;
+                out.push(vec![a, a + l.tp]);
+            }
+        }
+    }
+    out
+}
+
+pub fn tp_placement(s: &Scenario) -> Placement {
+    place(s, &tp_groups(s))
+}
+
+pub fn ep_placement(s: &Scenario) -> Placement {
+    place(s, &ep_groups(s))
+}
+
+pub fn pp_placement(s: &Scenario) -> Option<Placement> {
+    let pairs = pp_pairs(s);
+    (!pairs.is_empty()).then(|| place(s, &pairs))
+}
+
+/// α-β time of one collective over `p` ranks. `bytes` is the per-rank buffer (AllReduce),
+/// the total gathered/scattered array (AllGather, ReduceScatter), the bytes one rank
+/// sends to all others (AllToAll) or the message (SendRecv).
+pub fn collective_time(kind: Collective, bytes: f64, p: u64, link: &Placement) -> f64 {
+    if p <= 1 || bytes <= 0.0 {
+        return 0.0;
+    }
+    let pf = p as f64;
+    let a = link.latency;
+    let b = link.bandwidth.max(1.0);
+    match kind {
+        // ring: 2(p−1)α + 2(p−1)/p · S/B
+        Collective::AllReduce => 2.0 * (pf - 1.0) * a + 2.0 * (pf - 1.0) / pf * bytes / b,
+        Collective::AllGather | Collective::ReduceScatter => {
+            (pf - 1.0) * a + (pf - 1.0) / pf * bytes / b
+        }
+        // pairwise exchange: (p−1)α + S·β
+        Collective::AllToAll => (pf - 1.0) * a + bytes / b,
+        Collective::SendRecv => a + bytes / b,
+    }
+}
+
+/// One line of a step's communication: a collective on a group, how often, how big.
+#[derive(Debug, Clone, Serialize)]
+pub struct CommItem {
+    pub group: &'static str,
+    pub collective: Collective,
+    pub count: u64,
+    pub bytes: f64,
+    pub ranks: u64,
+    pub link: String,
+    /// Seconds for all `count` of them.
+    pub time: f64,
+}
+
+/// Communication of one forward pass of `tokens` tokens through one PP stage with
+/// `layers` layers (of which `moe_layers` are MoE), plus the hand-off to the next stage.
+pub fn step_comm(
+    s: &Scenario,
+    tokens: f64,
+    layers: u64,
+    moe_layers: u64,
+    last_stage: bool,
+) -> Vec<CommItem> {
+    let m = &s.model;
+    let l = &s.layout;
+    let act = 2.0; // activations travel in bf16
+    let mut items = Vec::new();
+    if l.tp > 1 {
+        let tp = tp_placement(s);
+        let bytes = tokens * m.hidden as f64 * act;
+        // Megatron TP: attention out-projection and MLP down-projection end in an AllReduce.
+        let count = 2 * layers;
+        items.push(CommItem {
+            group: "tp",
+            collective: Collective::AllReduce,
+            count,
+            bytes,
+            ranks: l.tp,
+            link: tp.link_name.clone(),
+            time: count as f64 * collective_time(Collective::AllReduce, bytes, l.tp, &tp),
+        });
+    }
+    if l.ep && moe_layers > 0 && l.tp * l.dp > 1 {
+        let ep = ep_placement(s);
+        let p = l.tp * l.dp;
+        // dispatch and combine: each token's hidden state to top-k experts and back
+        let bytes = tokens * m.experts_per_token as f64 * m.hidden as f64 * act * (p as f64 - 1.0)
+            / p as f64;
+        let count = 2 * moe_layers;
+        items.push(CommItem {
+            group: "ep",
+            collective: Collective::AllToAll,
+            count,
+            bytes,
+            ranks: p,
+            link: ep.link_name.clone(),
+            time: count as f64 * collective_time(Collective::AllToAll, bytes, p, &ep),
+        });
+    }
+    if l.pp > 1 && !last_stage {
+        if let Some(pp) = pp_placement(s) {
+            // hidden_states + residual (vLLM IntermediateTensors)
+            let bytes = 2.0 * tokens * m.hidden as f64 * act / l.tp.max(1) as f64;
+            items.push(CommItem {
+                group: "pp",
+                collective: Collective::SendRecv,
+                count: 1,
+                bytes,
+                ranks: 2,
+                link: pp.link_name.clone(),
+                time: collective_time(Collective::SendRecv, bytes, 2, &pp),
+            });
+        }
+    }
+    items
+}

@@ -1,0 +1,249 @@
+//! Analysis: memory, communication and performance of a deployment, and the rules of
+//! distributed serving.
+//!
+//! Input: a [`Scenario`] (built from a checked deployment by [`scenarios_from_program`],
+//! or from `dic estimate`'s flags) and its SLO targets. Output: an [`Analysis`] — the
+//! memory breakdown, the predicted operating point, SLO results and [`rules::Finding`]s.
+//! Pure functions of their input; the planner (next milestone) evaluates every
+//! candidate through the same [`analyze`].
+
+pub mod calibration;
+pub mod catalog;
+pub mod comm;
+pub mod memory;
+pub mod perf;
+pub mod rules;
+pub mod scenario;
+
+use crate::diagnostics::{Diagnostic, Severity};
+use crate::program::{Body, DefId, FieldValue, LayoutSpec, Program, Value};
+use crate::span::FileSpan;
+use memory::MemoryReport;
+use perf::{Prediction, FITTED};
+use rules::{Anchor, Finding, SloResult, SloTarget};
+pub use scenario::*;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Analysis {
+    pub memory: MemoryReport,
+    /// Absent when the deployment does not fit or breaks a structural rule.
+    pub prediction: Option<Prediction>,
+    pub slo: Vec<SloResult>,
+    pub findings: Vec<Finding>,
+}
+
+/// Runs every rule and model on one scenario.
+pub fn analyze(s: &Scenario, slo: &[SloTarget]) -> Analysis {
+    let mut findings = rules::structural(s);
+    let mem = memory::memory(s);
+    let blocking = findings.iter().any(|f| f.severity == Severity::Error);
+    findings.extend(rules::memory_rules(s, &mem));
+    let fits = !findings.iter().any(|f| f.severity == Severity::Error);
+    let mut prediction = None;
+    let mut slo_results = Vec::new();
+    if fits && !blocking {
+        let p = perf::predict(s, &mem, &FITTED);
+        let (perf_findings, results) = rules::perf_rules(s, &mem, &p, slo);
+        findings.extend(perf_findings);
+        findings.extend(rules::advice(s, &p));
+        slo_results = results;
+        prediction = Some(p);
+    }
+    Analysis {
+        memory: mem,
+        prediction,
+        slo: slo_results,
+        findings,
+    }
+}
+
+/// A deployment of the program, ready to analyse.
+#[derive(Debug, Clone)]
+pub struct DeploymentScenario {
+    pub deploy: DefId,
+    pub name: String,
+    pub scenario: Scenario,
+    pub slo: Vec<SloTarget>,
+    /// Where each SLO bound was written, in `slo` order.
+    pub slo_spans: Vec<FileSpan>,
+}
+
+fn link_spec(p: &Program, id: DefId) -> Option<LinkSpec> {
+    let d = p.def(id)?;
+    match &d.body {
+        Body::Link(l) => Some(LinkSpec::from_link(&d.name, l)),
+        _ => None,
+    }
+}
+
+/// Builds the scenario of each complete deployment with an explicit layout.
+/// (`layout = auto` is the planner's; deployments with errors in what they reference
+/// are skipped, their errors already reported.)
+pub fn scenarios_from_program(p: &Program) -> Vec<DeploymentScenario> {
+    let mut out = Vec::new();
+    for def in p.user_defs.iter().filter_map(|id| p.def(*id)) {
+        let Body::Deploy(d) = &def.body else { continue };
+        if !def.complete {
+            continue;
+        }
+        let LayoutSpec::Explicit(layout) = d.layout else {
+            continue;
+        };
+        let (Some(model), Some(cluster)) = (p.model(d.model), p.cluster(d.cluster)) else {
+            continue;
+        };
+        let Some(group) = cluster.groups.first() else {
+            continue;
+        };
+        let Some(node) = p.node(group.node) else {
+            continue;
+        };
+        let Some(gdef) = p.def(node.gpu) else {
+            continue;
+        };
+        let Body::Gpu(g) = &gdef.body else { continue };
+        let pcie = g
+            .pcie
+            .and_then(|id| link_spec(p, id))
+            .or_else(|| catalog::link("pcie4"));
+        let Some(pcie) = pcie else { continue };
+        let gpu = GpuSpec::from_gpu(&gdef.name, g, pcie);
+        let scale_up = node.scale_up.and_then(|id| link_spec(p, id));
+        let scale_out = match (cluster.fabric.and_then(|id| link_spec(p, id)), node.nics) {
+            (Some(f), Some((n, _))) => Some(ScaleOut { nics: n, link: f }),
+            (Some(f), None) => Some(ScaleOut {
+                nics: node.gpu_count,
+                link: f,
+            }),
+            (None, Some((n, id))) => link_spec(p, id).map(|l| ScaleOut { nics: n, link: l }),
+            (None, None) => None,
+        };
+        let topology = Topology {
+            gpu,
+            gpus_per_node: node.gpu_count,
+            nodes: group.count,
+            scale_up,
+            scale_up_domain: node.scale_up_domain.max(1),
+            scale_out,
+            price_per_node_hour: cluster.price.or(node.price),
+        };
+        let e = &d.engine;
+        let overrides = MemoryOverrides::default();
+        let engine = engine_settings(
+            model,
+            &topology.gpu,
+            e.gpu_memory_utilization,
+            e.max_model_len,
+            e.max_num_seqs,
+            e.max_num_batched_tokens,
+            e.block_size,
+            e.enforce_eager,
+            e.kv_cache_memory,
+            e.cpu_offload,
+            overrides,
+        );
+        let workload = d
+            .workload
+            .and_then(|id| p.workload(id))
+            .map(|w| WorkloadSpec {
+                prompt: w.prompt,
+                output: w.output,
+                load: match (w.rate, w.concurrency) {
+                    (Some(r), _) => Load::Rate(r),
+                    (None, Some(c)) => Load::Concurrency(c),
+                    (None, None) => Load::Concurrency(1),
+                },
+            });
+        let mut slo = Vec::new();
+        let mut slo_spans = Vec::new();
+        if let Some(sl) = d.slo.and_then(|id| p.slo(id)) {
+            for b in &sl.bounds {
+                slo.push(SloTarget {
+                    metric: b.metric,
+                    percentile: b.percentile.clone(),
+                    op: b.op,
+                    value: b.value,
+                });
+                slo_spans.push(b.at);
+            }
+        }
+        let model_name = p.def(d.model).map(|m| m.name.clone()).unwrap_or_default();
+        out.push(DeploymentScenario {
+            deploy: def.id,
+            name: def.name.clone(),
+            scenario: Scenario {
+                model_name,
+                model: model.clone(),
+                topology,
+                layout,
+                engine,
+                workload,
+            },
+            slo,
+            slo_spans,
+        });
+    }
+    out
+}
+
+fn field_span(
+    fields: &std::collections::BTreeMap<String, FieldValue>,
+    key: &str,
+) -> Option<FileSpan> {
+    fields.get(key).map(|f| f.at)
+}
+
+/// Turns findings into diagnostics at the spans of the deployment they are about.
+pub fn diagnostics_for(
+    p: &Program,
+    ds: &DeploymentScenario,
+    findings: &[Finding],
+) -> Vec<Diagnostic> {
+    let Some(def) = p.def(ds.deploy) else {
+        return Vec::new();
+    };
+    let Body::Deploy(d) = &def.body else {
+        return Vec::new();
+    };
+    let at_name = def.location();
+    findings
+        .iter()
+        .map(|f| {
+            let at = match f.anchor {
+                Anchor::Layout => d.layout_at,
+                Anchor::Model => field_span(&def.fields, "model").unwrap_or(at_name),
+                Anchor::Cluster => field_span(&def.fields, "cluster").unwrap_or(at_name),
+                Anchor::Engine(opt) => match def.fields.get("engine").map(|v| &v.value) {
+                    Some(Value::Engine(_, opts)) => opts
+                        .get(opt)
+                        .map(|v| v.at)
+                        .or(field_span(&def.fields, "engine"))
+                        .unwrap_or(at_name),
+                    _ => at_name,
+                },
+                Anchor::Slo(i) => ds.slo_spans.get(i).copied().unwrap_or(at_name),
+                Anchor::Deploy => at_name,
+            };
+            let mut diag = Diagnostic::new(f.code, format!("deploy `{}`: {}", ds.name, f.message))
+                .with_severity(f.severity)
+                .primary(at.file, at.span, f.label.clone());
+            if let Some(h) = &f.help {
+                diag = diag.help(h.clone());
+            }
+            diag
+        })
+        .collect()
+}
+
+/// Analyses every deployment of a checked program: the analyses and their diagnostics.
+pub fn analyze_program(p: &Program) -> (Vec<(DeploymentScenario, Analysis)>, Vec<Diagnostic>) {
+    let mut diags = Vec::new();
+    let mut out = Vec::new();
+    for ds in scenarios_from_program(p) {
+        let a = analyze(&ds.scenario, &ds.slo);
+        diags.extend(diagnostics_for(p, &ds, &a.findings));
+        out.push((ds, a));
+    }
+    (out, diags)
+}

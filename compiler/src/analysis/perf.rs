@@ -1,0 +1,465 @@
+//! Performance: step times from a roofline, and from them TTFT, TPOT, throughput and the
+//! operating point under a workload.
+//!
+//! One forward step of one PP stage processing `tokens` tokens costs
+//! `max(flops / (peak × compute_eff), bytes / (HBM × memory_eff)) + comm + overhead`,
+//! where bytes are the stage's weights (for MoE only the experts the batch touches) plus
+//! the KV cache read, and flops are 2 × active parameters × tokens plus attention. A
+//! decode token traverses every stage (TPOT = Σ stages); a replica with PP keeps `pp`
+//! micro-batches in flight, so fewer running requests than stages leave a bubble.
+//! Prefill is chunked (vLLM's chunked prefill, `max_num_batched_tokens` per step) and
+//! shares steps with decodes. The operating point under an arrival rate solves Little's
+//! law, `running = rate × (TTFT + output × TPOT)`, by fixed-point iteration; queueing
+//! before prefill uses an M/D/1 wait. The efficiency constants are fitted on public
+//! measurements (`calibration.rs`), never per row.
+
+use super::comm::{step_comm, CommItem};
+use super::memory::{
+    kv_bytes, kv_bytes_per_token_layer, pp_partition, rank_params, weight_bytes, MemoryReport,
+};
+use super::scenario::{Load, Scenario};
+use crate::architecture::is_moe_layer;
+use crate::program::Attention;
+use serde::Serialize;
+
+/// Efficiency constants of the roofline.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PerfConstants {
+    /// Achieved fraction of HBM bandwidth in memory-bound steps.
+    pub memory_efficiency: f64,
+    /// Achieved fraction of dense tensor-core throughput in compute-bound steps.
+    pub compute_efficiency: f64,
+    /// Fixed time per step (scheduling, kernel launches), seconds.
+    pub step_overhead: f64,
+    /// Time per token in a step (sampling, detokenisation, per-sequence scheduling,
+    /// attention-kernel inefficiency at large batches), seconds.
+    pub token_overhead: f64,
+}
+
+/// Fitted on ../shared/calibration (TensorRT-LLM 0.17 measurements on A100, H100 and L40S)
+/// by `calibration::fit`; the test `calibration_constants_are_the_fit` re-runs the fit and
+/// `calibration_table_is_current` regenerates the error table in `calibration/errors.md`.
+/// TensorRT-LLM is usually faster than vLLM on the same hardware; with no vLLM
+/// measurements to separate the two, these constants describe a TensorRT-LLM-class engine
+/// and vLLM predictions may be optimistic.
+pub const FITTED: PerfConstants = PerfConstants {
+    memory_efficiency: 0.65,
+    compute_efficiency: 0.55,
+    step_overhead: 0.0030,
+    token_overhead: 7.5e-6,
+};
+
+/// Percentile ÷ mean factors for latencies. [heuristic, not fitted: the public
+/// measurements report means only.] TTFT's tail is queueing; TPOT's is prefill
+/// interference.
+pub fn percentile_factor(metric_is_ttft: bool, percentile: &str) -> f64 {
+    match (metric_is_ttft, percentile) {
+        (_, "mean") | (_, "p50") => 1.0,
+        (true, "p90") => 1.3,
+        (true, "p95") => 1.5,
+        (true, "p99") => 2.0,
+        (false, "p90") => 1.05,
+        (false, "p95") => 1.1,
+        (false, "p99") => 1.2,
+        _ => 1.0,
+    }
+}
+
+/// Costs of one step on one stage.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepCost {
+    pub compute: f64,
+    pub memory: f64,
+    pub comm: f64,
+    pub overhead: f64,
+    pub total: f64,
+    pub comm_items: Vec<CommItem>,
+}
+
+/// Per-stage static facts used by every step.
+#[derive(Debug, Clone)]
+struct StageFacts {
+    layers: u64,
+    moe_layers: u64,
+    last: bool,
+    /// Bytes of non-expert weights on one GPU of the stage.
+    dense_bytes: f64,
+    /// Bytes of routed experts on one GPU of the stage.
+    expert_bytes: f64,
+    /// Parameters multiplied per token (non-expert, excluding the embedding lookup).
+    dense_params: f64,
+    expert_params: f64,
+    kv_per_token: f64,
+    lm_head_params: f64,
+}
+
+fn stage_facts(s: &Scenario) -> Vec<StageFacts> {
+    let m = &s.model;
+    let l = &s.layout;
+    let parts = pp_partition(m.layers, l.pp);
+    let kv_layer = kv_bytes_per_token_layer(m, l.tp, kv_bytes(&m.kv_cache, &m.dtype));
+    let mut first = 0;
+    let mut out = Vec::new();
+    for (i, &count) in parts.iter().enumerate() {
+        let is_first = i == 0;
+        let last = i + 1 == parts.len();
+        let p = rank_params(m, l.tp, l.dp, l.ep, first, count, is_first, last);
+        let wq = weight_bytes(&m.weights);
+        let wu = weight_bytes(&m.dtype);
+        let vocab_shard = m.vocab as f64 * m.hidden as f64 / l.tp.max(1) as f64;
+        let embed = if is_first { vocab_shard } else { 0.0 };
+        let lm_head = if last { vocab_shard } else { 0.0 };
+        let expert_bytes = p.experts * wq;
+        let total_bytes = p.quantized * wq + p.unquantized * wu;
+        let moe_layers = (first..first + count)
+            .filter(|x| is_moe_layer(m, *x))
+            .count() as u64;
+        out.push(StageFacts {
+            layers: count,
+            moe_layers,
+            last,
+            dense_bytes: total_bytes - expert_bytes - embed * wu,
+            expert_bytes,
+            dense_params: p.quantized + p.unquantized - p.experts - embed - lm_head,
+            expert_params: p.experts,
+            kv_per_token: count as f64 * kv_layer / l.dcp.max(1) as f64,
+            lm_head_params: lm_head,
+        });
+        first += count;
+    }
+    out
+}
+
+/// One step of one stage: `decode` sequences at mean context `ctx`, plus `prefill` new
+/// prompt tokens attending to `prefill_ctx` tokens on average.
+fn stage_step(
+    s: &Scenario,
+    f: &StageFacts,
+    decode: f64,
+    ctx: f64,
+    prefill: f64,
+    prefill_ctx: f64,
+    c: &PerfConstants,
+) -> StepCost {
+    let m = &s.model;
+    let l = &s.layout;
+    let gpu = &s.topology.gpu;
+    let tokens = (decode + prefill).max(1e-9);
+    // Experts touched by the batch: each token picks k of E.
+    let touched = if m.experts > 0 {
+        let k_over_e = m.experts_per_token as f64 / m.experts as f64;
+        let routed_tokens = if l.ep {
+            tokens * l.dp.max(1) as f64
+        } else {
+            tokens
+        };
+        1.0 - (1.0 - k_over_e).powf(routed_tokens)
+    } else {
+        0.0
+    };
+    // KV traffic: each decoding sequence reads its whole context; a prefill chunk reads its
+    // prefix once (flash attention keeps the chunk's queries on chip) and every new token
+    // writes its entry.
+    let prefill_prefix = if prefill > 0.0 { prefill_ctx } else { 0.0 };
+    let bytes = f.dense_bytes
+        + f.expert_bytes * touched
+        + (decode * ctx + prefill_prefix + tokens) * f.kv_per_token;
+    let heads_local = m.heads as f64 / l.tp.max(1) as f64;
+    let attn_dim = match m.attention {
+        Attention::Mla => (m.kv_lora_rank + m.qk_rope_head_dim) as f64,
+        _ => m.head_dim as f64,
+    };
+    let attention_flops =
+        4.0 * (decode * ctx + prefill * prefill_ctx) * heads_local * attn_dim * f.layers as f64;
+    let expert_share = if m.experts > 0 {
+        m.experts_per_token as f64 / m.experts as f64
+    } else {
+        0.0
+    };
+    let routed_tokens = if l.ep {
+        tokens * l.dp.max(1) as f64
+    } else {
+        tokens
+    };
+    let sequences = decode + if prefill > 0.0 { 1.0 } else { 0.0 };
+    let flops = 2.0 * tokens * f.dense_params
+        + 2.0 * routed_tokens * f.expert_params * expert_share
+        + attention_flops
+        + 2.0 * sequences * f.lm_head_params;
+    let compute = flops / (gpu.matmul_flops(&m.weights) * c.compute_efficiency);
+    let memory = bytes / (gpu.hbm_bandwidth * c.memory_efficiency);
+    let comm_items = step_comm(s, tokens, f.layers, f.moe_layers, f.last);
+    let comm: f64 = comm_items.iter().map(|i| i.time).sum();
+    let overhead = (c.step_overhead + c.token_overhead * tokens) / l.pp.max(1) as f64;
+    StepCost {
+        compute,
+        memory,
+        comm,
+        overhead,
+        total: compute.max(memory) + comm + overhead,
+        comm_items,
+    }
+}
+
+/// One decode "token step" of a replica: every running sequence advances by one token.
+#[derive(Debug, Clone, Serialize)]
+pub struct TokenStep {
+    /// Time between two tokens of one sequence (seconds).
+    pub tpot: f64,
+    pub compute: f64,
+    pub memory: f64,
+    pub comm: f64,
+    pub overhead: f64,
+    /// Time stages sit idle because fewer micro-batches than stages are in flight.
+    pub bubble: f64,
+    pub comm_items: Vec<CommItem>,
+}
+
+/// A replica with `running` sequences at mean context `ctx`, carrying `prefill_per_step`
+/// prompt tokens per token step.
+pub fn token_step(
+    s: &Scenario,
+    running: f64,
+    ctx: f64,
+    prefill_per_step: f64,
+    prefill_ctx: f64,
+    c: &PerfConstants,
+) -> TokenStep {
+    let pp = s.layout.pp.max(1) as f64;
+    // Micro-batches: pp of running/pp each, or one per sequence when fewer than pp.
+    let micro = (running / pp).max(running.min(1.0)).max(1e-9);
+    let in_flight = running.min(pp).max(1.0);
+    let facts = stage_facts(s);
+    let mut out = TokenStep {
+        tpot: 0.0,
+        compute: 0.0,
+        memory: 0.0,
+        comm: 0.0,
+        overhead: 0.0,
+        bubble: 0.0,
+        comm_items: Vec::new(),
+    };
+    let mut slowest: f64 = 0.0;
+    for f in &facts {
+        let st = stage_step(s, f, micro, ctx, prefill_per_step / pp, prefill_ctx, c);
+        out.tpot += st.total;
+        out.compute += st.compute;
+        out.memory += st.memory;
+        out.comm += st.comm;
+        out.overhead += st.overhead;
+        slowest = slowest.max(st.total);
+        for item in st.comm_items {
+            match out
+                .comm_items
+                .iter_mut()
+                .find(|x| x.group == item.group && x.collective == item.collective)
+            {
+                Some(x) => {
+                    x.count += item.count;
+                    x.time += item.time;
+                }
+                None => out.comm_items.push(item),
+            }
+        }
+    }
+    // Stages wait for the slowest one, and with fewer micro-batches than stages the
+    // pipeline idles: a token still takes pp slots of the slowest stage.
+    let pipeline = pp * slowest;
+    if pipeline > out.tpot {
+        out.bubble = pipeline - out.tpot;
+        out.tpot = pipeline;
+    }
+    // With fewer micro-batches than stages, stages idle for the missing ones.
+    out.bubble += (pp - in_flight) / pp * out.tpot;
+    out
+}
+
+/// Time to prefill one prompt of `prompt` tokens while `running` sequences decode.
+pub fn prefill_time(s: &Scenario, prompt: f64, running: f64, ctx: f64, c: &PerfConstants) -> f64 {
+    let mnbt = s.engine.max_num_batched_tokens as f64;
+    let room = (mnbt - running.min(mnbt - 1.0)).max(256.0_f64.min(mnbt));
+    let chunks = (prompt / room).ceil().max(1.0);
+    let chunk = prompt / chunks;
+    let facts = stage_facts(s);
+    let mut total = 0.0;
+    for k in 0..chunks as u64 {
+        let prefix = k as f64 * chunk + chunk / 2.0;
+        let step: f64 = facts
+            .iter()
+            .map(|f| {
+                stage_step(
+                    s,
+                    f,
+                    running / s.layout.pp.max(1) as f64,
+                    ctx,
+                    chunk,
+                    prefix,
+                    c,
+                )
+                .total
+            })
+            .sum();
+        total += step;
+    }
+    total
+}
+
+/// Predictions at an operating point.
+#[derive(Debug, Clone, Serialize)]
+pub struct Prediction {
+    /// Running sequences per replica.
+    pub running: f64,
+    pub ttft: f64,
+    pub tpot: f64,
+    pub output_tokens_per_s: f64,
+    pub output_tokens_per_s_per_gpu: f64,
+    pub requests_per_s: f64,
+    /// The offered load exceeds what the deployment can serve.
+    pub overloaded: bool,
+    pub step: TokenStep,
+    /// Most requests one replica can run at once (max_num_seqs and KV capacity at the
+    /// workload's mean context).
+    pub running_cap: f64,
+    /// Throughput with every replica saturated (output tokens/s).
+    pub max_output_tokens_per_s: f64,
+}
+
+/// Most running sequences per replica: max_num_seqs, the KV cache at the workload's
+/// context, and the step's token budget.
+pub fn running_cap(s: &Scenario, mem: &MemoryReport, prompt: f64, output: f64) -> f64 {
+    let per_request = prompt + output;
+    let by_kv = mem.kv_cache_tokens as f64 / per_request.max(1.0);
+    (s.engine.max_num_seqs as f64).min(by_kv).max(0.0)
+}
+
+/// Saturated throughput of the deployment (output tokens/s) for requests of
+/// `prompt` + `output` tokens: the offline max-throughput scenario.
+pub fn max_throughput(
+    s: &Scenario,
+    mem: &MemoryReport,
+    prompt: f64,
+    output: f64,
+    c: &PerfConstants,
+) -> (f64, TokenStep) {
+    let (running, step) = saturated(s, mem, prompt, output, c);
+    let per_replica = running / step.tpot;
+    (per_replica * s.layout.dp.max(1) as f64, step)
+}
+
+/// A saturated replica: as many running sequences as the KV cache, max_num_seqs and the
+/// step's token budget allow, each finished request replaced by a new prompt
+/// (prompt/output prefill tokens per decode token).
+pub fn saturated(
+    s: &Scenario,
+    mem: &MemoryReport,
+    prompt: f64,
+    output: f64,
+    c: &PerfConstants,
+) -> (f64, TokenStep) {
+    let cap = running_cap(s, mem, prompt, output).max(1.0);
+    let ratio = prompt / output.max(1.0);
+    let mnbt = s.engine.max_num_batched_tokens as f64;
+    let running = cap.min(mnbt / (1.0 + ratio)).max(1.0);
+    let ctx = prompt + output / 2.0;
+    let step = token_step(s, running, ctx, running * ratio, prompt / 2.0, c);
+    (running, step)
+}
+
+/// The operating point for the scenario's workload (or one request at a time without one).
+pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Prediction {
+    predict_with_backlog(s, mem, c, None)
+}
+
+/// As [`predict`]; with `finite_requests`, an overloaded open-loop run of that many
+/// requests reports the mean queueing delay of its backlog instead of an unbounded one
+/// (used to compare against benchmark runs of fixed length).
+pub fn predict_with_backlog(
+    s: &Scenario,
+    mem: &MemoryReport,
+    c: &PerfConstants,
+    finite_requests: Option<f64>,
+) -> Prediction {
+    let dp = s.layout.dp.max(1) as f64;
+    let gpus = s.layout.gpus().max(1) as f64;
+    let (prompt, output, load) = match s.workload {
+        Some(w) => (w.prompt, w.output.max(1.0), w.load),
+        None => (1024.0, 256.0, Load::Concurrency(1)),
+    };
+    let cap = running_cap(s, mem, prompt, output).max(1.0);
+    let ctx = prompt + output / 2.0;
+    let (max_tps, _) = max_throughput(s, mem, prompt, output, c);
+    let max_rps = max_tps / output;
+    let mut running: f64 = 1.0;
+    let mut step = token_step(s, running, ctx, 0.0, prompt / 2.0, c);
+    let mut ttft = prefill_time(s, prompt, 0.0, ctx, c);
+    let mut overloaded = false;
+    let rate_per_replica;
+    match load {
+        Load::Rate(rate) => {
+            let r = rate / dp;
+            rate_per_replica = r;
+            for _ in 0..60 {
+                let prefill_per_step = r * prompt * step.tpot;
+                step = token_step(s, running, ctx, prefill_per_step, prompt / 2.0, c);
+                let pf = prefill_time(s, prompt, running, ctx, c);
+                let next = (r * (output * step.tpot)).max(r * step.tpot).min(cap);
+                ttft = pf;
+                if (next - running).abs() < 1e-3 {
+                    running = next;
+                    break;
+                }
+                running = 0.5 * running + 0.5 * next;
+            }
+            let capacity_rps = max_rps / dp;
+            if r >= capacity_rps * 0.999 {
+                overloaded = true;
+                let (sat_running, sat_step) = saturated(s, mem, prompt, output, c);
+                running = sat_running;
+                step = sat_step;
+                let wait = match finite_requests {
+                    Some(n) => (n / dp / 2.0) * (1.0 / capacity_rps - 1.0 / r.max(1e-9)).max(0.0),
+                    None => f64::INFINITY,
+                };
+                ttft = prefill_time(s, prompt, running, ctx, c) + wait;
+            } else {
+                // M/D/1 wait for the prefill "server".
+                let service = prefill_time(s, prompt, 0.0, ctx, c);
+                let rho = (r * service).min(0.99);
+                ttft += rho * service / (2.0 * (1.0 - rho));
+            }
+        }
+        Load::Concurrency(n) => {
+            running = (n as f64 / dp).min(cap).max(1.0);
+            rate_per_replica = 0.0;
+            for _ in 0..30 {
+                let pf = prefill_time(s, prompt, running, ctx, c);
+                let rate = running / (pf + output * step.tpot);
+                step = token_step(s, running, ctx, rate * prompt * step.tpot, prompt / 2.0, c);
+                ttft = pf;
+            }
+        }
+    }
+    let out_tps = if overloaded {
+        max_tps
+    } else {
+        running / step.tpot * dp
+    };
+    let out_tps = match load {
+        Load::Rate(_) if !overloaded => {
+            (rate_per_replica * output * dp).min(out_tps.max(rate_per_replica * output * dp))
+        }
+        _ => out_tps,
+    };
+    Prediction {
+        running,
+        ttft,
+        tpot: step.tpot,
+        output_tokens_per_s: out_tps,
+        output_tokens_per_s_per_gpu: out_tps / gpus,
+        requests_per_s: out_tps / output,
+        overloaded,
+        step,
+        running_cap: cap,
+        max_output_tokens_per_s: max_tps,
+    }
+}

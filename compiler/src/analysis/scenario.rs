@@ -1,0 +1,216 @@
+//! One point to analyse: a model on a topology with a layout, engine settings and
+//! (optionally) a workload — all numbers resolved, no references left.
+//!
+//! Built from a checked deployment ([`super::from_program`]) or from `dic estimate`'s
+//! flags; every analysis function takes a [`Scenario`], so both paths share one model.
+
+use crate::program::{Gpu, Layout, Link, LinkType, Model};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkSpec {
+    pub name: String,
+    pub link_type: LinkType,
+    /// Bytes/s per direction.
+    pub bandwidth: f64,
+    /// Seconds per message (α).
+    pub latency: f64,
+}
+
+impl LinkSpec {
+    pub fn from_link(name: &str, l: &Link) -> LinkSpec {
+        LinkSpec {
+            name: name.to_string(),
+            link_type: l.link_type,
+            bandwidth: l.bandwidth,
+            latency: l.latency,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuSpec {
+    pub name: String,
+    pub memory: f64,
+    pub hbm_bandwidth: f64,
+    pub bf16: f64,
+    pub fp16: f64,
+    pub fp8: Option<f64>,
+    pub fp4: Option<f64>,
+    pub int8: Option<f64>,
+    pub architecture: Option<String>,
+    /// The host link, used for GPU-to-GPU traffic in nodes without a scale-up link.
+    pub pcie: LinkSpec,
+}
+
+impl GpuSpec {
+    pub fn from_gpu(name: &str, g: &Gpu, pcie: LinkSpec) -> GpuSpec {
+        GpuSpec {
+            name: name.to_string(),
+            memory: g.memory,
+            hbm_bandwidth: g.memory_bandwidth,
+            bf16: g.bf16,
+            fp16: g.fp16,
+            fp8: g.fp8,
+            fp4: g.fp4,
+            int8: g.int8,
+            architecture: g.architecture.clone(),
+            pcie,
+        }
+    }
+
+    /// Tensor throughput for matmuls whose weights are in `weights` precision. FP8
+    /// weights run FP8 matmuls where the GPU has them; 4-bit formats run at FP4 rate on
+    /// Blackwell and otherwise as weight-only quantization at 16-bit rate.
+    pub fn matmul_flops(&self, weights: &str) -> f64 {
+        match weights {
+            "fp8" | "int8" => self.fp8.or(self.int8).unwrap_or(self.bf16),
+            "nvfp4" | "mxfp4" => self.fp4.unwrap_or(self.bf16),
+            "fp16" => self.fp16,
+            _ => self.bf16,
+        }
+    }
+
+    /// vLLM treats GPUs with at least 70 GiB (not A100) as large for its batch defaults.
+    pub fn is_large_for_vllm(&self) -> bool {
+        self.memory >= 70.0 * GIB && self.architecture.as_deref() != Some("ampere")
+    }
+}
+
+pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// Scale-out network of one node: `nics` ports of `link`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScaleOut {
+    pub nics: u64,
+    pub link: LinkSpec,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Topology {
+    pub gpu: GpuSpec,
+    pub gpus_per_node: u64,
+    pub nodes: u64,
+    /// NVLink/NVSwitch/XGMI inside a node (or rack), if any.
+    pub scale_up: Option<LinkSpec>,
+    /// GPUs that share one scale-up domain (≥ gpus_per_node for rack-scale NVLink).
+    pub scale_up_domain: u64,
+    pub scale_out: Option<ScaleOut>,
+    pub price_per_node_hour: Option<f64>,
+}
+
+impl Topology {
+    pub fn total_gpus(&self) -> u64 {
+        self.gpus_per_node * self.nodes
+    }
+    /// The link between two GPUs of one node.
+    pub fn intra_node_link(&self) -> &LinkSpec {
+        self.scale_up.as_ref().unwrap_or(&self.gpu.pcie)
+    }
+    /// Per-GPU share of the node's scale-out bandwidth (bytes/s per direction).
+    pub fn scale_out_bandwidth_per_gpu(&self) -> Option<f64> {
+        self.scale_out
+            .as_ref()
+            .map(|s| s.nics as f64 * s.link.bandwidth / self.gpus_per_node.max(1) as f64)
+    }
+}
+
+/// How much traffic: an arrival rate (open loop) or a fixed concurrency (closed loop).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Load {
+    Rate(f64),
+    Concurrency(u64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WorkloadSpec {
+    pub prompt: f64,
+    pub output: f64,
+    pub load: Load,
+}
+
+/// Overrides for the memory terms that are estimated rather than exact.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct MemoryOverrides {
+    pub activation: Option<f64>,
+    pub non_torch: Option<f64>,
+    pub cuda_graphs: Option<f64>,
+}
+
+/// Engine settings with vLLM 0.33's defaults filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineSettings {
+    pub gpu_memory_utilization: f64,
+    pub max_model_len: u64,
+    pub max_num_seqs: u64,
+    pub max_num_batched_tokens: u64,
+    pub block_size: u64,
+    pub enforce_eager: bool,
+    pub kv_cache_memory: Option<f64>,
+    pub cpu_offload: f64,
+    pub overrides: MemoryOverrides,
+}
+
+/// vLLM 0.33 defaults (`EngineArgs.get_batch_defaults`, `CacheConfig`), see
+/// ../shared/reference/vllm-0.33.md §2.2.
+pub mod vllm_defaults {
+    pub const GPU_MEMORY_UTILIZATION: f64 = 0.92;
+    pub const BLOCK_SIZE: u64 = 16;
+    /// FlashMLA's preferred block size for MLA models.
+    pub const MLA_BLOCK_SIZE: u64 = 64;
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    pub model_name: String,
+    pub model: Model,
+    pub topology: Topology,
+    pub layout: Layout,
+    pub engine: EngineSettings,
+    pub workload: Option<WorkloadSpec>,
+}
+
+/// Fills vLLM's defaults for what the user left unset.
+#[allow(clippy::too_many_arguments)]
+pub fn engine_settings(
+    model: &Model,
+    gpu: &GpuSpec,
+    util: Option<f64>,
+    max_model_len: Option<f64>,
+    max_num_seqs: Option<u64>,
+    max_num_batched_tokens: Option<f64>,
+    block_size: Option<u64>,
+    enforce_eager: bool,
+    kv_cache_memory: Option<f64>,
+    cpu_offload: Option<f64>,
+    overrides: MemoryOverrides,
+) -> EngineSettings {
+    let large = gpu.is_large_for_vllm();
+    let seqs = max_num_seqs.unwrap_or(if large { 1024 } else { 256 });
+    let mnbt = max_num_batched_tokens
+        .map(|t| t as u64)
+        .unwrap_or(if gpu.memory >= 160.0 * GIB {
+            16384
+        } else if large {
+            8192
+        } else {
+            2048
+        });
+    let default_block = if model.attention == crate::program::Attention::Mla {
+        vllm_defaults::MLA_BLOCK_SIZE
+    } else {
+        vllm_defaults::BLOCK_SIZE
+    };
+    EngineSettings {
+        gpu_memory_utilization: util.unwrap_or(vllm_defaults::GPU_MEMORY_UTILIZATION),
+        max_model_len: max_model_len
+            .map(|l| l as u64)
+            .unwrap_or(model.max_context as u64),
+        max_num_seqs: seqs,
+        max_num_batched_tokens: mnbt,
+        block_size: block_size.unwrap_or(default_block),
+        enforce_eager,
+        kv_cache_memory,
+        cpu_offload: cpu_offload.unwrap_or(0.0),
+        overrides,
+    }
+}

@@ -2,6 +2,7 @@
 //! IO, renders diagnostics, and maps every outcome to an exit code:
 //! 0 success (warnings allowed), 1 errors found (or `--check` drift), 2 usage or IO error.
 
+mod cli_estimate;
 mod cli_fmt;
 mod cli_list;
 
@@ -57,6 +58,8 @@ enum Command {
         #[arg(long)]
         name: Option<String>,
     },
+    /// Predict memory, latency and throughput for one model on one GPU type, no file needed.
+    Estimate(Box<EstimateArgs>),
     /// List the stdlib catalog.
     List {
         what: cli_list::Catalog,
@@ -79,6 +82,7 @@ fn main() -> ExitCode {
         Command::Fmt { files, check } => cli_fmt::run(&files, check),
         Command::ImportHf { config, name } => import_hf(&config, name.as_deref()),
         Command::List { what, json } => cli_list::run(what, json),
+        Command::Estimate(a) => estimate(a),
     })
 }
 
@@ -201,4 +205,85 @@ fn import_hf(path: &str, name: Option<&str>) -> u8 {
             EXIT_ERRORS
         }
     }
+}
+
+#[derive(clap::Args)]
+struct EstimateArgs {
+    /// A stdlib model (`dic list models`) or a path to a Hugging Face config.json.
+    #[arg(long)]
+    model: String,
+    /// A stdlib GPU or a name as `nvidia-smi` prints it.
+    #[arg(long)]
+    gpu: String,
+    #[arg(long)]
+    gpus_per_node: Option<u64>,
+    #[arg(long)]
+    nodes: Option<u64>,
+    #[arg(long, default_value_t = 1)]
+    tp: u64,
+    #[arg(long, default_value_t = 1)]
+    pp: u64,
+    #[arg(long, default_value_t = 1)]
+    dp: u64,
+    /// Expert parallelism (EP size = tp × dp).
+    #[arg(long)]
+    ep: bool,
+    /// Weight format: bf16, fp16, fp8, int8, int4, awq, gptq, nvfp4, mxfp4.
+    #[arg(long)]
+    weights: Option<String>,
+    /// KV-cache dtype: auto, fp8, …
+    #[arg(long)]
+    kv_cache_dtype: Option<String>,
+    #[arg(long)]
+    gpu_memory_utilization: Option<f64>,
+    #[arg(long)]
+    max_model_len: Option<f64>,
+    #[arg(long)]
+    max_num_seqs: Option<u64>,
+    #[arg(long)]
+    max_num_batched_tokens: Option<f64>,
+    /// Mean input length in tokens (default 1024).
+    #[arg(long)]
+    isl: Option<f64>,
+    /// Mean output length in tokens (default 256).
+    #[arg(long)]
+    osl: Option<f64>,
+    /// Requests in flight (closed loop).
+    #[arg(long, conflicts_with = "rate")]
+    concurrency: Option<u64>,
+    /// Arrival rate in requests per second (open loop).
+    #[arg(long)]
+    rate: Option<f64>,
+    #[arg(long)]
+    json: bool,
+}
+
+fn estimate(a: Box<EstimateArgs>) -> u8 {
+    let a = *a;
+    use dic_compiler::analysis::estimate::EstimateRequest;
+    use dic_compiler::program::Layout;
+    let req = EstimateRequest {
+        gpu: a.gpu,
+        gpus_per_node: a.gpus_per_node,
+        nodes: a.nodes,
+        layout: Layout {
+            tp: a.tp,
+            pp: a.pp,
+            dp: a.dp,
+            ep: a.ep,
+            dcp: 1,
+            pcp: 1,
+        },
+        weights: a.weights,
+        kv_cache_dtype: a.kv_cache_dtype,
+        gpu_memory_utilization: a.gpu_memory_utilization,
+        max_model_len: a.max_model_len,
+        max_num_seqs: a.max_num_seqs,
+        max_num_batched_tokens: a.max_num_batched_tokens,
+        isl: a.isl,
+        osl: a.osl,
+        concurrency: a.concurrency,
+        rate: a.rate,
+    };
+    cli_estimate::run_cli(&a.model, &req, a.json)
 }

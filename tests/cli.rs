@@ -121,3 +121,144 @@ fn import_hf_command() {
     assert_eq!(code(&dic(&["import-hf", bad.to_str().unwrap()])), 1);
     assert_eq!(code(&dic(&["import-hf", "nope.json"])), 2);
 }
+
+#[test]
+fn estimate_json_has_the_contract_fields() {
+    let o = dic(&[
+        "estimate",
+        "--model",
+        "llama_3_1_70b",
+        "--gpu",
+        "NVIDIA H100 80GB HBM3",
+        "--tp",
+        "4",
+        "--max-model-len",
+        "8192",
+        "--isl",
+        "2000",
+        "--osl",
+        "500",
+        "--rate",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for field in [
+        "weights_bytes_per_gpu",
+        "activation_bytes_per_gpu",
+        "non_torch_bytes_per_gpu",
+        "cuda_graph_bytes_per_gpu",
+        "kv_cache_bytes_per_gpu",
+        "kv_cache_tokens",
+        "max_concurrency",
+        "ttft_ms",
+        "tpot_ms",
+        "output_tokens_per_s",
+        "output_tokens_per_s_per_gpu",
+        "requests_per_s",
+        "diagnostics",
+    ] {
+        assert!(v.get(field).is_some(), "missing {field}");
+    }
+    assert!(v["weights_bytes_per_gpu"].is_i64());
+    // 70.55B params × 2 B / 4 GPUs ≈ 35.3 GB
+    let w = v["weights_bytes_per_gpu"].as_f64().unwrap();
+    assert!((w / 1e9 - 35.3).abs() < 0.3, "{w}");
+    assert!(v["tpot_ms"].as_f64().unwrap() > 5.0);
+}
+
+#[test]
+fn estimate_errors_and_usage() {
+    // does not fit: exit 1 with E0501 in the diagnostics
+    let o = dic(&[
+        "estimate",
+        "--model",
+        "llama_3_1_405b",
+        "--gpu",
+        "h100_sxm",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 1);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["diagnostics"][0]["code"], "E0501");
+    assert!(v["tpot_ms"].is_null());
+    assert_eq!(
+        code(&dic(&[
+            "estimate",
+            "--model",
+            "llama_3_1_70c",
+            "--gpu",
+            "h100_sxm"
+        ])),
+        2
+    );
+    assert_eq!(
+        code(&dic(&[
+            "estimate",
+            "--model",
+            "llama_3_1_8b",
+            "--gpu",
+            "NVIDIA Z1"
+        ])),
+        2
+    );
+    assert_eq!(
+        code(&dic(&[
+            "estimate",
+            "--model",
+            "llama_3_1_8b",
+            "--gpu",
+            "h100_sxm",
+            "--weights",
+            "fp9"
+        ])),
+        2
+    );
+    assert_eq!(
+        code(&dic(&[
+            "estimate",
+            "--model",
+            "llama_3_1_8b",
+            "--gpu",
+            "h100_sxm",
+            "--rate",
+            "1",
+            "--concurrency",
+            "2"
+        ])),
+        2
+    );
+    let o = dic(&[
+        "estimate",
+        "--model",
+        "llama_3_1_8b",
+        "--gpu",
+        "l4",
+        "--max-model-len",
+        "8192",
+    ]);
+    assert_eq!(code(&o), 0);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("KV cache tokens"));
+}
+
+#[test]
+fn estimate_takes_a_hugging_face_config() {
+    let Some(shared) = common::shared_dir() else {
+        return;
+    };
+    let cfg = shared.join("models/hf/Qwen--Qwen3-8B_config.json");
+    let o = dic(&[
+        "estimate",
+        "--model",
+        cfg.to_str().unwrap(),
+        "--gpu",
+        "NVIDIA L40S",
+        "--max-model-len",
+        "8192",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["model"], "qwen3_8b");
+}

@@ -118,14 +118,12 @@ pub struct RankParams {
 
 pub fn rank_params(
     m: &Model,
-    tp: u64,
-    dp: u64,
-    ep: bool,
-    first: u64,
-    count: u64,
+    l: &crate::program::Layout,
+    layers: std::ops::Range<u64>,
     is_first: bool,
     is_last: bool,
 ) -> RankParams {
+    let (tp, dp, ep) = (l.tp, l.dp, l.ep);
     let tp_f = tp.max(1) as f64;
     let h = m.hidden as f64;
     let mut p = RankParams::default();
@@ -156,13 +154,13 @@ pub fn rank_params(
         }
     };
     let expert = 3.0 * h * m.moe_intermediate as f64;
-    for l in first..first + count {
+    for layer in layers {
         if experts_only {
             p.unquantized += attention;
         } else {
             p.quantized += attention;
         }
-        if is_moe_layer(m, l) {
+        if is_moe_layer(m, layer) {
             let routed = if ep {
                 let ep_size = (tp * dp).max(1);
                 m.experts.div_ceil(ep_size) as f64 * expert
@@ -262,7 +260,7 @@ pub fn memory(s: &Scenario) -> MemoryReport {
     for (i, &count) in parts.iter().enumerate() {
         let is_first = i == 0;
         let is_last = i + 1 == parts.len();
-        let p = rank_params(m, l.tp, l.dp, l.ep, first, count, is_first, is_last);
+        let p = rank_params(m, l, first..first + count, is_first, is_last);
         let weights = (p.quantized * weight_bytes(&m.weights)
             + p.unquantized * weight_bytes(&m.dtype)
             - e.cpu_offload)
@@ -399,10 +397,10 @@ mod tests {
     #[test]
     fn pp_partition_matches_vllm() {
         assert_eq!(pp_partition(80, 3), vec![27, 27, 26]);
-        assert_eq!(pp_partition(61, 4), vec![16, 15, 15, 15]);
+        assert_eq!(pp_partition(61, 4), vec![15, 15, 16, 15]);
         assert_eq!(pp_partition(126, 2), vec![63, 63]);
         assert_eq!(pp_partition(32, 1), vec![32]);
-        assert_eq!(pp_partition(10, 4), vec![3, 3, 2, 2]);
+        assert_eq!(pp_partition(10, 4), vec![2, 3, 3, 2]);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 pub mod calibration;
 pub mod catalog;
 pub mod comm;
+pub mod estimate;
 pub mod memory;
 pub mod perf;
 pub mod rules;

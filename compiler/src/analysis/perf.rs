@@ -103,7 +103,7 @@ fn stage_facts(s: &Scenario) -> Vec<StageFacts> {
     for (i, &count) in parts.iter().enumerate() {
         let is_first = i == 0;
         let last = i + 1 == parts.len();
-        let p = rank_params(m, l.tp, l.dp, l.ep, first, count, is_first, last);
+        let p = rank_params(m, l, first..first + count, is_first, last);
         let wq = weight_bytes(&m.weights);
         let wu = weight_bytes(&m.dtype);
         let vocab_shard = m.vocab as f64 * m.hidden as f64 / l.tp.max(1) as f64;

@@ -566,7 +566,8 @@ fn more_gpus_worse(s: &Scenario, p: &Prediction) -> Vec<Finding> {
             continue;
         }
         let q = predict(&v, &mem, &FITTED);
-        if q.overloaded && !p.overloaded {
+        // Compare like with like: both must carry the offered load.
+        if q.overloaded || p.overloaded {
             continue;
         }
         if q.tpot < p.tpot * 0.98 {

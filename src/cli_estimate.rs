@@ -4,9 +4,7 @@
 use dic::exit::{ERRORS, OK, USAGE};
 use dic_compiler::analysis::estimate::{run, scenario, to_json, to_table, EstimateRequest};
 use dic_compiler::diagnostics::Severity;
-use dic_compiler::program::{Body, Model};
-use dic_compiler::schema::Kind;
-use dic_compiler::source::MemoryWorld;
+use dic_compiler::program::Model;
 
 /// Resolves `--model`: a stdlib model, or a config.json imported on the fly.
 fn model(arg: &str) -> Result<(String, Model), String> {
@@ -41,17 +39,7 @@ fn model(arg: &str) -> Result<(String, Model), String> {
     };
     let dist =
         dic_compiler::import_hf::import(&req).map_err(|d| format!("{}: {}", d.code, d.message))?;
-    let world = MemoryWorld::new().with("imported.dist", &dist);
-    let checked =
-        dic_compiler::driver::check_file(&world, "imported.dist").map_err(|e| e.to_string())?;
-    let m = checked
-        .program
-        .user_defs_of(Kind::Model)
-        .next()
-        .and_then(|d| match &d.body {
-            Body::Model(m) => Some(m.clone()),
-            _ => None,
-        });
+    let m = dic_compiler::import_hf::model_from_text(&dist);
     m.map(|m| (name, m))
         .ok_or_else(|| format!("`{arg}` could not be turned into a model"))
 }

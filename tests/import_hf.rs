@@ -42,15 +42,7 @@ fn imported_model(text: &str) -> Model {
         "imported text does not check clean:\n{text}\n{}",
         common::rendered(&checked)
     );
-    let model = checked
-        .program
-        .user_defs_of(Kind::Model)
-        .next()
-        .and_then(|d| match &d.body {
-            Body::Model(m) => Some(m.clone()),
-            _ => None,
-        });
-    model.expect("one model")
+    dic_compiler::import_hf::model_from_text(text).expect("one model")
 }
 
 #[test]

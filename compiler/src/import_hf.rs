@@ -384,3 +384,22 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
     out.push_str("}\n");
     Ok(out)
 }
+
+/// Checks imported `.dist` text and returns its model (the importer's output always
+/// checks clean; `None` would be a bug in the importer).
+pub fn model_from_text(text: &str) -> Option<crate::program::Model> {
+    let world = crate::source::MemoryWorld::new().with("imported.dist", text);
+    let checked = crate::driver::check_file(&world, "imported.dist").ok()?;
+    if checked.has_errors() {
+        return None;
+    }
+    let model = checked
+        .program
+        .user_defs_of(crate::schema::Kind::Model)
+        .next()
+        .and_then(|d| match &d.body {
+            crate::program::Body::Model(m) => Some(m.clone()),
+            _ => None,
+        });
+    model
+}

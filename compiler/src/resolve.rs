@@ -308,16 +308,7 @@ impl<'w> Session<'w> {
         let target = self.load_stdlib(idx);
         let item = &rest[0];
         if item.node == "*" {
-            let all: Vec<((String, String), DefId)> = self.modules[target]
-                .own
-                .iter()
-                .map(|(k, v)| (k.clone(), *v))
-                .collect();
-            for (key, def) in all {
-                self.bind(m, &key, def, span);
-                // A glob import is never "unused" by one name.
-                self.used_imports.insert((m, key), ());
-            }
+            self.bind_all(m, target, span);
             return;
         }
         let matching: Vec<((String, String), DefId)> = self.modules[target]
@@ -409,7 +400,13 @@ impl<'w> Session<'w> {
                 }
             },
         };
-        let all: Vec<((String, String), DefId)> = self.modules[module]
+        self.bind_all(m, module, span);
+    }
+
+    /// Binds every definition of module `from` in module `m` (a glob or file import).
+    /// Such imports are never "unused" by one name, so each binding counts as used.
+    fn bind_all(&mut self, m: usize, from: usize, span: Span) {
+        let all: Vec<((String, String), DefId)> = self.modules[from]
             .own
             .iter()
             .map(|(k, v)| (k.clone(), *v))

@@ -386,20 +386,11 @@ pub fn error_table(rows: &[Row], c: &PerfConstants) -> String {
         (Metric::MeanTtft, "online mean TTFT"),
         (Metric::MeanItl, "online mean ITL (TPOT)"),
     ] {
-        let sel: Vec<f64> = errs
-            .iter()
-            .filter(|(i, _, _)| rows[*i].metric == metric)
-            .filter_map(|(_, _, e)| *e)
-            .collect();
-        let total = errs
-            .iter()
-            .filter(|(i, _, _)| rows[*i].metric == metric)
-            .count();
-        let worst = sel.iter().cloned().fold(0.0, f64::max);
+        let total = rows.iter().filter(|r| r.metric == metric).count();
+        let (med, worst, modelled) = summary(rows, c, metric);
         out.push_str(&format!(
-            "| {name} | {total} | {} | {:.1}% | {:.1}% |\n",
-            sel.len(),
-            median(sel.clone()) * 100.0,
+            "| {name} | {total} | {modelled} | {:.1}% | {:.1}% |\n",
+            med * 100.0,
             worst * 100.0
         ));
     }

@@ -203,19 +203,7 @@ impl Formatter<'_> {
             self.trailing(e.span.end as usize);
             self.out.push('\n');
         }
-        // Comments before the closing brace.
-        let close = b.span.end as usize - 1;
-        while self.next < self.comments.len()
-            && (self.comments[self.next].span.start as usize) < close
-        {
-            self.indent(level + 1);
-            let c = &self.comments[self.next];
-            self.out.push_str(c.text.trim_end());
-            self.out.push('\n');
-            self.next += 1;
-        }
-        self.indent(level);
-        self.out.push('}');
+        self.close(b.span, level, '}');
     }
 
     fn current_column(&self) -> usize {
@@ -289,6 +277,11 @@ impl Formatter<'_> {
             self.trailing(i.span.end as usize);
             self.out.push('\n');
         }
+        self.close(span, level, ']');
+    }
+
+    /// Comments left before a closing bracket, then the bracket itself.
+    fn close(&mut self, span: Span, level: usize, bracket: char) {
         let close = span.end as usize - 1;
         while self.next < self.comments.len()
             && (self.comments[self.next].span.start as usize) < close
@@ -300,7 +293,7 @@ impl Formatter<'_> {
             self.next += 1;
         }
         self.indent(level);
-        self.out.push(']');
+        self.out.push(bracket);
     }
 
     /// One-line rendering of a block, if everything inside can be one line.

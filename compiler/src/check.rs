@@ -1495,6 +1495,9 @@ fn vllm_options(opts: &BTreeMap<String, FieldValue>) -> VllmOptions {
         cpu_offload: r.num("cpu_offload"),
         launcher: r.word("launcher"),
         port: r.uint("port"),
+        activation_memory: r.num("activation_memory"),
+        non_torch_memory: r.num("non_torch_memory"),
+        cuda_graph_memory: r.num("cuda_graph_memory"),
     }
 }
 

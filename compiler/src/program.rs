@@ -313,6 +313,9 @@ pub struct VllmOptions {
     pub cpu_offload: Option<f64>,
     pub launcher: Option<String>,
     pub port: Option<u64>,
+    pub activation_memory: Option<f64>,
+    pub non_torch_memory: Option<f64>,
+    pub cuda_graph_memory: Option<f64>,
 }
 
 #[derive(Debug, Clone)]

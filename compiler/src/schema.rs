@@ -349,6 +349,21 @@ pub static VLLM_OPTIONS: &[Field] = &[
         Ty::Int { min: 1, max: 65535 },
         "API server port (default 8000)"
     ),
+    f!(
+        "activation_memory",
+        Ty::Quantity(D::Bytes),
+        "override dic's estimate of the profile run's peak activations per GPU"
+    ),
+    f!(
+        "non_torch_memory",
+        Ty::Quantity(D::Bytes),
+        "override dic's estimate of non-torch memory (NCCL, cuBLAS) per GPU"
+    ),
+    f!(
+        "cuda_graph_memory",
+        Ty::Quantity(D::Bytes),
+        "override dic's estimate of CUDA-graph memory per GPU"
+    ),
 ];
 
 /// Layout factors and what they mean.

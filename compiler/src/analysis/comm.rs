@@ -159,9 +159,16 @@ pub fn pp_placement(s: &Scenario) -> Option<Placement> {
     (!pairs.is_empty()).then(|| place(s, &pairs))
 }
 
+/// NCCL's base latency per collective call (LL protocol, `baseLatencies` in
+/// NVIDIA/nccl src/graph/tuning.cc, reference §2.3); the per-hop α comes from the link.
+pub const NCCL_BASE_LATENCY: f64 = 6.6e-6;
+/// NVLS (NVLink SHARP) fixed latency: NCCL's NVLS Simple hwLatency, 25 µs (reference §2.3).
+pub const NVLS_LATENCY: f64 = 25e-6;
+
 /// α-β time of one collective over `p` ranks. `bytes` is the per-rank buffer (AllReduce),
 /// the total gathered/scattered array (AllGather, ReduceScatter), the bytes one rank
-/// sends to all others (AllToAll) or the message (SendRecv).
+/// sends to all others (AllToAll) or the message (SendRecv). AllReduce takes the fastest
+/// of the algorithms NCCL would consider on that link: ring, tree, and NVLS on NVSwitch.
 pub fn collective_time(kind: Collective, bytes: f64, p: u64, link: &Placement) -> f64 {
     if p <= 1 || bytes <= 0.0 {
         return 0.0;
@@ -169,16 +176,28 @@ pub fn collective_time(kind: Collective, bytes: f64, p: u64, link: &Placement) -
     let pf = p as f64;
     let a = link.latency;
     let b = link.bandwidth.max(1.0);
-    match kind {
-        // ring: 2(p−1)α + 2(p−1)/p · S/B
-        Collective::AllReduce => 2.0 * (pf - 1.0) * a + 2.0 * (pf - 1.0) / pf * bytes / b,
-        Collective::AllGather | Collective::ReduceScatter => {
-            (pf - 1.0) * a + (pf - 1.0) / pf * bytes / b
+    NCCL_BASE_LATENCY
+        + match kind {
+            Collective::AllReduce => {
+                // ring: 2(p−1)α + 2(p−1)/p · S/B (reference §2.2)
+                let ring = 2.0 * (pf - 1.0) * a + 2.0 * (pf - 1.0) / pf * bytes / b;
+                // double binary tree: 2·log2(p)·α + 2·S/B (NCCL tree algBw = busBw / 2)
+                let tree = 2.0 * pf.log2().ceil() * a + 2.0 * bytes / b;
+                // NVLS: each rank sends S into the switch once and receives the reduction once
+                let nvls = if link.link_type == LinkType::Nvswitch && p > 2 {
+                    NVLS_LATENCY + bytes / b
+                } else {
+                    f64::INFINITY
+                };
+                ring.min(tree).min(nvls)
+            }
+            Collective::AllGather | Collective::ReduceScatter => {
+                (pf - 1.0) * a + (pf - 1.0) / pf * bytes / b
+            }
+            // pairwise exchange: (p−1)α + S·β
+            Collective::AllToAll => (pf - 1.0) * a + bytes / b,
+            Collective::SendRecv => a + bytes / b,
         }
-        // pairwise exchange: (p−1)α + S·β
-        Collective::AllToAll => (pf - 1.0) * a + bytes / b,
-        Collective::SendRecv => a + bytes / b,
-    }
 }
 
 /// One line of a step's communication: a collective on a group, how often, how big.
@@ -237,6 +256,37 @@ pub fn step_comm(
             ranks: p,
             link: ep.link_name.clone(),
             time: count as f64 * collective_time(Collective::AllToAll, bytes, p, &ep),
+        });
+    }
+    if l.dcp > 1 {
+        // Decode context parallelism: each rank attends over its shard of the KV cache;
+        // partial outputs and log-sum-exps are gathered over the DCP group every layer.
+        let tp = tp_placement(s);
+        let bytes = tokens * m.hidden as f64 * act / l.tp.max(1) as f64 * l.dcp as f64;
+        items.push(CommItem {
+            group: "dcp",
+            collective: Collective::AllGather,
+            count: layers,
+            bytes,
+            ranks: l.dcp,
+            link: tp.link_name.clone(),
+            time: layers as f64 * collective_time(Collective::AllGather, bytes, l.dcp, &tp),
+        });
+    }
+    if l.pcp > 1 {
+        // Prefill context parallelism: keys and values of the step's tokens circulate
+        // around the PCP ranks every layer (ring attention).
+        let tp = tp_placement(s);
+        let kv = (m.kv_heads / l.tp.max(1)).max(1) as f64 * m.head_dim as f64;
+        let bytes = tokens * 2.0 * kv * act;
+        items.push(CommItem {
+            group: "pcp",
+            collective: Collective::AllGather,
+            count: layers,
+            bytes,
+            ranks: l.pcp,
+            link: tp.link_name.clone(),
+            time: layers as f64 * collective_time(Collective::AllGather, bytes, l.pcp, &tp),
         });
     }
     if l.pp > 1 && !last_stage {

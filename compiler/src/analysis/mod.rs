@@ -31,6 +31,9 @@ pub struct Analysis {
     /// Absent when the deployment does not fit or breaks a structural rule.
     pub prediction: Option<Prediction>,
     pub slo: Vec<SloResult>,
+    /// Requests in flight per replica beyond which a latency SLO breaks (closed loop);
+    /// `None` without latency bounds or when even one request misses them.
+    pub slo_break_concurrency: Option<f64>,
     pub findings: Vec<Finding>,
 }
 
@@ -43,20 +46,85 @@ pub fn analyze(s: &Scenario, slo: &[SloTarget]) -> Analysis {
     let fits = !findings.iter().any(|f| f.severity == Severity::Error);
     let mut prediction = None;
     let mut slo_results = Vec::new();
+    let mut slo_break = None;
     if fits && !blocking {
         let p = perf::predict(s, &mem, &FITTED);
         let (perf_findings, results) = rules::perf_rules(s, &mem, &p, slo);
         findings.extend(perf_findings);
         findings.extend(rules::advice(s, &p));
         slo_results = results;
+        slo_break = slo_break_concurrency(s, &mem, slo, p.running_cap);
         prediction = Some(p);
     }
     Analysis {
         memory: mem,
         prediction,
         slo: slo_results,
+        slo_break_concurrency: slo_break,
         findings,
     }
+}
+
+/// The largest number of requests in flight per replica at which every latency bound
+/// still holds (closed loop at the workload's lengths), by doubling then bisection.
+pub fn slo_break_concurrency(
+    s: &Scenario,
+    mem: &MemoryReport,
+    slo: &[SloTarget],
+    cap: f64,
+) -> Option<f64> {
+    use crate::program::SloMetric;
+    let latency: Vec<&SloTarget> = slo
+        .iter()
+        .filter(|t| {
+            matches!(
+                t.metric,
+                SloMetric::Ttft | SloMetric::Tpot | SloMetric::Itl | SloMetric::E2e
+            )
+        })
+        .collect();
+    if latency.is_empty() {
+        return None;
+    }
+    let w = s.workload.unwrap_or(WorkloadSpec {
+        prompt: 1024.0,
+        output: 256.0,
+        load: Load::Concurrency(1),
+    });
+    let holds = |n: f64| {
+        let mut v = s.clone();
+        v.layout.dp = 1;
+        v.workload = Some(WorkloadSpec {
+            load: Load::Concurrency(n.max(1.0) as u64),
+            ..w
+        });
+        let p = perf::predict(&v, mem, &FITTED);
+        latency
+            .iter()
+            .all(|t| rules::predicted(&p, t, w.output) <= t.value)
+    };
+    if !holds(1.0) {
+        return None;
+    }
+    let cap = cap.max(1.0);
+    let mut lo = 1.0;
+    let mut hi = 2.0;
+    while hi <= cap && holds(hi) {
+        lo = hi;
+        hi *= 2.0;
+    }
+    if hi > cap {
+        return Some(if holds(cap) { cap } else { lo }.floor());
+    }
+    while hi - lo > 1.0 {
+        let mid = ((lo + hi) / 2.0).floor();
+        if holds(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(lo)
 }
 
 /// A deployment of the program, ready to analyse.
@@ -130,7 +198,11 @@ pub fn scenarios_from_program(p: &Program) -> Vec<DeploymentScenario> {
             price_per_node_hour: cluster.price.or(node.price),
         };
         let e = &d.engine;
-        let overrides = MemoryOverrides::default();
+        let overrides = MemoryOverrides {
+            activation: e.activation_memory,
+            non_torch: e.non_torch_memory,
+            cuda_graphs: e.cuda_graph_memory,
+        };
         let engine = engine_settings(
             model,
             &topology.gpu,

@@ -45,7 +45,7 @@ pub struct PerfConstants {
 pub const FITTED: PerfConstants = PerfConstants {
     memory_efficiency: 0.65,
     compute_efficiency: 0.55,
-    step_overhead: 0.0030,
+    step_overhead: 0.0020,
     token_overhead: 7.5e-6,
 };
 

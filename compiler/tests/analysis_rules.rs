@@ -1,0 +1,94 @@
+//! Analysis behaviours that no explain page pins: the SLO-break concurrency, collective
+//! algorithm choice, overrides of estimated memory terms, and deployments in files.
+
+use dic_compiler::analysis::comm::{collective_time, Collective, Placement};
+use dic_compiler::analysis::{analyze_program, perf, rules};
+use dic_compiler::program::LinkType;
+use dic_compiler::source::MemoryWorld;
+
+fn placement(link_type: LinkType, gbps: f64) -> Placement {
+    Placement {
+        size: 8,
+        spans_nodes: false,
+        within_scale_up_domain: true,
+        link_name: "l".into(),
+        link_type,
+        bandwidth: gbps * 1e9,
+        latency: 1.9e-6,
+    }
+}
+
+#[test]
+fn all_reduce_takes_the_fastest_algorithm() {
+    let nvswitch = placement(LinkType::Nvswitch, 360.0);
+    let nvlink = placement(LinkType::Nvlink, 360.0);
+    // large messages: NVLS (S/B) beats ring (2(p−1)/p · S/B) on NVSwitch only
+    let big = 256e6;
+    assert!(
+        collective_time(Collective::AllReduce, big, 8, &nvswitch)
+            < collective_time(Collective::AllReduce, big, 8, &nvlink)
+    );
+    // small messages: NVLS's 25 µs latency loses; both links then cost the same
+    let small = 16e3;
+    assert_eq!(
+        collective_time(Collective::AllReduce, small, 8, &nvswitch),
+        collective_time(Collective::AllReduce, small, 8, &nvlink)
+    );
+    // one rank: no communication
+    assert_eq!(collective_time(Collective::AllReduce, big, 1, &nvlink), 0.0);
+}
+
+const PROD: &str = "import std.nodes.dgx_h100\nimport std.models.llama_3_1_70b\n\
+cluster c { nodes = 1 × dgx_h100 }\n\
+workload w { prompt = 1k tokens, output = 256 tokens, rate = 2 req/s }\n\
+slo s { tpot.p95 <= 30 ms }\n\
+deploy d { model = llama_3_1_70b, cluster = c, workload = w, slo = s, layout = tp 8, engine = vllm { max_model_len = 8k tokens ACTIVATION } }\n";
+
+#[test]
+fn slo_break_concurrency_is_the_edge() {
+    let world = MemoryWorld::new().with("p.dist", &PROD.replace(" ACTIVATION", ""));
+    let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
+    let (analyses, _) = analyze_program(&checked.program);
+    let (ds, a) = &analyses[0];
+    let n = a
+        .slo_break_concurrency
+        .expect("a TPOT bound that one request meets");
+    assert!(n >= 1.0);
+    let tpot_at = |c: f64| {
+        let mut s = ds.scenario.clone();
+        s.workload = Some(dic_compiler::analysis::WorkloadSpec {
+            load: dic_compiler::analysis::Load::Concurrency(c as u64),
+            ..s.workload.unwrap()
+        });
+        let mem = dic_compiler::analysis::memory::memory(&s);
+        rules::predicted(&perf::predict(&s, &mem, &perf::FITTED), &ds.slo[0], 256.0)
+    };
+    assert!(tpot_at(n) <= 0.030, "holds at {n}");
+    assert!(
+        tpot_at(n + 1.0) > 0.030 || n >= a.prediction.as_ref().unwrap().running_cap.floor(),
+        "breaks past {n}"
+    );
+}
+
+#[test]
+fn estimated_memory_terms_can_be_overridden() {
+    let base = MemoryWorld::new().with("p.dist", &PROD.replace(" ACTIVATION", ""));
+    let over = MemoryWorld::new().with(
+        "p.dist",
+        &PROD.replace(
+            " ACTIVATION",
+            ", activation_memory = 10 GiB, non_torch_memory = 1 GiB, cuda_graph_memory = 0 GiB",
+        ),
+    );
+    let kv = |w: &MemoryWorld| {
+        let c = dic_compiler::driver::check_file(w, "p.dist").unwrap();
+        assert!(!c.has_errors());
+        let (a, _) = analyze_program(&c.program);
+        let st = a[0].1.memory.stages[0].clone();
+        (st.activations, st.non_torch, st.cuda_graphs, st.kv_cache)
+    };
+    let (_, _, _, kv_base) = kv(&base);
+    let (act, nt, cg, kv_over) = kv(&over);
+    assert_eq!((act, nt, cg), (10.0 * 1073741824.0, 1073741824.0, 0.0));
+    assert!(kv_over < kv_base);
+}

@@ -29,6 +29,21 @@ pub fn check_file(world: &dyn World, path: &str) -> Result<Checked, ReadError> {
     Ok(finish(s))
 }
 
+/// The front end only — parse, resolve, check — without the analysis of deployments
+/// (what the front-end benchmark measures).
+pub fn front_end(world: &dyn World, path: &str) -> Result<Checked, ReadError> {
+    let mut s = Session::new(world);
+    s.load_root(path)?;
+    let program = Checker::new(&mut s).check_user_files();
+    let mut diags = std::mem::take(&mut s.diags);
+    diagnostics::sort(&mut diags);
+    Ok(Checked {
+        db: s.db,
+        program,
+        diagnostics: diags,
+    })
+}
+
 /// Checks `text` as if it were the file at `path` (imports still go through `world`).
 pub fn check_text(world: &dyn World, path: &str, text: &str) -> Checked {
     let mut s = Session::new(world);

@@ -2,6 +2,7 @@
 //! IO, renders diagnostics, and maps every outcome to an exit code:
 //! 0 success (warnings allowed), 1 errors found (or `--check` drift), 2 usage or IO error.
 
+mod cli_compile;
 mod cli_estimate;
 mod cli_fmt;
 mod cli_list;
@@ -41,6 +42,16 @@ enum Command {
         #[arg(long, value_enum, default_value = "human")]
         format: Format,
     },
+    /// Compile deployments to vLLM launch configs and Kubernetes manifests.
+    Compile {
+        file: String,
+        /// Output folder: one subfolder per deployment.
+        #[arg(long)]
+        out: String,
+        /// Write nothing; exit 1 with a diff if OUT differs from what would be generated.
+        #[arg(long)]
+        check: bool,
+    },
     /// Explain a diagnostic code (`dic explain E0201`); without a code, list them all.
     Explain { code: Option<String> },
     /// Format .dist files in place (or check that they are formatted).
@@ -79,6 +90,9 @@ fn main() -> ExitCode {
     ExitCode::from(match cli.command {
         Command::Check { files, format } => check(&files, format),
         Command::Explain { code } => explain(code.as_deref()),
+        Command::Compile { file, out, check } => {
+            cli_compile::run(&file, &out, check, color(), width())
+        }
         Command::Fmt { files, check } => cli_fmt::run(&files, check),
         Command::ImportHf { config, name } => import_hf(&config, name.as_deref()),
         Command::List { what, json } => cli_list::run(what, json),

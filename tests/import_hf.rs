@@ -140,6 +140,10 @@ fn import_hf_maps_every_shared_config_and_agrees_with_the_stdlib() {
             "{std_name}.tied_embeddings"
         );
         assert_eq!(got.weights, want.weights, "{std_name}.weights");
+        assert_eq!(
+            got.prequantized, want.prequantized,
+            "{std_name}.prequantized"
+        );
         if quant.is_some() {
             assert_eq!(got.kv_cache, want.kv_cache, "{std_name}.kv_cache");
         }

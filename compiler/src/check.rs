@@ -1160,6 +1160,7 @@ impl<'s, 'w> Checker<'s, 'w> {
                     price: r.num("price"),
                     provider: r.string("provider"),
                     cpu_memory: r.num("cpu_memory"),
+                    network: r.reference("network"),
                 })
             }
             Kind::Cluster => Body::Cluster(Cluster {
@@ -1176,6 +1177,7 @@ impl<'s, 'w> Checker<'s, 'w> {
                 fabric: r.reference("fabric"),
                 price: r.num("price"),
                 region: r.string("region"),
+                network: r.reference("network"),
             }),
             Kind::Model => {
                 let heads = r.uint("heads").unwrap_or(1).max(1);
@@ -1220,6 +1222,7 @@ impl<'s, 'w> Checker<'s, 'w> {
                     weights: r.word("weights").unwrap_or_else(|| dtype.clone()),
                     dtype,
                     kv_cache: r.word("kv_cache").unwrap_or_else(|| "auto".into()),
+                    prequantized: r.boolean("prequantized").unwrap_or(false),
                 };
                 ok &= self.model_rules(file, raw, f, &model);
                 Body::Model(model)
@@ -1308,6 +1311,54 @@ impl<'s, 'w> Checker<'s, 'w> {
                     layout,
                     layout_at,
                     engine,
+                    model_source: r.string("model_source"),
+                    served_model_name: r.string("served_model_name"),
+                    image: r.string("image"),
+                    namespace: r.string("namespace"),
+                    hf_token_secret: r.string("hf_token_secret"),
+                })
+            }
+            Kind::Network => {
+                let mut pairs = |key: &str| -> Vec<(String, String)> {
+                    let mut out = Vec::new();
+                    for item in r.strings(key) {
+                        match item.split_once('=') {
+                            Some((k, v)) if !k.trim().is_empty() => {
+                                out.push((k.trim().to_string(), v.to_string()))
+                            }
+                            _ => {
+                                let at = f.get(key).map(|v| v.at).expect("present");
+                                self.push(
+                                    Diagnostic::new(
+                                        Code::TypeMismatch,
+                                        format!("`{key}` entry \"{item}\" is not `NAME=value`"),
+                                    )
+                                    .primary(at.file, at.span, "missing `=`")
+                                    .help(format!(
+                                        "write e.g. \"{}\"",
+                                        if key == "env" {
+                                            "NCCL_IB_HCA=mlx5"
+                                        } else {
+                                            "example.com/key=value"
+                                        }
+                                    )),
+                                );
+                                ok = false;
+                            }
+                        }
+                    }
+                    out
+                };
+                let env = pairs("env");
+                let annotations = pairs("annotations");
+                Body::Network(Network {
+                    resource: r.string("resource"),
+                    resource_count: r.uint("resource_count").unwrap_or(1),
+                    capabilities: r.strings("capabilities"),
+                    annotations,
+                    env,
+                    socket_ifname: r.string("socket_ifname").unwrap_or_else(|| "eth0".into()),
+                    host_network: r.boolean("host_network").unwrap_or(false),
                 })
             }
         };

@@ -54,8 +54,10 @@ pub fn check_text(world: &dyn World, path: &str, text: &str) -> Checked {
 fn finish(mut s: Session<'_>) -> Checked {
     let program = Checker::new(&mut s).check_user_files();
     let mut diags = std::mem::take(&mut s.diags);
-    let (_, analysis_diags) = crate::analysis::analyze_program(&program);
+    let (analyses, analysis_diags) = crate::analysis::analyze_program(&program);
     diags.extend(analysis_diags);
+    let (_, lowering_diags) = crate::ir::lower_from(&program, &analyses);
+    diags.extend(lowering_diags);
     diagnostics::sort(&mut diags);
     diags.dedup();
     Checked {

@@ -289,6 +289,7 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
         dtype: dtype.into(),
         weights: weights.clone(),
         kv_cache: kv_cache.unwrap_or("auto").into(),
+        prequantized: weights != dtype,
     };
     let params = architecture::parameters(&m);
 
@@ -373,6 +374,7 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
             weights,
             Some("from the checkpoint's quantization config".into()),
         );
+        line("prequantized", "true".into(), None);
     }
     if let Some(kv) = kv_cache {
         line(

@@ -12,6 +12,7 @@ pub mod check;
 pub mod diagnostics;
 pub mod driver;
 pub mod import_hf;
+pub mod ir;
 pub mod program;
 pub mod resolve;
 pub mod schema;

@@ -75,6 +75,20 @@ pub enum Body {
     Workload(Workload),
     Slo(Slo),
     Deploy(Deploy),
+    Network(Network),
+}
+
+/// How pods reach the scale-out fabric.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Network {
+    pub resource: Option<String>,
+    pub resource_count: u64,
+    pub capabilities: Vec<String>,
+    /// (key, value), in source order.
+    pub annotations: Vec<(String, String)>,
+    pub env: Vec<(String, String)>,
+    pub socket_ifname: String,
+    pub host_network: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -146,6 +160,7 @@ pub struct Node {
     pub price: Option<f64>,
     pub provider: Option<String>,
     pub cpu_memory: Option<f64>,
+    pub network: Option<DefId>,
 }
 
 #[derive(Debug, Clone)]
@@ -160,6 +175,7 @@ pub struct Cluster {
     pub fabric: Option<DefId>,
     pub price: Option<f64>,
     pub region: Option<String>,
+    pub network: Option<DefId>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -200,6 +216,7 @@ pub struct Model {
     pub dtype: String,
     pub weights: String,
     pub kv_cache: String,
+    pub prequantized: bool,
 }
 
 impl Model {
@@ -327,6 +344,11 @@ pub struct Deploy {
     pub layout: LayoutSpec,
     pub layout_at: FileSpan,
     pub engine: VllmOptions,
+    pub model_source: Option<String>,
+    pub served_model_name: Option<String>,
+    pub image: Option<String>,
+    pub namespace: Option<String>,
+    pub hf_token_secret: Option<String>,
 }
 
 /// Every definition that was checked: the user's files and the stdlib definitions
@@ -362,6 +384,7 @@ impl Program {
     getter!(workload, Workload, Workload);
     getter!(slo, Slo, Slo);
     getter!(deploy, Deploy, Deploy);
+    getter!(network, Network, Network);
 
     /// The user's definitions of one kind, in source order.
     pub fn user_defs_of(&self, kind: Kind) -> impl Iterator<Item = &Def> {

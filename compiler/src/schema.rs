@@ -19,10 +19,12 @@ pub enum Kind {
     Workload,
     Slo,
     Deploy,
+    Network,
 }
 
 impl Kind {
     pub const ALL: &'static [Kind] = &[
+        Kind::Network,
         Kind::Gpu,
         Kind::Link,
         Kind::Node,
@@ -43,6 +45,7 @@ impl Kind {
             Kind::Workload => "workload",
             Kind::Slo => "slo",
             Kind::Deploy => "deploy",
+            Kind::Network => "network",
         }
     }
 
@@ -51,11 +54,15 @@ impl Kind {
     }
 
     pub fn schema(self) -> &'static KindSchema {
-        SCHEMAS
-            .iter()
+        all_schemas()
             .find(|s| s.kind == self)
             .expect("every kind has a schema")
     }
+}
+
+/// Every kind's schema.
+pub fn all_schemas() -> impl Iterator<Item = &'static KindSchema> {
+    SCHEMAS.iter().chain(std::iter::once(&NETWORK_SCHEMA))
 }
 
 /// The type a field's value must have.
@@ -221,6 +228,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("nics", Ty::CountOf(Kind::Link), "scale-out NICs, e.g. `8 × ib_ndr`"),
             f!("price", Ty::Quantity(D::MoneyRate), "on-demand price of the whole node"),
             f!("provider", Ty::Str, "who sells it (`aws`, `gcp`, `azure`, `nvidia` …)"),
+            f!("network", Ty::Ref(Kind::Network), "how pods reach the scale-out fabric (RDMA resource, NCCL env)"),
             f!("cpu_memory", Ty::Quantity(D::Bytes), "host memory"),
         ],
     },
@@ -232,6 +240,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("fabric", Ty::Ref(Kind::Link), "the scale-out link between nodes (defaults to the nodes' NICs)"),
             f!("price", Ty::Quantity(D::MoneyRate), "price per node, overriding the node's catalog price"),
             f!("region", Ty::Str, "where it is"),
+            f!("network", Ty::Ref(Kind::Network), "network profile, overriding the nodes'"),
         ],
     },
     KindSchema {
@@ -266,6 +275,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("dtype", Ty::Enum(WEIGHT_DTYPES), "checkpoint dtype"),
             f!("weights", Ty::Enum(WEIGHT_DTYPES), "weight precision when served (quantization)"),
             f!("kv_cache", Ty::Enum(KV_DTYPES), "KV-cache dtype when served"),
+            f!("prequantized", Ty::Bool, "the checkpoint is already quantized to `weights` (vLLM reads its quantization config)"),
         ],
     },
     KindSchema {
@@ -300,9 +310,29 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("slo", Ty::Ref(Kind::Slo), "the service levels"),
             f!("layout", Ty::Layout, req, "`auto`, or `tp N × pp N × dp N` with optional `ep`, `dcp N`, `pcp N`"),
             f!("engine", Ty::Engine, "the serving engine and its options, e.g. `vllm { gpu_memory_utilization = 0.90 }`"),
+            f!("model_source", Ty::Str, "what `vllm serve` loads: a Hugging Face repository or a path (default: the model's `hf`)"),
+            f!("served_model_name", Ty::Str, "the name clients use (default: the deployment's name)"),
+            f!("image", Ty::Str, "container image (default vllm/vllm-openai:v0.33.0)"),
+            f!("namespace", Ty::Str, "Kubernetes namespace (default `default`)"),
+            f!("hf_token_secret", Ty::Str, "Kubernetes Secret holding the Hugging Face token under key `token` (default `hf-token`); referenced, never inlined"),
         ],
     },
 ];
+
+/// The network profile kind (kept after the main table for readability).
+pub static NETWORK_SCHEMA: KindSchema = KindSchema {
+    kind: Kind::Network,
+    doc: "How pods reach the scale-out fabric: the RDMA device resource, capabilities, annotations and NCCL environment.",
+    fields: &[
+        f!("resource", Ty::Str, "extended resource for the RDMA device, e.g. \"rdma/ib\" or \"vpc.amazonaws.com/efa\""),
+        f!("resource_count", Ty::Int { min: 0, max: 1 << 20 }, "how many of that resource each pod requests (default 1)"),
+        f!("capabilities", Ty::List(&Ty::Str), "Linux capabilities to add, e.g. [\"IPC_LOCK\"]"),
+        f!("annotations", Ty::List(&Ty::Str), "pod annotations as \"key=value\""),
+        f!("env", Ty::List(&Ty::Str), "environment as \"NAME=value\", e.g. \"NCCL_IB_HCA=mlx5\""),
+        f!("socket_ifname", Ty::Str, "interface for NCCL/Gloo bootstrap traffic (default eth0)"),
+        f!("host_network", Ty::Bool, "run pods in the host's network namespace"),
+    ],
+};
 
 /// Options of the `vllm { … }` engine block.
 pub static VLLM_OPTIONS: &[Field] = &[

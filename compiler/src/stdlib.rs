@@ -31,6 +31,7 @@ macro_rules! module {
 pub static MODULES: &[StdModule] = &[
     module!("std.gpus", "gpus.dist"),
     module!("std.links", "links.dist"),
+    module!("std.networks", "networks.dist"),
     module!("std.nodes", "nodes.dist"),
     module!("std.instances.aws", "instances/aws.dist"),
     module!("std.instances.gcp", "instances/gcp.dist"),

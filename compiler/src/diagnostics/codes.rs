@@ -90,6 +90,10 @@ codes! {
 
     SloInfeasible = "E0601", Error, "SLO cannot be met";
 
+    NoLayout = "E0701", Error, "no layout to compile";
+
+    UnsupportedLaunch = "E0801", Error, "deployment cannot be launched by the target";
+
     UnsupportedConfig = "E0901", Error, "Hugging Face config cannot be mapped";
 
     UnusedImport = "W0201", Warning, "unused import";

@@ -1,0 +1,410 @@
+//! The IR: the planned deployment, everything a target needs and nothing more.
+//!
+//! Targets (vLLM launch scripts, Kubernetes manifests, later the NCCL plan and the
+//! report) read only this; they never see the AST or the program. Built by [`lower`]
+//! from the checked program and its analysis. Serializable with a stable field order, so
+//! the IR itself can be dumped and diffed.
+
+use crate::analysis::{analyze_program, Analysis, DeploymentScenario};
+use crate::diagnostics::{Code, Diagnostic};
+use crate::program::{Body, Layout, LayoutSpec, Program};
+use serde::Serialize;
+
+/// Bumped when the IR's meaning changes.
+pub const PLAN_FORMAT_VERSION: u32 = 1;
+/// vLLM image the targets pin by default (the release dic's flags are checked against).
+pub const DEFAULT_IMAGE: &str = "vllm/vllm-openai:v0.33.0";
+/// Default API port of `vllm serve`.
+pub const DEFAULT_PORT: u64 = 8000;
+/// Port for vLLM's data-parallel RPC (`--data-parallel-rpc-port`).
+pub const DP_RPC_PORT: u64 = 13345;
+/// torch.distributed rendezvous port for `--nnodes` launches (vLLM's default).
+pub const MASTER_PORT: u64 = 29501;
+/// Ray head port.
+pub const RAY_PORT: u64 = 6379;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub format_version: u32,
+    pub deployments: Vec<DeploymentPlan>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelPlan {
+    pub name: String,
+    /// What `vllm serve` loads.
+    pub source: String,
+    pub served_name: String,
+    pub weights: String,
+    /// `--kv-cache-dtype` value, absent for `auto`.
+    pub kv_cache_dtype: Option<String>,
+    /// `--quantization` value, for on-the-fly quantization of a 16-bit checkpoint.
+    pub quantization: Option<String>,
+    pub is_moe: bool,
+    pub parameters: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuPlan {
+    pub name: String,
+    /// Value of the `nvidia.com/gpu.product` node label (GPU Feature Discovery).
+    pub product_label: String,
+    pub memory_bytes: u64,
+}
+
+/// How the processes of one deployment are started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaunchMode {
+    /// Each replica fits in a node: one `vllm serve` per replica.
+    Replicas,
+    /// Each replica spans `nodes_per_group` nodes with vLLM's native launcher.
+    MultiNode,
+    /// As MultiNode, with a Ray cluster per replica.
+    MultiNodeRay,
+    /// MoE with expert parallelism over vLLM data-parallel ranks (wide EP).
+    DataParallel,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EnginePlan {
+    pub gpu_memory_utilization: f64,
+    pub max_model_len: u64,
+    pub max_num_seqs: u64,
+    pub max_num_batched_tokens: u64,
+    pub block_size: Option<u64>,
+    pub enforce_eager: bool,
+    pub kv_cache_memory_bytes: Option<u64>,
+    pub enable_prefix_caching: Option<bool>,
+    pub port: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NetworkPlan {
+    /// RDMA device resource and count per pod.
+    pub rdma_resource: Option<(String, u64)>,
+    pub capabilities: Vec<String>,
+    pub annotations: Vec<(String, String)>,
+    pub env: Vec<(String, String)>,
+    pub socket_ifname: String,
+    pub host_network: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KubernetesPlan {
+    pub namespace: String,
+    pub image: String,
+    /// Secret holding the Hugging Face token under key `token` (referenced, optional).
+    pub hf_token_secret: String,
+    pub shm_bytes: u64,
+    /// Seconds the startup probe allows for download, load, compile and graph capture.
+    pub startup_seconds: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PredictedPlan {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub output_tokens_per_s: Option<f64>,
+    pub kv_cache_tokens: u64,
+    pub weights_bytes_per_gpu: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeploymentPlan {
+    pub name: String,
+    pub model: ModelPlan,
+    pub gpu: GpuPlan,
+    pub layout: Layout,
+    pub gpus_per_node: u64,
+    pub launch: LaunchMode,
+    /// Independent launch groups (Kubernetes replicas): DP replicas, or 1 for wide EP.
+    pub groups: u64,
+    pub nodes_per_group: u64,
+    /// GPUs each pod (or each process group on a node) uses.
+    pub gpus_per_pod: u64,
+    /// Data-parallel ranks per node (DataParallel mode).
+    pub dp_local: u64,
+    pub engine: EnginePlan,
+    pub network: NetworkPlan,
+    pub kubernetes: KubernetesPlan,
+    pub predicted: PredictedPlan,
+    pub price_per_hour: Option<f64>,
+}
+
+impl DeploymentPlan {
+    /// Nodes the deployment occupies.
+    pub fn nodes(&self) -> u64 {
+        match self.launch {
+            LaunchMode::Replicas => {
+                (self.groups * self.gpus_per_pod).div_ceil(self.gpus_per_node.max(1))
+            }
+            _ => self.groups * self.nodes_per_group,
+        }
+    }
+}
+
+/// Load-time model for the startup probe: a fixed part for engine start, torch.compile
+/// and CUDA-graph capture, plus weight download/load at a conservative rate. [estimate]
+pub const STARTUP_FIXED_SECONDS: f64 = 600.0;
+pub const STARTUP_LOAD_BYTES_PER_SECOND: f64 = 250e6;
+
+const GIB: u64 = 1 << 30;
+
+fn err(code: Code, at: crate::span::FileSpan, message: String, help: &str) -> Diagnostic {
+    Diagnostic::new(code, message)
+        .primary(at.file, at.span, "here")
+        .help(help.to_string())
+}
+
+/// Lowers every deployment of a checked program. Deployments the analysis could not
+/// plan (errors) are left out; the returned diagnostics say why a deployment cannot be
+/// lowered at all.
+pub fn lower(p: &Program) -> (Plan, Vec<Diagnostic>) {
+    let (analyses, _) = analyze_program(p);
+    lower_from(p, &analyses)
+}
+
+/// As [`lower`], from analyses already made.
+pub fn lower_from(
+    p: &Program,
+    analyses: &[(DeploymentScenario, Analysis)],
+) -> (Plan, Vec<Diagnostic>) {
+    let mut deployments = Vec::new();
+    let mut diags = Vec::new();
+    for def in p.user_defs.iter().filter_map(|id| p.def(*id)) {
+        let Body::Deploy(d) = &def.body else { continue };
+        let written_auto = matches!(
+            def.fields.get("layout").map(|f| &f.value),
+            Some(crate::program::Value::Layout(LayoutSpec::Auto))
+        );
+        if def.complete && written_auto {
+            diags.push(err(
+                Code::NoLayout,
+                d.layout_at,
+                format!("deploy `{}`: `layout = auto` needs the planner, which `dic compile` does not run yet", def.name),
+                "write an explicit layout, e.g. `layout = tp 8 × dp 2`",
+            ));
+        }
+    }
+    for (ds, a) in analyses {
+        if a.findings
+            .iter()
+            .any(|f| f.severity == crate::diagnostics::Severity::Error)
+        {
+            continue;
+        }
+        match lower_one(p, ds, a) {
+            Ok(d) => deployments.push(d),
+            Err(d) => diags.push(*d),
+        }
+    }
+    (
+        Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            deployments,
+        },
+        diags,
+    )
+}
+
+fn lower_one(
+    p: &Program,
+    ds: &DeploymentScenario,
+    a: &Analysis,
+) -> Result<DeploymentPlan, Box<Diagnostic>> {
+    let def = p.def(ds.deploy).expect("scenario of a definition");
+    let Body::Deploy(d) = &def.body else {
+        unreachable!("scenarios come from deployments")
+    };
+    let s = &ds.scenario;
+    let m = &s.model;
+    let l = s.layout;
+    let t = &s.topology;
+    let at = d.layout_at;
+    let fail = |message: String, help: &str| {
+        Box::new(err(
+            Code::UnsupportedLaunch,
+            at,
+            format!("deploy `{}`: {message}", def.name),
+            help,
+        ))
+    };
+    let model_def = p.def(d.model);
+    let source = d
+        .model_source
+        .clone()
+        .or_else(|| m.hf.clone())
+        .ok_or_else(|| {
+            fail(
+                "the model has no `hf` repository and the deployment no `model_source`".into(),
+                "set `model_source = \"org/name\"` or a path",
+            )
+        })?;
+    let quantization = if m.weights != m.dtype && !m.prequantized {
+        match m.weights.as_str() {
+            "fp8" => Some("fp8".to_string()),
+            other => {
+                return Err(fail(
+                    format!("vLLM cannot quantize a {} checkpoint to `{other}` while loading", m.dtype),
+                    "serve a checkpoint already in that format and mark the model `prequantized = true`",
+                ))
+            }
+        }
+    } else {
+        None
+    };
+    let rg = l.replica_gpus();
+    let per_node = t.gpus_per_node.max(1);
+    let engine = &s.engine;
+    let (launch, groups, nodes_per_group, gpus_per_pod, dp_local) = if l.ep
+        && m.is_moe()
+        && l.dp > 1
+    {
+        if rg > per_node || per_node % rg != 0 {
+            return Err(fail(
+                format!("with expert parallelism over data-parallel ranks, each rank's tp × pp ({rg} GPUs) must fit a {per_node}-GPU node"),
+                "vLLM's data parallelism places whole DP ranks on nodes: use tp ≤ GPUs per node",
+            ));
+        }
+        let dp_local = (per_node / rg).min(l.dp);
+        if l.dp % dp_local != 0 {
+            return Err(fail(
+                format!(
+                    "dp {} is not a multiple of the {dp_local} DP ranks per node",
+                    l.dp
+                ),
+                "use a dp that fills whole nodes",
+            ));
+        }
+        (
+            LaunchMode::DataParallel,
+            1,
+            l.dp / dp_local,
+            dp_local * rg,
+            dp_local,
+        )
+    } else if rg <= per_node {
+        (LaunchMode::Replicas, l.dp, 1, rg, 1)
+    } else {
+        if rg % per_node != 0 {
+            return Err(fail(
+                format!("a replica of {rg} GPUs is not a whole number of {per_node}-GPU nodes"),
+                "use tp × pp that fills whole nodes",
+            ));
+        }
+        let mode = if d.engine.launcher.as_deref() == Some("ray") {
+            LaunchMode::MultiNodeRay
+        } else {
+            LaunchMode::MultiNode
+        };
+        (mode, l.dp, rg / per_node, per_node, 1)
+    };
+    let net = t_network(p, d.cluster);
+    let gpu_def = p
+        .cluster(d.cluster)
+        .and_then(|c| c.groups.first())
+        .and_then(|g| p.node(g.node))
+        .and_then(|n| p.def(n.gpu));
+    let product = gpu_def
+        .and_then(|g| match &g.body {
+            Body::Gpu(x) => x.names.first().cloned(),
+            _ => None,
+        })
+        .unwrap_or_else(|| t.gpu.name.clone())
+        .replace(' ', "-");
+    let weights_total = a.memory.stages.iter().map(|st| st.weights).sum::<f64>() * l.tp as f64;
+    let st = a.memory.tightest();
+    let pred = a.prediction.as_ref();
+    Ok(DeploymentPlan {
+        name: def.name.clone(),
+        model: ModelPlan {
+            name: model_def.map(|d| d.name.clone()).unwrap_or_default(),
+            source,
+            served_name: d
+                .served_model_name
+                .clone()
+                .unwrap_or_else(|| def.name.clone()),
+            weights: m.weights.clone(),
+            kv_cache_dtype: (m.kv_cache != "auto").then(|| m.kv_cache.clone()),
+            quantization,
+            is_moe: m.is_moe(),
+            parameters: m.parameters,
+        },
+        gpu: GpuPlan {
+            name: t.gpu.name.clone(),
+            product_label: product,
+            memory_bytes: t.gpu.memory as u64,
+        },
+        layout: l,
+        gpus_per_node: per_node,
+        launch,
+        groups,
+        nodes_per_group,
+        gpus_per_pod,
+        dp_local,
+        engine: EnginePlan {
+            gpu_memory_utilization: engine.gpu_memory_utilization,
+            max_model_len: engine.max_model_len,
+            max_num_seqs: engine.max_num_seqs,
+            max_num_batched_tokens: engine.max_num_batched_tokens,
+            block_size: d.engine.block_size,
+            enforce_eager: d.engine.enforce_eager,
+            kv_cache_memory_bytes: d.engine.kv_cache_memory.map(|b| b as u64),
+            enable_prefix_caching: d.engine.enable_prefix_caching,
+            port: d.engine.port.unwrap_or(DEFAULT_PORT),
+        },
+        network: net,
+        kubernetes: KubernetesPlan {
+            namespace: d.namespace.clone().unwrap_or_else(|| "default".into()),
+            image: d.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into()),
+            hf_token_secret: d
+                .hf_token_secret
+                .clone()
+                .unwrap_or_else(|| "hf-token".into()),
+            shm_bytes: (gpus_per_pod * GIB).clamp(2 * GIB, 32 * GIB),
+            startup_seconds: (STARTUP_FIXED_SECONDS + weights_total / STARTUP_LOAD_BYTES_PER_SECOND)
+                .ceil() as u64,
+        },
+        predicted: PredictedPlan {
+            ttft_ms: pred.map(|p| p.ttft * 1e3).filter(|v| v.is_finite()),
+            tpot_ms: pred.map(|p| p.tpot * 1e3),
+            output_tokens_per_s: pred.map(|p| p.output_tokens_per_s),
+            kv_cache_tokens: a.memory.kv_cache_tokens,
+            weights_bytes_per_gpu: st.weights as u64,
+        },
+        price_per_hour: s.topology.price_per_node_hour,
+    })
+}
+
+/// The network profile of a deployment's cluster (the cluster's, else its nodes').
+fn t_network(p: &Program, cluster: crate::program::DefId) -> NetworkPlan {
+    let c = p.cluster(cluster);
+    let node_net = c
+        .and_then(|c| c.groups.first())
+        .and_then(|g| p.node(g.node))
+        .and_then(|n| n.network);
+    let id = c.and_then(|c| c.network).or(node_net);
+    match id.and_then(|id| p.network(id)) {
+        Some(n) => NetworkPlan {
+            rdma_resource: n
+                .resource
+                .clone()
+                .filter(|_| n.resource_count > 0)
+                .map(|r| (r, n.resource_count)),
+            capabilities: n.capabilities.clone(),
+            annotations: n.annotations.clone(),
+            env: n.env.clone(),
+            socket_ifname: n.socket_ifname.clone(),
+            host_network: n.host_network,
+        },
+        None => NetworkPlan {
+            rdma_resource: None,
+            capabilities: Vec::new(),
+            annotations: Vec::new(),
+            env: Vec::new(),
+            socket_ifname: "eth0".into(),
+            host_network: false,
+        },
+    }
+}

@@ -1,0 +1,451 @@
+//! The Kubernetes target: typed objects (k8s-openapi for built-in kinds, small serde
+//! structs for LeaderWorkerSet `leaderworkerset.x-k8s.io/v1`), serialized as YAML.
+//!
+//! Single-node pods → Deployment (replicas = DP replicas, or 1 for single-node wide EP);
+//! pods spanning nodes → LeaderWorkerSet (size = nodes per group, replicas = groups,
+//! RecreateGroupOnPodRestart, LeaderCreated). Plus a Service (leader-only for LWS) and a
+//! PodDisruptionBudget. Pods get GPUs (requests = limits), a Memory-backed /dev/shm, a
+//! Hugging Face cache, the token from a Secret reference (never inlined), node affinity on
+//! the GPU product label, the GPU toleration, the network profile's RDMA resource,
+//! capabilities, annotations and env, and probes on vLLM's /health on the API pod only,
+//! with a startup window sized from the model's load time. Commands come from the vLLM
+//! target, so scripts and manifests start the same processes.
+
+use crate::shell::{line, quote, Arg};
+use crate::vllm::{commands, NodeCommand, HEAD_ADDR};
+use dic_compiler::ir::{DeploymentPlan, LaunchMode};
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
+};
+use k8s_openapi::api::core::v1::{
+    Affinity, Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+    HTTPGetAction, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec,
+    PodTemplateSpec, Probe, ResourceRequirements, SecretKeySelector, SecurityContext, Service,
+    ServicePort, ServiceSpec, Toleration, Volume, VolumeMount,
+};
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// LeaderWorkerSet, only the fields dic emits (schema: ../shared/k8s/crds).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaderWorkerSet {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub spec: LeaderWorkerSetSpec,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaderWorkerSetSpec {
+    pub replicas: i32,
+    pub startup_policy: String,
+    pub leader_worker_template: LeaderWorkerTemplate,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaderWorkerTemplate {
+    pub size: i32,
+    pub restart_policy: String,
+    pub leader_template: PodTemplateSpec,
+    pub worker_template: PodTemplateSpec,
+}
+
+const LWS_NAME_LABEL: &str = "leaderworkerset.sigs.k8s.io/name";
+
+/// A DNS-1123 name from a deployment name.
+pub fn dns_name(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    while out.contains("--") {
+        out = out.replace("--", "-");
+    }
+    let out = out.trim_matches('-').chars().take(50).collect::<String>();
+    let out = out.trim_end_matches('-').to_string();
+    if out.is_empty() {
+        "dic".into()
+    } else {
+        out
+    }
+}
+
+fn labels(d: &DeploymentPlan) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("app.kubernetes.io/name".to_string(), dns_name(&d.name)),
+        (
+            "app.kubernetes.io/managed-by".to_string(),
+            "dic".to_string(),
+        ),
+    ])
+}
+
+fn quantity(v: impl ToString) -> Quantity {
+    Quantity(v.to_string())
+}
+
+fn gib(bytes: u64) -> Quantity {
+    Quantity(format!("{}Gi", bytes.div_ceil(1 << 30)))
+}
+
+fn env_var(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value: Some(value.to_string()),
+        ..Default::default()
+    }
+}
+
+fn health(port: &str, period: i32, failures: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some("/health".into()),
+            port: IntOrString::String(port.into()),
+            ..Default::default()
+        }),
+        period_seconds: Some(period),
+        failure_threshold: Some(failures),
+        ..Default::default()
+    }
+}
+
+/// The container's shell script: optional preamble, then `exec` of the vLLM command.
+fn script(preamble: &[String], argv: &[Arg]) -> String {
+    let mut s = String::from("set -euo pipefail\n");
+    for p in preamble {
+        s.push_str(p);
+        s.push('\n');
+    }
+    s.push_str("exec ");
+    s.push_str(&line(argv));
+    s
+}
+
+/// The pod template shared by the Deployment and both LWS templates.
+fn pod(
+    d: &DeploymentPlan,
+    cmd: &NodeCommand,
+    preamble: &[String],
+    api: bool,
+    role: Option<&str>,
+) -> PodTemplateSpec {
+    let mut labels = labels(d);
+    if let Some(r) = role {
+        labels.insert("role".into(), r.into());
+    }
+    let mut env: Vec<EnvVar> = cmd
+        .env
+        .iter()
+        .filter(|(k, _)| k.as_str() != "CUDA_VISIBLE_DEVICES")
+        .map(|(k, v)| env_var(k, v))
+        .collect();
+    env.push(env_var("HF_HOME", "/root/.cache/huggingface"));
+    env.push(EnvVar {
+        name: "HF_TOKEN".into(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: d.kubernetes.hf_token_secret.clone(),
+                key: "token".into(),
+                optional: Some(true),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let mut limits = BTreeMap::from([("nvidia.com/gpu".to_string(), quantity(d.gpus_per_pod))]);
+    if let Some((res, count)) = &d.network.rdma_resource {
+        limits.insert(res.clone(), quantity(count));
+    }
+    let startup_failures = (d.kubernetes.startup_seconds.div_ceil(10)).max(1) as i32;
+    let container = Container {
+        name: "vllm".into(),
+        image: Some(d.kubernetes.image.clone()),
+        command: Some(vec![
+            "/bin/bash".into(),
+            "-c".into(),
+            script(preamble, &cmd.argv),
+        ]),
+        env: Some(env),
+        ports: api.then(|| {
+            vec![ContainerPort {
+                name: Some("http".into()),
+                container_port: d.engine.port as i32,
+                ..Default::default()
+            }]
+        }),
+        resources: Some(ResourceRequirements {
+            limits: Some(limits.clone()),
+            requests: Some(limits),
+            ..Default::default()
+        }),
+        volume_mounts: Some(vec![
+            VolumeMount {
+                name: "dshm".into(),
+                mount_path: "/dev/shm".into(),
+                ..Default::default()
+            },
+            VolumeMount {
+                name: "hf-cache".into(),
+                mount_path: "/root/.cache/huggingface".into(),
+                ..Default::default()
+            },
+        ]),
+        startup_probe: api.then(|| health("http", 10, startup_failures)),
+        readiness_probe: api.then(|| health("http", 5, 3)),
+        liveness_probe: api.then(|| health("http", 10, 3)),
+        security_context: (!d.network.capabilities.is_empty()).then(|| SecurityContext {
+            capabilities: Some(Capabilities {
+                add: Some(d.network.capabilities.clone()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let annotations: BTreeMap<String, String> = d.network.annotations.iter().cloned().collect();
+    PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(labels),
+            annotations: (!annotations.is_empty()).then_some(annotations),
+            ..Default::default()
+        }),
+        spec: Some(PodSpec {
+            containers: vec![container],
+            host_network: d.network.host_network.then_some(true),
+            dns_policy: d
+                .network
+                .host_network
+                .then(|| "ClusterFirstWithHostNet".to_string()),
+            affinity: Some(Affinity {
+                node_affinity: Some(NodeAffinity {
+                    required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                        node_selector_terms: vec![NodeSelectorTerm {
+                            match_expressions: Some(vec![NodeSelectorRequirement {
+                                key: "nvidia.com/gpu.product".into(),
+                                operator: "In".into(),
+                                values: Some(vec![d.gpu.product_label.clone()]),
+                            }]),
+                            ..Default::default()
+                        }],
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            tolerations: Some(vec![Toleration {
+                key: Some("nvidia.com/gpu".into()),
+                operator: Some("Exists".into()),
+                effect: Some("NoSchedule".into()),
+                ..Default::default()
+            }]),
+            volumes: Some(vec![
+                Volume {
+                    name: "dshm".into(),
+                    empty_dir: Some(EmptyDirVolumeSource {
+                        medium: Some("Memory".into()),
+                        size_limit: Some(gib(d.kubernetes.shm_bytes)),
+                    }),
+                    ..Default::default()
+                },
+                Volume {
+                    name: "hf-cache".into(),
+                    empty_dir: Some(EmptyDirVolumeSource::default()),
+                    ..Default::default()
+                },
+            ]),
+            ..Default::default()
+        }),
+    }
+}
+
+fn meta(d: &DeploymentPlan, name: String) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        namespace: Some(d.kubernetes.namespace.clone()),
+        labels: Some(labels(d)),
+        ..Default::default()
+    }
+}
+
+/// Rewrites a node's command for an LWS pod: the head address and node rank come from
+/// the pod's LWS environment instead of being fixed per node.
+fn lws_worker_argv(argv: &[Arg]) -> (Vec<String>, Vec<Arg>) {
+    let mut out = Vec::new();
+    let mut preamble = Vec::new();
+    let mut it = argv.iter().peekable();
+    while let Some(a) = it.next() {
+        match a {
+            Arg::Literal(f) if f == "--node-rank" => {
+                out.push(a.clone());
+                it.next();
+                out.push(Arg::Env("LWS_WORKER_INDEX"));
+            }
+            Arg::Literal(f) if f == "--data-parallel-start-rank" => {
+                out.push(a.clone());
+                let per = match it.next() {
+                    Some(Arg::Literal(v)) => v.clone(),
+                    _ => "1".into(),
+                };
+                preamble.push(format!(
+                    "DIC_DP_START_RANK=$(( LWS_WORKER_INDEX * {} ))",
+                    quote(&per)
+                ));
+                out.push(Arg::Env("DIC_DP_START_RANK"));
+            }
+            _ => out.push(a.clone()),
+        }
+    }
+    (preamble, out)
+}
+
+/// Every object, as (file name, YAML).
+pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
+    let name = dns_name(&d.name);
+    let cmds = commands(d);
+    let mut out = BTreeMap::new();
+    let yaml = |v: &dyn erased::Yaml| v.to_yaml();
+    let selector_labels = BTreeMap::from([("app.kubernetes.io/name".to_string(), name.clone())]);
+    let single_node_pods = d.nodes_per_group == 1 || d.launch == LaunchMode::Replicas;
+    if single_node_pods {
+        let first = cmds.iter().find(|c| !c.blocking).ok_or("no command")?;
+        let mut cmd = first.clone();
+        // one replica per pod: every pod uses the base port
+        cmd.argv = crate::vllm::commands(d)
+            .into_iter()
+            .next()
+            .map(|c| c.argv)
+            .unwrap_or_default();
+        let dep = Deployment {
+            metadata: meta(d, name.clone()),
+            spec: Some(DeploymentSpec {
+                replicas: Some(d.groups as i32),
+                selector: LabelSelector {
+                    match_labels: Some(selector_labels.clone()),
+                    ..Default::default()
+                },
+                strategy: Some(DeploymentStrategy {
+                    type_: Some("RollingUpdate".into()),
+                    rolling_update: Some(RollingUpdateDeployment {
+                        max_surge: Some(IntOrString::Int(0)),
+                        max_unavailable: Some(IntOrString::Int(1)),
+                    }),
+                }),
+                template: pod(d, &cmd, &[], true, None),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        out.insert("k8s/deployment.yaml".to_string(), yaml(&dep)?);
+    } else {
+        let leader_cmd = cmds
+            .iter()
+            .find(|c| c.node_rank == 0 && !c.blocking)
+            .ok_or("no leader command")?
+            .clone();
+        let worker_cmd = cmds
+            .iter()
+            .find(|c| c.node_rank == 1)
+            .ok_or("no worker command")?
+            .clone();
+        let head = format!("export {HEAD_ADDR}=\"${{LWS_LEADER_ADDRESS}}\"");
+        let mut leader_pre = vec![head.clone()];
+        if d.launch == LaunchMode::MultiNodeRay {
+            leader_pre.push(line(&[
+                Arg::lit("ray"),
+                Arg::lit("start"),
+                Arg::lit("--head"),
+                Arg::lit(format!("--port={}", dic_compiler::ir::RAY_PORT)),
+            ]));
+        }
+        let (mut worker_pre, worker_argv) = lws_worker_argv(&worker_cmd.argv);
+        worker_pre.insert(0, head);
+        let worker = NodeCommand {
+            argv: worker_argv,
+            ..worker_cmd
+        };
+        let lws = LeaderWorkerSet {
+            api_version: "leaderworkerset.x-k8s.io/v1".into(),
+            kind: "LeaderWorkerSet".into(),
+            metadata: meta(d, name.clone()),
+            spec: LeaderWorkerSetSpec {
+                replicas: d.groups as i32,
+                startup_policy: "LeaderCreated".into(),
+                leader_worker_template: LeaderWorkerTemplate {
+                    size: d.nodes_per_group as i32,
+                    restart_policy: "RecreateGroupOnPodRestart".into(),
+                    leader_template: pod(d, &leader_cmd, &leader_pre, true, Some("leader")),
+                    worker_template: pod(d, &worker, &worker_pre, false, Some("worker")),
+                },
+            },
+        };
+        out.insert("k8s/leaderworkerset.yaml".to_string(), yaml(&lws)?);
+    }
+    let mut svc_selector = selector_labels.clone();
+    if !single_node_pods {
+        svc_selector = BTreeMap::from([
+            (LWS_NAME_LABEL.to_string(), name.clone()),
+            ("role".to_string(), "leader".to_string()),
+        ]);
+    }
+    let svc = Service {
+        metadata: meta(d, name.clone()),
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".into()),
+            selector: Some(svc_selector),
+            ports: Some(vec![ServicePort {
+                name: Some("http".into()),
+                port: d.engine.port as i32,
+                target_port: Some(IntOrString::String("http".into())),
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    out.insert("k8s/service.yaml".to_string(), yaml(&svc)?);
+    let pdb_selector = if single_node_pods {
+        selector_labels
+    } else {
+        BTreeMap::from([(LWS_NAME_LABEL.to_string(), name.clone())])
+    };
+    let pdb = PodDisruptionBudget {
+        metadata: meta(d, name),
+        spec: Some(PodDisruptionBudgetSpec {
+            max_unavailable: Some(IntOrString::Int(1)),
+            selector: Some(LabelSelector {
+                match_labels: Some(pdb_selector),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    out.insert("k8s/poddisruptionbudget.yaml".to_string(), yaml(&pdb)?);
+    Ok(out)
+}
+
+/// YAML serialization behind one small trait object, so every kind goes through one path.
+mod erased {
+    pub trait Yaml {
+        fn to_yaml(&self) -> Result<String, String>;
+    }
+    impl<T: serde::Serialize> Yaml for T {
+        fn to_yaml(&self) -> Result<String, String> {
+            serde_yaml_ng::to_string(self).map_err(|e| e.to_string())
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! The vLLM target: `vllm serve` command lines per node, as `commands.json` (a list of
+//! `{node_rank, argv, env}`) and one bash launch script per node.
+//!
+//! Launch modes (../shared/reference/vllm-0.33.md §3): one process per replica when a
+//! replica fits a node (GPUs pinned with CUDA_VISIBLE_DEVICES, one port per replica);
+//! vLLM's native multi-node launcher (`--nnodes --node-rank --master-addr`, `--headless`
+//! on non-head nodes) or Ray (`ray start` lines + `--distributed-executor-backend ray`)
+//! when a replica spans nodes; vLLM data parallelism (`--data-parallel-*`) for wide
+//! expert parallelism. Every flag is emitted explicitly so vLLM and dic's memory model
+//! agree, in vLLM's canonical dashed spelling.
+
+use crate::shell::{line, quote, Arg};
+use dic_compiler::ir::{DeploymentPlan, LaunchMode, DP_RPC_PORT, MASTER_PORT, RAY_PORT};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Environment variable the operator sets on every node to the head node's address.
+pub const HEAD_ADDR: &str = "DIC_HEAD_ADDR";
+
+/// One process to start on one node.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeCommand {
+    pub node_rank: u64,
+    pub argv: Vec<Arg>,
+    pub env: BTreeMap<String, String>,
+    /// Runs to completion before the next command of the node (e.g. `ray start`).
+    #[serde(skip)]
+    pub blocking: bool,
+}
+
+fn flag(argv: &mut Vec<Arg>, name: &str, value: impl ToString) {
+    argv.push(Arg::lit(name));
+    argv.push(Arg::lit(value.to_string()));
+}
+
+/// `vllm serve MODEL` with the flags that do not depend on the node.
+fn serve(d: &DeploymentPlan, port: u64) -> Vec<Arg> {
+    let e = &d.engine;
+    let mut a = vec![
+        Arg::lit("vllm"),
+        Arg::lit("serve"),
+        Arg::lit(&d.model.source),
+    ];
+    flag(&mut a, "--served-model-name", &d.model.served_name);
+    flag(&mut a, "--port", port);
+    flag(&mut a, "--tensor-parallel-size", d.layout.tp);
+    if d.layout.pp > 1 {
+        flag(&mut a, "--pipeline-parallel-size", d.layout.pp);
+    }
+    if d.layout.dcp > 1 {
+        flag(&mut a, "--decode-context-parallel-size", d.layout.dcp);
+    }
+    if d.layout.pcp > 1 {
+        flag(&mut a, "--prefill-context-parallel-size", d.layout.pcp);
+    }
+    if d.layout.ep {
+        a.push(Arg::lit("--enable-expert-parallel"));
+    }
+    flag(
+        &mut a,
+        "--gpu-memory-utilization",
+        format!("{}", e.gpu_memory_utilization),
+    );
+    flag(&mut a, "--max-model-len", e.max_model_len);
+    flag(&mut a, "--max-num-seqs", e.max_num_seqs);
+    flag(&mut a, "--max-num-batched-tokens", e.max_num_batched_tokens);
+    if let Some(b) = e.block_size {
+        flag(&mut a, "--block-size", b);
+    }
+    if let Some(k) = &d.model.kv_cache_dtype {
+        flag(&mut a, "--kv-cache-dtype", k);
+    }
+    if let Some(q) = &d.model.quantization {
+        flag(&mut a, "--quantization", q);
+    }
+    if let Some(bytes) = e.kv_cache_memory_bytes {
+        flag(&mut a, "--kv-cache-memory-bytes", bytes);
+    }
+    if e.enforce_eager {
+        a.push(Arg::lit("--enforce-eager"));
+    }
+    match e.enable_prefix_caching {
+        Some(true) => a.push(Arg::lit("--enable-prefix-caching")),
+        Some(false) => a.push(Arg::lit("--disable-prefix-caching")),
+        None => {}
+    }
+    a
+}
+
+/// Environment of every process: the network profile's, NCCL/Gloo interfaces when
+/// several nodes talk, and quiet NCCL logs.
+fn base_env(d: &DeploymentPlan) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    env.insert("NCCL_DEBUG".to_string(), "WARN".to_string());
+    if d.nodes_per_group > 1 {
+        env.insert("NCCL_SOCKET_IFNAME".into(), d.network.socket_ifname.clone());
+        env.insert("GLOO_SOCKET_IFNAME".into(), d.network.socket_ifname.clone());
+    }
+    for (k, v) in &d.network.env {
+        env.insert(k.clone(), v.clone());
+    }
+    env
+}
+
+/// Every process of the deployment, in node order.
+pub fn commands(d: &DeploymentPlan) -> Vec<NodeCommand> {
+    let mut out = Vec::new();
+    let env = base_env(d);
+    let port = d.engine.port;
+    match d.launch {
+        LaunchMode::Replicas => {
+            let per_node = (d.gpus_per_node / d.gpus_per_pod.max(1)).max(1);
+            for r in 0..d.groups {
+                let node = r / per_node;
+                let slot = r % per_node;
+                let first = slot * d.gpus_per_pod;
+                let devices: Vec<String> = (first..first + d.gpus_per_pod)
+                    .map(|g| g.to_string())
+                    .collect();
+                let mut e = env.clone();
+                e.insert("CUDA_VISIBLE_DEVICES".into(), devices.join(","));
+                out.push(NodeCommand {
+                    node_rank: node,
+                    argv: serve(d, port + slot),
+                    env: e,
+                    blocking: false,
+                });
+            }
+        }
+        LaunchMode::MultiNode => {
+            for g in 0..d.groups {
+                for k in 0..d.nodes_per_group {
+                    let mut a = serve(d, port);
+                    flag(&mut a, "--nnodes", d.nodes_per_group);
+                    flag(&mut a, "--node-rank", k);
+                    a.push(Arg::lit("--master-addr"));
+                    a.push(Arg::Env(HEAD_ADDR));
+                    flag(&mut a, "--master-port", MASTER_PORT);
+                    if k > 0 {
+                        a.push(Arg::lit("--headless"));
+                    }
+                    out.push(NodeCommand {
+                        node_rank: g * d.nodes_per_group + k,
+                        argv: a,
+                        env: env.clone(),
+                        blocking: false,
+                    });
+                }
+            }
+        }
+        LaunchMode::MultiNodeRay => {
+            for g in 0..d.groups {
+                for k in 0..d.nodes_per_group {
+                    let node = g * d.nodes_per_group + k;
+                    if k == 0 {
+                        let start = vec![
+                            Arg::lit("ray"),
+                            Arg::lit("start"),
+                            Arg::lit("--head"),
+                            Arg::lit(format!("--port={RAY_PORT}")),
+                        ];
+                        out.push(NodeCommand {
+                            node_rank: node,
+                            argv: start,
+                            env: env.clone(),
+                            blocking: true,
+                        });
+                        let mut a = serve(d, port);
+                        flag(&mut a, "--distributed-executor-backend", "ray");
+                        out.push(NodeCommand {
+                            node_rank: node,
+                            argv: a,
+                            env: env.clone(),
+                            blocking: false,
+                        });
+                    } else {
+                        let join = vec![
+                            Arg::lit("ray"),
+                            Arg::lit("start"),
+                            Arg::lit("--address"),
+                            Arg::Env(HEAD_ADDR),
+                            Arg::lit(format!("--port={RAY_PORT}")),
+                            Arg::lit("--block"),
+                        ];
+                        out.push(NodeCommand {
+                            node_rank: node,
+                            argv: join,
+                            env: env.clone(),
+                            blocking: false,
+                        });
+                    }
+                }
+            }
+        }
+        LaunchMode::DataParallel => {
+            for k in 0..d.nodes_per_group {
+                let mut a = serve(d, port);
+                flag(&mut a, "--data-parallel-size", d.layout.dp);
+                flag(&mut a, "--data-parallel-size-local", d.dp_local);
+                if d.nodes_per_group > 1 {
+                    a.push(Arg::lit("--data-parallel-address"));
+                    a.push(Arg::Env(HEAD_ADDR));
+                    flag(&mut a, "--data-parallel-rpc-port", DP_RPC_PORT);
+                    if k > 0 {
+                        flag(&mut a, "--data-parallel-start-rank", k * d.dp_local);
+                        a.push(Arg::lit("--headless"));
+                    }
+                }
+                out.push(NodeCommand {
+                    node_rank: k,
+                    argv: a,
+                    env: env.clone(),
+                    blocking: false,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// `commands.json`.
+pub fn commands_json(cmds: &[NodeCommand]) -> String {
+    let list: Vec<serde_json::Value> = cmds
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "node_rank": c.node_rank,
+                "argv": c.argv.iter().map(Arg::json_form).collect::<Vec<_>>(),
+                "env": c.env,
+            })
+        })
+        .collect();
+    let mut s = serde_json::to_string_pretty(&list).unwrap_or_else(|_| "[]".into());
+    s.push('\n');
+    s
+}
+
+/// The launch script of one node: environment, a check that the head address is set when
+/// needed, then its commands (several replicas run side by side and are waited for).
+pub fn node_script(d: &DeploymentPlan, node: u64, cmds: &[NodeCommand]) -> String {
+    let mine: Vec<&NodeCommand> = cmds.iter().filter(|c| c.node_rank == node).collect();
+    let mut s = String::new();
+    s.push_str("#!/usr/bin/env bash\n");
+    s.push_str(&format!(
+        "# Generated by dic for deployment {} — node {node} of {}. Do not edit.\n",
+        quote(&d.name),
+        d.nodes()
+    ));
+    s.push_str("# The Hugging Face token, if the model needs one, comes from the environment (HF_TOKEN).\n");
+    s.push_str("set -euo pipefail\n\n");
+    if mine.iter().any(|c| c.argv.contains(&Arg::Env(HEAD_ADDR))) {
+        // No quotes inside `${VAR:?message}`: bash would look for their partners.
+        s.push_str(&format!(": \"${{{HEAD_ADDR}:?set {HEAD_ADDR} to the address of the head node of this group}}\"\n\n"));
+    }
+    let parallel = mine.iter().filter(|c| !c.blocking).count() > 1;
+    for c in &mine {
+        let env: Vec<String> = c
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k}={}", quote(v)))
+            .collect();
+        let prefix = if env.is_empty() {
+            String::new()
+        } else {
+            format!("env {} ", env.join(" "))
+        };
+        let cmd = format!("{prefix}{}", line(&c.argv));
+        if c.blocking {
+            s.push_str(&cmd);
+            s.push('\n');
+        } else if parallel {
+            s.push_str(&format!("{cmd} &\n"));
+        } else {
+            s.push_str(&format!("exec {cmd}\n"));
+        }
+    }
+    if parallel {
+        s.push_str("wait\n");
+    }
+    s
+}
+
+/// Every file of the vLLM target, by path relative to the deployment's folder.
+pub fn files(d: &DeploymentPlan) -> BTreeMap<String, String> {
+    let cmds = commands(d);
+    let mut out = BTreeMap::new();
+    out.insert("vllm/commands.json".into(), commands_json(&cmds));
+    for node in 0..d.nodes() {
+        out.insert(format!("vllm/node-{node}.sh"), node_script(d, node, &cmds));
+    }
+    out
+}

@@ -1,0 +1,404 @@
+//! `dic compile`: snapshots of every generated file of every example; every emitted vLLM
+//! flag checked against vLLM 0.33's own option schema; shell injection; determinism;
+//! `--check` on a clean and a drifted tree; nothing written on errors.
+
+mod common;
+
+use dic::disk::DiskWorld;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn generate(path: &str) -> BTreeMap<String, String> {
+    let checked = dic_compiler::driver::check_file(&DiskWorld, path).expect("readable");
+    assert!(
+        !checked.has_errors(),
+        "{path}:\n{}",
+        common::rendered(&checked)
+    );
+    let (plan, diags) = dic_compiler::ir::lower(&checked.program);
+    assert!(diags.is_empty(), "{path}: {diags:?}");
+    dic_targets::render(&plan).expect("renders")
+}
+
+fn examples() -> Vec<String> {
+    common::dist_files("examples")
+        .into_iter()
+        .filter(|p| !p.contains("/mistakes/") && !p.contains("/common/"))
+        .collect()
+}
+
+#[test]
+fn every_example_compiles_and_every_file_is_snapshotted() {
+    for path in examples() {
+        let files = generate(&path);
+        assert!(
+            files.keys().any(|k| k.ends_with("vllm/commands.json")),
+            "{path}"
+        );
+        assert!(files.keys().any(|k| k.contains("/k8s/")), "{path}");
+        for (file, text) in &files {
+            let name = format!(
+                "compile__{}__{}",
+                common::snap_name(&path),
+                file.replace('/', "__")
+            );
+            insta::assert_snapshot!(name, text);
+        }
+    }
+}
+
+#[test]
+fn compile_is_deterministic() {
+    for path in examples() {
+        assert_eq!(generate(&path), generate(&path), "{path}");
+    }
+}
+
+/// vLLM 0.33's option table (../shared/vllm/serve-schema-0.33.0.json).
+struct Schema(Vec<serde_json::Value>);
+
+impl Schema {
+    fn option(&self, flag: &str) -> Option<&serde_json::Value> {
+        self.0.iter().find(|o| {
+            o["option_strings"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|s| s == flag))
+        })
+    }
+
+    /// Checks a `vllm serve MODEL …` argv; returns the problems.
+    fn check(&self, argv: &[String]) -> Vec<String> {
+        let mut problems = Vec::new();
+        assert_eq!(&argv[..2], ["vllm", "serve"]);
+        let mut i = 3; // vllm serve MODEL
+        while i < argv.len() {
+            let flag = &argv[i];
+            let Some(opt) = self.option(flag) else {
+                problems.push(format!("unknown flag {flag}"));
+                i += 1;
+                continue;
+            };
+            if opt["nargs"] == serde_json::json!(0) {
+                i += 1;
+                continue;
+            }
+            let Some(value) = argv.get(i + 1) else {
+                problems.push(format!("{flag} needs a value"));
+                break;
+            };
+            if value.starts_with("${") {
+                i += 2; // filled in by the environment at launch
+                continue;
+            }
+            let ok = match opt["type"].as_str() {
+                Some("int") => value.parse::<i64>().is_ok(),
+                Some("float") => value.parse::<f64>().is_ok(),
+                Some("human_readable_int") | Some("human_readable_int_or_auto") => {
+                    value.parse::<u64>().is_ok()
+                }
+                _ => true,
+            };
+            if !ok {
+                problems.push(format!("{flag} {value}: not a {}", opt["type"]));
+            }
+            if let Some(choices) = opt["choices"].as_array() {
+                if !choices.iter().any(|c| {
+                    c.as_str() == Some(value.as_str())
+                        || serde_json::from_str::<serde_json::Value>(value).is_ok_and(|v| &v == c)
+                }) {
+                    problems.push(format!("{flag} {value}: not one of {choices:?}"));
+                }
+            }
+            i += 2;
+        }
+        problems
+    }
+}
+
+#[test]
+fn every_emitted_flag_is_in_vllms_own_option_schema() {
+    let Some(shared) = common::shared_dir() else {
+        return;
+    };
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(shared.join("vllm/serve-schema-0.33.0.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(json["vllm_version"], "0.33.0");
+    let schema = Schema(json["options"].as_array().unwrap().clone());
+    // the checker itself must reject what vLLM rejects
+    let bad = |v: &[&str]| schema.check(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    assert!(!bad(&["vllm", "serve", "m", "--swap-space", "4"]).is_empty());
+    assert!(!bad(&["vllm", "serve", "m", "--tensor-parallel-size", "four"]).is_empty());
+    assert!(!bad(&["vllm", "serve", "m", "--dtype", "bf16"]).is_empty());
+    let mut checked = 0;
+    for path in examples() {
+        let files = generate(&path);
+        for (file, text) in files.iter().filter(|(f, _)| f.ends_with("commands.json")) {
+            let cmds: Vec<serde_json::Value> = serde_json::from_str(text).unwrap();
+            for c in cmds {
+                let argv: Vec<String> = c["argv"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|a| a.as_str().unwrap().to_string())
+                    .collect();
+                if argv[0] != "vllm" {
+                    continue;
+                }
+                let problems = schema.check(&argv);
+                assert!(problems.is_empty(), "{path} {file}: {problems:?}\n{argv:?}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 7, "{checked}");
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("dic-compile-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn dic(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_dic"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn scripts_pass_hostile_values_through_literally() {
+    let dir = tmp("inject");
+    let marker = dir.join("pwned");
+    let hostile = format!(
+        "org/it's \"$(touch {m})\" `touch {m}` ; touch {m}",
+        m = marker.display()
+    );
+    let src = format!(
+        "import std.nodes.dgx_h100\nimport std.models.llama_3_1_8b\n\
+         cluster c {{ nodes = 2 × dgx_h100 }}\n\
+         deploy d {{ model = llama_3_1_8b, cluster = c, layout = tp 8 × pp 2, model_source = \"{}\", engine = vllm {{ max_model_len = 8k tokens }} }}\n",
+        hostile.replace('\\', "\\\\").replace('"', "\\\"")
+    );
+    let file = dir.join("hostile.dist");
+    std::fs::write(&file, src).unwrap();
+    let out = dir.join("out");
+    let o = dic(&[
+        "compile",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // a fake `vllm` that prints its arguments, one per line
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("vllm");
+    std::fs::write(&fake, "#!/usr/bin/env bash\nprintf '%s\\n' \"$@\"\n").unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for node in 0..2 {
+        let script = out.join(format!("d/vllm/node-{node}.sh"));
+        let run = Command::new("bash")
+            .arg(&script)
+            .env(
+                "PATH",
+                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+            )
+            .env("DIC_HEAD_ADDR", "10.0.0.1")
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let args: Vec<String> = String::from_utf8(run.stdout)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
+        assert_eq!(
+            args[1], hostile,
+            "the model source arrives as one literal argument"
+        );
+        // the script's argv equals commands.json's, with the head address filled in
+        let cmds: Vec<serde_json::Value> = serde_json::from_str(
+            &std::fs::read_to_string(out.join("d/vllm/commands.json")).unwrap(),
+        )
+        .unwrap();
+        let want: Vec<String> = cmds[node]["argv"].as_array().unwrap()[1..]
+            .iter()
+            .map(|a| a.as_str().unwrap().replace("${DIC_HEAD_ADDR}", "10.0.0.1"))
+            .collect();
+        assert_eq!(args, want);
+    }
+    assert!(!marker.exists(), "a value was executed by the shell");
+    // without the head address the script refuses to start
+    let run = Command::new("bash")
+        .arg(out.join("d/vllm/node-1.sh"))
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .env_remove("DIC_HEAD_ADDR")
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    assert!(String::from_utf8_lossy(&run.stderr).contains("DIC_HEAD_ADDR"));
+}
+
+fn copy(from: &Path, to: &Path) {
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let p = e.path();
+        let t = to.join(e.file_name());
+        if p.is_dir() {
+            std::fs::create_dir_all(&t).unwrap();
+            copy(&p, &t);
+        } else {
+            std::fs::copy(&p, &t).unwrap();
+        }
+    }
+}
+
+#[test]
+fn check_detects_drift_and_writing_is_atomic() {
+    let dir = tmp("check");
+    let out = dir.join("out");
+    let o = dic(&[
+        "compile",
+        "examples/prod.dist",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        dic(&[
+            "compile",
+            "examples/prod.dist",
+            "--out",
+            out.to_str().unwrap(),
+            "--check"
+        ])
+        .status
+        .code(),
+        Some(0)
+    );
+    // drift: an edited flag, a removed file, an extra file
+    let cmds = out.join("chat/vllm/commands.json");
+    let text = std::fs::read_to_string(&cmds)
+        .unwrap()
+        .replace("\"0.9\"", "\"0.95\"");
+    std::fs::write(&cmds, text).unwrap();
+    std::fs::remove_file(out.join("chat/k8s/service.yaml")).unwrap();
+    std::fs::write(out.join("chat/k8s/extra.yaml"), "x").unwrap();
+    let o = dic(&[
+        "compile",
+        "examples/prod.dist",
+        "--out",
+        out.to_str().unwrap(),
+        "--check",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let report = String::from_utf8_lossy(&o.stdout);
+    let removed = report
+        .lines()
+        .any(|l| l.starts_with('-') && l.contains("\"0.95\""));
+    let added = report
+        .lines()
+        .any(|l| l.starts_with('+') && l.contains("\"0.9\""));
+    assert!(removed && added, "{report}");
+    assert!(
+        report.contains("missing: chat/k8s/service.yaml"),
+        "{report}"
+    );
+    assert!(report.contains("extra: chat/k8s/extra.yaml"), "{report}");
+    // --check wrote nothing
+    assert!(!out.join("chat/k8s/service.yaml").exists());
+    // a failed compile leaves OUT as it was
+    let before = dir.join("before");
+    std::fs::create_dir_all(&before).unwrap();
+    copy(&out, &before);
+    assert_eq!(
+        dic(&[
+            "compile",
+            "examples/mistakes/layout.dist",
+            "--out",
+            out.to_str().unwrap()
+        ])
+        .status
+        .code(),
+        Some(1)
+    );
+    let listing = |p: &Path| {
+        let mut v: Vec<_> = walk(p)
+            .into_iter()
+            .map(|f| {
+                (
+                    f.strip_prefix(p).unwrap().to_path_buf(),
+                    std::fs::read(&f).unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(listing(&out), listing(&before));
+    // recompiling repairs the drift
+    assert_eq!(
+        dic(&[
+            "compile",
+            "examples/prod.dist",
+            "--out",
+            out.to_str().unwrap()
+        ])
+        .status
+        .code(),
+        Some(0)
+    );
+    assert_eq!(
+        dic(&[
+            "compile",
+            "examples/prod.dist",
+            "--out",
+            out.to_str().unwrap(),
+            "--check"
+        ])
+        .status
+        .code(),
+        Some(0)
+    );
+    assert!(
+        std::fs::read_dir(&out)
+            .unwrap()
+            .flatten()
+            .all(|e| !e.file_name().to_string_lossy().starts_with(".dic-")),
+        "no staging left behind"
+    );
+}
+
+fn walk(p: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(p).unwrap().flatten() {
+        let q = e.path();
+        if q.is_dir() {
+            out.extend(walk(&q));
+        } else {
+            out.push(q);
+        }
+    }
+    out
+}

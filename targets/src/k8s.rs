@@ -291,7 +291,7 @@ fn lws_worker_argv(argv: &[Arg]) -> (Vec<String>, Vec<Arg>) {
             Arg::Literal(f) if f == "--node-rank" => {
                 out.push(a.clone());
                 it.next();
-                out.push(Arg::Env("LWS_WORKER_INDEX"));
+                out.push(Arg::env("LWS_WORKER_INDEX"));
             }
             Arg::Literal(f) if f == "--data-parallel-start-rank" => {
                 out.push(a.clone());
@@ -303,7 +303,7 @@ fn lws_worker_argv(argv: &[Arg]) -> (Vec<String>, Vec<Arg>) {
                     "DIC_DP_START_RANK=$(( LWS_WORKER_INDEX * {} ))",
                     quote(&per)
                 ));
-                out.push(Arg::Env("DIC_DP_START_RANK"));
+                out.push(Arg::env("DIC_DP_START_RANK"));
             }
             _ => out.push(a.clone()),
         }
@@ -361,15 +361,13 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
             .ok_or("no worker command")?
             .clone();
         let head = format!("export {HEAD_ADDR}=\"${{LWS_LEADER_ADDRESS}}\"");
+        // The head's blocking steps (Ray: start the head, wait for the group) run before `exec`.
         let mut leader_pre = vec![head.clone()];
-        if d.launch == LaunchMode::MultiNodeRay {
-            leader_pre.push(line(&[
-                Arg::lit("ray"),
-                Arg::lit("start"),
-                Arg::lit("--head"),
-                Arg::lit(format!("--port={}", dic_compiler::ir::RAY_PORT)),
-            ]));
-        }
+        leader_pre.extend(
+            cmds.iter()
+                .filter(|c| c.node_rank == 0 && c.blocking)
+                .map(|c| line(&c.argv)),
+        );
         let (mut worker_pre, worker_argv) = lws_worker_argv(&worker_cmd.argv);
         worker_pre.insert(0, head);
         let worker = NodeCommand {

@@ -7,27 +7,52 @@
 pub enum Arg {
     /// Passed as is.
     Literal(String),
-    /// The value of an environment variable set by the operator or the pod
-    /// (`${NAME}` in JSON and scripts).
-    Env(&'static str),
+    /// The value of an environment variable set by the operator or the pod, between a
+    /// fixed prefix and suffix of dic's own (`--address=${DIC_HEAD_ADDR}:6379`).
+    Env {
+        prefix: &'static str,
+        var: &'static str,
+        suffix: &'static str,
+    },
 }
 
 impl Arg {
     pub fn lit(s: impl Into<String>) -> Arg {
         Arg::Literal(s.into())
     }
+    /// `${var}` alone.
+    pub fn env(var: &'static str) -> Arg {
+        Arg::Env {
+            prefix: "",
+            var,
+            suffix: "",
+        }
+    }
+    /// True when the argument reads `var`.
+    pub fn reads(&self, v: &str) -> bool {
+        matches!(self, Arg::Env { var, .. } if *var == v)
+    }
     /// The form used in `commands.json`.
     pub fn json_form(&self) -> String {
         match self {
             Arg::Literal(s) => s.clone(),
-            Arg::Env(v) => format!("${{{v}}}"),
+            Arg::Env {
+                prefix,
+                var,
+                suffix,
+            } => format!("{prefix}${{{var}}}{suffix}"),
         }
     }
-    /// The form used in a bash script: literals single-quoted, references double-quoted.
+    /// The form used in a bash script: literals single-quoted, references double-quoted
+    /// (prefix and suffix are dic's own constants, never user input).
     pub fn shell_form(&self) -> String {
         match self {
             Arg::Literal(s) => quote(s),
-            Arg::Env(v) => format!("\"${{{v}}}\""),
+            Arg::Env {
+                prefix,
+                var,
+                suffix,
+            } => format!("\"{prefix}${{{var}}}{suffix}\""),
         }
     }
 }
@@ -65,8 +90,15 @@ mod tests {
         assert_eq!(quote("a b"), "'a b'");
         assert_eq!(quote("`x`;y"), "'`x`;y'");
         assert_eq!(
-            Arg::Env("DIC_HEAD_ADDR").shell_form(),
+            Arg::env("DIC_HEAD_ADDR").shell_form(),
             "\"${DIC_HEAD_ADDR}\""
         );
+        let a = Arg::Env {
+            prefix: "--address=",
+            var: "DIC_HEAD_ADDR",
+            suffix: ":6379",
+        };
+        assert_eq!(a.shell_form(), "\"--address=${DIC_HEAD_ADDR}:6379\"");
+        assert_eq!(a.json_form(), "--address=${DIC_HEAD_ADDR}:6379");
     }
 }

@@ -11,6 +11,8 @@
 
 use crate::shell::{line, quote, Arg};
 use dic_compiler::ir::{DeploymentPlan, LaunchMode, DP_RPC_PORT, MASTER_PORT, RAY_PORT};
+
+const _: () = assert!(RAY_PORT == 6379, "RAY_ADDRESS_SUFFIX spells the port");
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -102,6 +104,19 @@ fn base_env(d: &DeploymentPlan) -> BTreeMap<String, String> {
     env
 }
 
+/// `:6379`, the Ray head port after the head's address.
+const RAY_ADDRESS_SUFFIX: &str = ":6379";
+
+/// A Python one-liner that blocks until the Ray cluster has `nodes` live nodes (30 min).
+fn ray_wait(nodes: u64) -> String {
+    format!(
+        "import ray, sys, time; ray.init(address=\"auto\"); t = time.time() + 1800\n\
+         while len([n for n in ray.nodes() if n[\"Alive\"]]) < {nodes}:\n    \
+         (time.time() > t) and sys.exit(\"dic: the Ray cluster did not reach {nodes} nodes in 30 minutes\")\n    \
+         time.sleep(5)"
+    )
+}
+
 /// Every process of the deployment, in node order.
 pub fn commands(d: &DeploymentPlan) -> Vec<NodeCommand> {
     let mut out = Vec::new();
@@ -134,7 +149,7 @@ pub fn commands(d: &DeploymentPlan) -> Vec<NodeCommand> {
                     flag(&mut a, "--nnodes", d.nodes_per_group);
                     flag(&mut a, "--node-rank", k);
                     a.push(Arg::lit("--master-addr"));
-                    a.push(Arg::Env(HEAD_ADDR));
+                    a.push(Arg::env(HEAD_ADDR));
                     flag(&mut a, "--master-port", MASTER_PORT);
                     if k > 0 {
                         a.push(Arg::lit("--headless"));
@@ -165,6 +180,18 @@ pub fn commands(d: &DeploymentPlan) -> Vec<NodeCommand> {
                             env: env.clone(),
                             blocking: true,
                         });
+                        // vLLM sizes its world from the Ray cluster: wait for every node of the group.
+                        let wait = vec![
+                            Arg::lit("python3"),
+                            Arg::lit("-c"),
+                            Arg::lit(ray_wait(d.nodes_per_group)),
+                        ];
+                        out.push(NodeCommand {
+                            node_rank: node,
+                            argv: wait,
+                            env: BTreeMap::new(),
+                            blocking: true,
+                        });
                         let mut a = serve(d, port);
                         flag(&mut a, "--distributed-executor-backend", "ray");
                         out.push(NodeCommand {
@@ -177,9 +204,11 @@ pub fn commands(d: &DeploymentPlan) -> Vec<NodeCommand> {
                         let join = vec![
                             Arg::lit("ray"),
                             Arg::lit("start"),
-                            Arg::lit("--address"),
-                            Arg::Env(HEAD_ADDR),
-                            Arg::lit(format!("--port={RAY_PORT}")),
+                            Arg::Env {
+                                prefix: "--address=",
+                                var: HEAD_ADDR,
+                                suffix: RAY_ADDRESS_SUFFIX,
+                            },
                             Arg::lit("--block"),
                         ];
                         out.push(NodeCommand {
@@ -199,7 +228,7 @@ pub fn commands(d: &DeploymentPlan) -> Vec<NodeCommand> {
                 flag(&mut a, "--data-parallel-size-local", d.dp_local);
                 if d.nodes_per_group > 1 {
                     a.push(Arg::lit("--data-parallel-address"));
-                    a.push(Arg::Env(HEAD_ADDR));
+                    a.push(Arg::env(HEAD_ADDR));
                     flag(&mut a, "--data-parallel-rpc-port", DP_RPC_PORT);
                     if k > 0 {
                         flag(&mut a, "--data-parallel-start-rank", k * d.dp_local);
@@ -248,7 +277,10 @@ pub fn node_script(d: &DeploymentPlan, node: u64, cmds: &[NodeCommand]) -> Strin
     ));
     s.push_str("# The Hugging Face token, if the model needs one, comes from the environment (HF_TOKEN).\n");
     s.push_str("set -euo pipefail\n\n");
-    if mine.iter().any(|c| c.argv.contains(&Arg::Env(HEAD_ADDR))) {
+    if mine
+        .iter()
+        .any(|c| c.argv.iter().any(|a| a.reads(HEAD_ADDR)))
+    {
         // No quotes inside `${VAR:?message}`: bash would look for their partners.
         s.push_str(&format!(": \"${{{HEAD_ADDR}:?set {HEAD_ADDR} to the address of the head node of this group}}\"\n\n"));
     }

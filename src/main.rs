@@ -6,6 +6,7 @@ mod cli_compile;
 mod cli_estimate;
 mod cli_fmt;
 mod cli_list;
+mod cli_plan;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use dic::disk::DiskWorld;
@@ -52,6 +53,15 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Search layouts: the chosen one, ranked alternatives, rejected families, the scaling curve.
+    Plan {
+        file: String,
+        #[arg(long)]
+        json: bool,
+        /// How many alternatives to list.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+    },
     /// Explain a diagnostic code (`dic explain E0201`); without a code, list them all.
     Explain { code: Option<String> },
     /// Format .dist files in place (or check that they are formatted).
@@ -90,6 +100,7 @@ fn main() -> ExitCode {
     ExitCode::from(match cli.command {
         Command::Check { files, format } => check(&files, format),
         Command::Explain { code } => explain(code.as_deref()),
+        Command::Plan { file, json, top } => cli_plan::run(&file, json, top, color(), width()),
         Command::Compile { file, out, check } => {
             cli_compile::run(&file, &out, check, color(), width())
         }

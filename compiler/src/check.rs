@@ -1316,6 +1316,8 @@ impl<'s, 'w> Checker<'s, 'w> {
                     image: r.string("image"),
                     namespace: r.string("namespace"),
                     hf_token_secret: r.string("hf_token_secret"),
+                    allowed_weights: r.words("allowed_weights"),
+                    allowed_kv_cache: r.words("allowed_kv_cache"),
                 })
             }
             Kind::Network => {
@@ -1512,6 +1514,18 @@ impl Reader<'_> {
                 .iter()
                 .filter_map(|v| match v {
                     Value::Str(s) => Some(s.clone()),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+    fn words(&self, k: &str) -> Vec<String> {
+        match self.get(k) {
+            Some(Value::List(items)) => items
+                .iter()
+                .filter_map(|v| match v {
+                    Value::Enum(s) => Some(s.clone()),
                     _ => None,
                 })
                 .collect(),

@@ -7,7 +7,7 @@
 
 use crate::analysis::{analyze_program, Analysis, DeploymentScenario};
 use crate::diagnostics::{Code, Diagnostic};
-use crate::program::{Body, Layout, LayoutSpec, Program};
+use crate::program::{Body, Layout, Program};
 use serde::Serialize;
 
 /// Bumped when the IR's meaning changes.
@@ -172,22 +172,50 @@ pub fn lower_from(
 ) -> (Plan, Vec<Diagnostic>) {
     let mut deployments = Vec::new();
     let mut diags = Vec::new();
-    for def in p.user_defs.iter().filter_map(|id| p.def(*id)) {
+    let mut planned = Vec::new();
+    for ds in crate::analysis::scenarios_from_program(p)
+        .into_iter()
+        .filter(|d| d.auto_layout)
+    {
+        let def = p.def(ds.deploy).expect("scenario of a definition");
         let Body::Deploy(d) = &def.body else { continue };
-        let written_auto = matches!(
-            def.fields.get("layout").map(|f| &f.value),
-            Some(crate::program::Value::Layout(LayoutSpec::Auto))
-        );
-        if def.complete && written_auto {
-            diags.push(err(
-                Code::NoLayout,
-                d.layout_at,
-                format!("deploy `{}`: `layout = auto` needs the planner, which `dic compile` does not run yet", def.name),
-                "write an explicit layout, e.g. `layout = tp 8 × dp 2`",
-            ));
+        let space = crate::planner::SearchSpace {
+            weights: ds.allowed_weights.clone(),
+            kv_cache: ds.allowed_kv_cache.clone(),
+        };
+        let search = crate::planner::search(&ds.scenario, &ds.slo, &space);
+        match &search.chosen {
+            Some(c) => {
+                let mut chosen = ds.clone();
+                chosen.scenario.layout = c.layout;
+                chosen.scenario.model.weights = c.weights.clone();
+                chosen.scenario.model.kv_cache = c.kv_cache.clone();
+                chosen.auto_layout = false;
+                let a = crate::analysis::analyze(&chosen.scenario, &chosen.slo);
+                planned.push((chosen, a));
+            }
+            None => {
+                let closest = match &search.closest {
+                    Some(c) => format!(
+                        "; the closest, `{}`, misses by: {}",
+                        c.describe(),
+                        c.rejected_because
+                            .as_deref()
+                            .map(|r| r.split_once(": ").map(|x| x.1).unwrap_or(r))
+                            .unwrap_or("?")
+                    ),
+                    None => String::new(),
+                };
+                diags.push(err(
+                    Code::NoLayout,
+                    d.layout_at,
+                    format!("deploy `{}`: no layout of the {} candidates evaluated meets every SLO{closest}", def.name, search.evaluated),
+                    "`dic plan` lists every family and why it was rejected; relax an SLO, allow `fp8` weights, or add GPUs",
+                ));
+            }
         }
     }
-    for (ds, a) in analyses {
+    for (ds, a) in analyses.iter().chain(planned.iter()) {
         if a.findings
             .iter()
             .any(|f| f.severity == crate::diagnostics::Severity::Error)

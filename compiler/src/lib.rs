@@ -13,6 +13,7 @@ pub mod diagnostics;
 pub mod driver;
 pub mod import_hf;
 pub mod ir;
+pub mod planner;
 pub mod program;
 pub mod resolve;
 pub mod schema;

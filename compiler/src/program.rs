@@ -349,6 +349,8 @@ pub struct Deploy {
     pub image: Option<String>,
     pub namespace: Option<String>,
     pub hf_token_secret: Option<String>,
+    pub allowed_weights: Vec<String>,
+    pub allowed_kv_cache: Vec<String>,
 }
 
 /// Every definition that was checked: the user's files and the stdlib definitions

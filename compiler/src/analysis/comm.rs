@@ -200,6 +200,25 @@ pub fn collective_time(kind: Collective, bytes: f64, p: u64, link: &Placement) -
         }
 }
 
+/// The placements a step's communication uses, computed once per scenario.
+#[derive(Debug, Clone)]
+pub struct CommContext {
+    pub tp: Placement,
+    pub ep: Option<Placement>,
+    pub pp: Option<Placement>,
+}
+
+impl CommContext {
+    pub fn new(s: &Scenario) -> CommContext {
+        let l = &s.layout;
+        CommContext {
+            tp: tp_placement(s),
+            ep: (l.ep && s.model.experts > 0 && l.tp * l.dp > 1).then(|| ep_placement(s)),
+            pp: if l.pp > 1 { pp_placement(s) } else { None },
+        }
+    }
+}
+
 /// One line of a step's communication: a collective on a group, how often, how big.
 #[derive(Debug, Clone, Serialize)]
 pub struct CommItem {
@@ -217,6 +236,7 @@ pub struct CommItem {
 /// `layers` layers (of which `moe_layers` are MoE), plus the hand-off to the next stage.
 pub fn step_comm(
     s: &Scenario,
+    cx: &CommContext,
     tokens: f64,
     layers: u64,
     moe_layers: u64,
@@ -227,7 +247,7 @@ pub fn step_comm(
     let act = 2.0; // activations travel in bf16
     let mut items = Vec::new();
     if l.tp > 1 {
-        let tp = tp_placement(s);
+        let tp = &cx.tp;
         let bytes = tokens * m.hidden as f64 * act;
         // Megatron TP: attention out-projection and MLP down-projection end in an AllReduce.
         let count = 2 * layers;
@@ -238,11 +258,10 @@ pub fn step_comm(
             bytes,
             ranks: l.tp,
             link: tp.link_name.clone(),
-            time: count as f64 * collective_time(Collective::AllReduce, bytes, l.tp, &tp),
+            time: count as f64 * collective_time(Collective::AllReduce, bytes, l.tp, tp),
         });
     }
-    if l.ep && moe_layers > 0 && l.tp * l.dp > 1 {
-        let ep = ep_placement(s);
+    if let (true, Some(ep)) = (l.ep && moe_layers > 0 && l.tp * l.dp > 1, &cx.ep) {
         let p = l.tp * l.dp;
         // dispatch and combine: each token's hidden state to top-k experts and back
         let bytes = tokens * m.experts_per_token as f64 * m.hidden as f64 * act * (p as f64 - 1.0)
@@ -255,13 +274,13 @@ pub fn step_comm(
             bytes,
             ranks: p,
             link: ep.link_name.clone(),
-            time: count as f64 * collective_time(Collective::AllToAll, bytes, p, &ep),
+            time: count as f64 * collective_time(Collective::AllToAll, bytes, p, ep),
         });
     }
     if l.dcp > 1 {
         // Decode context parallelism: each rank attends over its shard of the KV cache;
         // partial outputs and log-sum-exps are gathered over the DCP group every layer.
-        let tp = tp_placement(s);
+        let tp = &cx.tp;
         let bytes = tokens * m.hidden as f64 * act / l.tp.max(1) as f64 * l.dcp as f64;
         items.push(CommItem {
             group: "dcp",
@@ -270,13 +289,13 @@ pub fn step_comm(
             bytes,
             ranks: l.dcp,
             link: tp.link_name.clone(),
-            time: layers as f64 * collective_time(Collective::AllGather, bytes, l.dcp, &tp),
+            time: layers as f64 * collective_time(Collective::AllGather, bytes, l.dcp, tp),
         });
     }
     if l.pcp > 1 {
         // Prefill context parallelism: keys and values of the step's tokens circulate
         // around the PCP ranks every layer (ring attention).
-        let tp = tp_placement(s);
+        let tp = &cx.tp;
         let kv = (m.kv_heads / l.tp.max(1)).max(1) as f64 * m.head_dim as f64;
         let bytes = tokens * 2.0 * kv * act;
         items.push(CommItem {
@@ -286,11 +305,11 @@ pub fn step_comm(
             bytes,
             ranks: l.pcp,
             link: tp.link_name.clone(),
-            time: layers as f64 * collective_time(Collective::AllGather, bytes, l.pcp, &tp),
+            time: layers as f64 * collective_time(Collective::AllGather, bytes, l.pcp, tp),
         });
     }
     if l.pp > 1 && !last_stage {
-        if let Some(pp) = pp_placement(s) {
+        if let Some(pp) = &cx.pp {
             // hidden_states + residual (vLLM IntermediateTensors)
             let bytes = 2.0 * tokens * m.hidden as f64 * act / l.tp.max(1) as f64;
             items.push(CommItem {
@@ -300,7 +319,7 @@ pub fn step_comm(
                 bytes,
                 ranks: 2,
                 link: pp.link_name.clone(),
-                time: collective_time(Collective::SendRecv, bytes, 2, &pp),
+                time: collective_time(Collective::SendRecv, bytes, 2, pp),
             });
         }
     }

@@ -39,6 +39,16 @@ pub struct Analysis {
 
 /// Runs every rule and model on one scenario.
 pub fn analyze(s: &Scenario, slo: &[SloTarget]) -> Analysis {
+    analyze_at(s, slo, true)
+}
+
+/// The planner's pass: the same models and rules, without advice, remedies and the
+/// "more GPUs" search (which evaluate further layouts themselves).
+pub fn analyze_quick(s: &Scenario, slo: &[SloTarget]) -> Analysis {
+    analyze_at(s, slo, false)
+}
+
+fn analyze_at(s: &Scenario, slo: &[SloTarget], detailed: bool) -> Analysis {
     let mut findings = rules::structural(s);
     let mem = memory::memory(s);
     let blocking = findings.iter().any(|f| f.severity == Severity::Error);
@@ -49,11 +59,13 @@ pub fn analyze(s: &Scenario, slo: &[SloTarget]) -> Analysis {
     let mut slo_break = None;
     if fits && !blocking {
         let p = perf::predict(s, &mem, &FITTED);
-        let (perf_findings, results) = rules::perf_rules(s, &mem, &p, slo);
+        let (perf_findings, results) = rules::perf_rules_at(s, &mem, &p, slo, detailed);
         findings.extend(perf_findings);
-        findings.extend(rules::advice(s, &p));
+        if detailed {
+            findings.extend(rules::advice(s, &p));
+            slo_break = slo_break_concurrency(s, &mem, slo, p.running_cap);
+        }
         slo_results = results;
-        slo_break = slo_break_concurrency(s, &mem, slo, p.running_cap);
         prediction = Some(p);
     }
     Analysis {
@@ -136,6 +148,11 @@ pub struct DeploymentScenario {
     pub slo: Vec<SloTarget>,
     /// Where each SLO bound was written, in `slo` order.
     pub slo_spans: Vec<FileSpan>,
+    /// `layout = auto`: the scenario's layout is a placeholder for the planner to replace.
+    pub auto_layout: bool,
+    /// Weight and KV formats the planner may choose.
+    pub allowed_weights: Vec<String>,
+    pub allowed_kv_cache: Vec<String>,
 }
 
 fn link_spec(p: &Program, id: DefId) -> Option<LinkSpec> {
@@ -156,8 +173,9 @@ pub fn scenarios_from_program(p: &Program) -> Vec<DeploymentScenario> {
         if !def.complete {
             continue;
         }
-        let LayoutSpec::Explicit(layout) = d.layout else {
-            continue;
+        let (layout, auto_layout) = match d.layout {
+            LayoutSpec::Explicit(l) => (l, false),
+            LayoutSpec::Auto => (crate::program::Layout::default(), true),
         };
         let (Some(model), Some(cluster)) = (p.model(d.model), p.cluster(d.cluster)) else {
             continue;
@@ -255,6 +273,17 @@ pub fn scenarios_from_program(p: &Program) -> Vec<DeploymentScenario> {
             },
             slo,
             slo_spans,
+            auto_layout,
+            allowed_weights: if d.allowed_weights.is_empty() {
+                vec![model.weights.clone()]
+            } else {
+                d.allowed_weights.clone()
+            },
+            allowed_kv_cache: if d.allowed_kv_cache.is_empty() {
+                vec![model.kv_cache.clone()]
+            } else {
+                d.allowed_kv_cache.clone()
+            },
         });
     }
     out
@@ -265,6 +294,58 @@ fn field_span(
     key: &str,
 ) -> Option<FileSpan> {
     fields.get(key).map(|f| f.at)
+}
+
+/// The planner second-guesses an explicit layout: advice when a cheaper one (by $/h,
+/// then GPUs) meets the same SLOs with the same weight and KV formats.
+fn cheaper_layout(ds: &DeploymentScenario, a: &Analysis) -> Option<Finding> {
+    let s = &ds.scenario;
+    let space = crate::planner::SearchSpace {
+        weights: vec![s.model.weights.clone()],
+        kv_cache: vec![s.model.kv_cache.clone()],
+    };
+    let search = crate::planner::search(s, &ds.slo, &space);
+    let best = search.chosen?;
+    let per_node = s.topology.gpus_per_node.max(1);
+    let nodes = s.layout.gpus().div_ceil(per_node);
+    let current = s
+        .topology
+        .price_per_node_hour
+        .map(|p| p * nodes as f64)
+        .unwrap_or(s.layout.gpus() as f64);
+    let cheaper = best.cost_per_hour < current - 1e-9
+        || (best.cost_per_hour <= current + 1e-9 && best.gpus < s.layout.gpus());
+    if !cheaper || best.layout == s.layout {
+        return None;
+    }
+    let money = |v: f64| {
+        if best.priced {
+            format!(" (${v:.2}/h)")
+        } else {
+            String::new()
+        }
+    };
+    let _ = a;
+    Some(Finding {
+        code: crate::diagnostics::Code::CheaperLayout,
+        severity: Severity::Advice,
+        message: format!(
+            "`{}` also meets every SLO on {} GPUs{} instead of {}{}: TTFT {:.0} ms, TPOT {:.1} ms",
+            best.layout,
+            best.gpus,
+            money(best.cost_per_hour),
+            s.layout.gpus(),
+            money(current),
+            best.ttft_ms.unwrap_or(f64::NAN),
+            best.tpot_ms.unwrap_or(f64::NAN)
+        ),
+        label: "the planner found a cheaper layout".into(),
+        help: Some(format!(
+            "use `layout = {}` (or `layout = auto`); `dic plan` shows the alternatives",
+            best.layout
+        )),
+        anchor: Anchor::Layout,
+    })
 }
 
 /// Turns findings into diagnostics at the spans of the deployment they are about.
@@ -314,7 +395,13 @@ pub fn analyze_program(p: &Program) -> (Vec<(DeploymentScenario, Analysis)>, Vec
     let mut diags = Vec::new();
     let mut out = Vec::new();
     for ds in scenarios_from_program(p) {
-        let a = analyze(&ds.scenario, &ds.slo);
+        if ds.auto_layout {
+            continue; // the planner's (see `ir::lower`)
+        }
+        let mut a = analyze(&ds.scenario, &ds.slo);
+        if !ds.slo.is_empty() && a.findings.iter().all(|f| f.severity != Severity::Error) {
+            a.findings.extend(cheaper_layout(&ds, &a));
+        }
         diags.extend(diagnostics_for(p, &ds, &a.findings));
         out.push((ds, a));
     }

@@ -13,7 +13,7 @@
 //! before prefill uses an M/D/1 wait. The efficiency constants are fitted on public
 //! measurements (`calibration.rs`), never per row.
 
-use super::comm::{step_comm, CommItem};
+use super::comm::{step_comm, CommContext, CommItem};
 use super::memory::{
     kv_bytes, kv_bytes_per_token_layer, pp_partition, rank_params, weight_bytes, MemoryReport,
 };
@@ -93,6 +93,23 @@ struct StageFacts {
     lm_head_params: f64,
 }
 
+/// What every step of one scenario shares: per-stage facts and group placements.
+pub struct StepModel<'a> {
+    s: &'a Scenario,
+    facts: Vec<StageFacts>,
+    comm: CommContext,
+}
+
+impl<'a> StepModel<'a> {
+    pub fn new(s: &'a Scenario) -> Self {
+        StepModel {
+            s,
+            facts: stage_facts(s),
+            comm: CommContext::new(s),
+        }
+    }
+}
+
 fn stage_facts(s: &Scenario) -> Vec<StageFacts> {
     let m = &s.model;
     let l = &s.layout;
@@ -133,7 +150,7 @@ fn stage_facts(s: &Scenario) -> Vec<StageFacts> {
 /// One step of one stage: `decode` sequences at mean context `ctx`, plus `prefill` new
 /// prompt tokens attending to `prefill_ctx` tokens on average.
 fn stage_step(
-    s: &Scenario,
+    sm: &StepModel,
     f: &StageFacts,
     decode: f64,
     ctx: f64,
@@ -141,6 +158,7 @@ fn stage_step(
     prefill_ctx: f64,
     c: &PerfConstants,
 ) -> StepCost {
+    let s = sm.s;
     let m = &s.model;
     let l = &s.layout;
     let gpu = &s.topology.gpu;
@@ -188,7 +206,7 @@ fn stage_step(
         + 2.0 * sequences * f.lm_head_params;
     let compute = flops / (gpu.matmul_flops(&m.weights) * c.compute_efficiency);
     let memory = bytes / (gpu.hbm_bandwidth * c.memory_efficiency);
-    let comm_items = step_comm(s, tokens, f.layers, f.moe_layers, f.last);
+    let comm_items = step_comm(s, &sm.comm, tokens, f.layers, f.moe_layers, f.last);
     let comm: f64 = comm_items.iter().map(|i| i.time).sum();
     let overhead = (c.step_overhead + c.token_overhead * tokens) / l.pp.max(1) as f64;
     StepCost {
@@ -225,83 +243,106 @@ pub fn token_step(
     prefill_ctx: f64,
     c: &PerfConstants,
 ) -> TokenStep {
-    let pp = s.layout.pp.max(1) as f64;
-    // Micro-batches: pp of running/pp each, or one per sequence when fewer than pp.
-    let micro = (running / pp).max(running.min(1.0)).max(1e-9);
-    let in_flight = running.min(pp).max(1.0);
-    let facts = stage_facts(s);
-    let mut out = TokenStep {
-        tpot: 0.0,
-        compute: 0.0,
-        memory: 0.0,
-        comm: 0.0,
-        overhead: 0.0,
-        bubble: 0.0,
-        comm_items: Vec::new(),
-    };
-    let mut slowest: f64 = 0.0;
-    for f in &facts {
-        let st = stage_step(s, f, micro, ctx, prefill_per_step / pp, prefill_ctx, c);
-        out.tpot += st.total;
-        out.compute += st.compute;
-        out.memory += st.memory;
-        out.comm += st.comm;
-        out.overhead += st.overhead;
-        slowest = slowest.max(st.total);
-        for item in st.comm_items {
-            match out
-                .comm_items
-                .iter_mut()
-                .find(|x| x.group == item.group && x.collective == item.collective)
-            {
-                Some(x) => {
-                    x.count += item.count;
-                    x.time += item.time;
+    StepModel::new(s).token_step(running, ctx, prefill_per_step, prefill_ctx, c)
+}
+
+impl StepModel<'_> {
+    /// See [`token_step`].
+    pub fn token_step(
+        &self,
+        running: f64,
+        ctx: f64,
+        prefill_per_step: f64,
+        prefill_ctx: f64,
+        c: &PerfConstants,
+    ) -> TokenStep {
+        let s = self.s;
+        let pp = s.layout.pp.max(1) as f64;
+        // Micro-batches: pp of running/pp each, or one per sequence when fewer than pp.
+        let micro = (running / pp).max(running.min(1.0)).max(1e-9);
+        let in_flight = running.min(pp).max(1.0);
+        let facts = &self.facts;
+        let mut out = TokenStep {
+            tpot: 0.0,
+            compute: 0.0,
+            memory: 0.0,
+            comm: 0.0,
+            overhead: 0.0,
+            bubble: 0.0,
+            comm_items: Vec::new(),
+        };
+        let mut slowest: f64 = 0.0;
+        for f in facts {
+            let st = stage_step(self, f, micro, ctx, prefill_per_step / pp, prefill_ctx, c);
+            out.tpot += st.total;
+            out.compute += st.compute;
+            out.memory += st.memory;
+            out.comm += st.comm;
+            out.overhead += st.overhead;
+            slowest = slowest.max(st.total);
+            for item in st.comm_items {
+                match out
+                    .comm_items
+                    .iter_mut()
+                    .find(|x| x.group == item.group && x.collective == item.collective)
+                {
+                    Some(x) => {
+                        x.count += item.count;
+                        x.time += item.time;
+                    }
+                    None => out.comm_items.push(item),
                 }
-                None => out.comm_items.push(item),
             }
         }
+        // Stages wait for the slowest one, and with fewer micro-batches than stages the
+        // pipeline idles: a token still takes pp slots of the slowest stage.
+        let pipeline = pp * slowest;
+        if pipeline > out.tpot {
+            out.bubble = pipeline - out.tpot;
+            out.tpot = pipeline;
+        }
+        // With fewer micro-batches than stages, stages idle for the missing ones.
+        out.bubble += (pp - in_flight) / pp * out.tpot;
+        out
     }
-    // Stages wait for the slowest one, and with fewer micro-batches than stages the
-    // pipeline idles: a token still takes pp slots of the slowest stage.
-    let pipeline = pp * slowest;
-    if pipeline > out.tpot {
-        out.bubble = pipeline - out.tpot;
-        out.tpot = pipeline;
-    }
-    // With fewer micro-batches than stages, stages idle for the missing ones.
-    out.bubble += (pp - in_flight) / pp * out.tpot;
-    out
 }
 
 /// Time to prefill one prompt of `prompt` tokens while `running` sequences decode.
 pub fn prefill_time(s: &Scenario, prompt: f64, running: f64, ctx: f64, c: &PerfConstants) -> f64 {
-    let mnbt = s.engine.max_num_batched_tokens as f64;
-    let room = (mnbt - running.min(mnbt - 1.0)).max(256.0_f64.min(mnbt));
-    let chunks = (prompt / room).ceil().max(1.0);
-    let chunk = prompt / chunks;
-    let facts = stage_facts(s);
-    let mut total = 0.0;
-    for k in 0..chunks as u64 {
-        let prefix = k as f64 * chunk + chunk / 2.0;
-        let step: f64 = facts
-            .iter()
-            .map(|f| {
-                stage_step(
-                    s,
-                    f,
-                    running / s.layout.pp.max(1) as f64,
-                    ctx,
-                    chunk,
-                    prefix,
-                    c,
-                )
-                .total
-            })
-            .sum();
-        total += step;
+    StepModel::new(s).prefill_time(prompt, running, ctx, c)
+}
+
+impl StepModel<'_> {
+    /// See [`prefill_time`].
+    pub fn prefill_time(&self, prompt: f64, running: f64, ctx: f64, c: &PerfConstants) -> f64 {
+        let s = self.s;
+        let mnbt = s.engine.max_num_batched_tokens as f64;
+        let room = (mnbt - running.min(mnbt - 1.0)).max(256.0_f64.min(mnbt));
+        let chunks = (prompt / room).ceil().max(1.0);
+        let chunk = prompt / chunks;
+        let facts = &self.facts;
+        let mut total = 0.0;
+        for k in 0..chunks as u64 {
+            let prefix = k as f64 * chunk + chunk / 2.0;
+            let step: f64 = facts
+                .iter()
+                .map(|f| {
+                    stage_step(
+                        self,
+                        f,
+                        running / s.layout.pp.max(1) as f64,
+                        ctx,
+                        chunk,
+                        prefix,
+                        c,
+                    )
+                    .total
+                })
+                .sum();
+            total += step;
+        }
+        total
     }
-    total
 }
 
 /// Predictions at an operating point.
@@ -385,13 +426,14 @@ pub fn predict_with_backlog(
         Some(w) => (w.prompt, w.output.max(1.0), w.load),
         None => (1024.0, 256.0, Load::Concurrency(1)),
     };
+    let sm = StepModel::new(s);
     let cap = running_cap(s, mem, prompt, output).max(1.0);
     let ctx = prompt + output / 2.0;
     let (max_tps, _) = max_throughput(s, mem, prompt, output, c);
     let max_rps = max_tps / output;
     let mut running: f64 = 1.0;
-    let mut step = token_step(s, running, ctx, 0.0, prompt / 2.0, c);
-    let mut ttft = prefill_time(s, prompt, 0.0, ctx, c);
+    let mut step = sm.token_step(running, ctx, 0.0, prompt / 2.0, c);
+    let mut ttft = sm.prefill_time(prompt, 0.0, ctx, c);
     let mut overloaded = false;
     let rate_per_replica;
     match load {
@@ -400,8 +442,8 @@ pub fn predict_with_backlog(
             rate_per_replica = r;
             for _ in 0..60 {
                 let prefill_per_step = r * prompt * step.tpot;
-                step = token_step(s, running, ctx, prefill_per_step, prompt / 2.0, c);
-                let pf = prefill_time(s, prompt, running, ctx, c);
+                step = sm.token_step(running, ctx, prefill_per_step, prompt / 2.0, c);
+                let pf = sm.prefill_time(prompt, running, ctx, c);
                 let next = (r * (output * step.tpot)).max(r * step.tpot).min(cap);
                 ttft = pf;
                 if (next - running).abs() < 1e-3 {
@@ -420,10 +462,10 @@ pub fn predict_with_backlog(
                     Some(n) => (n / dp / 2.0) * (1.0 / capacity_rps - 1.0 / r.max(1e-9)).max(0.0),
                     None => f64::INFINITY,
                 };
-                ttft = prefill_time(s, prompt, running, ctx, c) + wait;
+                ttft = sm.prefill_time(prompt, running, ctx, c) + wait;
             } else {
                 // M/D/1 wait for the prefill "server".
-                let service = prefill_time(s, prompt, 0.0, ctx, c);
+                let service = sm.prefill_time(prompt, 0.0, ctx, c);
                 let rho = (r * service).min(0.99);
                 ttft += rho * service / (2.0 * (1.0 - rho));
             }
@@ -432,9 +474,9 @@ pub fn predict_with_backlog(
             running = (n as f64 / dp).min(cap).max(1.0);
             rate_per_replica = 0.0;
             for _ in 0..30 {
-                let pf = prefill_time(s, prompt, running, ctx, c);
+                let pf = sm.prefill_time(prompt, running, ctx, c);
                 let rate = running / (pf + output * step.tpot);
-                step = token_step(s, running, ctx, rate * prompt * step.tpot, prompt / 2.0, c);
+                step = sm.token_step(running, ctx, rate * prompt * step.tpot, prompt / 2.0, c);
                 ttft = pf;
             }
         }

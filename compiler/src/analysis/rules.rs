@@ -136,17 +136,27 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
             )),
         ));
     }
-    if l.gpus() > t.gpus_per_node && l.gpus() % t.gpus_per_node.max(1) != 0 {
+    let per_node = t.gpus_per_node.max(1);
+    let replica = l.replica_gpus();
+    if replica > per_node && replica % per_node != 0 {
+        out.push(finding(
+            Code::PartialNode,
+            Anchor::Layout,
+            format!("each replica's {replica} GPUs (tp × pp) span nodes but are not a whole number of {per_node}-GPU nodes"),
+            "vLLM's multi-node launch requires whole nodes per replica",
+            Some(format!("make tp × pp a multiple of {per_node}, or at most {per_node}")),
+        ));
+    } else if l.gpus() > per_node && l.gpus() % per_node != 0 {
         out.push(finding(
             Code::PartialNode,
             Anchor::Layout,
             format!(
                 "the layout's {} GPUs span nodes but are not a whole number of {}-GPU nodes",
                 l.gpus(),
-                t.gpus_per_node
+                per_node
             ),
             "vLLM requires (dp × pp × tp) % nnodes == 0",
-            Some(format!("use a multiple of {} GPUs", t.gpus_per_node)),
+            Some(format!("use a multiple of {per_node} GPUs")),
         ));
     }
     if l.dcp > 1 {
@@ -403,6 +413,18 @@ pub fn perf_rules(
     p: &Prediction,
     slo: &[SloTarget],
 ) -> (Vec<Finding>, Vec<SloResult>) {
+    perf_rules_at(s, mem, p, slo, true)
+}
+
+/// As [`perf_rules`]; `detailed = false` skips the remedies and the "more GPUs" search
+/// (the planner evaluates many candidates and explains only the ones it shows).
+pub fn perf_rules_at(
+    s: &Scenario,
+    mem: &MemoryReport,
+    p: &Prediction,
+    slo: &[SloTarget],
+    detailed: bool,
+) -> (Vec<Finding>, Vec<SloResult>) {
     let mut out = Vec::new();
     let mut results = Vec::new();
     let output = s.workload.map(|w| w.output).unwrap_or(256.0);
@@ -448,7 +470,7 @@ pub fn perf_rules(
                     }
                 ),
                 "not met",
-                Some(slo_remedy(s, mem, t)),
+                detailed.then(|| slo_remedy(s, mem, t)),
             ));
         }
     }
@@ -467,7 +489,9 @@ pub fn perf_rules(
             Some("fewer stages (quantize, or more TP inside a node), or more concurrency per replica".into()),
         ));
     }
-    out.extend(more_gpus_worse(s, p));
+    if detailed {
+        out.extend(more_gpus_worse(s, p));
+    }
     (out, results)
 }
 

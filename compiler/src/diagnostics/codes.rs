@@ -105,6 +105,7 @@ codes! {
 
     DpBeatsTp = "A0401", Advice, "DP replicas would beat a wider TP";
     QuantizeToFit = "A0501", Advice, "quantization would fit on fewer GPUs";
+    CheaperLayout = "A0701", Advice, "a cheaper layout meets the same SLOs";
 }
 
 impl Serialize for Code {

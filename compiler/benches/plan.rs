@@ -1,0 +1,111 @@
+//! The planner: Llama-3.1-70B over 64 H100s (8 nodes) with 4 weight formats, and
+//! DeepSeek-V3 (MoE, EP) over 128 H200s (16 nodes). Goal: under 50 ms per search.
+//! Prints the number of candidates evaluated and pruned once before timing.
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use dic_compiler::analysis::rules::SloTarget;
+use dic_compiler::analysis::{
+    catalog, engine_settings, Load, MemoryOverrides, ScaleOut, Scenario, Topology, WorkloadSpec,
+};
+use dic_compiler::planner::{search, SearchSpace};
+use dic_compiler::program::{Layout, SloMetric};
+use dic_compiler::syntax::ast::Op;
+
+fn scenario(model: &str, gpu: &str, nodes: u64, rate: f64) -> Scenario {
+    let m = catalog::model(model).unwrap();
+    let (g, up) = catalog::gpu(gpu).unwrap();
+    let engine = engine_settings(
+        &m,
+        &g,
+        None,
+        Some(8192.0),
+        None,
+        None,
+        None,
+        false,
+        None,
+        None,
+        MemoryOverrides::default(),
+    );
+    Scenario {
+        model_name: model.into(),
+        model: m,
+        topology: Topology {
+            gpus_per_node: 8,
+            nodes,
+            scale_up_domain: 8,
+            scale_up: up,
+            scale_out: Some(ScaleOut {
+                nics: 8,
+                link: catalog::link("ib_ndr").unwrap(),
+            }),
+            price_per_node_hour: Some(98.32),
+            gpu: g,
+        },
+        layout: Layout::default(),
+        engine,
+        workload: Some(WorkloadSpec {
+            prompt: 2000.0,
+            output: 500.0,
+            load: Load::Rate(rate),
+        }),
+    }
+}
+
+fn slo() -> Vec<SloTarget> {
+    vec![
+        SloTarget {
+            metric: SloMetric::Ttft,
+            percentile: "p95".into(),
+            op: Op::Le,
+            value: 1.0,
+        },
+        SloTarget {
+            metric: SloMetric::Tpot,
+            percentile: "p95".into(),
+            op: Op::Le,
+            value: 0.05,
+        },
+    ]
+}
+
+fn bench(c: &mut Criterion) {
+    let llama = scenario("llama_3_1_70b", "h100_sxm", 8, 20.0);
+    let four = SearchSpace {
+        weights: vec!["bf16".into(), "fp8".into(), "int4".into(), "awq".into()],
+        kv_cache: vec!["auto".into()],
+    };
+    let r = search(&llama, &slo(), &four);
+    eprintln!(
+        "70B / 64 H100 / 4 formats: {} evaluated, {} pruned, chosen {:?}",
+        r.evaluated,
+        r.pruned,
+        r.chosen.as_ref().map(|c| c.describe())
+    );
+    c.bench_function("plan Llama-3.1-70B over 64 H100 (4 weight formats)", |b| {
+        b.iter(|| search(black_box(&llama), &slo(), &four))
+    });
+
+    let ds = scenario("deepseek_v3", "h200_sxm", 16, 10.0);
+    let fp8 = SearchSpace {
+        weights: vec!["fp8".into()],
+        kv_cache: vec!["auto".into(), "fp8".into()],
+    };
+    let r = search(&ds, &slo(), &fp8);
+    eprintln!(
+        "DeepSeek-V3 / 128 H200: {} evaluated, {} pruned, chosen {:?}",
+        r.evaluated,
+        r.pruned,
+        r.chosen.as_ref().map(|c| c.describe())
+    );
+    c.bench_function("plan DeepSeek-V3 over 128 H200 (EP)", |b| {
+        b.iter(|| search(black_box(&ds), &slo(), &fp8))
+    });
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(10).measurement_time(std::time::Duration::from_secs(3)).warm_up_time(std::time::Duration::from_millis(500));
+    targets = bench
+}
+criterion_main!(benches);

@@ -1,0 +1,366 @@
+//! The planner: for `layout = auto` (and to second-guess explicit layouts), search the
+//! layouts the hardware allows and pick the cheapest that meets every SLO.
+//!
+//! Search space: the weight and KV-cache formats the deployment allows × EP (MoE only) ×
+//! TP (powers of two dividing the heads) × PP × DP, on the cluster's GPUs. Every candidate
+//! goes through [`analyze_quick`] — the same models and rules as an explicit layout. Bounds
+//! instead of truncation: a structural or memory failure does not depend on DP, so the DP
+//! loop stops there; once a DP count meets the SLOs, more replicas only cost more.
+//! Ranking: $/h, then $ per million output tokens, then the escalation order (quantize →
+//! TP inside a node → DP replicas → PP across nodes), then fewer GPUs.
+
+use crate::analysis::rules::SloTarget;
+use crate::analysis::{analyze_quick, Scenario};
+use crate::diagnostics::Severity;
+use crate::program::Layout;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Candidate {
+    pub layout: Layout,
+    pub weights: String,
+    pub kv_cache: String,
+    pub gpus: u64,
+    pub nodes: u64,
+    /// $/h of the nodes it occupies (GPU count when the cluster has no price).
+    pub cost_per_hour: f64,
+    pub priced: bool,
+    pub cost_per_million_output: Option<f64>,
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub output_tokens_per_s: Option<f64>,
+    pub meets_slo: bool,
+    /// Why it was rejected (first error), if it was.
+    pub rejected_because: Option<String>,
+    #[serde(skip)]
+    pub rejected_code: Option<crate::diagnostics::Code>,
+    /// Saturated output tokens/s (all replicas).
+    pub max_output_tokens_per_s: Option<f64>,
+}
+
+impl Candidate {
+    /// The escalation order as a sort key: quantized first, then TP, DP, PP.
+    fn escalation(&self) -> (u64, u64, u64, u8) {
+        (
+            self.layout.pp,
+            self.layout.dp,
+            self.layout.tp,
+            u8::from(matches!(self.weights.as_str(), "bf16" | "fp16" | "fp32")),
+        )
+    }
+
+    pub fn describe(&self) -> String {
+        let mut s = format!("{}", self.layout);
+        if self.weights != "bf16" {
+            s.push_str(&format!(", weights {}", self.weights));
+        }
+        if self.kv_cache != "auto" {
+            s.push_str(&format!(", KV {}", self.kv_cache));
+        }
+        s
+    }
+}
+
+/// One family of rejected candidates and why (one line).
+#[derive(Debug, Clone, Serialize)]
+pub struct Rejection {
+    pub family: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ScalingPoint {
+    pub gpus: u64,
+    pub layout: Layout,
+    pub output_tokens_per_s_per_gpu: f64,
+    pub tpot_ms: f64,
+    pub cost_per_million_output: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Search {
+    pub chosen: Option<Candidate>,
+    /// Candidates that meet every SLO, best first.
+    pub ranked: Vec<Candidate>,
+    /// The feasible-but-slow and infeasible candidate closest to meeting the SLOs, when
+    /// nothing meets them.
+    pub closest: Option<Candidate>,
+    pub rejected: Vec<Rejection>,
+    pub evaluated: usize,
+    /// Candidates skipped by bounds (never analysed).
+    pub pruned: usize,
+    /// Best single replica per GPU count (TP inside nodes first, then PP).
+    pub scaling: Vec<ScalingPoint>,
+    /// The smallest GPU count past which more GPUs raise TPOT.
+    pub worse_from_gpus: Option<u64>,
+}
+
+/// What the planner may vary.
+pub struct SearchSpace {
+    pub weights: Vec<String>,
+    pub kv_cache: Vec<String>,
+}
+
+fn powers_of_two_dividing(n: u64, max: u64) -> Vec<u64> {
+    let mut v = Vec::new();
+    let mut t = 1;
+    while t <= max {
+        if n % t == 0 {
+            v.push(t);
+        }
+        t *= 2;
+    }
+    v
+}
+
+fn evaluate(
+    base: &Scenario,
+    slo: &[SloTarget],
+    layout: Layout,
+    weights: &str,
+    kv: &str,
+) -> Candidate {
+    let mut s = base.clone();
+    s.layout = layout;
+    s.model.weights = weights.to_string();
+    s.model.kv_cache = kv.to_string();
+    let a = analyze_quick(&s, slo);
+    let gpus = layout.gpus();
+    let per_node = s.topology.gpus_per_node.max(1);
+    let nodes = gpus.div_ceil(per_node);
+    let (cost_per_hour, priced) = match s.topology.price_per_node_hour {
+        Some(p) => (p * nodes as f64, true),
+        None => (gpus as f64, false),
+    };
+    let error = a.findings.iter().find(|f| f.severity == Severity::Error);
+    let p = a.prediction.as_ref();
+    let tps = p.map(|p| p.output_tokens_per_s);
+    Candidate {
+        layout,
+        weights: weights.to_string(),
+        kv_cache: kv.to_string(),
+        gpus,
+        nodes,
+        cost_per_hour,
+        priced,
+        cost_per_million_output: tps
+            .filter(|t| *t > 0.0 && priced)
+            .map(|t| cost_per_hour / (t * 3600.0) * 1e6),
+        ttft_ms: p.map(|p| p.ttft * 1e3).filter(|v| v.is_finite()),
+        tpot_ms: p.map(|p| p.tpot * 1e3),
+        output_tokens_per_s: tps,
+        meets_slo: error.is_none(),
+        rejected_because: error.map(|f| f.message.clone()),
+        rejected_code: error.map(|f| f.code),
+        max_output_tokens_per_s: p.map(|p| p.max_output_tokens_per_s),
+    }
+}
+
+/// True when more DP replicas cannot fix the failure (topology, memory, vLLM's checks);
+/// SLO misses and whole-node rules depend on DP.
+fn dp_independent(code: Option<crate::diagnostics::Code>) -> bool {
+    use crate::diagnostics::Code;
+    !matches!(
+        code,
+        Some(Code::SloInfeasible) | Some(Code::PartialNode) | Some(Code::NotEnoughGpus) | None
+    )
+}
+
+pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search {
+    let t = &base.topology;
+    let total = t.total_gpus().max(1);
+    let m = &base.model;
+    let tp_max = total.min(t.scale_up_domain.max(t.gpus_per_node) * 2);
+    let tps = powers_of_two_dividing(m.heads, tp_max);
+    let eps: Vec<bool> = if m.is_moe() {
+        vec![false, true]
+    } else {
+        vec![false]
+    };
+    let mut evaluated = 0;
+    let mut pruned = 0;
+    let mut feasible = Vec::new();
+    let mut rejected: Vec<Rejection> = Vec::new();
+    let mut closest: Option<Candidate> = None;
+    for w in &space.weights {
+        for kv in &space.kv_cache {
+            for &ep in &eps {
+                for &tp in &tps {
+                    for pp in 1..=m.layers.min(8) {
+                        if tp * pp > total {
+                            pruned += 1;
+                            continue;
+                        }
+                        let max_dp = total / (tp * pp);
+                        // The family's most informative failure: not the whole-node rule
+                        // that the last DP counts trip over.
+                        let mut family_reason: Option<String> = None;
+                        for dp in 1..=max_dp {
+                            let layout = Layout {
+                                tp,
+                                pp,
+                                dp,
+                                ep,
+                                ..Layout::default()
+                            };
+                            let c = evaluate(base, slo, layout, w, kv);
+                            evaluated += 1;
+                            if c.meets_slo {
+                                feasible.push(c);
+                                pruned += (max_dp - dp) as usize;
+                                break;
+                            }
+                            let reason = c.rejected_because.clone().unwrap_or_default();
+                            use crate::diagnostics::Code;
+                            if !matches!(
+                                c.rejected_code,
+                                Some(Code::PartialNode) | Some(Code::NotEnoughGpus)
+                            ) && family_reason.is_none()
+                            {
+                                family_reason = Some(reason.clone());
+                            }
+                            // Closest to meeting the bounds: the lowest TPOT, then the most throughput.
+                            let better = c.tpot_ms.is_some()
+                                && match &closest {
+                                    None => true,
+                                    Some(b) => {
+                                        (c.tpot_ms, -c.output_tokens_per_s.unwrap_or(0.0))
+                                            < (b.tpot_ms, -b.output_tokens_per_s.unwrap_or(0.0))
+                                    }
+                                };
+                            if better {
+                                closest = Some(c.clone());
+                            }
+                            if dp_independent(c.rejected_code) || dp == max_dp {
+                                let family = format!(
+                                    "{}{}{}",
+                                    Layout { dp: 1, ..layout }
+                                        .to_string()
+                                        .replace(" × dp 1", ""),
+                                    if w != &m.weights || space.weights.len() > 1 {
+                                        format!(", weights {w}")
+                                    } else {
+                                        String::new()
+                                    },
+                                    if kv != "auto" {
+                                        format!(", KV {kv}")
+                                    } else {
+                                        String::new()
+                                    }
+                                );
+                                rejected.push(Rejection {
+                                    family,
+                                    reason: short(family_reason.as_deref().unwrap_or(&reason)),
+                                });
+                                pruned += (max_dp - dp) as usize;
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    feasible.sort_by(|a, b| {
+        a.cost_per_hour
+            .total_cmp(&b.cost_per_hour)
+            .then(
+                a.cost_per_million_output
+                    .unwrap_or(f64::MAX)
+                    .total_cmp(&b.cost_per_million_output.unwrap_or(f64::MAX)),
+            )
+            .then(a.escalation().cmp(&b.escalation()))
+            .then(a.gpus.cmp(&b.gpus))
+    });
+    let (scaling, worse_from_gpus) = scaling_curve(base, slo, space, &tps);
+    Search {
+        chosen: feasible.first().cloned(),
+        closest: if feasible.is_empty() { closest } else { None },
+        ranked: feasible,
+        rejected,
+        evaluated,
+        pruned,
+        scaling,
+        worse_from_gpus,
+    }
+}
+
+/// One line: the message up to the first sentence end, without the deployment prefix.
+fn short(reason: &str) -> String {
+    let r = reason
+        .split_once(": ")
+        .map(|(a, b)| if a.starts_with("deploy") { b } else { reason })
+        .unwrap_or(reason);
+    r.chars().take(140).collect()
+}
+
+/// Best single replica for each GPU count (lowest TPOT over TP × PP splits) at 8 requests
+/// in flight, with its saturated throughput per GPU; the first count at which TPOT rises
+/// marks "more GPUs make it worse".
+fn scaling_curve(
+    base: &Scenario,
+    slo: &[SloTarget],
+    space: &SearchSpace,
+    tps: &[u64],
+) -> (Vec<ScalingPoint>, Option<u64>) {
+    let total = base.topology.total_gpus().max(1);
+    // A fixed, moderate load so that points compare: 8 requests in flight per replica.
+    let mut base = base.clone();
+    base.workload = base.workload.map(|w| crate::analysis::WorkloadSpec {
+        load: crate::analysis::Load::Concurrency(8),
+        ..w
+    });
+    let base = &base;
+    let w = space
+        .weights
+        .first()
+        .cloned()
+        .unwrap_or_else(|| base.model.weights.clone());
+    let kv = space
+        .kv_cache
+        .first()
+        .cloned()
+        .unwrap_or_else(|| base.model.kv_cache.clone());
+    let mut points: Vec<ScalingPoint> = Vec::new();
+    let mut g = 1;
+    while g <= total {
+        let mut best: Option<(Candidate, Layout)> = None;
+        for &tp in tps.iter().filter(|t| g % **t == 0) {
+            let pp = g / tp;
+            if pp > base.model.layers || pp > 8 {
+                continue;
+            }
+            let layout = Layout {
+                tp,
+                pp,
+                ep: base.model.is_moe() && tp > 1,
+                ..Layout::default()
+            };
+            let c = evaluate(base, &[], layout, &w, &kv);
+            if let (Some(tpot), true) = (c.tpot_ms, c.rejected_because.is_none()) {
+                if best
+                    .as_ref()
+                    .is_none_or(|(b, _)| tpot < b.tpot_ms.unwrap_or(f64::MAX))
+                {
+                    best = Some((c, layout));
+                }
+            }
+        }
+        if let Some((c, layout)) = best {
+            points.push(ScalingPoint {
+                gpus: g,
+                layout,
+                output_tokens_per_s_per_gpu: c.max_output_tokens_per_s.unwrap_or(0.0) / g as f64,
+                tpot_ms: c.tpot_ms.unwrap_or(0.0),
+                cost_per_million_output: c.cost_per_million_output,
+            });
+        }
+        g *= 2;
+    }
+    let _ = slo;
+    let worse = points
+        .windows(2)
+        .find(|w| w[1].tpot_ms > w[0].tpot_ms)
+        .map(|w| w[1].gpus);
+    (points, worse)
+}

@@ -1,0 +1,116 @@
+//! The planner through `dic plan`, `layout = auto` in `dic compile`, and the cheaper-layout
+//! advice on explicit layouts.
+
+use std::process::Command;
+
+fn dic(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_dic"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn plan_ranks_by_cost_and_explains_rejections() {
+    let o = dic(&["plan", "examples/prod.dist", "--json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = &v[0]["search"];
+    assert!(s["evaluated"].as_u64().unwrap() > 10);
+    assert!(s["pruned"].as_u64().unwrap() > 0, "bounds prune");
+    let ranked = s["ranked"].as_array().unwrap();
+    let costs: Vec<f64> = ranked
+        .iter()
+        .map(|c| c["cost_per_hour"].as_f64().unwrap())
+        .collect();
+    assert!(costs.windows(2).all(|w| w[0] <= w[1]), "{costs:?}");
+    assert_eq!(s["chosen"], ranked[0]);
+    assert!(ranked.iter().all(|c| c["meets_slo"] == true));
+    // TP across the two p5 nodes is rejected for the interconnect, with numbers
+    let rejected = s["rejected"].as_array().unwrap();
+    assert!(rejected
+        .iter()
+        .any(|r| r["family"].as_str().unwrap().starts_with("tp 16")
+            && r["reason"].as_str().unwrap().contains("spans 2 nodes")));
+    assert!(!s["scaling"].as_array().unwrap().is_empty());
+    // the human table
+    let text =
+        String::from_utf8(dic(&["plan", "examples/prod.dist", "--top", "3"]).stdout).unwrap();
+    assert!(
+        text.contains("chosen: ") && text.contains("rejected:") && text.contains("scaling"),
+        "{text}"
+    );
+}
+
+#[test]
+fn auto_layout_compiles_to_the_planners_choice() {
+    let dir = std::env::temp_dir().join(format!("dic-plan-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = dic(&[
+        "compile",
+        "examples/auto_layout.dist",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let plan: serde_json::Value =
+        serde_json::from_slice(&dic(&["plan", "examples/auto_layout.dist", "--json"]).stdout)
+            .unwrap();
+    let tp = plan[0]["search"]["chosen"]["layout"]["tp"]
+        .as_u64()
+        .unwrap();
+    let cmds: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("tickets/vllm/commands.json")).unwrap(),
+    )
+    .unwrap();
+    let argv: Vec<&str> = cmds[0]["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let i = argv
+        .iter()
+        .position(|a| *a == "--tensor-parallel-size")
+        .unwrap();
+    assert_eq!(argv[i + 1], tp.to_string());
+    if plan[0]["search"]["chosen"]["weights"] == "fp8" {
+        assert!(argv.contains(&"--quantization"));
+    }
+}
+
+#[test]
+fn unsatisfiable_auto_names_the_closest_candidate() {
+    let dir = std::env::temp_dir().join(format!("dic-plan-unsat-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("u.dist");
+    std::fs::write(
+        &f,
+        "import std.nodes.dgx_h100\nimport std.models.llama_3_1_70b\ncluster c { nodes = 1 × dgx_h100 }\n\
+         workload w { prompt = 1k tokens, output = 100 tokens, rate = 1 req/s }\nslo s { tpot.p95 <= 2 ms }\n\
+         deploy d { model = llama_3_1_70b, cluster = c, workload = w, slo = s, layout = auto, engine = vllm { max_model_len = 8k tokens } }\n",
+    )
+    .unwrap();
+    let o = dic(&["check", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("E0701") && err.contains("closest"), "{err}");
+    let o = dic(&["plan", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("closest: tp 8"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}

@@ -4,9 +4,11 @@
 //!
 //! - [`vllm`]: `vllm serve` command lines per node (`commands.json`, `node-N.sh`)
 //! - [`k8s`]: Kubernetes manifests (Deployment or LeaderWorkerSet, Service, PDB)
+//! - [`report`]: the cost report (`report.md`, `report.json`, `report.html`)
 //! - [`shell`]: quoting for everything that lands in a script
 
 pub mod k8s;
+pub mod report;
 pub mod shell;
 pub mod vllm;
 
@@ -21,6 +23,9 @@ pub fn render(plan: &Plan) -> Result<BTreeMap<String, String>, String> {
             out.insert(format!("{}/{path}", d.name), text);
         }
         for (path, text) in k8s::files(d).map_err(|e| format!("deployment `{}`: {e}", d.name))? {
+            out.insert(format!("{}/{path}", d.name), text);
+        }
+        for (path, text) in report::files(d).map_err(|e| format!("deployment `{}`: {e}", d.name))? {
             out.insert(format!("{}/{path}", d.name), text);
         }
     }

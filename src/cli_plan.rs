@@ -67,7 +67,7 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
         }
         let t = &ds.scenario.topology;
         println!(
-            "deploy {}: {} on {} × {} GPUs ({} node{} × {}), {} candidates evaluated, {} pruned by bounds, {:.1} ms",
+            "deploy {}: {} on {} × {} GPUs ({} node{} × {}), {} candidates evaluated (pp ≤ {}), {} pruned by bounds, {:.1} ms",
             ds.name,
             ds.scenario.model_name,
             t.total_gpus(),
@@ -76,6 +76,7 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
             if t.nodes == 1 { "" } else { "s" },
             t.gpus_per_node,
             result.evaluated,
+            result.max_pp,
             result.pruned,
             elapsed.as_secs_f64() * 1e3
         );

@@ -93,6 +93,9 @@ pub struct Search {
     pub scaling: Vec<ScalingPoint>,
     /// The smallest GPU count past which more GPUs raise TPOT.
     pub worse_from_gpus: Option<u64>,
+    /// The deepest pipeline explored: max(8, nodes), so PP can always cross every node;
+    /// deeper pipelines only add hand-offs and bubbles.
+    pub max_pp: u64,
 }
 
 /// What the planner may vary.
@@ -172,6 +175,7 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
     let m = &base.model;
     let tp_max = total.min(t.scale_up_domain.max(t.gpus_per_node) * 2);
     let tps = powers_of_two_dividing(m.heads, tp_max);
+    let max_pp = m.layers.min(8u64.max(t.nodes));
     let eps: Vec<bool> = if m.is_moe() {
         vec![false, true]
     } else {
@@ -182,82 +186,104 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
     let mut feasible = Vec::new();
     let mut rejected: Vec<Rejection> = Vec::new();
     let mut closest: Option<Candidate> = None;
+    // Families (format × EP × TP × PP), cheapest first, so that a feasible candidate is
+    // found early and bounds the rest: a family whose single replica already costs more
+    // than twice the best feasible candidate cannot be cheaper, nor a close alternative.
+    let mut families = Vec::new();
     for w in &space.weights {
         for kv in &space.kv_cache {
             for &ep in &eps {
                 for &tp in &tps {
-                    for pp in 1..=m.layers.min(8) {
+                    for pp in 1..=max_pp {
                         if tp * pp > total {
                             pruned += 1;
                             continue;
                         }
-                        let max_dp = total / (tp * pp);
-                        // The family's most informative failure: not the whole-node rule
-                        // that the last DP counts trip over.
-                        let mut family_reason: Option<String> = None;
-                        for dp in 1..=max_dp {
-                            let layout = Layout {
-                                tp,
-                                pp,
-                                dp,
-                                ep,
-                                ..Layout::default()
-                            };
-                            let c = evaluate(base, slo, layout, w, kv);
-                            evaluated += 1;
-                            if c.meets_slo {
-                                feasible.push(c);
-                                pruned += (max_dp - dp) as usize;
-                                break;
-                            }
-                            let reason = c.rejected_because.clone().unwrap_or_default();
-                            use crate::diagnostics::Code;
-                            if !matches!(
-                                c.rejected_code,
-                                Some(Code::PartialNode) | Some(Code::NotEnoughGpus)
-                            ) && family_reason.is_none()
-                            {
-                                family_reason = Some(reason.clone());
-                            }
-                            // Closest to meeting the bounds: the lowest TPOT, then the most throughput.
-                            let better = c.tpot_ms.is_some()
-                                && match &closest {
-                                    None => true,
-                                    Some(b) => {
-                                        (c.tpot_ms, -c.output_tokens_per_s.unwrap_or(0.0))
-                                            < (b.tpot_ms, -b.output_tokens_per_s.unwrap_or(0.0))
-                                    }
-                                };
-                            if better {
-                                closest = Some(c.clone());
-                            }
-                            if dp_independent(c.rejected_code) || dp == max_dp {
-                                let family = format!(
-                                    "{}{}{}",
-                                    Layout { dp: 1, ..layout }
-                                        .to_string()
-                                        .replace(" × dp 1", ""),
-                                    if w != &m.weights || space.weights.len() > 1 {
-                                        format!(", weights {w}")
-                                    } else {
-                                        String::new()
-                                    },
-                                    if kv != "auto" {
-                                        format!(", KV {kv}")
-                                    } else {
-                                        String::new()
-                                    }
-                                );
-                                rejected.push(Rejection {
-                                    family,
-                                    reason: short(family_reason.as_deref().unwrap_or(&reason)),
-                                });
-                                pruned += (max_dp - dp) as usize;
-                                break;
-                            }
-                        }
+                        families.push((w, kv, ep, tp, pp));
                     }
                 }
+            }
+        }
+    }
+    families.sort_by_key(|(_, _, _, tp, pp)| tp * pp);
+    let per_node = t.gpus_per_node.max(1);
+    let family_cost = |gpus: u64| match t.price_per_node_hour {
+        Some(p) => p * gpus.div_ceil(per_node) as f64,
+        None => gpus as f64,
+    };
+    let mut best_cost = f64::INFINITY;
+    for (w, kv, ep, tp, pp) in families {
+        let max_dp = total / (tp * pp);
+        if family_cost(tp * pp) > 2.0 * best_cost {
+            pruned += max_dp as usize;
+            let layout = Layout {
+                tp,
+                pp,
+                ep,
+                ..Layout::default()
+            };
+            rejected.push(Rejection {
+                family: family_name(layout, w, kv, &m.weights, space.weights.len()),
+                reason: if t.price_per_node_hour.is_some() {
+                    format!("costs at least ${:.2}/h, over twice the cheapest layout that meets the SLOs (${best_cost:.2}/h)", family_cost(tp * pp))
+                } else {
+                    format!("needs {} GPUs, over twice the fewest that meet the SLOs ({best_cost:.0})", tp * pp)
+                },
+            });
+            continue;
+        }
+        // The family's most informative failure: not the whole-node rule
+        // that the last DP counts trip over.
+        let mut family_reason: Option<String> = None;
+        for dp in 1..=max_dp {
+            if family_cost(tp * pp * dp) > 2.0 * best_cost {
+                pruned += (max_dp - dp + 1) as usize;
+                break;
+            }
+            let layout = Layout {
+                tp,
+                pp,
+                dp,
+                ep,
+                ..Layout::default()
+            };
+            let c = evaluate(base, slo, layout, w, kv);
+            evaluated += 1;
+            if c.meets_slo {
+                best_cost = best_cost.min(c.cost_per_hour);
+                feasible.push(c);
+                pruned += (max_dp - dp) as usize;
+                break;
+            }
+            let reason = c.rejected_because.clone().unwrap_or_default();
+            use crate::diagnostics::Code;
+            if !matches!(
+                c.rejected_code,
+                Some(Code::PartialNode) | Some(Code::NotEnoughGpus)
+            ) && family_reason.is_none()
+            {
+                family_reason = Some(reason.clone());
+            }
+            // Closest to meeting the bounds: the lowest TPOT, then the most throughput.
+            let better = c.tpot_ms.is_some()
+                && match &closest {
+                    None => true,
+                    Some(b) => {
+                        (c.tpot_ms, -c.output_tokens_per_s.unwrap_or(0.0))
+                            < (b.tpot_ms, -b.output_tokens_per_s.unwrap_or(0.0))
+                    }
+                };
+            if better {
+                closest = Some(c.clone());
+            }
+            if dp_independent(c.rejected_code) || dp == max_dp {
+                let family = family_name(layout, w, kv, &m.weights, space.weights.len());
+                rejected.push(Rejection {
+                    family,
+                    reason: short(family_reason.as_deref().unwrap_or(&reason)),
+                });
+                pruned += (max_dp - dp) as usize;
+                break;
             }
         }
     }
@@ -282,7 +308,28 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
         pruned,
         scaling,
         worse_from_gpus,
+        max_pp,
     }
+}
+
+/// `tp 4 × pp 2 (× ep)`, with the formats when they vary.
+fn family_name(layout: Layout, w: &str, kv: &str, model_weights: &str, n_formats: usize) -> String {
+    format!(
+        "{}{}{}",
+        Layout { dp: 1, ..layout }
+            .to_string()
+            .replace(" × dp 1", ""),
+        if w != model_weights || n_formats > 1 {
+            format!(", weights {w}")
+        } else {
+            String::new()
+        },
+        if kv != "auto" {
+            format!(", KV {kv}")
+        } else {
+            String::new()
+        }
+    )
 }
 
 /// One line: the message up to the first sentence end, without the deployment prefix.

@@ -56,7 +56,8 @@ fn finish(mut s: Session<'_>) -> Checked {
     let mut diags = std::mem::take(&mut s.diags);
     let (analyses, analysis_diags) = crate::analysis::analyze_program(&program);
     diags.extend(analysis_diags);
-    let (_, lowering_diags) = crate::ir::lower_from(&program, &analyses);
+    let (_, lowering_diags) =
+        crate::ir::lower_from(&program, &analyses, crate::ir::Detail::DiagnosticsOnly);
     diags.extend(lowering_diags);
     diagnostics::sort(&mut diags);
     diags.dedup();

@@ -269,13 +269,22 @@ fn err(code: Code, at: crate::span::FileSpan, message: String, help: &str) -> Di
 /// lowered at all.
 pub fn lower(p: &Program) -> (Plan, Vec<Diagnostic>) {
     let (analyses, _) = analyze_program(p);
-    lower_from(p, &analyses)
+    lower_from(p, &analyses, Detail::WithReport)
+}
+
+/// Whether lowering also computes the report's data (the planner's alternatives and the
+/// scaling curve); `dic check` needs only the diagnostics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    WithReport,
+    DiagnosticsOnly,
 }
 
 /// As [`lower`], from analyses already made.
 pub fn lower_from(
     p: &Program,
     analyses: &[(DeploymentScenario, Analysis)],
+    detail: Detail,
 ) -> (Plan, Vec<Diagnostic>) {
     let mut deployments = Vec::new();
     let mut diags = Vec::new();
@@ -329,7 +338,7 @@ pub fn lower_from(
         {
             continue;
         }
-        match lower_one(p, ds, a) {
+        match lower_one(p, ds, a, detail) {
             Ok(d) => deployments.push(d),
             Err(d) => diags.push(*d),
         }
@@ -347,6 +356,7 @@ fn lower_one(
     p: &Program,
     ds: &DeploymentScenario,
     a: &Analysis,
+    detail: Detail,
 ) -> Result<DeploymentPlan, Box<Diagnostic>> {
     let def = p.def(ds.deploy).expect("scenario of a definition");
     let Body::Deploy(d) = &def.body else {
@@ -509,11 +519,11 @@ fn lower_one(
             weights_bytes_per_gpu: st.weights as u64,
         },
         price_per_hour: s.topology.price_per_node_hour,
-        report: report_data(ds, a),
+        report: report_data(ds, a, detail),
     })
 }
 
-fn report_data(ds: &DeploymentScenario, a: &Analysis) -> ReportData {
+fn report_data(ds: &DeploymentScenario, a: &Analysis, detail: Detail) -> ReportData {
     use crate::program::SloMetric;
     let s = &ds.scenario;
     let l = s.layout;
@@ -633,7 +643,10 @@ fn report_data(ds: &DeploymentScenario, a: &Analysis) -> ReportData {
         weights: ds.allowed_weights.clone(),
         kv_cache: ds.allowed_kv_cache.clone(),
     };
-    let search = crate::planner::search(s, &ds.slo, &space);
+    let search = match detail {
+        Detail::WithReport => crate::planner::search(s, &ds.slo, &space),
+        Detail::DiagnosticsOnly => crate::planner::Search::empty(),
+    };
     let mut alternatives: Vec<AlternativeRow> = search
         .ranked
         .iter()

@@ -98,6 +98,23 @@ pub struct Search {
     pub max_pp: u64,
 }
 
+impl Search {
+    /// No search (for callers that need only diagnostics).
+    pub fn empty() -> Search {
+        Search {
+            chosen: None,
+            ranked: Vec::new(),
+            closest: None,
+            rejected: Vec::new(),
+            evaluated: 0,
+            pruned: 0,
+            scaling: Vec::new(),
+            worse_from_gpus: None,
+            max_pp: 0,
+        }
+    }
+}
+
 /// What the planner may vary.
 pub struct SearchSpace {
     pub weights: Vec<String>,

@@ -286,6 +286,9 @@ struct EstimateArgs {
     /// Arrival rate in requests per second (open loop).
     #[arg(long)]
     rate: Option<f64>,
+    /// Price of one node in $/h (for cost figures).
+    #[arg(long)]
+    price_per_node: Option<f64>,
     #[arg(long)]
     json: bool,
 }
@@ -316,6 +319,7 @@ fn estimate(a: Box<EstimateArgs>) -> u8 {
         osl: a.osl,
         concurrency: a.concurrency,
         rate: a.rate,
+        price_per_node_hour: a.price_per_node,
     };
     cli_estimate::run_cli(&a.model, &req, a.json)
 }

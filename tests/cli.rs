@@ -2,15 +2,9 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use common::dic;
 
-fn dic(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dic"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("runs")
-}
+use std::process::{Command, Output};
 
 fn code(o: &Output) -> i32 {
     o.status.code().expect("exited normally, not by a signal")

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::dic;
+
 use dic::disk::DiskWorld;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -161,14 +163,6 @@ fn tmp(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-fn dic(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_dic"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap()
 }
 
 #[test]

@@ -1,15 +1,9 @@
 //! The planner through `dic plan`, `layout = auto` in `dic compile`, and the cheaper-layout
 //! advice on explicit layouts.
 
-use std::process::Command;
+mod common;
 
-fn dic(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_dic"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap()
-}
+use common::dic;
 
 #[test]
 fn plan_ranks_by_cost_and_explains_rejections() {

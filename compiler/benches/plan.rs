@@ -3,53 +3,26 @@
 //! Prints the number of candidates evaluated and pruned once before timing.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use dic_compiler::analysis::estimate::{self, EstimateRequest};
 use dic_compiler::analysis::rules::SloTarget;
-use dic_compiler::analysis::{
-    catalog, engine_settings, Load, MemoryOverrides, ScaleOut, Scenario, Topology, WorkloadSpec,
-};
+use dic_compiler::analysis::{catalog, Scenario};
 use dic_compiler::planner::{search, SearchSpace};
-use dic_compiler::program::{Layout, SloMetric};
+use dic_compiler::program::SloMetric;
 use dic_compiler::syntax::ast::Op;
 
 fn scenario(model: &str, gpu: &str, nodes: u64, rate: f64) -> Scenario {
-    let m = catalog::model(model).unwrap();
-    let (g, up) = catalog::gpu(gpu).unwrap();
-    let engine = engine_settings(
-        &m,
-        &g,
-        None,
-        Some(8192.0),
-        None,
-        None,
-        None,
-        false,
-        None,
-        None,
-        MemoryOverrides::default(),
-    );
-    Scenario {
-        model_name: model.into(),
-        model: m,
-        topology: Topology {
-            gpus_per_node: 8,
-            nodes,
-            scale_up_domain: 8,
-            scale_up: up,
-            scale_out: Some(ScaleOut {
-                nics: 8,
-                link: catalog::link("ib_ndr").unwrap(),
-            }),
-            price_per_node_hour: Some(98.32),
-            gpu: g,
-        },
-        layout: Layout::default(),
-        engine,
-        workload: Some(WorkloadSpec {
-            prompt: 2000.0,
-            output: 500.0,
-            load: Load::Rate(rate),
-        }),
-    }
+    let req = EstimateRequest {
+        gpu: gpu.into(),
+        gpus_per_node: Some(8),
+        nodes: Some(nodes),
+        max_model_len: Some(8192.0),
+        isl: Some(2000.0),
+        osl: Some(500.0),
+        rate: Some(rate),
+        price_per_node_hour: Some(98.32),
+        ..EstimateRequest::default()
+    };
+    estimate::scenario(model, catalog::model(model).unwrap(), &req).expect("valid request")
 }
 
 fn slo() -> Vec<SloTarget> {

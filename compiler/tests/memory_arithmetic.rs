@@ -2,6 +2,7 @@
 //! the comment above it from the model's config.json values.
 
 use dic_compiler::analysis::catalog;
+use dic_compiler::analysis::estimate::{self, EstimateRequest};
 use dic_compiler::analysis::memory::{
     kv_bytes, kv_bytes_per_token_layer, memory, pp_partition, rank_params, weight_bytes,
 };
@@ -9,37 +10,21 @@ use dic_compiler::analysis::scenario::*;
 use dic_compiler::program::Layout;
 
 fn scenario(model: &str, gpu: &str, gpus_per_node: u64, layout: Layout) -> Scenario {
-    let m = catalog::model(model).unwrap();
-    let (g, up) = catalog::gpu(gpu).unwrap();
-    let engine = engine_settings(
-        &m,
-        &g,
-        Some(0.9),
-        Some(8192.0),
-        Some(256),
-        Some(8192.0),
-        None,
-        false,
-        None,
-        None,
-        MemoryOverrides::default(),
-    );
-    Scenario {
-        model_name: model.into(),
-        model: m,
-        topology: Topology {
-            gpus_per_node,
-            nodes: 1,
-            scale_up_domain: gpus_per_node,
-            scale_up: up,
-            scale_out: None,
-            price_per_node_hour: None,
-            gpu: g,
-        },
+    let req = EstimateRequest {
+        gpu: gpu.into(),
+        gpus_per_node: Some(gpus_per_node),
+        nodes: Some(1),
         layout,
-        engine,
-        workload: None,
-    }
+        gpu_memory_utilization: Some(0.9),
+        max_model_len: Some(8192.0),
+        max_num_seqs: Some(256),
+        max_num_batched_tokens: Some(8192.0),
+        ..EstimateRequest::default()
+    };
+    let mut s =
+        estimate::scenario(model, catalog::model(model).unwrap(), &req).expect("valid request");
+    s.workload = None;
+    s
 }
 
 #[test]

@@ -48,3 +48,12 @@ pub fn snap_name(path: &str) -> String {
         .trim_end_matches(".dist")
         .replace('/', "__")
 }
+
+/// Runs the `dic` binary built for the tests, without colour.
+pub fn dic(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_dic"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the dic binary runs")
+}

@@ -29,6 +29,8 @@ pub struct EstimateRequest {
     pub osl: Option<f64>,
     pub concurrency: Option<u64>,
     pub rate: Option<f64>,
+    /// $/h per node, for costs.
+    pub price_per_node_hour: Option<f64>,
 }
 
 /// Builds the scenario; `Err` is a usage error with a message for the user.
@@ -88,7 +90,7 @@ pub fn scenario(
         scale_up_domain: per_node,
         scale_up,
         scale_out,
-        price_per_node_hour: None,
+        price_per_node_hour: req.price_per_node_hour,
         gpu,
     };
     let engine = engine_settings(

@@ -396,3 +396,61 @@ fn walk(p: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+#[test]
+fn nccl_plans_are_consistent() {
+    for path in examples() {
+        let files = generate(&path);
+        for (file, text) in files.iter().filter(|(f, _)| f.ends_with("nccl/plan.toml")) {
+            let plan: toml::Value = toml::from_str(text).unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert_eq!(plan["format"].as_str(), Some("dic-nccl-plan/1"));
+            let world = plan["world_size"].as_integer().unwrap();
+            let ranks = plan["ranks"].as_array().unwrap();
+            assert_eq!(ranks.len() as i64, world, "{file}");
+            let mut in_tp = vec![0; world as usize];
+            for g in plan["groups"].as_array().unwrap() {
+                let members = g["members"].as_array().unwrap();
+                assert!(!members.is_empty(), "{file}");
+                for m in members {
+                    let r = m.as_integer().unwrap();
+                    assert!(
+                        (0..world).contains(&r),
+                        "{file}: rank {r} outside the world"
+                    );
+                    if g["kind"].as_str() == Some("tp") {
+                        in_tp[r as usize] += 1;
+                    }
+                }
+            }
+            assert!(
+                in_tp.iter().all(|n| *n == 1),
+                "{file}: every rank is in exactly one TP group"
+            );
+            for step in ["decode_step", "prefill_chunk"] {
+                let s = &plan[step];
+                let mut sum = 0.0;
+                for stage in s["stages"].as_array().unwrap() {
+                    for c in stage
+                        .get("collectives")
+                        .and_then(|c| c.as_array())
+                        .into_iter()
+                        .flatten()
+                    {
+                        assert!(c["bytes"].as_integer().unwrap() > 0, "{file}");
+                        let [a, b] = [
+                            c["layers"][0].as_integer().unwrap(),
+                            c["layers"][1].as_integer().unwrap(),
+                        ];
+                        let calls = (b - a + 1) * c["per_layer"].as_integer().unwrap();
+                        sum += calls as f64 * c["predicted_us"].as_float().unwrap();
+                    }
+                }
+                let total = s["predicted_us"].as_float().unwrap();
+                assert!(
+                    (sum - total).abs() <= 1e-6 * total.max(1.0) + 1e-6,
+                    "{file} {step}: {sum} vs {total}"
+                );
+            }
+        }
+    }
+}

@@ -216,6 +216,54 @@ pub struct ReportData {
     pub planner_evaluated: usize,
 }
 
+/// A communicator the runtime builds: its kind, index and member ranks.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupPlan {
+    /// `tp.0`, `pp.1`, `ep.0`, `dp`.
+    pub name: String,
+    pub kind: String,
+    pub members: Vec<u64>,
+}
+
+/// One collective that every layer in `layers` runs `per_layer` times.
+#[derive(Debug, Clone, Serialize)]
+pub struct CollectiveStep {
+    pub group_kind: String,
+    pub collective: String,
+    /// Inclusive layer range (for the stage hand-off: the stage's last layer).
+    pub layers: [u64; 2],
+    pub per_layer: u64,
+    /// Bytes per call, per rank (AllReduce buffer, All-to-All send total, message size).
+    pub bytes: u64,
+    pub dtype: String,
+    /// dic's predicted time of one call, microseconds.
+    pub predicted_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StageSchedule {
+    pub stage: u64,
+    pub layers: [u64; 2],
+    pub collectives: Vec<CollectiveStep>,
+}
+
+/// The communication of one forward pass: `tokens` tokens per micro-batch.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepSchedule {
+    pub tokens: u64,
+    pub stages: Vec<StageSchedule>,
+    /// Sum over stages of every call's predicted time, microseconds.
+    pub predicted_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CommPlan {
+    pub world_size: u64,
+    pub groups: Vec<GroupPlan>,
+    pub decode_step: StepSchedule,
+    pub prefill_chunk: StepSchedule,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct DeploymentPlan {
     pub name: String,
@@ -237,6 +285,7 @@ pub struct DeploymentPlan {
     pub predicted: PredictedPlan,
     pub price_per_hour: Option<f64>,
     pub report: ReportData,
+    pub comm: CommPlan,
 }
 
 impl DeploymentPlan {
@@ -520,7 +569,105 @@ fn lower_one(
         },
         price_per_hour: s.topology.price_per_node_hour,
         report: report_data(ds, a, detail),
+        comm: comm_plan(ds, a),
     })
+}
+
+/// The communicators and the per-step collective schedule the NCCL runtime replays.
+fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
+    use crate::analysis::comm::{ep_groups, pp_pairs, step_comm, tp_groups, CommContext};
+    let s = &ds.scenario;
+    let l = s.layout;
+    let mut groups = Vec::new();
+    for (i, g) in tp_groups(s).into_iter().enumerate() {
+        groups.push(GroupPlan {
+            name: format!("tp.{i}"),
+            kind: "tp".into(),
+            members: g,
+        });
+    }
+    if l.pp > 1 {
+        for (i, g) in pp_pairs(s).into_iter().enumerate() {
+            groups.push(GroupPlan {
+                name: format!("pp.{i}"),
+                kind: "pp".into(),
+                members: g,
+            });
+        }
+    }
+    if l.ep && s.model.is_moe() {
+        for (i, g) in ep_groups(s).into_iter().enumerate() {
+            groups.push(GroupPlan {
+                name: format!("ep.{i}"),
+                kind: "ep".into(),
+                members: g,
+            });
+        }
+    }
+    if l.dp > 1 {
+        // rank 0 of every replica: the DP "group" used for start-up and weight checks
+        groups.push(GroupPlan {
+            name: "dp".into(),
+            kind: "dp".into(),
+            members: (0..l.dp).map(|d| d * l.replica_gpus()).collect(),
+        });
+    }
+    let cx = CommContext::new(s);
+    let parts = crate::analysis::memory::pp_partition(s.model.layers, l.pp);
+    let schedule = |tokens: f64| {
+        let mut stages = Vec::new();
+        let mut first = 0;
+        let mut total = 0.0;
+        for (i, &count) in parts.iter().enumerate() {
+            let last_stage = i + 1 == parts.len();
+            let moe = (first..first + count)
+                .filter(|x| crate::architecture::is_moe_layer(&s.model, *x))
+                .count() as u64;
+            let moe_first = (first..first + count)
+                .find(|x| crate::architecture::is_moe_layer(&s.model, *x))
+                .unwrap_or(first);
+            let last = first + count.saturating_sub(1);
+            let collectives = step_comm(s, &cx, tokens, count, moe, last_stage)
+                .into_iter()
+                .map(|c| {
+                    total += c.time * 1e6;
+                    let (layers, per_layer) = match c.group {
+                        "pp" => ([last, last], 1),
+                        "ep" => ([moe_first, last], c.count / moe.max(1)),
+                        _ => ([first, last], c.count / count.max(1)),
+                    };
+                    CollectiveStep {
+                        group_kind: c.group.to_string(),
+                        collective: c.collective.name().to_string(),
+                        layers,
+                        per_layer,
+                        bytes: c.bytes.round() as u64,
+                        dtype: "bf16".into(),
+                        predicted_us: c.time * 1e6 / c.count.max(1) as f64,
+                    }
+                })
+                .collect();
+            stages.push(StageSchedule {
+                stage: i as u64,
+                layers: [first, last],
+                collectives,
+            });
+            first += count;
+        }
+        StepSchedule {
+            tokens: tokens.round() as u64,
+            stages,
+            predicted_us: total,
+        }
+    };
+    let running = a.prediction.as_ref().map(|p| p.running).unwrap_or(1.0);
+    let micro = (running / l.pp.max(1) as f64).max(1.0);
+    CommPlan {
+        world_size: l.gpus(),
+        groups,
+        decode_step: schedule(micro.ceil()),
+        prefill_chunk: schedule(s.engine.max_num_batched_tokens as f64),
+    }
 }
 
 fn report_data(ds: &DeploymentScenario, a: &Analysis, detail: Detail) -> ReportData {

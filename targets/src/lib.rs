@@ -4,10 +4,12 @@
 //!
 //! - [`vllm`]: `vllm serve` command lines per node (`commands.json`, `node-N.sh`)
 //! - [`k8s`]: Kubernetes manifests (Deployment or LeaderWorkerSet, Service, PDB)
+//! - [`nccl`]: the NCCL runtime's plan (`nccl/plan.toml`)
 //! - [`report`]: the cost report (`report.md`, `report.json`, `report.html`)
 //! - [`shell`]: quoting for everything that lands in a script
 
 pub mod k8s;
+pub mod nccl;
 pub mod report;
 pub mod shell;
 pub mod vllm;
@@ -23,6 +25,9 @@ pub fn render(plan: &Plan) -> Result<BTreeMap<String, String>, String> {
             out.insert(format!("{}/{path}", d.name), text);
         }
         for (path, text) in k8s::files(d).map_err(|e| format!("deployment `{}`: {e}", d.name))? {
+            out.insert(format!("{}/{path}", d.name), text);
+        }
+        for (path, text) in nccl::files(d).map_err(|e| format!("deployment `{}`: {e}", d.name))? {
             out.insert(format!("{}/{path}", d.name), text);
         }
         for (path, text) in report::files(d).map_err(|e| format!("deployment `{}`: {e}", d.name))? {

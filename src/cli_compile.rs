@@ -33,7 +33,12 @@ pub fn run(file: &str, out: &str, check: bool, color: bool, width: usize) -> u8 
         );
         return ERRORS;
     }
-    let (plan, _) = dic_compiler::ir::lower(&checked.program);
+    // Lower from the analyses `check_file` already made (no second analysis).
+    let (plan, _) = dic_compiler::ir::lower_from(
+        &checked.program,
+        &checked.analyses,
+        dic_compiler::ir::Detail::WithReport,
+    );
     if plan.deployments.is_empty() {
         eprintln!("{file}: no deployment to compile");
         return ERRORS;

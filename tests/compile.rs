@@ -272,6 +272,17 @@ fn copy(from: &Path, to: &Path) {
 fn check_detects_drift_and_writing_is_atomic() {
     let dir = tmp("check");
     let out = dir.join("out");
+    let check_exit = || {
+        dic(&[
+            "compile",
+            "examples/prod.dist",
+            "--out",
+            out.to_str().unwrap(),
+            "--check",
+        ])
+        .status
+        .code()
+    };
     let o = dic(&[
         "compile",
         "examples/prod.dist",
@@ -279,18 +290,7 @@ fn check_detects_drift_and_writing_is_atomic() {
         out.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0));
-    assert_eq!(
-        dic(&[
-            "compile",
-            "examples/prod.dist",
-            "--out",
-            out.to_str().unwrap(),
-            "--check"
-        ])
-        .status
-        .code(),
-        Some(0)
-    );
+    assert_eq!(check_exit(), Some(0));
     // drift: an edited flag, a removed file, an extra file
     let cmds = out.join("chat/vllm/commands.json");
     let text = std::fs::read_to_string(&cmds)
@@ -363,18 +363,7 @@ fn check_detects_drift_and_writing_is_atomic() {
         .code(),
         Some(0)
     );
-    assert_eq!(
-        dic(&[
-            "compile",
-            "examples/prod.dist",
-            "--out",
-            out.to_str().unwrap(),
-            "--check"
-        ])
-        .status
-        .code(),
-        Some(0)
-    );
+    assert_eq!(check_exit(), Some(0));
     assert!(
         std::fs::read_dir(&out)
             .unwrap()

@@ -13,6 +13,12 @@ pub struct Checked {
     pub program: Program,
     /// Sorted by file and position.
     pub diagnostics: Vec<Diagnostic>,
+    /// The analysis of every deployment with an explicit layout (empty from
+    /// [`front_end`] and [`check_stdlib`]); `dic compile` lowers from these.
+    pub analyses: Vec<(
+        crate::analysis::DeploymentScenario,
+        crate::analysis::Analysis,
+    )>,
 }
 
 impl Checked {
@@ -41,6 +47,7 @@ pub fn front_end(world: &dyn World, path: &str) -> Result<Checked, ReadError> {
         db: s.db,
         program,
         diagnostics: diags,
+        analyses: Vec::new(),
     })
 }
 
@@ -65,6 +72,7 @@ fn finish(mut s: Session<'_>) -> Checked {
         db: s.db,
         program,
         diagnostics: diags,
+        analyses,
     }
 }
 
@@ -82,5 +90,6 @@ pub fn check_stdlib() -> Checked {
         db: s.db,
         program,
         diagnostics: diags,
+        analyses: Vec::new(),
     }
 }

@@ -283,7 +283,35 @@ pub fn objective(rows: &[Row], c: &PerfConstants) -> f64 {
     sum / n.max(1.0)
 }
 
-/// Grid search over the three constants, then one refinement around the best point.
+/// `n` evenly spaced values from `lo` to `hi`.
+fn grid(lo: f64, hi: f64, n: usize) -> impl Iterator<Item = f64> {
+    (0..n).map(move |i| lo + (hi - lo) * i as f64 / (n - 1).max(1) as f64)
+}
+
+/// Tries every combination of the four constants' (lo, hi, n) ranges, keeping the best.
+fn search_grid(rows: &[Row], best: &mut (f64, PerfConstants), ranges: [(f64, f64, usize); 4]) {
+    let [me, ce, oh, to] = ranges.map(|(lo, hi, n)| grid(lo, hi, n).collect::<Vec<f64>>());
+    for &memory_efficiency in &me {
+        for &compute_efficiency in &ce {
+            for &step_overhead in &oh {
+                for &token_overhead in &to {
+                    let c = PerfConstants {
+                        memory_efficiency,
+                        compute_efficiency,
+                        step_overhead,
+                        token_overhead,
+                    };
+                    let o = objective(rows, &c);
+                    if o < best.0 {
+                        *best = (o, c);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Grid search over the four constants, then one refinement around the best point.
 pub fn fit(rows: &[Row]) -> PerfConstants {
     let mut best = (
         f64::INFINITY,
@@ -294,54 +322,36 @@ pub fn fit(rows: &[Row]) -> PerfConstants {
             token_overhead: 0.0,
         },
     );
-    let grid = |lo: f64, hi: f64, n: usize| {
-        (0..n).map(move |i| lo + (hi - lo) * i as f64 / (n - 1) as f64)
-    };
-    for me in grid(0.4, 1.0, 7) {
-        for ce in grid(0.3, 0.9, 7) {
-            for oh in grid(0.0, 0.010, 6) {
-                for to in grid(0.0, 20e-6, 5) {
-                    let c = PerfConstants {
-                        memory_efficiency: me,
-                        compute_efficiency: ce,
-                        step_overhead: oh,
-                        token_overhead: to,
-                    };
-                    let o = objective(rows, &c);
-                    if o < best.0 {
-                        best = (o, c);
-                    }
-                }
-            }
-        }
-    }
+    // Coarse grid over plausible ranges, then one finer grid around the best point.
+    search_grid(
+        rows,
+        &mut best,
+        [
+            (0.4, 1.0, 7),
+            (0.3, 0.9, 7),
+            (0.0, 0.010, 6),
+            (0.0, 20e-6, 5),
+        ],
+    );
     let b = best.1;
-    for me in grid(b.memory_efficiency - 0.05, b.memory_efficiency + 0.05, 3) {
-        for ce in grid(b.compute_efficiency - 0.05, b.compute_efficiency + 0.05, 3) {
-            for oh in grid(
+    search_grid(
+        rows,
+        &mut best,
+        [
+            (b.memory_efficiency - 0.05, b.memory_efficiency + 0.05, 3),
+            (b.compute_efficiency - 0.05, b.compute_efficiency + 0.05, 3),
+            (
                 (b.step_overhead - 0.001).max(0.0),
                 b.step_overhead + 0.001,
                 3,
-            ) {
-                for to in grid(
-                    (b.token_overhead - 2.5e-6).max(0.0),
-                    b.token_overhead + 2.5e-6,
-                    3,
-                ) {
-                    let c = PerfConstants {
-                        memory_efficiency: me,
-                        compute_efficiency: ce,
-                        step_overhead: oh,
-                        token_overhead: to,
-                    };
-                    let o = objective(rows, &c);
-                    if o < best.0 {
-                        best = (o, c);
-                    }
-                }
-            }
-        }
-    }
+            ),
+            (
+                (b.token_overhead - 2.5e-6).max(0.0),
+                b.token_overhead + 2.5e-6,
+                3,
+            ),
+        ],
+    );
     let round = |v: f64, step: f64| (v / step).round() * step;
     PerfConstants {
         memory_efficiency: round(best.1.memory_efficiency, 0.005),

@@ -233,21 +233,9 @@ pub struct TokenStep {
     pub comm_items: Vec<CommItem>,
 }
 
-/// A replica with `running` sequences at mean context `ctx`, carrying `prefill_per_step`
-/// prompt tokens per token step.
-pub fn token_step(
-    s: &Scenario,
-    running: f64,
-    ctx: f64,
-    prefill_per_step: f64,
-    prefill_ctx: f64,
-    c: &PerfConstants,
-) -> TokenStep {
-    StepModel::new(s).token_step(running, ctx, prefill_per_step, prefill_ctx, c)
-}
-
 impl StepModel<'_> {
-    /// See [`token_step`].
+    /// A replica with `running` sequences at mean context `ctx`, carrying
+    /// `prefill_per_step` prompt tokens per token step.
     pub fn token_step(
         &self,
         running: f64,
@@ -307,13 +295,8 @@ impl StepModel<'_> {
     }
 }
 
-/// Time to prefill one prompt of `prompt` tokens while `running` sequences decode.
-pub fn prefill_time(s: &Scenario, prompt: f64, running: f64, ctx: f64, c: &PerfConstants) -> f64 {
-    StepModel::new(s).prefill_time(prompt, running, ctx, c)
-}
-
 impl StepModel<'_> {
-    /// See [`prefill_time`].
+    /// Time to prefill one prompt of `prompt` tokens while `running` sequences decode.
     pub fn prefill_time(&self, prompt: f64, running: f64, ctx: f64, c: &PerfConstants) -> f64 {
         let s = self.s;
         let mnbt = s.engine.max_num_batched_tokens as f64;
@@ -382,7 +365,7 @@ pub fn max_throughput(
     output: f64,
     c: &PerfConstants,
 ) -> (f64, TokenStep) {
-    let (running, step) = saturated(s, mem, prompt, output, c);
+    let (running, step) = saturated(&StepModel::new(s), mem, prompt, output, c);
     let per_replica = running / step.tpot;
     (per_replica * s.layout.dp.max(1) as f64, step)
 }
@@ -391,18 +374,19 @@ pub fn max_throughput(
 /// step's token budget allow, each finished request replaced by a new prompt
 /// (prompt/output prefill tokens per decode token).
 pub fn saturated(
-    s: &Scenario,
+    sm: &StepModel,
     mem: &MemoryReport,
     prompt: f64,
     output: f64,
     c: &PerfConstants,
 ) -> (f64, TokenStep) {
+    let s = sm.s;
     let cap = running_cap(s, mem, prompt, output).max(1.0);
     let ratio = prompt / output.max(1.0);
     let mnbt = s.engine.max_num_batched_tokens as f64;
     let running = cap.min(mnbt / (1.0 + ratio)).max(1.0);
     let ctx = prompt + output / 2.0;
-    let step = token_step(s, running, ctx, running * ratio, prompt / 2.0, c);
+    let step = sm.token_step(running, ctx, running * ratio, prompt / 2.0, c);
     (running, step)
 }
 
@@ -455,7 +439,7 @@ pub fn predict_with_backlog(
             let capacity_rps = max_rps / dp;
             if r >= capacity_rps * 0.999 {
                 overloaded = true;
-                let (sat_running, sat_step) = saturated(s, mem, prompt, output, c);
+                let (sat_running, sat_step) = saturated(&sm, mem, prompt, output, c);
                 running = sat_running;
                 step = sat_step;
                 let wait = match finite_requests {

@@ -94,7 +94,7 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
                 println!();
             }
         }
-        if !result.ranked.is_empty() {
+        if !result.ranked.is_empty() && top > 0 {
             println!(
                 "{:>3}  {:<34} {:>5} {:>10} {:>9} {:>9} {:>8} {:>9}",
                 "#", "layout", "GPUs", "$/h", "$/Mtok", "TTFT ms", "TPOT ms", "tok/s"

@@ -160,6 +160,25 @@ fn estimate_json_has_the_contract_fields() {
     let w = v["weights_bytes_per_gpu"].as_f64().unwrap();
     assert!((w / 1e9 - 35.3).abs() < 0.3, "{w}");
     assert!(v["tpot_ms"].as_f64().unwrap() > 5.0);
+    assert!(v["cost_per_hour"].is_null(), "no price given");
+    let priced = dic(&[
+        "estimate",
+        "--model",
+        "llama_3_1_8b",
+        "--gpu",
+        "h100_sxm",
+        "--max-model-len",
+        "8192",
+        "--price-per-node",
+        "98.32",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&priced.stdout).unwrap();
+    assert_eq!(
+        v["cost_per_hour"], 98.32,
+        "one node of 8 at the given price"
+    );
+    assert!(v["cost_per_million_output_tokens"].as_f64().unwrap() > 0.0);
 }
 
 #[test]

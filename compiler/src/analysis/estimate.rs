@@ -132,8 +132,23 @@ pub fn run(s: &Scenario) -> Analysis {
     analyze(s, &[] as &[SloTarget])
 }
 
+/// $/h of the nodes the layout occupies and $ per million output tokens, when priced.
+fn cost(s: &Scenario, a: &Analysis) -> (Option<f64>, Option<f64>) {
+    let nodes = s.layout.gpus().div_ceil(s.topology.gpus_per_node.max(1));
+    let per_hour = s.topology.price_per_node_hour.map(|p| p * nodes as f64);
+    let per_million = match (
+        per_hour,
+        a.prediction.as_ref().map(|p| p.output_tokens_per_s),
+    ) {
+        (Some(c), Some(t)) if t > 0.0 => Some(c / (t * 3600.0) * 1e6),
+        _ => None,
+    };
+    (per_hour, per_million)
+}
+
 /// The JSON object `dic estimate --json` prints (bytes as integers, times in ms).
 pub fn to_json(s: &Scenario, a: &Analysis) -> Value {
+    let (cost_per_hour, cost_per_million_output_tokens) = cost(s, a);
     let st = a.memory.tightest();
     let p = a.prediction.as_ref();
     let ms = |v: Option<f64>| {
@@ -158,6 +173,8 @@ pub fn to_json(s: &Scenario, a: &Analysis) -> Value {
         "output_tokens_per_s_per_gpu": p.map(|p| (p.output_tokens_per_s_per_gpu * 10.0).round() / 10.0),
         "requests_per_s": p.map(|p| (p.requests_per_s * 1000.0).round() / 1000.0),
         "max_output_tokens_per_s": p.map(|p| p.max_output_tokens_per_s.round()),
+        "cost_per_hour": cost_per_hour,
+        "cost_per_million_output_tokens": cost_per_million_output_tokens,
         "diagnostics": a.findings.iter().map(|f| json!({
             "code": f.code.as_str(),
             "severity": f.severity.as_str(),
@@ -235,6 +252,13 @@ pub fn to_table(s: &Scenario, a: &Analysis) -> String {
                 "saturated            {:.0} tokens/s\n",
                 p.max_output_tokens_per_s
             ));
+            if let (Some(h), m) = cost(s, a) {
+                out.push_str(&format!(
+                    "cost                 ${h:.2}/h{}\n",
+                    m.map(|m| format!(", ${m:.3} per million output tokens"))
+                        .unwrap_or_default()
+                ));
+            }
             out.push_str(&format!(
                 "decode step          compute {:.2} ms, memory {:.2} ms, communication {:.2} ms, overhead {:.2} ms, bubble {:.2} ms\n",
                 p.step.compute * 1e3,

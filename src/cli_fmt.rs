@@ -42,10 +42,7 @@ pub fn run(files: &[String], check: bool) -> u8 {
             code = code.max(EXIT_ERRORS);
             continue;
         }
-        let tmp = format!("{path}.dic-fmt.tmp");
-        let written = std::fs::write(&tmp, &formatted).and_then(|_| std::fs::rename(&tmp, path));
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
+        if let Err(e) = dic::disk::write_atomic(std::path::Path::new(path), &formatted) {
             eprintln!("error: cannot write `{path}`: {e}");
             code = EXIT_USAGE;
         } else {

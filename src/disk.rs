@@ -17,3 +17,16 @@ impl World for DiskWorld {
         })
     }
 }
+
+/// Write `text` to `path` through a temporary file and a rename, so a reader (or a crash)
+/// sees the old file or the new one, never half of one.
+pub fn write_atomic(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".dic.tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    let written = std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}

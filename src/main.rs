@@ -7,6 +7,7 @@ mod cli_estimate;
 mod cli_fmt;
 mod cli_list;
 mod cli_plan;
+mod cli_run;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use dic::disk::DiskWorld;
@@ -81,6 +82,8 @@ enum Command {
     },
     /// Predict memory, latency and throughput for one model on one GPU type, no file needed.
     Estimate(Box<EstimateArgs>),
+    /// Run a compiled deployment's communication (`nccl/plan.toml`) and measure the fabric.
+    Run(Box<cli_run::RunArgs>),
     /// List the stdlib catalog.
     List {
         what: cli_list::Catalog,
@@ -115,6 +118,7 @@ fn main() -> ExitCode {
         Command::ImportHf { config, name } => import_hf(&config, name.as_deref()),
         Command::List { what, json } => cli_list::run(what, json),
         Command::Estimate(a) => estimate(a),
+        Command::Run(a) => cli_run::run(*a),
     })
 }
 

@@ -219,3 +219,32 @@ pub fn json(db: &SourceDb, diags: &[Diagnostic]) -> Value {
             .collect(),
     )
 }
+
+/// Renders one error about a file that is not a .dist source (a plan file, say), pointing
+/// at `span` when known.
+pub fn plain_error(
+    path: &str,
+    text: &str,
+    message: &str,
+    span: Option<std::ops::Range<usize>>,
+    help: Option<&str>,
+    width: usize,
+) -> String {
+    let mut diag = miette::MietteDiagnostic::new(message.to_string());
+    if let Some(span) = span.filter(|s| s.end <= text.len()) {
+        diag = diag.with_label(LabeledSpan::at(span, "here"));
+    }
+    if let Some(h) = help {
+        diag = diag.with_help(h.to_string());
+    }
+    let report =
+        miette::Report::new(diag).with_source_code(NamedSource::new(path, text.to_string()));
+    let handler = GraphicalReportHandler::new_themed(GraphicalTheme::unicode_nocolor())
+        .with_width(width)
+        .with_links(false);
+    let mut out = String::new();
+    if handler.render_report(&mut out, report.as_ref()).is_err() {
+        out = format!("error: {path}: {message}\n");
+    }
+    out
+}

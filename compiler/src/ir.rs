@@ -119,6 +119,9 @@ pub struct RankPlacement {
     pub dp_replica: u64,
     pub pp_stage: u64,
     pub tp_rank: u64,
+    /// Position in the PCP group, when prefill context parallelism is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pcp_rank: Option<u64>,
     /// EP group (one per PP stage) when expert parallelism is on.
     pub ep_group: Option<u64>,
 }
@@ -222,6 +225,10 @@ pub struct GroupPlan {
     /// `tp.0`, `pp.1`, `ep.0`, `dp`.
     pub name: String,
     pub kind: String,
+    /// The stdlib (or user) link the group's slowest hop crosses; absent for `dp`, which
+    /// carries no per-step traffic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
     pub members: Vec<u64>,
 }
 
@@ -575,44 +582,60 @@ fn lower_one(
 
 /// The communicators and the per-step collective schedule the NCCL runtime replays.
 fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
-    use crate::analysis::comm::{ep_groups, pp_pairs, step_comm, tp_groups, CommContext};
+    use crate::analysis::comm::{
+        dcp_groups, ep_groups, pcp_groups, pp_pairs, step_comm, tp_groups, CommContext,
+    };
     let s = &ds.scenario;
     let l = s.layout;
+    let cx = CommContext::new(s);
     let mut groups = Vec::new();
-    for (i, g) in tp_groups(s).into_iter().enumerate() {
-        groups.push(GroupPlan {
-            name: format!("tp.{i}"),
-            kind: "tp".into(),
-            members: g,
-        });
-    }
-    if l.pp > 1 {
-        for (i, g) in pp_pairs(s).into_iter().enumerate() {
+    let mut add = |kind: &str, link: Option<&str>, members: Vec<Vec<u64>>, indexed: bool| {
+        for (i, g) in members.into_iter().enumerate() {
             groups.push(GroupPlan {
-                name: format!("pp.{i}"),
-                kind: "pp".into(),
+                name: if indexed {
+                    format!("{kind}.{i}")
+                } else {
+                    kind.to_string()
+                },
+                kind: kind.to_string(),
+                link: link.map(str::to_string),
                 members: g,
             });
         }
+    };
+    let tp_link = Some(cx.tp.link_name.as_str());
+    add("tp", tp_link, tp_groups(s), true);
+    if l.pp > 1 {
+        add(
+            "pp",
+            cx.pp.as_ref().map(|p| p.link_name.as_str()),
+            pp_pairs(s),
+            true,
+        );
     }
     if l.ep && s.model.is_moe() {
-        for (i, g) in ep_groups(s).into_iter().enumerate() {
-            groups.push(GroupPlan {
-                name: format!("ep.{i}"),
-                kind: "ep".into(),
-                members: g,
-            });
-        }
+        add(
+            "ep",
+            cx.ep.as_ref().map(|p| p.link_name.as_str()),
+            ep_groups(s),
+            true,
+        );
+    }
+    if l.dcp > 1 {
+        add("dcp", tp_link, dcp_groups(s), true);
+    }
+    if l.pcp > 1 {
+        add("pcp", tp_link, pcp_groups(s), true);
     }
     if l.dp > 1 {
         // rank 0 of every replica: the DP "group" used for start-up and weight checks
-        groups.push(GroupPlan {
-            name: "dp".into(),
-            kind: "dp".into(),
-            members: (0..l.dp).map(|d| d * l.replica_gpus()).collect(),
-        });
+        add(
+            "dp",
+            None,
+            vec![(0..l.dp).map(|d| d * l.replica_gpus()).collect()],
+            false,
+        );
     }
-    let cx = CommContext::new(s);
     let parts = crate::analysis::memory::pp_partition(s.model.layers, l.pp);
     let schedule = |tokens: f64| {
         let mut stages = Vec::new();
@@ -671,6 +694,7 @@ fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
 }
 
 fn report_data(ds: &DeploymentScenario, a: &Analysis, detail: Detail) -> ReportData {
+    use crate::analysis::comm::stage_gpus;
     use crate::program::SloMetric;
     let s = &ds.scenario;
     let l = s.layout;
@@ -684,9 +708,10 @@ fn report_data(ds: &DeploymentScenario, a: &Analysis, detail: Detail) -> ReportD
                 node: r / per_node,
                 local_gpu: r % per_node,
                 dp_replica: r / per_replica,
-                pp_stage: within / l.tp.max(1),
+                pp_stage: within / stage_gpus(&l),
                 tp_rank: within % l.tp.max(1),
-                ep_group: l.ep.then_some(within / l.tp.max(1)),
+                pcp_rank: (l.pcp > 1).then_some(within % stage_gpus(&l) / l.tp.max(1)),
+                ep_group: l.ep.then_some(within / stage_gpus(&l)),
             }
         })
         .collect();

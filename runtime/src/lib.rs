@@ -1,5 +1,20 @@
-//! dic's native communication runtime: builds TP/PP/DP/EP communicators from a compiled
-//! plan and runs the model's communication pattern to validate and measure a fabric.
+//! dic's native communication runtime: builds a deployment's TP/PP/DP/EP communicators
+//! from its compiled `nccl/plan.toml` and replays the model's communication at its real
+//! (or scaled) message sizes, to validate and measure a fabric before vLLM starts.
 //!
-//! Empty until the runtime milestone (CPU backend for tests, NCCL backend behind the
-//! `nccl` feature).
+//! Pipeline: [`plan`] (parse + validate, no sockets) → [`rendezvous`] (rank 0 serves the
+//! roster) → [`cpu::Mesh`] (TCP between ranks that share a group) → a backend's
+//! communicators ([`cpu`], or `nccl` behind the feature) → [`replay`] → [`summary`] at
+//! rank 0. [`session`] runs one rank end to end; [`local`] runs every rank as a child
+//! process on this machine.
+
+pub mod comm;
+pub mod cpu;
+pub mod local;
+#[cfg(feature = "nccl")]
+pub mod nccl;
+pub mod plan;
+pub mod rendezvous;
+pub mod replay;
+pub mod session;
+pub mod summary;

@@ -124,7 +124,7 @@ pub fn ep_groups(s: &Scenario) -> Vec<Vec<u64>> {
         .map(|stage| {
             (0..l.dp.max(1))
                 .flat_map(|d| {
-                    (0..l.tp.max(1)).map(move |t| d * per_replica + stage * l.tp.max(1) + t)
+                    (0..l.tp.max(1)).map(move |t| d * per_replica + stage * stage_gpus(l) + t)
                 })
                 .collect()
         })
@@ -137,10 +137,39 @@ pub fn pp_pairs(s: &Scenario) -> Vec<Vec<u64>> {
     let mut out = Vec::new();
     for d in 0..l.dp.max(1) {
         for stage in 0..l.pp.max(1).saturating_sub(1) {
-            for t in 0..l.tp.max(1) {
-                let a = d * l.replica_gpus() + stage * l.tp + t;
-                out.push(vec![a, a + l.tp]);
+            for c in 0..l.pcp.max(1) {
+                for t in 0..l.tp.max(1) {
+                    let a = d * l.replica_gpus() + stage * stage_gpus(l) + c * l.tp.max(1) + t;
+                    out.push(vec![a, a + stage_gpus(l)]);
+                }
             }
+        }
+    }
+    out
+}
+
+/// Ranks of one PP stage of one replica: TP × PCP (ranks are laid out DP × PP × PCP × TP,
+/// TP fastest, as vLLM's `initialize_model_parallel` does).
+pub fn stage_gpus(l: &crate::program::Layout) -> u64 {
+    l.tp.max(1) * l.pcp.max(1)
+}
+
+/// The DCP groups: `dcp` consecutive ranks of each TP group (vLLM splits the TP group).
+pub fn dcp_groups(s: &Scenario) -> Vec<Vec<u64>> {
+    let d = s.layout.dcp.max(1);
+    (0..s.layout.gpus() / d)
+        .map(|g| (g * d..(g + 1) * d).collect())
+        .collect()
+}
+
+/// The PCP groups: the ranks with the same replica, stage and TP rank.
+pub fn pcp_groups(s: &Scenario) -> Vec<Vec<u64>> {
+    let l = &s.layout;
+    let tp = l.tp.max(1);
+    let mut out = Vec::new();
+    for base in (0..l.gpus()).step_by(stage_gpus(l) as usize) {
+        for t in 0..tp {
+            out.push((0..l.pcp.max(1)).map(|c| base + c * tp + t).collect());
         }
     }
     out

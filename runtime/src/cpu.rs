@@ -1,0 +1,678 @@
+//! The CPU backend: ranks are OS processes joined by TCP (loopback under `--local`), one
+//! connection per pair of ranks that share a group. Sends never block the caller (a
+//! writer thread per connection drains a queue), so ring steps cannot deadlock on full
+//! socket buffers; receives block with the plan's timeout, and a closed connection, a
+//! timeout or an abort frame becomes a [`CommError`] naming the rank to blame.
+//!
+//! Algorithms: ring AllReduce (reduce-scatter + all-gather) for large buffers and a
+//! binomial tree (reduce + broadcast) for small ones, ring AllGather and ReduceScatter,
+//! pairwise All-to-All, binomial Broadcast, gather-release barrier.
+
+use crate::comm::{add_into, CommError, CommResult, Communicator};
+use crate::plan::DType;
+use std::cell::{Cell, RefCell};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::rc::Rc;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const FRAME_MAGIC: u32 = 0x4449_4346; // "DICF"
+const HANDSHAKE_MAGIC: u32 = 0x4449_4348; // "DICH"
+const KIND_DATA: u8 = 0;
+const KIND_ABORT: u8 = 1;
+const HEADER: usize = 4 + 1 + 8 + 8;
+/// Below this many bytes AllReduce takes the tree (fewer steps); above, the ring.
+pub const TREE_THRESHOLD: usize = 64 * 1024;
+
+struct Peer {
+    reader: TcpStream,
+    queue: Option<mpsc::Sender<Vec<u8>>>,
+    writer: Option<JoinHandle<()>>,
+    sent: Cell<u64>,
+    received: Cell<u64>,
+}
+
+/// Every connection of this process, by world rank.
+pub struct Mesh {
+    pub rank: usize,
+    pub world: usize,
+    peers: Vec<Option<Peer>>,
+    timeout: Duration,
+    context: RefCell<String>,
+}
+
+impl Mesh {
+    /// Connect to every rank in `peers` (world ranks): this rank dials the lower ranks'
+    /// listeners in `addresses` and accepts the higher ones on `listener`. Each side
+    /// checks the other's plan digest.
+    pub fn connect(
+        rank: usize,
+        addresses: &[SocketAddr],
+        listener: TcpListener,
+        peers: &[usize],
+        digest: u64,
+        timeout: Duration,
+    ) -> CommResult<Mesh> {
+        let world = addresses.len();
+        let deadline = Instant::now() + timeout;
+        let mut slots: Vec<Option<TcpStream>> = (0..world).map(|_| None).collect();
+        for &p in peers.iter().filter(|&&p| p < rank) {
+            let stream = dial(addresses[p], deadline).map_err(|e| {
+                CommError::blame(
+                    p,
+                    format!("rank {p} at {} is not reachable: {e}", addresses[p]),
+                )
+            })?;
+            stream.set_nodelay(true).ok();
+            let mut s = &stream;
+            let mut hello = Vec::with_capacity(20);
+            hello.extend_from_slice(&HANDSHAKE_MAGIC.to_le_bytes());
+            hello.extend_from_slice(&(rank as u64).to_le_bytes());
+            hello.extend_from_slice(&digest.to_le_bytes());
+            s.write_all(&hello)
+                .map_err(|e| CommError::blame(p, format!("handshake with rank {p}: {e}")))?;
+            slots[p] = Some(stream);
+        }
+        let mut waiting: Vec<usize> = peers.iter().copied().filter(|&p| p > rank).collect();
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| CommError::new(format!("listener: {e}")))?;
+        while !waiting.is_empty() {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    stream.set_nonblocking(false).ok();
+                    stream.set_nodelay(true).ok();
+                    stream.set_read_timeout(Some(remaining(deadline))).ok();
+                    let mut hello = [0u8; 24];
+                    if (&stream).read_exact(&mut hello[..20]).is_err() {
+                        continue;
+                    }
+                    let magic = u32::from_le_bytes(hello[0..4].try_into().unwrap());
+                    let who = u64::from_le_bytes(hello[4..12].try_into().unwrap()) as usize;
+                    let their = u64::from_le_bytes(hello[12..20].try_into().unwrap());
+                    if magic != HANDSHAKE_MAGIC || !waiting.contains(&who) {
+                        continue;
+                    }
+                    if their != digest {
+                        return Err(CommError::blame(
+                            who,
+                            format!("rank {who} runs a different plan file (digest {their:016x}, this rank's {digest:016x})"),
+                        ));
+                    }
+                    waiting.retain(|&w| w != who);
+                    slots[who] = Some(stream);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        let first = waiting[0];
+                        return Err(CommError::blame(
+                            first,
+                            format!(
+                                "rank{} {} never connected within {} s",
+                                if waiting.len() > 1 { "s" } else { "" },
+                                list(&waiting),
+                                timeout.as_secs()
+                            ),
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(e) => return Err(CommError::new(format!("accept: {e}"))),
+            }
+        }
+        let peers = slots
+            .into_iter()
+            .map(|s| s.map(|stream| Peer::start(stream, timeout)).transpose())
+            .collect::<CommResult<Vec<_>>>()?;
+        Ok(Mesh {
+            rank,
+            world,
+            peers,
+            timeout,
+            context: RefCell::new(String::new()),
+        })
+    }
+
+    fn peer(&self, p: usize) -> CommResult<&Peer> {
+        self.peers.get(p).and_then(|x| x.as_ref()).ok_or_else(|| {
+            CommError::new(format!("no connection to rank {p} (not in a shared group)"))
+        })
+    }
+
+    pub fn set_context(&self, context: &str) {
+        let mut c = self.context.borrow_mut();
+        c.clear();
+        c.push_str(context);
+    }
+
+    fn context(&self) -> String {
+        self.context.borrow().clone()
+    }
+
+    /// Queue `data` for world rank `p`; returns at once.
+    pub fn send(&self, p: usize, data: &[u8]) -> CommResult<()> {
+        let peer = self.peer(p)?;
+        let seq = peer.sent.get();
+        peer.sent.set(seq + 1);
+        let mut frame = Vec::with_capacity(HEADER + data.len());
+        frame.extend_from_slice(&FRAME_MAGIC.to_le_bytes());
+        frame.push(KIND_DATA);
+        frame.extend_from_slice(&seq.to_le_bytes());
+        frame.extend_from_slice(&(data.len() as u64).to_le_bytes());
+        frame.extend_from_slice(data);
+        peer.queue
+            .as_ref()
+            .and_then(|q| q.send(frame).ok())
+            .ok_or_else(|| {
+                CommError::blame(
+                    p,
+                    format!("rank {p} closed the connection during {}", self.context()),
+                )
+            })
+    }
+
+    /// Receive the next message from world rank `p` into `out` (its exact length).
+    pub fn recv_into(&self, p: usize, out: &mut [u8]) -> CommResult<()> {
+        let peer = self.peer(p)?;
+        let what = || self.context();
+        let mut header = [0u8; HEADER];
+        read_full(&peer.reader, &mut header, p, self.timeout, &what)?;
+        let magic = u32::from_le_bytes(header[0..4].try_into().unwrap());
+        let kind = header[4];
+        let seq = u64::from_le_bytes(header[5..13].try_into().unwrap());
+        let len = u64::from_le_bytes(header[13..21].try_into().unwrap()) as usize;
+        if magic != FRAME_MAGIC {
+            return Err(CommError::blame(
+                p,
+                format!("rank {p} sent a corrupt frame during {}", what()),
+            ));
+        }
+        if kind == KIND_ABORT {
+            let mut msg = vec![0u8; len.min(1 << 16)];
+            read_full(&peer.reader, &mut msg, p, self.timeout, &what)?;
+            let text = String::from_utf8_lossy(&msg).into_owned();
+            let culprit = text
+                .strip_prefix("rank ")
+                .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|n| n.parse().ok());
+            return Err(CommError {
+                message: format!("rank {p} aborted: {text}"),
+                culprit: culprit.or(Some(p)),
+            });
+        }
+        let expected = peer.received.get();
+        peer.received.set(expected + 1);
+        if seq != expected || len != out.len() {
+            return Err(CommError::blame(
+                p,
+                format!(
+                    "rank {p} is out of step during {}: message {seq} of {len} bytes, expected message {expected} of {} bytes (do both ranks run the same plan?)",
+                    what(),
+                    out.len()
+                ),
+            ));
+        }
+        read_full(&peer.reader, out, p, self.timeout, &what)
+    }
+
+    pub fn recv(&self, p: usize, len: usize) -> CommResult<Vec<u8>> {
+        let mut v = vec![0u8; len];
+        self.recv_into(p, &mut v)?;
+        Ok(v)
+    }
+
+    /// Tell every connected rank why this one is giving up, so their errors name the
+    /// rank at fault rather than this one.
+    pub fn abort(&self, reason: &str) {
+        let bytes = reason.as_bytes();
+        for peer in self.peers.iter().flatten() {
+            let mut frame = Vec::with_capacity(HEADER + bytes.len());
+            frame.extend_from_slice(&FRAME_MAGIC.to_le_bytes());
+            frame.push(KIND_ABORT);
+            frame.extend_from_slice(&0u64.to_le_bytes());
+            frame.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+            frame.extend_from_slice(bytes);
+            if let Some(q) = &peer.queue {
+                let _ = q.send(frame);
+            }
+        }
+    }
+
+    /// Flush every queued send and close the connections.
+    pub fn close(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        for peer in self.peers.iter_mut().flatten() {
+            peer.queue.take();
+        }
+        for peer in self.peers.iter_mut().flatten() {
+            if let Some(w) = peer.writer.take() {
+                let _ = w.join();
+            }
+            let _ = peer.reader.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for Mesh {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Peer {
+    fn start(stream: TcpStream, timeout: Duration) -> CommResult<Peer> {
+        stream
+            .set_read_timeout(Some(timeout.min(Duration::from_millis(250))))
+            .map_err(|e| CommError::new(format!("socket: {e}")))?;
+        stream.set_write_timeout(Some(timeout)).ok();
+        let mut write_half = stream
+            .try_clone()
+            .map_err(|e| CommError::new(format!("socket: {e}")))?;
+        let (tx, rx) = mpsc::channel::<Vec<u8>>();
+        let writer = std::thread::Builder::new()
+            .name("dic-send".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                for frame in rx {
+                    if write_half.write_all(&frame).is_err() {
+                        break;
+                    }
+                }
+                let _ = write_half.flush();
+            })
+            .map_err(|e| CommError::new(format!("thread: {e}")))?;
+        Ok(Peer {
+            reader: stream,
+            queue: Some(tx),
+            writer: Some(writer),
+            sent: Cell::new(0),
+            received: Cell::new(0),
+        })
+    }
+}
+
+fn remaining(deadline: Instant) -> Duration {
+    deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1))
+}
+
+fn dial(addr: SocketAddr, deadline: Instant) -> std::io::Result<TcpStream> {
+    loop {
+        match TcpStream::connect_timeout(&addr, remaining(deadline).min(Duration::from_secs(2))) {
+            Ok(s) => return Ok(s),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// Read exactly `buf.len()` bytes from rank `p`, giving up after `timeout` without
+/// progress. The socket's own timeout is short so a dead peer is noticed quickly.
+fn read_full(
+    stream: &TcpStream,
+    buf: &mut [u8],
+    p: usize,
+    timeout: Duration,
+    what: &dyn Fn() -> String,
+) -> CommResult<()> {
+    let mut done = 0;
+    let mut last = Instant::now();
+    let mut s = stream;
+    while done < buf.len() {
+        match s.read(&mut buf[done..]) {
+            Ok(0) => {
+                return Err(CommError::blame(
+                    p,
+                    format!("rank {p} closed the connection (died?) during {}", what()),
+                ))
+            }
+            Ok(n) => {
+                done += n;
+                last = Instant::now();
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if last.elapsed() >= timeout {
+                    return Err(CommError::blame(
+                        p,
+                        format!(
+                            "rank {p} sent nothing for {} s during {} (hung?)",
+                            timeout.as_secs_f64(),
+                            what()
+                        ),
+                    ));
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(CommError::blame(
+                    p,
+                    format!("rank {p}'s connection failed during {}: {e}", what()),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn list(ranks: &[usize]) -> String {
+    ranks
+        .iter()
+        .map(|r| r.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Which AllReduce algorithm to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllReduceAlgorithm {
+    /// Tree below [`TREE_THRESHOLD`] bytes, ring above (as NCCL picks by size).
+    Auto,
+    Ring,
+    Tree,
+}
+
+/// A group's communicator on the CPU backend: a view of the mesh over the members.
+pub struct CpuComm {
+    mesh: Rc<Mesh>,
+    name: String,
+    members: Vec<usize>,
+    me: usize,
+    pub algorithm: AllReduceAlgorithm,
+    context: String,
+}
+
+/// A host buffer with its element type.
+#[derive(Debug, Clone)]
+pub struct HostBuffer {
+    pub dtype: DType,
+    pub data: Vec<u8>,
+}
+
+impl CpuComm {
+    /// `members` are world ranks in group-rank order; this process must be one of them.
+    pub fn new(mesh: Rc<Mesh>, name: &str, members: Vec<usize>) -> CommResult<CpuComm> {
+        let me = members
+            .iter()
+            .position(|&m| m == mesh.rank)
+            .ok_or_else(|| CommError::new(format!("rank {} is not in group {name}", mesh.rank)))?;
+        Ok(CpuComm {
+            mesh,
+            name: name.to_string(),
+            members,
+            me,
+            algorithm: AllReduceAlgorithm::Auto,
+            context: String::new(),
+        })
+    }
+
+    /// The mesh this communicator runs on (to build another group over the same ranks).
+    pub fn mesh(&self) -> Rc<Mesh> {
+        self.mesh.clone()
+    }
+
+    /// The group's world ranks, in group-rank order.
+    pub fn members(&self) -> &[usize] {
+        &self.members
+    }
+
+    fn label(&self, op: &str) {
+        let mut s = format!("{op} on {}", self.name);
+        if !self.context.is_empty() {
+            s.push_str(" (");
+            s.push_str(&self.context);
+            s.push(')');
+        }
+        self.mesh.set_context(&s);
+    }
+
+    fn world(&self, g: usize) -> usize {
+        self.members[g]
+    }
+    fn next(&self) -> usize {
+        self.world((self.me + 1) % self.members.len())
+    }
+    fn prev(&self) -> usize {
+        let p = self.members.len();
+        self.world((self.me + p - 1) % p)
+    }
+
+    /// Element ranges of `p` nearly equal chunks of `n` elements, in bytes.
+    fn chunks(n_bytes: usize, esize: usize, p: usize) -> Vec<std::ops::Range<usize>> {
+        let n = n_bytes / esize;
+        (0..p)
+            .map(|i| (i * n / p) * esize..((i + 1) * n / p) * esize)
+            .collect()
+    }
+
+    fn ring_all_reduce(&self, buf: &mut HostBuffer) -> CommResult<()> {
+        let p = self.members.len();
+        let (next, prev, r) = (self.next(), self.prev(), self.me);
+        let chunks = Self::chunks(buf.data.len(), buf.dtype.size(), p);
+        let mut scratch = Vec::new();
+        for s in 0..p - 1 {
+            let send = chunks[(r + p - s) % p].clone();
+            self.mesh.send(next, &buf.data[send])?;
+            let recv = chunks[(r + 2 * p - s - 1) % p].clone();
+            scratch.resize(recv.len(), 0);
+            self.mesh.recv_into(prev, &mut scratch)?;
+            add_into(buf.dtype, &mut buf.data[recv], &scratch)?;
+        }
+        for s in 0..p - 1 {
+            let send = chunks[(r + 1 + p - s) % p].clone();
+            self.mesh.send(next, &buf.data[send])?;
+            let recv = chunks[(r + p - s) % p].clone();
+            self.mesh.recv_into(prev, &mut buf.data[recv])?;
+        }
+        Ok(())
+    }
+
+    fn tree_all_reduce(&self, buf: &mut HostBuffer) -> CommResult<()> {
+        let p = self.members.len();
+        let r = self.me;
+        // Binomial reduce to group rank 0.
+        let mut mask = 1;
+        let mut scratch = vec![0u8; buf.data.len()];
+        while mask < p {
+            if r & mask != 0 {
+                self.mesh.send(self.world(r - mask), &buf.data)?;
+                break;
+            }
+            if r + mask < p {
+                self.mesh.recv_into(self.world(r + mask), &mut scratch)?;
+                add_into(buf.dtype, &mut buf.data, &scratch)?;
+            }
+            mask <<= 1;
+        }
+        self.binomial_broadcast(&mut buf.data, 0)
+    }
+
+    fn binomial_broadcast(&self, data: &mut [u8], root: usize) -> CommResult<()> {
+        let p = self.members.len();
+        let vr = (self.me + p - root) % p; // rank relative to the root
+        let mut mask = 1;
+        while mask < p {
+            if vr & mask != 0 {
+                let src = (vr - mask + root) % p;
+                self.mesh.recv_into(self.world(src), data)?;
+                break;
+            }
+            mask <<= 1;
+        }
+        mask >>= 1;
+        while mask > 0 {
+            if vr + mask < p {
+                let dst = (vr + mask + root) % p;
+                self.mesh.send(self.world(dst), data)?;
+            }
+            mask >>= 1;
+        }
+        Ok(())
+    }
+}
+
+fn check_len(what: &str, got: usize, want: usize) -> CommResult<()> {
+    if got != want {
+        return Err(CommError::new(format!(
+            "{what}: buffer of {got} bytes, expected {want}"
+        )));
+    }
+    Ok(())
+}
+
+impl Communicator for CpuComm {
+    type Buffer = HostBuffer;
+
+    fn rank(&self) -> usize {
+        self.me
+    }
+    fn size(&self) -> usize {
+        self.members.len()
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn set_context(&mut self, context: &str) {
+        self.context = context.to_string();
+    }
+    fn alloc(&mut self, dtype: DType, bytes: usize) -> CommResult<HostBuffer> {
+        Ok(HostBuffer {
+            dtype,
+            data: vec![0u8; bytes],
+        })
+    }
+    fn upload(&mut self, buf: &mut HostBuffer, host: &[u8]) -> CommResult<()> {
+        check_len("upload", host.len(), buf.data.len())?;
+        buf.data.copy_from_slice(host);
+        Ok(())
+    }
+    fn download(&mut self, buf: &HostBuffer) -> CommResult<Vec<u8>> {
+        Ok(buf.data.clone())
+    }
+
+    fn all_reduce(&mut self, buf: &mut HostBuffer) -> CommResult<()> {
+        self.label("all_reduce");
+        let p = self.members.len();
+        if p == 1 {
+            return Ok(());
+        }
+        let elements = buf.data.len() / buf.dtype.size();
+        let ring = match self.algorithm {
+            AllReduceAlgorithm::Ring => true,
+            AllReduceAlgorithm::Tree => false,
+            AllReduceAlgorithm::Auto => buf.data.len() >= TREE_THRESHOLD,
+        };
+        if ring && elements >= p {
+            self.ring_all_reduce(buf)
+        } else {
+            self.tree_all_reduce(buf)
+        }
+    }
+
+    fn all_gather(&mut self, send: &HostBuffer, recv: &mut HostBuffer) -> CommResult<()> {
+        self.label("all_gather");
+        let p = self.members.len();
+        let n = send.data.len();
+        check_len("all_gather", recv.data.len(), n * p)?;
+        let r = self.me;
+        recv.data[r * n..(r + 1) * n].copy_from_slice(&send.data);
+        let (next, prev) = (self.next(), self.prev());
+        for s in 0..p.saturating_sub(1) {
+            let b = (r + p - s) % p;
+            self.mesh.send(next, &recv.data[b * n..(b + 1) * n])?;
+            let c = (r + 2 * p - s - 1) % p;
+            self.mesh
+                .recv_into(prev, &mut recv.data[c * n..(c + 1) * n])?;
+        }
+        Ok(())
+    }
+
+    fn reduce_scatter(&mut self, send: &HostBuffer, recv: &mut HostBuffer) -> CommResult<()> {
+        self.label("reduce_scatter");
+        let p = self.members.len();
+        let n = recv.data.len();
+        check_len("reduce_scatter", send.data.len(), n * p)?;
+        let r = self.me;
+        if p == 1 {
+            recv.data.copy_from_slice(&send.data);
+            return Ok(());
+        }
+        let (next, prev) = (self.next(), self.prev());
+        let block = |b: usize| b * n..(b + 1) * n;
+        let mut acc = send.data[block((r + p - 1) % p)].to_vec();
+        for s in 0..p - 1 {
+            self.mesh.send(next, &acc)?;
+            let b = (r + 2 * p - s - 2) % p;
+            acc.resize(n, 0);
+            self.mesh.recv_into(prev, &mut acc)?;
+            add_into(send.dtype, &mut acc, &send.data[block(b)])?;
+        }
+        recv.data.copy_from_slice(&acc);
+        Ok(())
+    }
+
+    fn all_to_all(&mut self, send: &HostBuffer, recv: &mut HostBuffer) -> CommResult<()> {
+        self.label("all_to_all");
+        let p = self.members.len();
+        check_len("all_to_all", recv.data.len(), send.data.len())?;
+        let n = send.data.len() / p;
+        let r = self.me;
+        // Pairwise exchange: round k sends to r+k and receives from r−k.
+        for k in 1..p {
+            let to = (r + k) % p;
+            self.mesh
+                .send(self.world(to), &send.data[to * n..(to + 1) * n])?;
+        }
+        recv.data[r * n..(r + 1) * n].copy_from_slice(&send.data[r * n..(r + 1) * n]);
+        for k in 1..p {
+            let from = (r + p - k) % p;
+            self.mesh
+                .recv_into(self.world(from), &mut recv.data[from * n..(from + 1) * n])?;
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, buf: &HostBuffer, peer: usize) -> CommResult<()> {
+        self.label("send");
+        self.mesh.send(self.world(peer), &buf.data)
+    }
+
+    fn recv(&mut self, buf: &mut HostBuffer, peer: usize) -> CommResult<()> {
+        self.label("recv");
+        self.mesh.recv_into(self.world(peer), &mut buf.data)
+    }
+
+    fn broadcast(&mut self, buf: &mut HostBuffer, root: usize) -> CommResult<()> {
+        self.label("broadcast");
+        self.binomial_broadcast(&mut buf.data, root)
+    }
+
+    fn barrier(&mut self) -> CommResult<()> {
+        self.label("barrier");
+        let p = self.members.len();
+        if p == 1 {
+            return Ok(());
+        }
+        if self.me == 0 {
+            for g in 1..p {
+                self.mesh.recv(self.world(g), 0)?;
+            }
+            for g in 1..p {
+                self.mesh.send(self.world(g), &[])?;
+            }
+        } else {
+            self.mesh.send(self.world(0), &[])?;
+            self.mesh.recv(self.world(0), 0)?;
+        }
+        Ok(())
+    }
+
+    fn synchronize(&mut self) -> CommResult<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,691 @@
+//! Reading and validating `nccl/plan.toml` (format `dic-nccl-plan/1`, docs/nccl-plan.md).
+//!
+//! Everything a rank needs is checked here, before any socket opens: the format version,
+//! the world, every rank's placement, every group's members, and that each collective of
+//! the schedule names a group kind that every rank of its stage belongs to. Errors carry
+//! the byte span of the offending table so the CLI can point at it.
+
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use toml::Spanned;
+
+pub const PLAN_FORMAT: &str = "dic-nccl-plan/1";
+
+/// A plan file that cannot be run: what is wrong and, where known, where.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanError {
+    pub message: String,
+    pub span: Option<Range<usize>>,
+    pub help: Option<String>,
+}
+
+impl PlanError {
+    fn at(span: Range<usize>, message: impl Into<String>) -> PlanError {
+        PlanError {
+            message: message.into(),
+            span: Some(span),
+            help: None,
+        }
+    }
+    fn help(mut self, help: impl Into<String>) -> PlanError {
+        self.help = Some(help.into());
+        self
+    }
+}
+
+impl std::fmt::Display for PlanError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct RawPlan {
+    format: Spanned<String>,
+    deployment: String,
+    model: String,
+    layout: String,
+    world_size: Spanned<u64>,
+    rendezvous: Rendezvous,
+    ranks: Vec<Spanned<RankPlacement>>,
+    groups: Vec<Spanned<RawGroup>>,
+    decode_step: Spanned<Schedule>,
+    prefill_chunk: Spanned<Schedule>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct Rendezvous {
+    pub address_env: String,
+    pub port: u16,
+    pub timeout_seconds: u64,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct RankPlacement {
+    pub rank: u64,
+    pub node: u64,
+    pub local_gpu: u64,
+    pub dp_replica: u64,
+    pub pp_stage: u64,
+    pub tp_rank: u64,
+    #[serde(default)]
+    pub pcp_rank: Option<u64>,
+    #[serde(default)]
+    pub ep_group: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct RawGroup {
+    name: String,
+    kind: String,
+    #[serde(default)]
+    link: Option<String>,
+    members: Vec<u64>,
+}
+
+/// A communicator to build: its name (`tp.0`), kind, link class and member ranks in
+/// group-rank order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    pub name: String,
+    pub kind: GroupKind,
+    pub link: Option<String>,
+    pub members: Vec<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum GroupKind {
+    Tp,
+    Pp,
+    Ep,
+    Dcp,
+    Pcp,
+    Dp,
+}
+
+impl GroupKind {
+    fn parse(s: &str) -> Option<GroupKind> {
+        Some(match s {
+            "tp" => GroupKind::Tp,
+            "pp" => GroupKind::Pp,
+            "ep" => GroupKind::Ep,
+            "dcp" => GroupKind::Dcp,
+            "pcp" => GroupKind::Pcp,
+            "dp" => GroupKind::Dp,
+            _ => return None,
+        })
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupKind::Tp => "tp",
+            GroupKind::Pp => "pp",
+            GroupKind::Ep => "ep",
+            GroupKind::Dcp => "dcp",
+            GroupKind::Pcp => "pcp",
+            GroupKind::Dp => "dp",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Collective {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    AllToAll,
+    SendRecv,
+    Broadcast,
+}
+
+impl Collective {
+    fn parse(s: &str) -> Option<Collective> {
+        Some(match s {
+            "all_reduce" => Collective::AllReduce,
+            "all_gather" => Collective::AllGather,
+            "reduce_scatter" => Collective::ReduceScatter,
+            "all_to_all" => Collective::AllToAll,
+            "send_recv" => Collective::SendRecv,
+            "broadcast" => Collective::Broadcast,
+            _ => return None,
+        })
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all_reduce",
+            Collective::AllGather => "all_gather",
+            Collective::ReduceScatter => "reduce_scatter",
+            Collective::AllToAll => "all_to_all",
+            Collective::SendRecv => "send_recv",
+            Collective::Broadcast => "broadcast",
+        }
+    }
+    /// nccl-tests' bus-bandwidth factor for `p` ranks (reference §2.1).
+    pub fn busbw_factor(self, p: usize) -> f64 {
+        let p = p.max(1) as f64;
+        match self {
+            Collective::AllReduce => 2.0 * (p - 1.0) / p,
+            Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => {
+                (p - 1.0) / p
+            }
+            Collective::SendRecv | Collective::Broadcast => 1.0,
+        }
+    }
+    /// Latency terms (α count) of the algorithm dic's CPU backend and its model use:
+    /// ring steps for AllReduce / AllGather / ReduceScatter, pairwise rounds for
+    /// All-to-All, one message for Send/Recv and a pipelined Broadcast.
+    pub fn latency_steps(self, p: usize) -> f64 {
+        let p = p.max(1) as f64;
+        match self {
+            Collective::AllReduce => 2.0 * (p - 1.0),
+            Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => p - 1.0,
+            Collective::SendRecv | Collective::Broadcast => 1.0,
+        }
+    }
+}
+
+/// Element types the schedule moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DType {
+    F32,
+    Bf16,
+    F16,
+    Fp8,
+    I32,
+}
+
+impl DType {
+    pub fn parse(s: &str) -> Option<DType> {
+        Some(match s {
+            "fp32" | "f32" | "float32" => DType::F32,
+            "bf16" | "bfloat16" => DType::Bf16,
+            "fp16" | "f16" | "float16" => DType::F16,
+            "fp8" | "fp8_e4m3" | "e4m3" => DType::Fp8,
+            "int32" | "i32" => DType::I32,
+            _ => return None,
+        })
+    }
+    pub fn size(self) -> usize {
+        match self {
+            DType::F32 | DType::I32 => 4,
+            DType::Bf16 | DType::F16 => 2,
+            DType::Fp8 => 1,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "fp32",
+            DType::Bf16 => "bf16",
+            DType::F16 => "fp16",
+            DType::Fp8 => "fp8",
+            DType::I32 => "int32",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct Schedule {
+    tokens: u64,
+    predicted_us: f64,
+    stages: Vec<Spanned<RawStage>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct RawStage {
+    stage: u64,
+    layers: [u64; 2],
+    collectives: Vec<Spanned<RawCollective>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct RawCollective {
+    group_kind: String,
+    collective: String,
+    layers: [u64; 2],
+    per_layer: u64,
+    bytes: u64,
+    dtype: String,
+    predicted_us: f64,
+}
+
+/// One line of a stage's schedule: `calls` calls of `collective` on the rank's group of
+/// `group`, `bytes` each (nccl-tests' S), with dic's predicted time of one call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub group: GroupKind,
+    pub collective: Collective,
+    pub layers: [u64; 2],
+    pub calls: u64,
+    pub bytes: u64,
+    pub dtype: DType,
+    pub predicted_us: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stage {
+    pub stage: u64,
+    pub layers: [u64; 2],
+    pub steps: Vec<Step>,
+}
+
+/// Which pass of the model a schedule describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Phase {
+    Decode,
+    Prefill,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Decode => "decode step",
+            Phase::Prefill => "prefill chunk",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepSchedule {
+    pub tokens: u64,
+    pub predicted_us: f64,
+    pub stages: Vec<Stage>,
+}
+
+/// A validated plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub deployment: String,
+    pub model: String,
+    pub layout: String,
+    pub world_size: usize,
+    pub rendezvous: Rendezvous,
+    pub ranks: Vec<RankPlacement>,
+    pub groups: Vec<Group>,
+    pub decode: StepSchedule,
+    pub prefill: StepSchedule,
+    /// FNV-1a of the file's bytes: ranks compare it at rendezvous.
+    pub digest: u64,
+}
+
+impl Plan {
+    pub fn schedule(&self, phase: Phase) -> &StepSchedule {
+        match phase {
+            Phase::Decode => &self.decode,
+            Phase::Prefill => &self.prefill,
+        }
+    }
+
+    /// The group of `kind` that `rank` belongs to (the first, for PP pairs where a middle
+    /// stage's rank is in two: see [`Plan::pp_next`]).
+    pub fn group_of(&self, rank: usize, kind: GroupKind) -> Option<&Group> {
+        self.groups
+            .iter()
+            .find(|g| g.kind == kind && g.members.contains(&rank))
+    }
+
+    /// The rank of the next PP stage that `rank` hands activations to.
+    pub fn pp_next(&self, rank: usize) -> Option<usize> {
+        self.groups
+            .iter()
+            .find(|g| g.kind == GroupKind::Pp && g.members.first() == Some(&rank))
+            .map(|g| g.members[1])
+    }
+
+    /// The rank of the previous PP stage that `rank` receives activations from.
+    pub fn pp_prev(&self, rank: usize) -> Option<usize> {
+        self.groups
+            .iter()
+            .find(|g| g.kind == GroupKind::Pp && g.members.get(1) == Some(&rank))
+            .map(|g| g.members[0])
+    }
+}
+
+/// FNV-1a, 64 bit: a stable digest of the plan's bytes (not a security measure).
+pub fn digest(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// Largest world a plan may declare (a GB200 NVL72 rack is 72; whole pods of racks fit).
+pub const MAX_WORLD: u64 = 65_536;
+
+/// Parse and validate a plan file's text.
+pub fn parse(text: &str) -> Result<Plan, PlanError> {
+    // The version first, so a future format gets "unknown format", not a field error.
+    if let Ok(v) = text.parse::<toml::Table>() {
+        match v.get("format").and_then(|f| f.as_str()) {
+            Some(PLAN_FORMAT) => {}
+            Some(other) => {
+                return Err(PlanError {
+                    message: format!(
+                        "plan format `{other}` is not one this dic reads (`{PLAN_FORMAT}`)"
+                    ),
+                    span: find(text, other),
+                    help: Some("recompile the deployment with this dic: `dic compile`".into()),
+                })
+            }
+            None => {
+                return Err(PlanError {
+                    message: "not a dic NCCL plan: the `format` key is missing".into(),
+                    span: None,
+                    help: Some(format!("a plan starts with `format = \"{PLAN_FORMAT}\"`")),
+                })
+            }
+        }
+    }
+    let raw: RawPlan = toml::from_str(text).map_err(|e| PlanError {
+        message: format!("invalid plan: {}", e.message()),
+        span: e.span(),
+        help: None,
+    })?;
+    validate(raw, digest(text.as_bytes()))
+}
+
+fn find(text: &str, needle: &str) -> Option<Range<usize>> {
+    text.find(needle).map(|i| i..i + needle.len())
+}
+
+fn validate(raw: RawPlan, digest: u64) -> Result<Plan, PlanError> {
+    let _ = raw.format;
+    let world = *raw.world_size.get_ref();
+    if world == 0 || world > MAX_WORLD {
+        return Err(PlanError::at(
+            raw.world_size.span(),
+            format!("world_size {world} is outside 1..={MAX_WORLD}"),
+        ));
+    }
+    let world = world as usize;
+    if raw.rendezvous.timeout_seconds == 0 {
+        return Err(PlanError {
+            message: "rendezvous.timeout_seconds must be at least 1".into(),
+            span: None,
+            help: None,
+        });
+    }
+    // Ranks: exactly 0..world, each once.
+    let mut seen = vec![false; world];
+    for r in &raw.ranks {
+        let rank = r.get_ref().rank;
+        if rank >= world as u64 {
+            return Err(PlanError::at(
+                r.span(),
+                format!("rank {rank} is outside the world (world_size = {world})"),
+            ));
+        }
+        if std::mem::replace(&mut seen[rank as usize], true) {
+            return Err(PlanError::at(
+                r.span(),
+                format!("rank {rank} is listed twice"),
+            ));
+        }
+    }
+    if let Some(missing) = seen.iter().position(|s| !s) {
+        return Err(PlanError {
+            message: format!(
+                "world_size is {world} but rank {missing} has no [[ranks]] entry ({} listed)",
+                raw.ranks.len()
+            ),
+            span: Some(raw.world_size.span()),
+            help: None,
+        });
+    }
+    let mut ranks: Vec<RankPlacement> = raw.ranks.iter().map(|r| r.get_ref().clone()).collect();
+    ranks.sort_by_key(|r| r.rank);
+    let stages: BTreeSet<u64> = ranks.iter().map(|r| r.pp_stage).collect();
+
+    // Groups: known kinds, unique names, members inside the world and distinct; every
+    // rank in exactly one TP group.
+    let mut groups = Vec::new();
+    let mut names = BTreeSet::new();
+    for g in &raw.groups {
+        let span = g.span();
+        let raw_group = g.get_ref();
+        let kind = GroupKind::parse(&raw_group.kind).ok_or_else(|| {
+            PlanError::at(
+                span.clone(),
+                format!(
+                    "group `{}` has unknown kind `{}`",
+                    raw_group.name, raw_group.kind
+                ),
+            )
+            .help("kinds are tp, pp, ep, dcp, pcp and dp")
+        })?;
+        if !names.insert(raw_group.name.clone()) {
+            return Err(PlanError::at(
+                span,
+                format!("group `{}` is defined twice", raw_group.name),
+            ));
+        }
+        if raw_group.members.is_empty() {
+            return Err(PlanError::at(
+                span,
+                format!("group `{}` has no members", raw_group.name),
+            ));
+        }
+        let mut members = Vec::new();
+        for &m in &raw_group.members {
+            if m >= world as u64 {
+                return Err(PlanError::at(
+                    span,
+                    format!(
+                        "group `{}` names rank {m}, outside the world (world_size = {world})",
+                        raw_group.name
+                    ),
+                ));
+            }
+            if members.contains(&(m as usize)) {
+                return Err(PlanError::at(
+                    span,
+                    format!("group `{}` lists rank {m} twice", raw_group.name),
+                ));
+            }
+            members.push(m as usize);
+        }
+        if kind == GroupKind::Pp && members.len() != 2 {
+            return Err(PlanError::at(
+                span,
+                format!(
+                    "PP group `{}` must be a pair (sender, receiver), not {} ranks",
+                    raw_group.name,
+                    members.len()
+                ),
+            ));
+        }
+        groups.push(Group {
+            name: raw_group.name.clone(),
+            kind,
+            link: raw_group.link.clone(),
+            members,
+        });
+    }
+    for kind in [GroupKind::Tp, GroupKind::Ep, GroupKind::Dcp, GroupKind::Pcp] {
+        let of_kind: Vec<&Group> = groups.iter().filter(|g| g.kind == kind).collect();
+        if of_kind.is_empty() {
+            continue;
+        }
+        let mut owner: BTreeMap<usize, &str> = BTreeMap::new();
+        for g in &of_kind {
+            for &m in &g.members {
+                if let Some(other) = owner.insert(m, &g.name) {
+                    return Err(PlanError {
+                        message: format!(
+                            "rank {m} is in two {} groups, `{other}` and `{}`",
+                            kind.name(),
+                            g.name
+                        ),
+                        span: raw_span(&raw.groups, &g.name),
+                        help: None,
+                    });
+                }
+            }
+        }
+        if kind == GroupKind::Tp {
+            if let Some(r) = (0..world).find(|r| !owner.contains_key(r)) {
+                return Err(PlanError {
+                    message: format!("rank {r} is in no tp group"),
+                    span: None,
+                    help: Some("every rank needs a TP group, of size 1 without TP".into()),
+                });
+            }
+        }
+    }
+
+    let decode = schedule(&raw.decode_step, "decode_step", &ranks, &groups, &stages)?;
+    let prefill = schedule(
+        &raw.prefill_chunk,
+        "prefill_chunk",
+        &ranks,
+        &groups,
+        &stages,
+    )?;
+    Ok(Plan {
+        deployment: raw.deployment,
+        model: raw.model,
+        layout: raw.layout,
+        world_size: world,
+        rendezvous: raw.rendezvous,
+        ranks,
+        groups,
+        decode,
+        prefill,
+        digest,
+    })
+}
+
+fn raw_span(groups: &[Spanned<RawGroup>], name: &str) -> Option<Range<usize>> {
+    groups
+        .iter()
+        .find(|g| g.get_ref().name == name)
+        .map(|g| g.span())
+}
+
+fn schedule(
+    raw: &Spanned<Schedule>,
+    table: &str,
+    ranks: &[RankPlacement],
+    groups: &[Group],
+    stages: &BTreeSet<u64>,
+) -> Result<StepSchedule, PlanError> {
+    let s = raw.get_ref();
+    let mut out = Vec::new();
+    for st in &s.stages {
+        let span = st.span();
+        let rs = st.get_ref();
+        if !stages.contains(&rs.stage) {
+            return Err(PlanError::at(
+                span,
+                format!(
+                    "{table}: stage {} has no ranks (ranks' pp_stage values: {:?})",
+                    rs.stage, stages
+                ),
+            ));
+        }
+        if rs.layers[0] > rs.layers[1] {
+            return Err(PlanError::at(
+                span,
+                format!(
+                    "{table}: stage {} has layers {:?}, first after last",
+                    rs.stage, rs.layers
+                ),
+            ));
+        }
+        let stage_ranks: Vec<usize> = ranks
+            .iter()
+            .filter(|r| r.pp_stage == rs.stage)
+            .map(|r| r.rank as usize)
+            .collect();
+        let mut steps = Vec::new();
+        for c in &rs.collectives {
+            let cspan = c.span();
+            let rc = c.get_ref();
+            let kind = GroupKind::parse(&rc.group_kind).ok_or_else(|| {
+                PlanError::at(
+                    cspan.clone(),
+                    format!("{table}: unknown group kind `{}`", rc.group_kind),
+                )
+            })?;
+            let collective = Collective::parse(&rc.collective).ok_or_else(|| {
+                PlanError::at(
+                    cspan.clone(),
+                    format!("{table}: unknown collective `{}`", rc.collective),
+                )
+                .help("collectives are all_reduce, all_gather, reduce_scatter, all_to_all, send_recv and broadcast")
+            })?;
+            let dtype = DType::parse(&rc.dtype).ok_or_else(|| {
+                PlanError::at(
+                    cspan.clone(),
+                    format!("{table}: unknown dtype `{}`", rc.dtype),
+                )
+            })?;
+            if rc.layers[0] > rc.layers[1] {
+                return Err(PlanError::at(
+                    cspan,
+                    format!("{table}: layers {:?}, first after last", rc.layers),
+                ));
+            }
+            let calls = (rc.layers[1] - rc.layers[0] + 1).saturating_mul(rc.per_layer);
+            if calls > 1_000_000 || rc.bytes > (1 << 40) {
+                return Err(PlanError::at(
+                    cspan,
+                    format!(
+                        "{table}: {} calls of {} bytes is beyond what a step can hold",
+                        calls, rc.bytes
+                    ),
+                ));
+            }
+            // Every rank of the stage must have the group this collective runs on.
+            for &r in &stage_ranks {
+                let ok = match kind {
+                    GroupKind::Pp => groups
+                        .iter()
+                        .any(|g| g.kind == GroupKind::Pp && g.members[0] == r),
+                    k => groups.iter().any(|g| g.kind == k && g.members.contains(&r)),
+                };
+                if !ok {
+                    return Err(PlanError::at(
+                        cspan,
+                        format!(
+                            "{table}: stage {} runs {} on its {} group, but rank {r} has none",
+                            rs.stage,
+                            collective.name(),
+                            kind.name()
+                        ),
+                    )
+                    .help("the plan's groups and schedule disagree; recompile it"));
+                }
+            }
+            if kind == GroupKind::Pp && collective != Collective::SendRecv {
+                return Err(PlanError::at(
+                    cspan,
+                    format!(
+                        "{table}: the PP hand-off is send_recv, not {}",
+                        collective.name()
+                    ),
+                ));
+            }
+            steps.push(Step {
+                group: kind,
+                collective,
+                layers: rc.layers,
+                calls,
+                bytes: rc.bytes,
+                dtype,
+                predicted_us: rc.predicted_us,
+            });
+        }
+        out.push(Stage {
+            stage: rs.stage,
+            layers: rs.layers,
+            steps,
+        });
+    }
+    Ok(StepSchedule {
+        tokens: s.tokens,
+        predicted_us: s.predicted_us,
+        stages: out,
+    })
+}

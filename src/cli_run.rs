@@ -1,0 +1,334 @@
+//! `dic run PLAN`: the NCCL runtime's command. Reads and validates the plan (a bad plan is
+//! a diagnostic and exit 2 before any socket opens), then either runs every rank on this
+//! machine (`--local`, with a progress bar) or one rank of a cluster (`--rank R`, with the
+//! rendezvous address from the plan's environment variable), and prints the per-collective
+//! report at rank 0; `--calibrate FILE` also writes the measured links as a `.dist` file.
+
+use dic::exit::{ERRORS, OK, USAGE};
+use dic_runtime::local::{self, ChildEvent, LocalError};
+use dic_runtime::plan::{self, Plan};
+use dic_runtime::replay::ReplayOptions;
+use dic_runtime::session::{self, BackendKind, RankOptions};
+use dic_runtime::summary::{calibration_dist, render_table, RunSummary};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The deployment's `nccl/plan.toml` (from `dic compile`).
+    plan: String,
+    /// Run every rank of the plan as a process on this machine, over loopback.
+    #[arg(long, conflicts_with = "rank")]
+    local: bool,
+    /// Run one rank (one process per GPU on a cluster); rank 0 serves the rendezvous.
+    #[arg(long)]
+    rank: Option<usize>,
+    /// Multiply every message size by this (e.g. 0.001 to fit a laptop).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Replays of the decode step and the prefill chunk.
+    #[arg(long, default_value_t = 3)]
+    iterations: usize,
+    /// Cap on the calls of one schedule line per replay (0: as many as the plan says).
+    #[arg(long, default_value_t = 0)]
+    max_calls: u64,
+    /// Seconds a rank waits for a peer before giving up (default: the plan's).
+    #[arg(long)]
+    timeout: Option<u64>,
+    /// Rank 0's rendezvous address, host:port (default: $<plan's address_env>:<plan's port>).
+    #[arg(long)]
+    rendezvous: Option<String>,
+    #[arg(long, value_enum, default_value = "cpu")]
+    backend: Backend,
+    /// Also measure α and β per link class and write them to this `.dist` file.
+    #[arg(long)]
+    calibrate: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Speak JSON lines on stdout (used by `--local` for its children).
+    #[arg(long, hide = true)]
+    child: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum, PartialEq)]
+enum Backend {
+    Cpu,
+    Nccl,
+}
+
+fn read_plan(path: &str) -> Result<Plan, u8> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: cannot read `{path}`: {e}");
+            return Err(USAGE);
+        }
+    };
+    plan::parse(&text).map_err(|e| {
+        eprint!(
+            "{}",
+            dic::render::plain_error(
+                path,
+                &text,
+                &e.message,
+                e.span.clone(),
+                e.help.as_deref(),
+                100
+            )
+        );
+        USAGE
+    })
+}
+
+pub fn run(a: RunArgs) -> u8 {
+    if !(a.scale > 0.0 && a.scale.is_finite()) {
+        eprintln!("error: --scale must be a positive number");
+        return USAGE;
+    }
+    if a.iterations == 0 {
+        eprintln!("error: --iterations must be at least 1");
+        return USAGE;
+    }
+    if a.backend == Backend::Nccl && !cfg!(feature = "nccl") {
+        eprintln!("error: this dic was built without the NCCL backend; rebuild with `cargo build --release --features nccl`");
+        return USAGE;
+    }
+    let plan = match read_plan(&a.plan) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let timeout = Duration::from_secs(a.timeout.unwrap_or(plan.rendezvous.timeout_seconds).max(1));
+    if a.local {
+        return run_local(&a, &plan, timeout);
+    }
+    let Some(rank) = a.rank else {
+        eprintln!("error: say where to run: `--local` (every rank here) or `--rank R` (one rank of a cluster)");
+        return USAGE;
+    };
+    let rendezvous = match rendezvous_addr(&a, &plan) {
+        Ok(r) => r,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            return USAGE;
+        }
+    };
+    let opts = RankOptions {
+        rank,
+        rendezvous,
+        timeout,
+        replay: replay_options(&a),
+        calibrate: if a.calibrate.is_some() {
+            calibration_sizes(a.scale)
+        } else {
+            Vec::new()
+        },
+        calibration_calls: 5,
+        backend: if a.backend == Backend::Nccl {
+            BackendKind::Nccl
+        } else {
+            BackendKind::Cpu
+        },
+    };
+    let child = a.child;
+    let mut last_report = std::time::Instant::now();
+    let mut progress = |done: usize, total: usize| {
+        if child {
+            emit(&ChildEvent::Progress { done, total });
+        } else if last_report.elapsed() > Duration::from_secs(2) || done == total {
+            last_report = std::time::Instant::now();
+            eprintln!("rank {rank}: {done}/{total} schedule lines");
+        }
+    };
+    match session::run_rank(&plan, &opts, &mut progress) {
+        Ok(Some(summary)) => {
+            if child {
+                emit(&ChildEvent::Summary(Box::new(summary)));
+                OK
+            } else {
+                finish(&a, &plan, &summary)
+            }
+        }
+        Ok(None) => OK,
+        Err(e) => {
+            if child {
+                emit(&ChildEvent::Error {
+                    message: e.message.clone(),
+                    culprit: e.culprit,
+                });
+            }
+            eprintln!("error: rank {rank}: {}", e.message);
+            ERRORS
+        }
+    }
+}
+
+fn emit(ev: &ChildEvent) {
+    if let Ok(line) = serde_json::to_string(ev) {
+        println!("{line}");
+    }
+}
+
+fn replay_options(a: &RunArgs) -> ReplayOptions {
+    ReplayOptions {
+        scale: a.scale,
+        iterations: a.iterations,
+        max_calls: a.max_calls,
+    }
+}
+
+/// 4 KiB … 64 MiB by powers of four, scaled like the schedule (never below 1 KiB).
+fn calibration_sizes(scale: f64) -> Vec<u64> {
+    let mut sizes: Vec<u64> = (0..8)
+        .map(|k| (((4096u64 << (2 * k)) as f64 * scale) as u64).max(1024))
+        .collect();
+    sizes.dedup();
+    sizes
+}
+
+fn rendezvous_addr(a: &RunArgs, plan: &Plan) -> Result<SocketAddr, String> {
+    let text = match &a.rendezvous {
+        Some(r) => r.clone(),
+        None => {
+            let env = &plan.rendezvous.address_env;
+            match std::env::var(env) {
+                Ok(host) if !host.is_empty() => format!("{host}:{}", plan.rendezvous.port),
+                _ if a.rank == Some(0) => format!("127.0.0.1:{}", plan.rendezvous.port),
+                _ => {
+                    return Err(format!(
+                        "set {env} to rank 0's address (or pass --rendezvous host:port)"
+                    ))
+                }
+            }
+        }
+    };
+    text.to_socket_addrs()
+        .map_err(|e| format!("rendezvous address `{text}`: {e}"))?
+        .next()
+        .ok_or_else(|| format!("rendezvous address `{text}` resolves to nothing"))
+}
+
+fn run_local(a: &RunArgs, plan: &Plan, timeout: Duration) -> u8 {
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: cannot find the dic executable: {e}");
+            return USAGE;
+        }
+    };
+    let port = match local::free_port() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: no free port on loopback: {e}");
+            return USAGE;
+        }
+    };
+    let plan_path = a.plan.clone();
+    let mut common = vec![
+        "--rendezvous".to_string(),
+        format!("127.0.0.1:{port}"),
+        "--timeout".into(),
+        timeout.as_secs().to_string(),
+        "--scale".into(),
+        a.scale.to_string(),
+        "--iterations".into(),
+        a.iterations.to_string(),
+        "--max-calls".into(),
+        a.max_calls.to_string(),
+        "--backend".into(),
+        if a.backend == Backend::Nccl {
+            "nccl"
+        } else {
+            "cpu"
+        }
+        .into(),
+        "--child".into(),
+    ];
+    if a.calibrate.is_some() {
+        // The children only measure; this process writes the file.
+        common.push("--calibrate".into());
+        common.push("-".into());
+    }
+    let args = move |rank: usize| {
+        let mut v = vec![
+            "run".to_string(),
+            plan_path.clone(),
+            "--rank".into(),
+            rank.to_string(),
+        ];
+        v.extend(common.iter().cloned());
+        v
+    };
+    eprintln!(
+        "dic run: {} ranks of deployment {} on this machine",
+        plan.world_size, plan.deployment
+    );
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} schedule lines · {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let result = local::run_local(&exe, plan.world_size, &args, timeout, &mut |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    });
+    bar.finish_and_clear();
+    match result {
+        Ok(summary) => finish(a, plan, &summary),
+        Err(LocalError::Spawn(msg)) => {
+            eprintln!("error: {msg}");
+            USAGE
+        }
+        Err(LocalError::Ranks(failures)) => {
+            let blamed: std::collections::BTreeSet<usize> =
+                failures.iter().filter_map(|f| f.culprit).collect();
+            eprintln!(
+                "error: the run failed{}",
+                if blamed.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; rank{} at fault: {}",
+                        if blamed.len() > 1 { "s" } else { "" },
+                        blamed
+                            .iter()
+                            .map(|r| r.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
+            );
+            for f in &failures {
+                eprintln!("  rank {}: {}", f.rank, f.message);
+            }
+            ERRORS
+        }
+    }
+}
+
+fn finish(a: &RunArgs, plan: &Plan, summary: &RunSummary) -> u8 {
+    if a.json {
+        match serde_json::to_string_pretty(summary) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ERRORS;
+            }
+        }
+    } else {
+        print!("{}", render_table(summary));
+    }
+    if let Some(path) = a.calibrate.as_deref().filter(|p| *p != "-") {
+        let text = calibration_dist(
+            plan,
+            &summary.calibration,
+            dic_compiler::analysis::comm::LINK_EFFICIENCY,
+        );
+        if let Err(e) = dic::disk::write_atomic(std::path::Path::new(path), &text) {
+            eprintln!("error: cannot write `{path}`: {e}");
+            return USAGE;
+        }
+        eprintln!("wrote {path} ({} link classes)", summary.calibration.len());
+    }
+    OK
+}

@@ -2,7 +2,9 @@
 //! connection per pair of ranks that share a group. Sends never block the caller (a
 //! writer thread per connection drains a queue), so ring steps cannot deadlock on full
 //! socket buffers; receives block with the plan's timeout, and a closed connection, a
-//! timeout or an abort frame becomes a [`CommError`] naming the rank to blame.
+//! timeout or an abort frame becomes a [`CommError`] naming the rank to blame. A heartbeat
+//! thread keeps every connection warm, so the timeout fires only on a rank that stopped
+//! entirely, not on one that waits for someone else.
 //!
 //! Algorithms: ring AllReduce (reduce-scatter + all-gather) for large buffers and a
 //! binomial tree (reduce + broadcast) for small ones, ring AllGather and ReduceScatter,
@@ -14,7 +16,8 @@ use std::cell::{Cell, RefCell};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::rc::Rc;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -22,6 +25,10 @@ const FRAME_MAGIC: u32 = 0x4449_4346; // "DICF"
 const HANDSHAKE_MAGIC: u32 = 0x4449_4348; // "DICH"
 const KIND_DATA: u8 = 0;
 const KIND_ABORT: u8 = 1;
+/// Sent by every live rank to every peer while connected, so a rank waiting on a peer
+/// that is itself waiting does not time out: only the neighbours of a rank that is truly
+/// dead or hung (no heartbeats) blame it.
+const KIND_HEARTBEAT: u8 = 2;
 const HEADER: usize = 4 + 1 + 8 + 8;
 /// Below this many bytes AllReduce takes the tree (fewer steps); above, the ring.
 pub const TREE_THRESHOLD: usize = 64 * 1024;
@@ -41,6 +48,17 @@ pub struct Mesh {
     peers: Vec<Option<Peer>>,
     timeout: Duration,
     context: RefCell<String>,
+    heartbeat: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+}
+
+fn frame(kind: u8, seq: u64, body: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(HEADER + body.len());
+    f.extend_from_slice(&FRAME_MAGIC.to_le_bytes());
+    f.push(kind);
+    f.extend_from_slice(&seq.to_le_bytes());
+    f.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    f.extend_from_slice(body);
+    f
 }
 
 impl Mesh {
@@ -126,12 +144,38 @@ impl Mesh {
             .into_iter()
             .map(|s| s.map(|stream| Peer::start(stream, timeout)).transpose())
             .collect::<CommResult<Vec<_>>>()?;
+        let queues: Vec<mpsc::Sender<Vec<u8>>> = peers
+            .iter()
+            .flatten()
+            .filter_map(|p| p.queue.clone())
+            .collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let every = (timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        let beat = std::thread::Builder::new()
+            .name("dic-heartbeat".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let mut slept = Duration::ZERO;
+                while !stop2.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(10));
+                    slept += Duration::from_millis(10);
+                    if slept >= every {
+                        slept = Duration::ZERO;
+                        for q in &queues {
+                            let _ = q.send(frame(KIND_HEARTBEAT, 0, &[]));
+                        }
+                    }
+                }
+            })
+            .map_err(|e| CommError::new(format!("thread: {e}")))?;
         Ok(Mesh {
             rank,
             world,
             peers,
             timeout,
             context: RefCell::new(String::new()),
+            heartbeat: Some((stop, beat)),
         })
     }
 
@@ -156,15 +200,9 @@ impl Mesh {
         let peer = self.peer(p)?;
         let seq = peer.sent.get();
         peer.sent.set(seq + 1);
-        let mut frame = Vec::with_capacity(HEADER + data.len());
-        frame.extend_from_slice(&FRAME_MAGIC.to_le_bytes());
-        frame.push(KIND_DATA);
-        frame.extend_from_slice(&seq.to_le_bytes());
-        frame.extend_from_slice(&(data.len() as u64).to_le_bytes());
-        frame.extend_from_slice(data);
         peer.queue
             .as_ref()
-            .and_then(|q| q.send(frame).ok())
+            .and_then(|q| q.send(frame(KIND_DATA, seq, data)).ok())
             .ok_or_else(|| {
                 CommError::blame(
                     p,
@@ -178,7 +216,12 @@ impl Mesh {
         let peer = self.peer(p)?;
         let what = || self.context();
         let mut header = [0u8; HEADER];
-        read_full(&peer.reader, &mut header, p, self.timeout, &what)?;
+        loop {
+            read_full(&peer.reader, &mut header, p, self.timeout, &what)?;
+            if header[4] != KIND_HEARTBEAT {
+                break;
+            }
+        }
         let magic = u32::from_le_bytes(header[0..4].try_into().unwrap());
         let kind = header[4];
         let seq = u64::from_le_bytes(header[5..13].try_into().unwrap());
@@ -223,19 +266,71 @@ impl Mesh {
         Ok(v)
     }
 
+    /// Between collectives: has a peer aborted or gone away? Peeks each connection without
+    /// blocking (a data frame is left for its collective), so a rank that shares no group
+    /// with the failed one still stops promptly.
+    pub fn poll_aborts(&self) -> CommResult<()> {
+        use std::os::fd::AsRawFd;
+        for (p, peer) in self.peers.iter().enumerate() {
+            let Some(peer) = peer else { continue };
+            self.skip_heartbeats(peer)?;
+            let mut header = [0u8; HEADER];
+            // SAFETY: recv into a local buffer of HEADER bytes on a socket we own;
+            // MSG_PEEK | MSG_DONTWAIT neither consumes data nor blocks.
+            let n = unsafe {
+                libc::recv(
+                    peer.reader.as_raw_fd(),
+                    header.as_mut_ptr().cast(),
+                    HEADER,
+                    libc::MSG_PEEK | libc::MSG_DONTWAIT,
+                )
+            };
+            if n == 0 {
+                return Err(CommError::blame(
+                    p,
+                    format!(
+                        "rank {p} closed the connection (died?) during {}",
+                        self.context()
+                    ),
+                ));
+            }
+            if n as usize == HEADER && header[4] == KIND_ABORT {
+                // Consume it through the normal path, which turns it into the error.
+                let mut scratch = [0u8; 0];
+                return self.recv_into(p, &mut scratch);
+            }
+        }
+        Ok(())
+    }
+
+    /// Consume the heartbeats at the front of `peer`'s stream (they are whole frames).
+    fn skip_heartbeats(&self, peer: &Peer) -> CommResult<()> {
+        use std::os::fd::AsRawFd;
+        loop {
+            let mut header = [0u8; HEADER];
+            // SAFETY: as in poll_aborts.
+            let n = unsafe {
+                libc::recv(
+                    peer.reader.as_raw_fd(),
+                    header.as_mut_ptr().cast(),
+                    HEADER,
+                    libc::MSG_PEEK | libc::MSG_DONTWAIT,
+                )
+            };
+            if n as usize != HEADER || header[4] != KIND_HEARTBEAT {
+                return Ok(());
+            }
+            let _ = (&peer.reader).read_exact(&mut header);
+        }
+    }
+
     /// Tell every connected rank why this one is giving up, so their errors name the
     /// rank at fault rather than this one.
     pub fn abort(&self, reason: &str) {
         let bytes = reason.as_bytes();
         for peer in self.peers.iter().flatten() {
-            let mut frame = Vec::with_capacity(HEADER + bytes.len());
-            frame.extend_from_slice(&FRAME_MAGIC.to_le_bytes());
-            frame.push(KIND_ABORT);
-            frame.extend_from_slice(&0u64.to_le_bytes());
-            frame.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-            frame.extend_from_slice(bytes);
             if let Some(q) = &peer.queue {
-                let _ = q.send(frame);
+                let _ = q.send(frame(KIND_ABORT, 0, bytes));
             }
         }
     }
@@ -246,6 +341,10 @@ impl Mesh {
     }
 
     fn shutdown(&mut self) {
+        if let Some((stop, beat)) = self.heartbeat.take() {
+            stop.store(true, Ordering::Relaxed);
+            let _ = beat.join();
+        }
         for peer in self.peers.iter_mut().flatten() {
             peer.queue.take();
         }

@@ -496,6 +496,7 @@ impl Backend for NcclBackend<'_> {
 pub fn replay_rank(
     plan: &Plan,
     opts: &RankOptions,
+    mesh: &crate::cpu::Mesh,
     blob: &[u8],
     progress: &mut dyn FnMut(usize),
 ) -> CommResult<(Vec<LineMeasurement>, Vec<CalibrationPoint>)> {
@@ -524,7 +525,14 @@ pub fn replay_rank(
         timeout: opts.timeout,
     };
     let mut comms = replay::communicators(&mut backend, plan, opts.rank)?;
-    let lines = replay::replay(plan, opts.rank, &mut comms, &opts.replay, progress)?;
+    let lines = replay::replay(
+        plan,
+        opts.rank,
+        &mut comms,
+        &opts.replay,
+        &|| mesh.poll_aborts(),
+        progress,
+    )?;
     let cal = replay::calibrate(plan, &mut comms, &opts.calibrate, opts.calibration_calls)?;
     Ok((lines, cal))
 }

@@ -79,7 +79,9 @@ pub fn serve(
         .set_nonblocking(true)
         .map_err(|e| CommError::new(format!("rendezvous: {e}")))?;
     let mut joined = 1; // rank 0
-    while joined < world && refusal.is_none() {
+                        // After a refusal, keep answering the ranks still to come (with the same refusal) so
+                        // every rank reports the real cause, not a rank 0 that went away.
+    while joined < world {
         match server.accept() {
             Ok((mut stream, _)) => {
                 stream.set_nonblocking(false).ok();
@@ -113,10 +115,14 @@ pub fn serve(
                     None
                 };
                 if let Some(msg) = problem {
-                    refuse(&mut stream, &msg);
-                    if rank < world && rank != 0 && regs[rank].is_none() {
-                        refusal = Some(CommError::blame(rank, msg));
-                    }
+                    let first = refusal.get_or_insert_with(|| CommError::blame(rank, msg));
+                    refuse(&mut stream, &first.message);
+                    joined += 1;
+                    continue;
+                }
+                if let Some(first) = &refusal {
+                    refuse(&mut stream, &first.message);
+                    joined += 1;
                     continue;
                 }
                 regs[rank] = Some(Registration {
@@ -128,6 +134,9 @@ pub fn serve(
                 joined += 1;
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline && refusal.is_some() {
+                    break;
+                }
                 if Instant::now() >= deadline {
                     let missing: Vec<usize> = (1..world).filter(|&r| regs[r].is_none()).collect();
                     refusal = Some(CommError::blame(

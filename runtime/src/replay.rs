@@ -125,6 +125,7 @@ pub fn replay<C: Communicator>(
     rank: usize,
     comms: &mut BTreeMap<String, C>,
     opts: &ReplayOptions,
+    aborted: &dyn Fn() -> CommResult<()>,
     progress: &mut dyn FnMut(usize),
 ) -> CommResult<Vec<LineMeasurement>> {
     let mut results: BTreeMap<(Phase, u64, usize), LineMeasurement> = BTreeMap::new();
@@ -132,6 +133,7 @@ pub fn replay<C: Communicator>(
     for iteration in 0..opts.iterations {
         for phase in [Phase::Decode, Phase::Prefill] {
             for (stage, line, step) in lines_of(plan, rank, phase) {
+                aborted()?;
                 let (group, peer) = if step.group == GroupKind::Pp {
                     if stage == plan.ranks[rank].pp_stage {
                         let g = pp_group(plan, rank, true);

@@ -140,11 +140,18 @@ fn run_connected(
         BackendKind::Cpu => {
             let mut backend = CpuBackend { mesh: mesh.clone() };
             let mut comms = replay::communicators(&mut backend, plan, rank)?;
-            let lines = replay::replay(plan, rank, &mut comms, &opts.replay, &mut tick)?;
+            let lines = replay::replay(
+                plan,
+                rank,
+                &mut comms,
+                &opts.replay,
+                &|| mesh.poll_aborts(),
+                &mut tick,
+            )?;
             let cal = replay::calibrate(plan, &mut comms, &opts.calibrate, opts.calibration_calls)?;
             (lines, cal)
         }
-        BackendKind::Nccl => nccl_replay(plan, opts, blob, &mut tick)?,
+        BackendKind::Nccl => nccl_replay(plan, opts, mesh, blob, &mut tick)?,
     };
     let report = RankReport {
         rank,
@@ -175,16 +182,18 @@ fn backend_blob(_plan: &Plan, kind: BackendKind) -> CommResult<Vec<u8>> {
 fn nccl_replay(
     plan: &Plan,
     opts: &RankOptions,
+    mesh: &Mesh,
     blob: &[u8],
     progress: &mut dyn FnMut(usize),
 ) -> CommResult<(Vec<replay::LineMeasurement>, Vec<replay::CalibrationPoint>)> {
-    crate::nccl::replay_rank(plan, opts, blob, progress)
+    crate::nccl::replay_rank(plan, opts, mesh, blob, progress)
 }
 
 #[cfg(not(feature = "nccl"))]
 fn nccl_replay(
     _plan: &Plan,
     _opts: &RankOptions,
+    _mesh: &Mesh,
     _blob: &[u8],
     _progress: &mut dyn FnMut(usize),
 ) -> CommResult<(Vec<replay::LineMeasurement>, Vec<replay::CalibrationPoint>)> {

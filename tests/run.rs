@@ -1,0 +1,338 @@
+//! `dic run`, end to end through the binary: every example's plan replayed by real rank
+//! processes on loopback (scaled down for a 2-core machine), and the faults — a killed
+//! rank, a hung rank, a rank that never joins, a rank with a different plan, and plans
+//! edited by hand, which are rejected before any socket opens.
+
+mod common;
+
+use common::dic;
+use std::io::{BufRead, BufReader};
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A fresh folder for one test's output.
+fn scratch(what: &str) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("dic-run-{what}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// The deployments of the examples (not the shared fragments or the mistake files).
+fn compile_examples() -> PathBuf {
+    let out = scratch("examples");
+    let mut files: Vec<PathBuf> = std::fs::read_dir("examples")
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "dist"))
+        .collect();
+    files.sort();
+    for f in files {
+        let f = f.to_str().unwrap();
+        let o = dic(&["compile", &f, "--out", out.to_str().unwrap()]);
+        assert!(
+            o.status.success(),
+            "{f}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    out
+}
+
+fn plans(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("nccl/plan.toml"))
+        .filter(|p| p.exists())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_example_plan_runs_locally_and_checks_exactly() {
+    let dir = compile_examples();
+    let all = plans(&dir);
+    assert!(all.len() >= 9, "{all:?}");
+    for plan in &all {
+        let o = dic(&[
+            "run",
+            plan.to_str().unwrap(),
+            "--local",
+            "--scale",
+            "0.0005",
+            "--iterations",
+            "1",
+            "--max-calls",
+            "2",
+            "--json",
+        ]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{}: {stderr}", plan.display());
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let text = std::fs::read_to_string(plan).unwrap();
+        let schedule_lines = text.matches("[[decode_step.stages.collectives]]").count()
+            + text.matches("[[prefill_chunk.stages.collectives]]").count();
+        let lines = v["lines"].as_array().unwrap();
+        assert_eq!(
+            lines.len(),
+            schedule_lines,
+            "{}: every schedule line measured",
+            plan.display()
+        );
+        for l in lines {
+            assert!(l["measured_us"].as_f64().unwrap() > 0.0, "{l}");
+            // Everything but the PP hand-off (checked on the receiver) is verified exactly.
+            assert_eq!(l["verified"], true, "{}: {l}", plan.display());
+            assert!(l["busbw_gbps"].as_f64().unwrap() >= 0.0);
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// An 8-rank plan (70B, TP 4 × DP 2 on H200) replayed many times, so a fault lands
+/// mid-run; ranks 4–7 share no group with ranks 0–3.
+fn eight_rank_plan() -> PathBuf {
+    let out = scratch("faults");
+    let o = dic(&[
+        "compile",
+        "examples/h200_70b_tp4.dist",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    let plan = plans(&out).into_iter().next().unwrap();
+    let text = std::fs::read_to_string(&plan).unwrap();
+    assert!(text.contains("world_size = 8"), "{text}");
+    plan
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_rank(plan: &Path, rank: usize, port: u16, timeout: u64) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_dic"))
+        .args([
+            "run",
+            plan.to_str().unwrap(),
+            "--rank",
+            &rank.to_string(),
+            "--rendezvous",
+            &format!("127.0.0.1:{port}"),
+            "--timeout",
+            &timeout.to_string(),
+            "--scale",
+            "0.001",
+            "--iterations",
+            "100000",
+            "--child",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Drain `child`'s stdout on a thread (a full pipe would stall it) and wait until it
+/// reports progress, i.e. it is inside the replay.
+fn wait_running(child: &mut Child) {
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            if line.contains("progress") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("rank reports progress");
+}
+
+/// Wait for every child to exit; return (exit success, stderr) per child and the time.
+fn wait_all(children: Vec<Child>, limit: Duration) -> (Vec<(bool, String)>, Duration) {
+    let start = Instant::now();
+    let mut out = Vec::new();
+    for mut c in children {
+        loop {
+            if let Some(_st) = c.try_wait().unwrap() {
+                break;
+            }
+            if start.elapsed() > limit {
+                let _ = c.kill();
+                panic!("a rank was still running after {limit:?}: the job hung");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let o = c.wait_with_output().unwrap();
+        out.push((
+            o.status.success(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        ));
+    }
+    (out, start.elapsed())
+}
+
+#[test]
+fn a_killed_rank_is_named_by_every_other_rank() {
+    let plan = eight_rank_plan();
+    let port = free_port();
+    let mut ranks: Vec<Child> = (0..8).map(|r| start_rank(&plan, r, port, 5)).collect();
+    ranks.iter_mut().for_each(wait_running);
+    ranks[2].kill().unwrap();
+    let (results, took) = wait_all(ranks, Duration::from_secs(30));
+    assert!(took < Duration::from_secs(15), "took {took:?}");
+    for (r, (ok, err)) in results.iter().enumerate() {
+        if r == 2 {
+            continue;
+        }
+        assert!(!ok, "rank {r} should fail");
+        assert!(
+            err.contains("rank 2"),
+            "rank {r} does not name rank 2: {err}"
+        );
+        assert!(
+            err.contains("all_reduce on tp.0"),
+            "rank {r} does not name the collective: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_hung_rank_makes_everyone_exit_within_the_timeout() {
+    let plan = eight_rank_plan();
+    let port = free_port();
+    let mut ranks: Vec<Child> = (0..8).map(|r| start_rank(&plan, r, port, 3)).collect();
+    ranks.iter_mut().for_each(wait_running);
+    let hung = ranks.remove(1);
+    // SAFETY: sends SIGSTOP to our own child process.
+    unsafe { libc::kill(hung.id() as i32, libc::SIGSTOP) };
+    let (results, took) = wait_all(ranks, Duration::from_secs(30));
+    let mut hung = hung;
+    let _ = hung.kill();
+    let _ = hung.wait();
+    assert!(
+        took < Duration::from_secs(12),
+        "took {took:?} with a 3 s timeout"
+    );
+    for (ok, err) in &results {
+        assert!(!ok);
+        assert!(err.contains("rank 1"), "does not name rank 1: {err}");
+    }
+    assert!(
+        results
+            .iter()
+            .any(|(_, e)| e.contains("sent nothing for 3 s")),
+        "{results:?}"
+    );
+}
+
+#[test]
+fn a_rank_that_never_joins_is_named_at_rendezvous() {
+    let plan = eight_rank_plan();
+    let port = free_port();
+    let ranks: Vec<Child> = [0, 1, 3, 4, 5, 6, 7]
+        .iter()
+        .map(|&r| start_rank(&plan, r, port, 6))
+        .collect();
+    let (results, took) = wait_all(ranks, Duration::from_secs(20));
+    assert!(took < Duration::from_secs(14), "took {took:?}");
+    for (ok, err) in &results {
+        assert!(!ok);
+        assert!(err.contains("rank 2 never joined within 6 s"), "{err}");
+    }
+}
+
+#[test]
+fn a_rank_with_a_different_plan_is_refused() {
+    let plan = eight_rank_plan();
+    let other = plan.with_file_name("other.toml");
+    let text = std::fs::read_to_string(&plan).unwrap();
+    std::fs::write(&other, text.replace("tokens = ", "tokens = 1")).unwrap();
+    let port = free_port();
+    let mut ranks: Vec<Child> = (0..8)
+        .map(|r| start_rank(if r == 3 { &other } else { &plan }, r, port, 5))
+        .collect();
+    for r in &mut ranks {
+        let out = r.stdout.take().unwrap();
+        std::thread::spawn(move || std::io::copy(&mut BufReader::new(out), &mut std::io::sink()));
+    }
+    let (results, _) = wait_all(ranks, Duration::from_secs(20));
+    for (ok, err) in &results {
+        assert!(!ok);
+        assert!(err.contains("rank 3 runs a different plan file"), "{err}");
+    }
+}
+
+fn edited(what: &str, from: &str, to: &str) -> (String, std::process::Output) {
+    let plan = eight_rank_plan();
+    let text = std::fs::read_to_string(&plan).unwrap();
+    assert!(text.contains(from), "{what}: `{from}` not in the plan");
+    let path = plan.with_file_name(format!("edited-{what}.toml"));
+    std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+    // Rank 1 with no rank 0 anywhere: a plan that got past validation would wait for
+    // the rendezvous for the full timeout; a rejected one exits at once.
+    let start = Instant::now();
+    let o = dic(&[
+        "run",
+        path.to_str().unwrap(),
+        "--rank",
+        "1",
+        "--rendezvous",
+        "127.0.0.1:9",
+        "--timeout",
+        "30",
+    ]);
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{what}: not rejected up front"
+    );
+    assert_eq!(o.status.code(), Some(2), "{what}");
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    // Stable across runs: the file name is in a temp dir.
+    (err.replace(path.to_str().unwrap(), "plan.toml"), o)
+}
+
+#[test]
+fn plans_edited_by_hand_are_rejected_before_any_socket_opens() {
+    let cases = [
+        (
+            "version",
+            "format = \"dic-nccl-plan/1\"",
+            "format = \"dic-nccl-plan/9\"",
+        ),
+        ("rank-outside-world", "rank = 7\n", "rank = 9\n"),
+        (
+            "group-overlap",
+            "members = [0, 1, 2, 3]",
+            "members = [0, 1, 2, 4]",
+        ),
+        (
+            "group-member-outside",
+            "members = [4, 5, 6, 7]",
+            "members = [4, 5, 6, 11]",
+        ),
+        ("group-kind", "kind = \"tp\"", "kind = \"xp\""),
+        ("world-size", "world_size = 8", "world_size = 9"),
+        (
+            "schedule-kind",
+            "group_kind = \"tp\"",
+            "group_kind = \"ep\"",
+        ),
+        ("not-toml", "[rendezvous]", "[rendezvous"),
+    ];
+    let mut all = String::new();
+    for (what, from, to) in cases {
+        let (err, _) = edited(what, from, to);
+        all.push_str(&format!("--- {what}\n{err}\n"));
+    }
+    insta::assert_snapshot!(all);
+}

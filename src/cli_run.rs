@@ -21,8 +21,12 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "rank")]
     local: bool,
     /// Run one rank (one process per GPU on a cluster); rank 0 serves the rendezvous.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "node")]
     rank: Option<usize>,
+    /// Run the ranks the plan places on node N, one process each (the Kubernetes
+    /// preflight Job runs one of these per node).
+    #[arg(long, conflicts_with = "local")]
+    node: Option<u64>,
     /// Multiply every message size by this (e.g. 0.001 to fit a laptop).
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
@@ -100,13 +104,34 @@ pub fn run(a: RunArgs) -> u8 {
     };
     let timeout = Duration::from_secs(a.timeout.unwrap_or(plan.rendezvous.timeout_seconds).max(1));
     if a.local {
-        return run_local(&a, &plan, timeout);
+        let all: Vec<usize> = (0..plan.world_size).collect();
+        return run_children(&a, &plan, &all, None, timeout);
+    }
+    if let Some(node) = a.node {
+        let ranks: Vec<usize> = plan
+            .ranks
+            .iter()
+            .filter(|r| r.node == node)
+            .map(|r| r.rank as usize)
+            .collect();
+        if ranks.is_empty() {
+            eprintln!("error: the plan places no rank on node {node}");
+            return USAGE;
+        }
+        let rendezvous = match rendezvous_addr(&a, &plan, node == 0) {
+            Ok(r) => r,
+            Err(msg) => {
+                eprintln!("error: {msg}");
+                return USAGE;
+            }
+        };
+        return run_children(&a, &plan, &ranks, Some(rendezvous), timeout);
     }
     let Some(rank) = a.rank else {
-        eprintln!("error: say where to run: `--local` (every rank here) or `--rank R` (one rank of a cluster)");
+        eprintln!("error: say where to run: `--local` (every rank here), `--node N` (one node's ranks) or `--rank R` (one rank)");
         return USAGE;
     };
-    let rendezvous = match rendezvous_addr(&a, &plan) {
+    let rendezvous = match rendezvous_addr(&a, &plan, rank == 0) {
         Ok(r) => r,
         Err(msg) => {
             eprintln!("error: {msg}");
@@ -123,7 +148,7 @@ pub fn run(a: RunArgs) -> u8 {
         } else {
             Vec::new()
         },
-        calibration_calls: 5,
+        calibration_calls: 10,
         backend: if a.backend == Backend::Nccl {
             BackendKind::Nccl
         } else {
@@ -177,23 +202,27 @@ fn replay_options(a: &RunArgs) -> ReplayOptions {
     }
 }
 
-/// 4 KiB … 64 MiB by powers of four, scaled like the schedule (never below 1 KiB).
+/// 16 KiB upward by powers of four to 64 MiB × `--scale` (at least four sizes), so the
+/// fit sees both the latency and the bandwidth regime.
 fn calibration_sizes(scale: f64) -> Vec<u64> {
-    let mut sizes: Vec<u64> = (0..8)
-        .map(|k| (((4096u64 << (2 * k)) as f64 * scale) as u64).max(1024))
-        .collect();
-    sizes.dedup();
+    let cap = ((64u64 << 20) as f64 * scale) as u64;
+    let mut sizes = Vec::new();
+    let mut s = 16u64 << 10;
+    while s <= cap || sizes.len() < 4 {
+        sizes.push(s);
+        s *= 4;
+    }
     sizes
 }
 
-fn rendezvous_addr(a: &RunArgs, plan: &Plan) -> Result<SocketAddr, String> {
+fn rendezvous_addr(a: &RunArgs, plan: &Plan, serves: bool) -> Result<SocketAddr, String> {
     let text = match &a.rendezvous {
         Some(r) => r.clone(),
         None => {
             let env = &plan.rendezvous.address_env;
             match std::env::var(env) {
                 Ok(host) if !host.is_empty() => format!("{host}:{}", plan.rendezvous.port),
-                _ if a.rank == Some(0) => format!("127.0.0.1:{}", plan.rendezvous.port),
+                _ if serves => format!("127.0.0.1:{}", plan.rendezvous.port),
                 _ => {
                     return Err(format!(
                         "set {env} to rank 0's address (or pass --rendezvous host:port)"
@@ -208,7 +237,15 @@ fn rendezvous_addr(a: &RunArgs, plan: &Plan) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("rendezvous address `{text}` resolves to nothing"))
 }
 
-fn run_local(a: &RunArgs, plan: &Plan, timeout: Duration) -> u8 {
+/// Run `ranks` as child processes; `rendezvous` is rank 0's address (None: loopback on a
+/// free port, for `--local`).
+fn run_children(
+    a: &RunArgs,
+    plan: &Plan,
+    ranks: &[usize],
+    rendezvous: Option<SocketAddr>,
+    timeout: Duration,
+) -> u8 {
     let exe = match std::env::current_exe() {
         Ok(e) => e,
         Err(e) => {
@@ -216,17 +253,20 @@ fn run_local(a: &RunArgs, plan: &Plan, timeout: Duration) -> u8 {
             return USAGE;
         }
     };
-    let port = match local::free_port() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: no free port on loopback: {e}");
-            return USAGE;
-        }
+    let rendezvous = match rendezvous {
+        Some(r) => r.to_string(),
+        None => match local::free_port() {
+            Ok(p) => format!("127.0.0.1:{p}"),
+            Err(e) => {
+                eprintln!("error: no free port on loopback: {e}");
+                return USAGE;
+            }
+        },
     };
     let plan_path = a.plan.clone();
     let mut common = vec![
         "--rendezvous".to_string(),
-        format!("127.0.0.1:{port}"),
+        rendezvous,
         "--timeout".into(),
         timeout.as_secs().to_string(),
         "--scale".into(),
@@ -260,21 +300,24 @@ fn run_local(a: &RunArgs, plan: &Plan, timeout: Duration) -> u8 {
         v
     };
     eprintln!(
-        "dic run: {} ranks of deployment {} on this machine",
-        plan.world_size, plan.deployment
+        "dic run: {} of {} ranks of deployment {} on this machine",
+        ranks.len(),
+        plan.world_size,
+        plan.deployment
     );
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} schedule lines · {elapsed}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let result = local::run_local(&exe, plan.world_size, &args, timeout, &mut |done, total| {
+    let result = local::run_ranks(&exe, ranks, &args, timeout, &mut |done, total| {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
     });
     bar.finish_and_clear();
     match result {
-        Ok(summary) => finish(a, plan, &summary),
+        Ok(Some(summary)) => finish(a, plan, &summary),
+        Ok(None) => OK,
         Err(LocalError::Spawn(msg)) => {
             eprintln!("error: {msg}");
             USAGE

@@ -93,6 +93,129 @@ fn every_example_plan_runs_locally_and_checks_exactly() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+#[test]
+fn one_process_per_node_joins_into_one_run() {
+    // What the Kubernetes preflight Job does: `dic run --node N` on each node.
+    let out = scratch("nodes");
+    let o = dic(&[
+        "compile",
+        "examples/llama405b_ib.dist",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    let plan = plans(&out).into_iter().next().unwrap();
+    let port = free_port().to_string();
+    let node = |n: &str| {
+        Command::new(env!("CARGO_BIN_EXE_dic"))
+            .args(["run", plan.to_str().unwrap(), "--node", n, "--rendezvous"])
+            .arg(format!("127.0.0.1:{port}"))
+            .args([
+                "--scale",
+                "0.0005",
+                "--iterations",
+                "1",
+                "--max-calls",
+                "2",
+                "--timeout",
+                "60",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (n0, n1) = (node("0"), node("1"));
+    let (o0, o1) = (
+        n0.wait_with_output().unwrap(),
+        n1.wait_with_output().unwrap(),
+    );
+    assert!(
+        o0.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o0.stderr)
+    );
+    assert!(
+        o1.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o1.stderr)
+    );
+    let table = String::from_utf8_lossy(&o0.stdout);
+    assert!(
+        table.contains("16 ranks") && table.contains("send_recv"),
+        "{table}"
+    );
+    assert!(o1.stdout.is_empty(), "only rank 0's node reports");
+}
+
+#[test]
+fn calibration_writes_links_that_dic_predicts_with() {
+    let out = scratch("calibrate");
+    let o = dic(&[
+        "compile",
+        "examples/llama405b_ib.dist",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    let plan = plans(&out).into_iter().next().unwrap();
+    let cal = out.join("measured.dist");
+    let o = dic(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--local",
+        "--scale",
+        "0.02",
+        "--iterations",
+        "1",
+        "--max-calls",
+        "1",
+        "--calibrate",
+        cal.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&cal).unwrap();
+    assert!(
+        text.contains("link measured_nvswitch_h100 = nvswitch_h100 {"),
+        "{text}"
+    );
+    assert!(
+        dic(&["check", cal.to_str().unwrap()]).status.success(),
+        "{text}"
+    );
+    // A deployment on nodes whose NVSwitch is the measured one: the TP AllReduce's
+    // predicted time follows the (much slower) loopback figures.
+    let example = std::fs::read_to_string("examples/llama405b_ib.dist").unwrap();
+    let using = example
+        .replace("import std.", "import \"./measured.dist\"\nimport std.")
+        .replace("nodes = 2 × dgx_h100", "nodes = 2 × measured_node")
+        // loopback is far below the SLO; this test is about the prediction, not the SLO
+        .replace("  slo = batch\n", "")
+        + "\nnode measured_node = dgx_h100 { scale_up = measured_nvswitch_h100 }\n";
+    let file = out.join("using.dist");
+    std::fs::write(&file, using).unwrap();
+    let o = dic(&[
+        "compile",
+        file.to_str().unwrap(),
+        "--out",
+        out.join("using").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let before = std::fs::read_to_string(&plan).unwrap();
+    let after = std::fs::read_to_string(out.join("using/big/nccl/plan.toml")).unwrap();
+    let tp_time = |t: &str| -> f64 {
+        let i = t.find("group_kind = \"tp\"").unwrap();
+        let j = t[i..].find("predicted_us = ").unwrap() + i + 15;
+        t[j..].lines().next().unwrap().parse().unwrap()
+    };
+    assert!(
+        tp_time(&after) > 10.0 * tp_time(&before),
+        "{} vs {}",
+        tp_time(&after),
+        tp_time(&before)
+    );
+}
+
 /// An 8-rank plan (70B, TP 4 × DP 2 on H200) replayed many times, so a fault lands
 /// mid-run; ranks 4–7 share no group with ranks 0–3.
 fn eight_rank_plan() -> PathBuf {

@@ -1316,6 +1316,7 @@ impl<'s, 'w> Checker<'s, 'w> {
                     image: r.string("image"),
                     namespace: r.string("namespace"),
                     hf_token_secret: r.string("hf_token_secret"),
+                    preflight_image: r.string("preflight_image"),
                     allowed_weights: r.words("allowed_weights"),
                     allowed_kv_cache: r.words("allowed_kv_cache"),
                 })

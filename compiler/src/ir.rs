@@ -96,6 +96,8 @@ pub struct KubernetesPlan {
     pub image: String,
     /// Secret holding the Hugging Face token under key `token` (referenced, optional).
     pub hf_token_secret: String,
+    /// Image with `dic` for the preflight Job; no Job when absent.
+    pub preflight_image: Option<String>,
     pub shm_bytes: u64,
     /// Seconds the startup probe allows for download, load, compile and graph capture.
     pub startup_seconds: u64,
@@ -563,6 +565,7 @@ fn lower_one(
                 .hf_token_secret
                 .clone()
                 .unwrap_or_else(|| "hf-token".into()),
+            preflight_image: d.preflight_image.clone(),
             shm_bytes: (gpus_per_pod * GIB).clamp(2 * GIB, 32 * GIB),
             startup_seconds: (STARTUP_FIXED_SECONDS + weights_total / STARTUP_LOAD_BYTES_PER_SECOND)
                 .ceil() as u64,

@@ -349,6 +349,8 @@ pub struct Deploy {
     pub image: Option<String>,
     pub namespace: Option<String>,
     pub hf_token_secret: Option<String>,
+    /// Image with the `dic` binary for the fabric preflight Job (none without it).
+    pub preflight_image: Option<String>,
     pub allowed_weights: Vec<String>,
     pub allowed_kv_cache: Vec<String>,
 }

@@ -315,6 +315,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("image", Ty::Str, "container image (default vllm/vllm-openai:v0.33.0)"),
             f!("namespace", Ty::Str, "Kubernetes namespace (default `default`)"),
             f!("hf_token_secret", Ty::Str, "Kubernetes Secret holding the Hugging Face token under key `token` (default `hf-token`); referenced, never inlined"),
+            f!("preflight_image", Ty::Str, "image with the `dic` binary: adds a preflight Job that runs `dic run` (the NCCL runtime) on the deployment's nodes before vLLM starts"),
             f!("allowed_weights", Ty::List(&Ty::Enum(WEIGHT_DTYPES)), "weight formats the planner may choose (default: the model's own)"),
             f!("allowed_kv_cache", Ty::List(&Ty::Enum(KV_DTYPES)), "KV-cache dtypes the planner may choose (default: the model's own)"),
         ],

@@ -1,5 +1,6 @@
-//! `dic run --local`: every rank of the plan as a child process of this machine, joined
-//! over loopback. Children speak one JSON object per line on stdout (progress, rank 0's
+//! `dic run --local` (every rank of the plan) and `dic run --node N` (the ranks the plan
+//! puts on node N, as the Kubernetes preflight Job runs it): ranks as child processes of
+//! this machine. Children speak one JSON object per line on stdout (progress, rank 0's
 //! summary, or an error); the launcher adds up progress, collects the summary and, if a
 //! rank fails, makes sure every child is gone within the plan's timeout.
 
@@ -46,20 +47,22 @@ pub fn free_port() -> std::io::Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
-/// Start `world` children: `exe <args(rank)>`, and wait for them. `progress(done, total)`
-/// is called as ranks report; `timeout` bounds how long the launcher waits after a rank
-/// failed before it kills the rest.
-pub fn run_local(
+/// Start one child per rank in `ranks`: `exe <args(rank)>`, and wait for them.
+/// `progress(done, total)` is called as ranks report; `timeout` bounds how long the
+/// launcher waits after a rank failed before it kills the rest. Returns rank 0's summary
+/// when rank 0 is among `ranks`.
+pub fn run_ranks(
     exe: &Path,
-    world: usize,
+    ranks: &[usize],
     args: &dyn Fn(usize) -> Vec<String>,
     timeout: Duration,
     progress: &mut dyn FnMut(usize, usize),
-) -> Result<RunSummary, LocalError> {
+) -> Result<Option<RunSummary>, LocalError> {
+    let world = ranks.len();
     let (tx, rx) = mpsc::channel::<(usize, Option<ChildEvent>)>();
     let mut children: Vec<Child> = Vec::with_capacity(world);
     let mut stderr_readers = Vec::new();
-    for rank in 0..world {
+    for (slot, &rank) in ranks.iter().enumerate() {
         let spawned = Command::new(exe)
             .args(args(rank))
             .stdin(Stdio::null())
@@ -85,10 +88,10 @@ pub fn run_local(
         std::thread::spawn(move || {
             for line in BufReader::new(out).lines().map_while(Result::ok) {
                 if let Ok(ev) = serde_json::from_str::<ChildEvent>(&line) {
-                    let _ = tx2.send((rank, Some(ev)));
+                    let _ = tx2.send((slot, Some(ev)));
                 }
             }
-            let _ = tx2.send((rank, None));
+            let _ = tx2.send((slot, None));
         });
         stderr_readers.push(std::thread::spawn(move || {
             let mut s = String::new();
@@ -111,21 +114,21 @@ pub fn run_local(
             }
         }
         match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok((rank, Some(ChildEvent::Progress { done, total }))) => {
-                dones[rank] = done;
-                totals[rank] = total;
+            Ok((slot, Some(ChildEvent::Progress { done, total }))) => {
+                dones[slot] = done;
+                totals[slot] = total;
                 progress(dones.iter().sum(), totals.iter().sum());
             }
             Ok((_, Some(ChildEvent::Summary(s)))) => summary = Some(*s),
-            Ok((rank, Some(ChildEvent::Error { message, culprit }))) => {
+            Ok((slot, Some(ChildEvent::Error { message, culprit }))) => {
                 failed_at.get_or_insert_with(Instant::now);
                 failures.push(RankFailure {
-                    rank,
+                    rank: ranks[slot],
                     message,
                     culprit,
                 });
             }
-            Ok((rank, None)) => finished[rank] = true,
+            Ok((slot, None)) => finished[slot] = true,
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
@@ -143,10 +146,11 @@ pub fn run_local(
         .into_iter()
         .map(|h| h.join().unwrap_or_default())
         .collect();
-    for (rank, st) in statuses.iter().enumerate() {
+    for (slot, st) in statuses.iter().enumerate() {
+        let rank = ranks[slot];
         let ok = matches!(st, Ok(s) if s.success());
         if !ok && !failures.iter().any(|f| f.rank == rank) {
-            let last = stderrs[rank]
+            let last = stderrs[slot]
                 .lines()
                 .last()
                 .unwrap_or("")
@@ -173,11 +177,12 @@ pub fn run_local(
         failures.sort_by_key(|f| f.rank);
         return Err(LocalError::Ranks(failures));
     }
-    summary.ok_or_else(|| {
-        LocalError::Ranks(vec![RankFailure {
+    if ranks.contains(&0) && summary.is_none() {
+        return Err(LocalError::Ranks(vec![RankFailure {
             rank: 0,
             message: "rank 0 finished without a summary".into(),
             culprit: Some(0),
-        }])
-    })
+        }]));
+    }
+    Ok(summary)
 }

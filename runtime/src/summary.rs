@@ -207,6 +207,14 @@ pub fn render_table(s: &RunSummary) -> String {
         s.measured_decode_us, s.predicted_decode_us, s.measured_prefill_us, s.predicted_prefill_us
     );
     for f in &s.calibration {
+        if !f.usable {
+            let _ = writeln!(
+                out,
+                "calibration of {}: time did not grow with message size (noise); rerun with larger sizes (--scale)",
+                f.link
+            );
+            continue;
+        }
         let _ = writeln!(
             out,
             "calibrated {}: α = {:.2} µs, bandwidth = {:.2} GB/s (from {} on {} ranks, {} sizes, r² = {:.3})",
@@ -227,6 +235,9 @@ pub struct LinkFit {
     pub alpha_us: f64,
     pub bandwidth_gbps: f64,
     pub r_squared: f64,
+    /// False when time did not grow with size (noise swamped the bandwidth term): no
+    /// link is written for it.
+    pub usable: bool,
 }
 
 pub fn fit_links(points: &[CalibrationPoint]) -> Vec<LinkFit> {
@@ -253,11 +264,8 @@ pub fn fit_links(points: &[CalibrationPoint]) -> Vec<LinkFit> {
             let my = ys.iter().sum::<f64>() / n;
             let sxy: f64 = xs.iter().zip(&ys).map(|(x, y)| (x - mx) * (y - my)).sum();
             let sxx: f64 = xs.iter().map(|x| (x - mx) * (x - mx)).sum();
-            let slope = if sxx > 0.0 {
-                (sxy / sxx).max(1e-12)
-            } else {
-                1e-12
-            };
+            let raw_slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+            let slope = raw_slope.max(1e-12);
             let intercept = (my - slope * mx).max(0.0);
             let ss_tot: f64 = ys.iter().map(|y| (y - my) * (y - my)).sum();
             let ss_res: f64 = xs
@@ -281,6 +289,7 @@ pub fn fit_links(points: &[CalibrationPoint]) -> Vec<LinkFit> {
                 } else {
                     1.0
                 },
+                usable: raw_slope > 0.0,
             }
         })
         .collect()
@@ -302,6 +311,14 @@ pub fn calibration_dist(plan: &Plan, fits: &[LinkFit], link_efficiency: f64) -> 
     );
     out.push_str("import std.links.*\n");
     for f in fits {
+        if !f.usable {
+            let _ = writeln!(
+                out,
+                "\n// {}: no fit (time did not grow with message size)",
+                f.link
+            );
+            continue;
+        }
         let name: String = f
             .link
             .chars()

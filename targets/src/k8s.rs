@@ -433,7 +433,150 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
         ..Default::default()
     };
     out.insert("k8s/poddisruptionbudget.yaml".to_string(), yaml(&pdb)?);
+    if let Some(image) = &d.kubernetes.preflight_image {
+        let cmd = cmds.first().ok_or("no command")?;
+        for (path, text) in preflight(d, cmd, image)? {
+            out.insert(path, text);
+        }
+    }
     Ok(out)
+}
+
+/// Mount point of the plan in the preflight pods.
+const PLAN_DIR: &str = "/etc/dic";
+
+/// The optional fabric preflight: the deployment's NCCL plan in a ConfigMap, a headless
+/// Service for the pods' DNS names, and an Indexed Job with one pod per node of the
+/// deployment (same GPUs, affinity, tolerations, RDMA resources and NCCL environment as
+/// the vLLM pods) running `dic run --node $JOB_COMPLETION_INDEX`; pod 0 serves the
+/// rendezvous. Apply it and wait for it to complete before the deployment.
+fn preflight(
+    d: &DeploymentPlan,
+    cmd: &NodeCommand,
+    image: &str,
+) -> Result<Vec<(String, String)>, String> {
+    use k8s_openapi::api::batch::v1::{Job, JobSpec};
+    use k8s_openapi::api::core::v1::{ConfigMap, ConfigMapVolumeSource};
+    let name = format!("{}-preflight", dns_name(&d.name));
+    let yaml = |v: &dyn erased::Yaml| v.to_yaml();
+    let plan = crate::nccl::plan_toml(d)?;
+    let cm = ConfigMap {
+        metadata: meta(d, name.clone()),
+        data: Some(BTreeMap::from([("plan.toml".to_string(), plan)])),
+        ..Default::default()
+    };
+    // Its own name label: the deployment's selectors must not match the Job's pods.
+    let selector = BTreeMap::from([
+        ("app.kubernetes.io/name".to_string(), name.clone()),
+        (
+            "app.kubernetes.io/component".to_string(),
+            "preflight".to_string(),
+        ),
+    ]);
+    let svc = Service {
+        metadata: meta(d, name.clone()),
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".into()),
+            selector: Some(selector.clone()),
+            ports: Some(vec![ServicePort {
+                name: Some("rendezvous".into()),
+                port: crate::nccl::RENDEZVOUS_PORT as i32,
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            }]),
+            publish_not_ready_addresses: Some(true),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let nodes = d.nodes().max(1);
+    let gpus = d.comm.world_size.min(d.gpus_per_node.max(1));
+    let mut template = pod(d, cmd, &[], false, None);
+    let labels = template.metadata.get_or_insert_with(Default::default);
+    labels
+        .labels
+        .get_or_insert_with(Default::default)
+        .extend(selector.clone());
+    let spec = template.spec.as_mut().ok_or("pod template without spec")?;
+    spec.restart_policy = Some("Never".into());
+    spec.subdomain = Some(name.clone());
+    spec.volumes.get_or_insert_with(Vec::new).push(Volume {
+        name: "plan".into(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: name.clone(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let c = spec.containers.first_mut().ok_or("pod without container")?;
+    c.name = "preflight".into();
+    c.image = Some(image.to_string());
+    let argv = [
+        Arg::lit("dic"),
+        Arg::lit("run"),
+        Arg::lit(format!("{PLAN_DIR}/plan.toml")),
+        Arg::lit("--node"),
+        Arg::env("JOB_COMPLETION_INDEX"),
+    ];
+    // POSIX sh (the dic image needs no bash): exec, so dic gets the signals.
+    c.command = Some(vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        format!("exec {}", line(&argv)),
+    ]);
+    let env = c.env.get_or_insert_with(Vec::new);
+    env.retain(|e| e.name != "HF_TOKEN" && e.name != "HF_HOME");
+    // Pod 0's stable DNS name: <job>-0.<service> (Indexed Job hostname + subdomain).
+    env.push(env_var(HEAD_ADDR, &format!("{name}-0.{name}")));
+    let limits = BTreeMap::from([("nvidia.com/gpu".to_string(), quantity(gpus))]);
+    let mut limits = limits;
+    if let Some((res, count)) = &d.network.rdma_resource {
+        limits.insert(res.clone(), quantity(count));
+    }
+    c.resources = Some(ResourceRequirements {
+        limits: Some(limits.clone()),
+        requests: Some(limits),
+        ..Default::default()
+    });
+    c.ports = Some(vec![ContainerPort {
+        name: Some("rendezvous".into()),
+        container_port: crate::nccl::RENDEZVOUS_PORT as i32,
+        ..Default::default()
+    }]);
+    c.volume_mounts
+        .get_or_insert_with(Vec::new)
+        .retain(|m| m.name == "dshm");
+    if let Some(v) = c.volume_mounts.as_mut() {
+        v.push(VolumeMount {
+            name: "plan".into(),
+            mount_path: PLAN_DIR.into(),
+            read_only: Some(true),
+            ..Default::default()
+        });
+    }
+    spec.volumes
+        .get_or_insert_with(Vec::new)
+        .retain(|v| v.name != "hf-cache");
+    let job = Job {
+        metadata: meta(d, name.clone()),
+        spec: Some(JobSpec {
+            completion_mode: Some("Indexed".into()),
+            completions: Some(nodes as i32),
+            parallelism: Some(nodes as i32),
+            backoff_limit: Some(0),
+            // every rank gives up after the plan's timeout; leave room for image pulls
+            active_deadline_seconds: Some(1800),
+            ttl_seconds_after_finished: Some(86_400),
+            template,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Ok(vec![
+        ("k8s/preflight/configmap.yaml".into(), yaml(&cm)?),
+        ("k8s/preflight/service.yaml".into(), yaml(&svc)?),
+        ("k8s/preflight/job.yaml".into(), yaml(&job)?),
+    ])
 }
 
 /// YAML serialization behind one small trait object, so every kind goes through one path.

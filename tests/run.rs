@@ -32,7 +32,7 @@ fn compile_examples() -> PathBuf {
     files.sort();
     for f in files {
         let f = f.to_str().unwrap();
-        let o = dic(&["compile", &f, "--out", out.to_str().unwrap()]);
+        let o = dic(&["compile", f, "--out", out.to_str().unwrap()]);
         assert!(
             o.status.success(),
             "{f}: {}",

@@ -1303,7 +1303,7 @@ impl<'s, 'w> Checker<'s, 'w> {
                     Some(Value::Engine(_, opts)) => vllm_options(opts),
                     _ => VllmOptions::default(),
                 };
-                Body::Deploy(Deploy {
+                Body::Deploy(Box::new(Deploy {
                     model: r.reference("model").unwrap_or(usize::MAX),
                     cluster: r.reference("cluster").unwrap_or(usize::MAX),
                     workload: r.reference("workload"),
@@ -1319,7 +1319,7 @@ impl<'s, 'w> Checker<'s, 'w> {
                     preflight_image: r.string("preflight_image"),
                     allowed_weights: r.words("allowed_weights"),
                     allowed_kv_cache: r.words("allowed_kv_cache"),
-                })
+                }))
             }
             Kind::Network => {
                 let mut pairs = |key: &str| -> Vec<(String, String)> {

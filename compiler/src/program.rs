@@ -74,7 +74,7 @@ pub enum Body {
     Model(Model),
     Workload(Workload),
     Slo(Slo),
-    Deploy(Deploy),
+    Deploy(Box<Deploy>),
     Network(Network),
 }
 

@@ -344,6 +344,7 @@ fn cheaper_layout(ds: &DeploymentScenario, a: &Analysis) -> Option<Finding> {
             "use `layout = {}` (or `layout = auto`); `dic plan` shows the alternatives",
             best.layout
         )),
+        replacement: Some(best.layout.to_string()),
         anchor: Anchor::Layout,
     })
 }
@@ -384,6 +385,9 @@ pub fn diagnostics_for(
                 .primary(at.file, at.span, f.label.clone());
             if let Some(h) = &f.help {
                 diag = diag.help(h.clone());
+            }
+            if let Some(r) = &f.replacement {
+                diag = diag.fix(format!("use `layout = {r}`"), at, r.clone());
             }
             diag
         })

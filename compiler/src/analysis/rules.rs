@@ -35,6 +35,8 @@ pub struct Finding {
     pub label: String,
     pub help: Option<String>,
     pub anchor: Anchor,
+    /// Text that replaces the anchor to apply the advice (an editor's quick fix).
+    pub replacement: Option<String>,
 }
 
 fn finding(
@@ -51,6 +53,7 @@ fn finding(
         label: label.to_string(),
         help,
         anchor,
+        replacement: None,
     }
 }
 

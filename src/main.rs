@@ -84,6 +84,8 @@ enum Command {
     Estimate(Box<EstimateArgs>),
     /// Run a compiled deployment's communication (`nccl/plan.toml`) and measure the fabric.
     Run(Box<cli_run::RunArgs>),
+    /// The language server, over stdio (editors start it; see editors/vscode).
+    Lsp,
     /// List the stdlib catalog.
     List {
         what: cli_list::Catalog,
@@ -119,6 +121,13 @@ fn main() -> ExitCode {
         Command::List { what, json } => cli_list::run(what, json),
         Command::Estimate(a) => estimate(a),
         Command::Run(a) => cli_run::run(*a),
+        Command::Lsp => match dic_lsp::run_stdio() {
+            Ok(()) => EXIT_OK,
+            Err(e) => {
+                eprintln!("error: dic lsp: {e}");
+                EXIT_ERRORS
+            }
+        },
     })
 }
 

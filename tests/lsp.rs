@@ -1,0 +1,254 @@
+//! `dic lsp` driven over stdio by scripted sessions (initialize, didOpen, didChange,
+//! hover, definition, references, completion, symbols, formatting, code actions,
+//! shutdown), the responses snapshotted with insta. Absolute paths become `$ROOT`.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+struct Client {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: i64,
+    /// Notifications received while waiting for responses.
+    notifications: Vec<Value>,
+    root: String,
+}
+
+impl Client {
+    fn start(utf8: bool) -> Client {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dic"))
+            .arg("lsp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let root = std::env::current_dir().unwrap().to_str().unwrap().to_string();
+        let mut c = Client {
+            child,
+            stdin,
+            stdout,
+            next_id: 1,
+            notifications: Vec::new(),
+            root,
+        };
+        let encodings = if utf8 { json!(["utf-8", "utf-16"]) } else { json!(["utf-16"]) };
+        let init = c.request(
+            "initialize",
+            json!({"processId": null, "rootUri": null, "capabilities": {"general": {"positionEncodings": encodings}}}),
+        );
+        assert_eq!(
+            init["result"]["capabilities"]["positionEncoding"],
+            if utf8 { "utf-8" } else { "utf-16" }
+        );
+        c.notify("initialized", json!({}));
+        c
+    }
+
+    fn send(&mut self, v: Value) {
+        let body = v.to_string();
+        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn read(&mut self) -> Value {
+        let mut len = 0;
+        loop {
+            let mut line = String::new();
+            assert!(self.stdout.read_line(&mut line).unwrap() > 0, "server closed stdout");
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some(v) = line.strip_prefix("Content-Length: ") {
+                len = v.parse().unwrap();
+            }
+        }
+        let mut buf = vec![0; len];
+        self.stdout.read_exact(&mut buf).unwrap();
+        serde_json::from_slice(&buf).unwrap()
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let m = self.read();
+            if m.get("id") == Some(&json!(id)) {
+                return m;
+            }
+            self.notifications.push(m);
+        }
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// Wait for the diagnostics of `uri` at `version`.
+    fn diagnostics(&mut self, uri: &str, version: i64) -> Value {
+        loop {
+            if let Some(i) = self.notifications.iter().position(|n| {
+                n["method"] == "textDocument/publishDiagnostics"
+                    && n["params"]["uri"] == uri
+                    && n["params"]["version"] == version
+            }) {
+                return self.notifications.remove(i)["params"]["diagnostics"].clone();
+            }
+            let m = self.read();
+            self.notifications.push(m);
+        }
+    }
+
+    fn uri(&self, rel: &str) -> String {
+        format!("file://{}/{rel}", self.root)
+    }
+
+    fn open(&mut self, rel: &str, text: &str) -> String {
+        let uri = self.uri(rel);
+        self.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": uri, "languageId": "dist", "version": 1, "text": text}}),
+        );
+        uri
+    }
+
+    fn at(&mut self, method: &str, uri: &str, pos: (u32, u32), extra: Value) -> Value {
+        let mut params = json!({"textDocument": {"uri": uri}, "position": {"line": pos.0, "character": pos.1}});
+        if let (Some(p), Some(e)) = (params.as_object_mut(), extra.as_object()) {
+            p.extend(e.clone());
+        }
+        self.request(method, params)["result"].clone()
+    }
+
+    fn shutdown(mut self) {
+        let r = self.request("shutdown", Value::Null);
+        assert_eq!(r["result"], Value::Null);
+        self.notify("exit", Value::Null);
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status}");
+    }
+
+    /// `$ROOT` for the working directory, so snapshots do not depend on the checkout.
+    fn scrub(&self, v: &Value) -> Value {
+        serde_json::from_str(&v.to_string().replace(&self.root, "$ROOT")).unwrap()
+    }
+}
+
+/// (line, UTF-16 column) of the `nth` occurrence of `needle` in `text`, plus `delta` chars.
+fn pos(text: &str, needle: &str, nth: usize, delta: usize) -> (u32, u32) {
+    let mut from = 0;
+    let mut at = 0;
+    for _ in 0..=nth {
+        at = from + text[from..].find(needle).unwrap_or_else(|| panic!("`{needle}` not found"));
+        from = at + needle.len();
+    }
+    let line_start = text[..at].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let line = text[..at].matches('\n').count() as u32;
+    let prefix: String = text[line_start..at].chars().chain(text[at..].chars().take(delta)).collect();
+    (line, prefix.encode_utf16().count() as u32)
+}
+
+#[test]
+fn a_session_on_the_production_example() {
+    let text = std::fs::read_to_string("examples/prod.dist").unwrap();
+    let mut c = Client::start(false);
+    let uri = c.open("examples/prod.dist", &text);
+    let mut out = serde_json::Map::new();
+    let diags = c.diagnostics(&uri, 1);
+    out.insert("diagnostics".into(), diags.clone());
+    out.insert("hover model reference".into(), c.at("textDocument/hover", &uri, pos(&text, "model = llama", 0, 9), json!({})));
+    out.insert("hover deployment".into(), c.at("textDocument/hover", &uri, pos(&text, "deploy chat", 0, 8), json!({})));
+    out.insert("hover field key".into(), c.at("textDocument/hover", &uri, pos(&text, "gpu_memory_utilization", 0, 2), json!({})));
+    out.insert("definition of an imported stdlib instance".into(), c.at("textDocument/definition", &uri, pos(&text, "2 × p5_48xlarge", 0, 5), json!({})));
+    out.insert("references of llama".into(), c.at("textDocument/references", &uri, pos(&text, "model llama", 0, 7), json!({"context": {"includeDeclaration": true}})));
+    out.insert("symbols".into(), c.request("textDocument/documentSymbol", json!({"textDocument": {"uri": uri}}))["result"].clone());
+    out.insert("formatting (already formatted)".into(), c.request("textDocument/formatting", json!({"textDocument": {"uri": uri}, "options": {"tabSize": 2, "insertSpaces": true}}))["result"].clone());
+    // The planner's cheaper layout, as a quick fix on the layout.
+    let layout = pos(&text, "tp 8 × pp 1 × dp 2", 0, 0);
+    out.insert("code actions on the layout".into(), c.request("textDocument/codeAction", json!({"textDocument": {"uri": uri}, "range": {"start": {"line": layout.0, "character": layout.1}, "end": {"line": layout.0, "character": layout.1}}, "context": {"diagnostics": []}}))["result"].clone());
+    let stdlib = c.request("dic/virtualDocument", json!({"uri": "dic-stdlib:/std/instances/aws.dist"}))["result"].clone();
+    assert!(stdlib.as_str().unwrap().contains("p5_48xlarge"));
+    let explain = c.request("dic/virtualDocument", json!({"uri": "dic-explain:/A0701.md"}))["result"].clone();
+    assert!(explain.as_str().unwrap().contains("A0701"));
+    let v = c.scrub(&Value::Object(out));
+    c.shutdown();
+    insta::assert_json_snapshot!(v);
+}
+
+#[test]
+fn a_session_with_edits_and_completion() {
+    let mut c = Client::start(true);
+    let text = "import std.models.llama_3_1_8b\nimport std.gpus.l4\n\nmodel m = llama_3_1_8b { weights = fp8 }\n";
+    let uri = c.open("examples/scratch.dist", text);
+    let mut out = serde_json::Map::new();
+    out.insert("diagnostics v1".into(), c.diagnostics(&uri, 1));
+    // Half-typed: a deploy block with a misspelled model name.
+    let v2 = format!("{text}\ndeploy d {{\n  model = mm\n  \n}}\n");
+    c.notify("textDocument/didChange", json!({"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": v2}]}));
+    out.insert("diagnostics v2".into(), c.diagnostics(&uri, 2));
+    let fix_at = pos(&v2, "mm", 0, 0);
+    out.insert("did-you-mean fix".into(), c.request("textDocument/codeAction", json!({"textDocument": {"uri": uri}, "range": {"start": {"line": fix_at.0, "character": fix_at.1}, "end": {"line": fix_at.0, "character": fix_at.1 + 2}}, "context": {"diagnostics": []}}))["result"].clone());
+    let labels = |r: Value| -> Value {
+        Value::Array(r.as_array().unwrap_or(&Vec::new()).iter().map(|i| json!([i["label"], i["detail"]])).collect())
+    };
+    let empty_line = pos(&v2, "  \n}", 0, 2);
+    out.insert("fields in deploy".into(), labels(c.at("textDocument/completion", &uri, empty_line, json!({}))));
+    let v3 = format!("{text}\ndeploy d {{\n  model = m\n  cluster = \n}}\ncluster c {{ nodes = 1 × \n");
+    c.notify("textDocument/didChange", json!({"textDocument": {"uri": uri, "version": 3}, "contentChanges": [{"text": v3}]}));
+    out.insert("after cluster =".into(), labels(c.at("textDocument/completion", &uri, pos(&v3, "cluster = \n", 0, 10), json!({}))));
+    let node_names = c.at("textDocument/completion", &uri, pos(&v3, "1 × \n", 0, 4), json!({}));
+    let p5 = node_names.as_array().unwrap().iter().find(|i| i["label"] == "p5_48xlarge").cloned();
+    out.insert("a node from the stdlib, with its import".into(), p5.unwrap_or(Value::Null));
+    let v4 = "gpu x {\n  memory = 80 \n}\n";
+    c.notify("textDocument/didChange", json!({"textDocument": {"uri": uri, "version": 4}, "contentChanges": [{"text": v4}]}));
+    out.insert("units after a number".into(), labels(c.at("textDocument/completion", &uri, pos(v4, "80 \n", 0, 3), json!({}))));
+    out.insert("top level".into(), labels(c.at("textDocument/completion", &uri, (3, 0), json!({}))));
+    let v = c.scrub(&Value::Object(out));
+    c.shutdown();
+    insta::assert_json_snapshot!(v);
+}
+
+/// The same document in UTF-8 and UTF-16 sessions: CJK and emoji before the error, CRLF
+/// line ends. The columns differ exactly as the encodings do.
+#[test]
+fn positions_follow_the_negotiated_encoding() {
+    let text = "// 日本語のコメント 🚀\r\ngpu g { memory = 80 GB/s } // 🚀 after\r\n";
+    let mut results = Vec::new();
+    for utf8 in [true, false] {
+        let mut c = Client::start(utf8);
+        let uri = c.open("examples/unicode.dist", text);
+        let d = c.diagnostics(&uri, 1);
+        let first = d.as_array().unwrap().iter().find(|x| x["code"] == "E0304").cloned().unwrap();
+        let hover = c.at("textDocument/hover", &uri, (1, 4), json!({}));
+        results.push(json!({"utf8": utf8, "range": first["range"], "code": first["code"], "hover_range": hover["range"]}));
+        c.shutdown();
+    }
+    // The unit starts at the same column of line 1 in both encodings (ASCII before it).
+    assert_eq!(results[0]["range"], results[1]["range"]);
+    insta::assert_json_snapshot!(results);
+}
+
+#[test]
+fn unicode_columns_differ_between_encodings() {
+    // The error is after the emoji on the same line: UTF-8 counts 4 bytes, UTF-16 two units.
+    let text = "gpu g { name = \"🚀\", memory = 80 GB/s }\r\n";
+    let mut starts = Vec::new();
+    for utf8 in [true, false] {
+        let mut c = Client::start(utf8);
+        let uri = c.open("examples/emoji.dist", text);
+        let d = c.diagnostics(&uri, 1);
+        let units = d.as_array().unwrap().iter().find(|x| x["code"] == "E0304").cloned().unwrap();
+        starts.push(units["range"]["start"]["character"].as_u64().unwrap());
+        c.shutdown();
+    }
+    let prefix = &text[..text.find("GB/s").unwrap()];
+    assert_eq!(starts[0] as usize, prefix.len());
+    assert_eq!(starts[1] as usize, prefix.encode_utf16().count());
+    assert_eq!(starts[0] - starts[1], 2);
+}

@@ -27,7 +27,11 @@ impl Client {
             .unwrap();
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
-        let root = std::env::current_dir().unwrap().to_str().unwrap().to_string();
+        let root = std::env::current_dir()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
         let mut c = Client {
             child,
             stdin,
@@ -36,7 +40,11 @@ impl Client {
             notifications: Vec::new(),
             root,
         };
-        let encodings = if utf8 { json!(["utf-8", "utf-16"]) } else { json!(["utf-16"]) };
+        let encodings = if utf8 {
+            json!(["utf-8", "utf-16"])
+        } else {
+            json!(["utf-16"])
+        };
         let init = c.request(
             "initialize",
             json!({"processId": null, "rootUri": null, "capabilities": {"general": {"positionEncodings": encodings}}}),
@@ -59,7 +67,10 @@ impl Client {
         let mut len = 0;
         loop {
             let mut line = String::new();
-            assert!(self.stdout.read_line(&mut line).unwrap() > 0, "server closed stdout");
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "server closed stdout"
+            );
             let line = line.trim_end();
             if line.is_empty() {
                 break;
@@ -90,19 +101,30 @@ impl Client {
         self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
     }
 
-    /// Wait for the diagnostics of `uri` at `version`.
+    /// Wait for the diagnostics of `uri` at `version`: the server publishes twice, first
+    /// without the planner's advice (fast), then with it; the first must be a subset.
     fn diagnostics(&mut self, uri: &str, version: i64) -> Value {
-        loop {
+        let mut got = Vec::new();
+        while got.len() < 2 {
             if let Some(i) = self.notifications.iter().position(|n| {
                 n["method"] == "textDocument/publishDiagnostics"
                     && n["params"]["uri"] == uri
                     && n["params"]["version"] == version
             }) {
-                return self.notifications.remove(i)["params"]["diagnostics"].clone();
+                got.push(self.notifications.remove(i)["params"]["diagnostics"].clone());
+                continue;
             }
             let m = self.read();
             self.notifications.push(m);
         }
+        let (fast, full) = (got[0].as_array().unwrap(), got[1].as_array().unwrap());
+        for d in fast {
+            assert!(
+                full.contains(d),
+                "{d} missing from the complete diagnostics"
+            );
+        }
+        got[1].clone()
     }
 
     fn uri(&self, rel: &str) -> String {
@@ -119,7 +141,8 @@ impl Client {
     }
 
     fn at(&mut self, method: &str, uri: &str, pos: (u32, u32), extra: Value) -> Value {
-        let mut params = json!({"textDocument": {"uri": uri}, "position": {"line": pos.0, "character": pos.1}});
+        let mut params =
+            json!({"textDocument": {"uri": uri}, "position": {"line": pos.0, "character": pos.1}});
         if let (Some(p), Some(e)) = (params.as_object_mut(), extra.as_object()) {
             p.extend(e.clone());
         }
@@ -145,12 +168,18 @@ fn pos(text: &str, needle: &str, nth: usize, delta: usize) -> (u32, u32) {
     let mut from = 0;
     let mut at = 0;
     for _ in 0..=nth {
-        at = from + text[from..].find(needle).unwrap_or_else(|| panic!("`{needle}` not found"));
+        at = from
+            + text[from..]
+                .find(needle)
+                .unwrap_or_else(|| panic!("`{needle}` not found"));
         from = at + needle.len();
     }
     let line_start = text[..at].rfind('\n').map(|i| i + 1).unwrap_or(0);
     let line = text[..at].matches('\n').count() as u32;
-    let prefix: String = text[line_start..at].chars().chain(text[at..].chars().take(delta)).collect();
+    let prefix: String = text[line_start..at]
+        .chars()
+        .chain(text[at..].chars().take(delta))
+        .collect();
     (line, prefix.encode_utf16().count() as u32)
 }
 
@@ -162,19 +191,81 @@ fn a_session_on_the_production_example() {
     let mut out = serde_json::Map::new();
     let diags = c.diagnostics(&uri, 1);
     out.insert("diagnostics".into(), diags.clone());
-    out.insert("hover model reference".into(), c.at("textDocument/hover", &uri, pos(&text, "model = llama", 0, 9), json!({})));
-    out.insert("hover deployment".into(), c.at("textDocument/hover", &uri, pos(&text, "deploy chat", 0, 8), json!({})));
-    out.insert("hover field key".into(), c.at("textDocument/hover", &uri, pos(&text, "gpu_memory_utilization", 0, 2), json!({})));
-    out.insert("definition of an imported stdlib instance".into(), c.at("textDocument/definition", &uri, pos(&text, "2 × p5_48xlarge", 0, 5), json!({})));
-    out.insert("references of llama".into(), c.at("textDocument/references", &uri, pos(&text, "model llama", 0, 7), json!({"context": {"includeDeclaration": true}})));
-    out.insert("symbols".into(), c.request("textDocument/documentSymbol", json!({"textDocument": {"uri": uri}}))["result"].clone());
-    out.insert("formatting (already formatted)".into(), c.request("textDocument/formatting", json!({"textDocument": {"uri": uri}, "options": {"tabSize": 2, "insertSpaces": true}}))["result"].clone());
+    out.insert(
+        "hover model reference".into(),
+        c.at(
+            "textDocument/hover",
+            &uri,
+            pos(&text, "model = llama", 0, 9),
+            json!({}),
+        ),
+    );
+    out.insert(
+        "hover deployment".into(),
+        c.at(
+            "textDocument/hover",
+            &uri,
+            pos(&text, "deploy chat", 0, 8),
+            json!({}),
+        ),
+    );
+    out.insert(
+        "hover field key".into(),
+        c.at(
+            "textDocument/hover",
+            &uri,
+            pos(&text, "gpu_memory_utilization", 0, 2),
+            json!({}),
+        ),
+    );
+    out.insert(
+        "definition of an imported stdlib instance".into(),
+        c.at(
+            "textDocument/definition",
+            &uri,
+            pos(&text, "2 × p5_48xlarge", 0, 5),
+            json!({}),
+        ),
+    );
+    out.insert(
+        "references of llama".into(),
+        c.at(
+            "textDocument/references",
+            &uri,
+            pos(&text, "model llama", 0, 7),
+            json!({"context": {"includeDeclaration": true}}),
+        ),
+    );
+    out.insert(
+        "symbols".into(),
+        c.request(
+            "textDocument/documentSymbol",
+            json!({"textDocument": {"uri": uri}}),
+        )["result"]
+            .clone(),
+    );
+    out.insert(
+        "formatting (already formatted)".into(),
+        c.request(
+            "textDocument/formatting",
+            json!({"textDocument": {"uri": uri}, "options": {"tabSize": 2, "insertSpaces": true}}),
+        )["result"]
+            .clone(),
+    );
     // The planner's cheaper layout, as a quick fix on the layout.
     let layout = pos(&text, "tp 8 × pp 1 × dp 2", 0, 0);
     out.insert("code actions on the layout".into(), c.request("textDocument/codeAction", json!({"textDocument": {"uri": uri}, "range": {"start": {"line": layout.0, "character": layout.1}, "end": {"line": layout.0, "character": layout.1}}, "context": {"diagnostics": []}}))["result"].clone());
-    let stdlib = c.request("dic/virtualDocument", json!({"uri": "dic-stdlib:/std/instances/aws.dist"}))["result"].clone();
+    let stdlib = c.request(
+        "dic/virtualDocument",
+        json!({"uri": "dic-stdlib:/std/instances/aws.dist"}),
+    )["result"]
+        .clone();
     assert!(stdlib.as_str().unwrap().contains("p5_48xlarge"));
-    let explain = c.request("dic/virtualDocument", json!({"uri": "dic-explain:/A0701.md"}))["result"].clone();
+    let explain = c.request(
+        "dic/virtualDocument",
+        json!({"uri": "dic-explain:/A0701.md"}),
+    )["result"]
+        .clone();
     assert!(explain.as_str().unwrap().contains("A0701"));
     let v = c.scrub(&Value::Object(out));
     c.shutdown();
@@ -190,25 +281,76 @@ fn a_session_with_edits_and_completion() {
     out.insert("diagnostics v1".into(), c.diagnostics(&uri, 1));
     // Half-typed: a deploy block with a misspelled model name.
     let v2 = format!("{text}\ndeploy d {{\n  model = mm\n  \n}}\n");
-    c.notify("textDocument/didChange", json!({"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": v2}]}));
+    c.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": v2}]}),
+    );
     out.insert("diagnostics v2".into(), c.diagnostics(&uri, 2));
     let fix_at = pos(&v2, "mm", 0, 0);
     out.insert("did-you-mean fix".into(), c.request("textDocument/codeAction", json!({"textDocument": {"uri": uri}, "range": {"start": {"line": fix_at.0, "character": fix_at.1}, "end": {"line": fix_at.0, "character": fix_at.1 + 2}}, "context": {"diagnostics": []}}))["result"].clone());
     let labels = |r: Value| -> Value {
-        Value::Array(r.as_array().unwrap_or(&Vec::new()).iter().map(|i| json!([i["label"], i["detail"]])).collect())
+        Value::Array(
+            r.as_array()
+                .unwrap_or(&Vec::new())
+                .iter()
+                .map(|i| json!([i["label"], i["detail"]]))
+                .collect(),
+        )
     };
     let empty_line = pos(&v2, "  \n}", 0, 2);
-    out.insert("fields in deploy".into(), labels(c.at("textDocument/completion", &uri, empty_line, json!({}))));
-    let v3 = format!("{text}\ndeploy d {{\n  model = m\n  cluster = \n}}\ncluster c {{ nodes = 1 × \n");
-    c.notify("textDocument/didChange", json!({"textDocument": {"uri": uri, "version": 3}, "contentChanges": [{"text": v3}]}));
-    out.insert("after cluster =".into(), labels(c.at("textDocument/completion", &uri, pos(&v3, "cluster = \n", 0, 10), json!({}))));
-    let node_names = c.at("textDocument/completion", &uri, pos(&v3, "1 × \n", 0, 4), json!({}));
-    let p5 = node_names.as_array().unwrap().iter().find(|i| i["label"] == "p5_48xlarge").cloned();
-    out.insert("a node from the stdlib, with its import".into(), p5.unwrap_or(Value::Null));
+    out.insert(
+        "fields in deploy".into(),
+        labels(c.at("textDocument/completion", &uri, empty_line, json!({}))),
+    );
+    let v3 =
+        format!("{text}\ndeploy d {{\n  model = m\n  cluster = \n}}\ncluster c {{ nodes = 1 × \n");
+    c.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri, "version": 3}, "contentChanges": [{"text": v3}]}),
+    );
+    out.insert(
+        "after cluster =".into(),
+        labels(c.at(
+            "textDocument/completion",
+            &uri,
+            pos(&v3, "cluster = \n", 0, 10),
+            json!({}),
+        )),
+    );
+    let node_names = c.at(
+        "textDocument/completion",
+        &uri,
+        pos(&v3, "1 × \n", 0, 4),
+        json!({}),
+    );
+    let p5 = node_names
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["label"] == "p5_48xlarge")
+        .cloned();
+    out.insert(
+        "a node from the stdlib, with its import".into(),
+        p5.unwrap_or(Value::Null),
+    );
     let v4 = "gpu x {\n  memory = 80 \n}\n";
-    c.notify("textDocument/didChange", json!({"textDocument": {"uri": uri, "version": 4}, "contentChanges": [{"text": v4}]}));
-    out.insert("units after a number".into(), labels(c.at("textDocument/completion", &uri, pos(v4, "80 \n", 0, 3), json!({}))));
-    out.insert("top level".into(), labels(c.at("textDocument/completion", &uri, (3, 0), json!({}))));
+    c.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri, "version": 4}, "contentChanges": [{"text": v4}]}),
+    );
+    out.insert(
+        "units after a number".into(),
+        labels(c.at(
+            "textDocument/completion",
+            &uri,
+            pos(v4, "80 \n", 0, 3),
+            json!({}),
+        )),
+    );
+    out.insert(
+        "top level".into(),
+        labels(c.at("textDocument/completion", &uri, (3, 0), json!({}))),
+    );
     let v = c.scrub(&Value::Object(out));
     c.shutdown();
     insta::assert_json_snapshot!(v);
@@ -224,7 +366,13 @@ fn positions_follow_the_negotiated_encoding() {
         let mut c = Client::start(utf8);
         let uri = c.open("examples/unicode.dist", text);
         let d = c.diagnostics(&uri, 1);
-        let first = d.as_array().unwrap().iter().find(|x| x["code"] == "E0304").cloned().unwrap();
+        let first = d
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["code"] == "E0304")
+            .cloned()
+            .unwrap();
         let hover = c.at("textDocument/hover", &uri, (1, 4), json!({}));
         results.push(json!({"utf8": utf8, "range": first["range"], "code": first["code"], "hover_range": hover["range"]}));
         c.shutdown();
@@ -243,7 +391,13 @@ fn unicode_columns_differ_between_encodings() {
         let mut c = Client::start(utf8);
         let uri = c.open("examples/emoji.dist", text);
         let d = c.diagnostics(&uri, 1);
-        let units = d.as_array().unwrap().iter().find(|x| x["code"] == "E0304").cloned().unwrap();
+        let units = d
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["code"] == "E0304")
+            .cloned()
+            .unwrap();
         starts.push(units["range"]["start"]["character"].as_u64().unwrap());
         c.shutdown();
     }

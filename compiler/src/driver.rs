@@ -13,12 +13,18 @@ pub struct Checked {
     pub program: Program,
     /// Sorted by file and position.
     pub diagnostics: Vec<Diagnostic>,
+    /// The front end's share of `diagnostics` (parse, resolve, check), kept so the
+    /// analysis can be redone without the front end ([`reanalyze`]).
+    pub front_diagnostics: Vec<Diagnostic>,
     /// The analysis of every deployment with an explicit layout (empty from
     /// [`front_end`] and [`check_stdlib`]); `dic compile` lowers from these.
     pub analyses: Vec<(
         crate::analysis::DeploymentScenario,
         crate::analysis::Analysis,
     )>,
+    /// The root file's syntax tree (recovered, so partial for broken input); empty from
+    /// [`check_stdlib`].
+    pub root_ast: std::sync::Arc<crate::syntax::ast::SourceAst>,
 }
 
 impl Checked {
@@ -46,8 +52,10 @@ pub fn front_end(world: &dyn World, path: &str) -> Result<Checked, ReadError> {
     Ok(Checked {
         db: s.db,
         program,
+        front_diagnostics: diags.clone(),
         diagnostics: diags,
         analyses: Vec::new(),
+        root_ast: s.modules.first().map(|m| m.ast.clone()).unwrap_or_default(),
     })
 }
 
@@ -58,22 +66,72 @@ pub fn check_text(world: &dyn World, path: &str, text: &str) -> Checked {
     finish(s)
 }
 
-fn finish(mut s: Session<'_>) -> Checked {
+/// As [`check_text`], reusing the analyses of unchanged deployments from `cache`, and
+/// with the planner's advice only when `advice` asks for it (the language server
+/// publishes without it first, then with it).
+pub fn check_text_cached(
+    world: &dyn World,
+    path: &str,
+    text: &str,
+    cache: &mut crate::analysis::AnalysisCache,
+    advice: crate::analysis::Advice,
+) -> Checked {
+    let mut s = Session::new(world);
+    s.load_root_text(path, text);
+    finish_with(s, cache, advice)
+}
+
+fn finish(s: Session<'_>) -> Checked {
+    finish_with(
+        s,
+        &mut crate::analysis::AnalysisCache::default(),
+        crate::analysis::Advice::Planner,
+    )
+}
+
+fn finish_with(
+    mut s: Session<'_>,
+    cache: &mut crate::analysis::AnalysisCache,
+    advice: crate::analysis::Advice,
+) -> Checked {
     let program = Checker::new(&mut s).check_user_files();
-    let mut diags = std::mem::take(&mut s.diags);
-    let (analyses, analysis_diags) = crate::analysis::analyze_program(&program);
+    let mut front = std::mem::take(&mut s.diags);
+    diagnostics::sort(&mut front);
+    let root_ast = s.modules.first().map(|m| m.ast.clone()).unwrap_or_default();
+    let mut checked = Checked {
+        db: s.db,
+        program,
+        diagnostics: Vec::new(),
+        front_diagnostics: front,
+        analyses: Vec::new(),
+        root_ast,
+    };
+    reanalyze(&mut checked, cache, advice);
+    checked
+}
+
+/// (Re)does the analysis of a checked program's deployments — e.g. with the planner's
+/// advice after a first pass without it — and rebuilds `diagnostics` from the front end's
+/// and the analysis'.
+pub fn reanalyze(
+    checked: &mut Checked,
+    cache: &mut crate::analysis::AnalysisCache,
+    advice: crate::analysis::Advice,
+) {
+    let (analyses, analysis_diags) =
+        crate::analysis::analyze_program_cached(&checked.program, cache, advice);
+    let (_, lowering_diags) = crate::ir::lower_from(
+        &checked.program,
+        &analyses,
+        crate::ir::Detail::DiagnosticsOnly,
+    );
+    let mut diags = checked.front_diagnostics.clone();
     diags.extend(analysis_diags);
-    let (_, lowering_diags) =
-        crate::ir::lower_from(&program, &analyses, crate::ir::Detail::DiagnosticsOnly);
     diags.extend(lowering_diags);
     diagnostics::sort(&mut diags);
     diags.dedup();
-    Checked {
-        db: s.db,
-        program,
-        diagnostics: diags,
-        analyses,
-    }
+    checked.diagnostics = diags;
+    checked.analyses = analyses;
 }
 
 /// Checks every stdlib module in full (the stdlib must check clean).
@@ -89,7 +147,9 @@ pub fn check_stdlib() -> Checked {
     Checked {
         db: s.db,
         program,
+        front_diagnostics: diags.clone(),
         diagnostics: diags,
         analyses: Vec::new(),
+        root_ast: Default::default(),
     }
 }

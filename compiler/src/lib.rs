@@ -16,6 +16,7 @@ pub mod ir;
 pub mod planner;
 pub mod program;
 pub mod resolve;
+pub mod sample;
 pub mod schema;
 pub mod source;
 pub mod span;

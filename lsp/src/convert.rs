@@ -132,6 +132,9 @@ mod tests {
             path_to_uri("std/links.dist", true).as_str(),
             "dic-stdlib:/std/links.dist"
         );
-        assert_eq!(uri_to_path(&path_to_uri("std/links.dist", true)), "std/links.dist");
+        assert_eq!(
+            uri_to_path(&path_to_uri("std/links.dist", true)),
+            "std/links.dist"
+        );
     }
 }

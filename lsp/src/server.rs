@@ -7,6 +7,7 @@ use crate::convert::{path_to_uri, uri_to_path, Encoding, EXPLAIN_SCHEME, STDLIB_
 use crate::documents::{Documents, OverlayWorld};
 use crate::features::{actions, completion, diagnostics, hover, navigation};
 use crate::snapshot::Snapshot;
+use dic_compiler::analysis::{Advice, AnalysisCache};
 use dic_compiler::span::{ColumnEncoding, Span};
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, RequestId, Response};
 use lsp_types as lsp;
@@ -32,7 +33,9 @@ pub fn negotiate(params: &lsp::InitializeParams) -> Encoding {
         .as_ref()
         .and_then(|g| g.position_encodings.as_ref());
     match offered {
-        Some(list) if list.contains(&lsp::PositionEncodingKind::UTF8) => Encoding(ColumnEncoding::Utf8),
+        Some(list) if list.contains(&lsp::PositionEncodingKind::UTF8) => {
+            Encoding(ColumnEncoding::Utf8)
+        }
         _ => Encoding(ColumnEncoding::Utf16),
     }
 }
@@ -44,7 +47,9 @@ pub fn capabilities(enc: Encoding) -> lsp::ServerCapabilities {
         } else {
             lsp::PositionEncodingKind::UTF16
         }),
-        text_document_sync: Some(lsp::TextDocumentSyncCapability::Kind(lsp::TextDocumentSyncKind::FULL)),
+        text_document_sync: Some(lsp::TextDocumentSyncCapability::Kind(
+            lsp::TextDocumentSyncKind::FULL,
+        )),
         hover_provider: Some(lsp::HoverProviderCapability::Simple(true)),
         definition_provider: Some(lsp::OneOf::Left(true)),
         references_provider: Some(lsp::OneOf::Left(true)),
@@ -70,7 +75,12 @@ pub struct Server {
     pub enc: Encoding,
     docs: Documents,
     snapshots: HashMap<String, Snapshot>,
+    /// Per document: analyses of its deployments, reused while they do not change.
+    caches: HashMap<String, AnalysisCache>,
+    /// Documents to check and publish (without the planner's advice, which is fast).
     dirty: BTreeSet<String>,
+    /// Documents published without the planner's advice, to re-check with it when idle.
+    advice_pending: BTreeSet<String>,
     /// Set after `shutdown`: every later request is an error, as the protocol says.
     shutting_down: bool,
 }
@@ -85,35 +95,88 @@ impl Server {
             enc,
             docs: Documents::default(),
             snapshots: HashMap::new(),
+            caches: HashMap::new(),
             dirty: BTreeSet::new(),
+            advice_pending: BTreeSet::new(),
             shutting_down: false,
         }
     }
 
     pub fn has_pending(&self) -> bool {
-        !self.dirty.is_empty()
+        !self.dirty.is_empty() || !self.advice_pending.is_empty()
     }
 
-    /// The check of the document's current text (reused when up to date).
+    /// The check of the document's current text (reused when up to date), with the
+    /// planner's advice (requests want everything; code actions need its fixes).
     fn snapshot(&mut self, path: &str) -> Option<&Snapshot> {
+        self.snapshot_with(path, Advice::Planner)
+    }
+
+    fn snapshot_with(&mut self, path: &str, advice: Advice) -> Option<&Snapshot> {
         let doc = self.docs.get(path)?.clone();
-        let fresh = self
-            .snapshots
-            .get(path)
-            .is_some_and(|s| s.version == doc.version && s.text() == &*doc.text);
-        if !fresh {
-            let snap = Snapshot::new(&OverlayWorld { documents: &self.docs }, path, doc.version, &doc.text);
-            self.snapshots.insert(path.to_string(), snap);
+        let fresh = self.snapshots.get(path).is_some_and(|s| {
+            s.version == doc.version
+                && s.text() == &*doc.text
+                && (s.advice == Advice::Planner || advice == Advice::Skip)
+        });
+        // The same text checked without the advice: only the analysis is redone.
+        let upgrade = !fresh
+            && self
+                .snapshots
+                .get(path)
+                .is_some_and(|s| s.version == doc.version && s.text() == &*doc.text);
+        if upgrade {
+            let cache = self.caches.entry(path.to_string()).or_default();
+            if let Some(snap) = self.snapshots.get_mut(path) {
+                let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    dic_compiler::driver::reanalyze(&mut snap.checked, cache, advice)
+                }));
+                if done.is_err() {
+                    self.caches.remove(path);
+                    self.snapshots.remove(path);
+                    eprintln!("dic lsp: internal error while analysing {path}");
+                    return None;
+                }
+                snap.advice = advice;
+            }
+        } else if !fresh {
+            let cache = self.caches.entry(path.to_string()).or_default();
+            let world = OverlayWorld {
+                documents: &self.docs,
+            };
+            let snap = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                Snapshot::new(&world, path, doc.version, &doc.text, cache, advice)
+            }));
+            match snap {
+                Ok(s) => {
+                    self.snapshots.insert(path.to_string(), s);
+                }
+                Err(_) => {
+                    // A compiler bug must not take the editor's server down; the cache
+                    // may be half-updated, so start it afresh.
+                    self.caches.remove(path);
+                    eprintln!("dic lsp: internal error while checking {path}");
+                    return None;
+                }
+            }
         }
         self.snapshots.get(path)
     }
 
-    /// Check the next document waiting for diagnostics.
+    /// Check the next document waiting for diagnostics: first every changed document
+    /// without the planner's advice, then (when nothing else waits) with it.
     pub fn diagnose_one(&mut self) -> Option<Pending> {
-        let path = self.dirty.iter().next()?.clone();
-        self.dirty.remove(&path);
         let enc = self.enc;
-        let snap = self.snapshot(&path)?;
+        let (path, advice) = match self.dirty.iter().next() {
+            Some(p) => (p.clone(), Advice::Skip),
+            None => (self.advice_pending.iter().next()?.clone(), Advice::Planner),
+        };
+        self.dirty.remove(&path);
+        self.advice_pending.remove(&path);
+        if advice == Advice::Skip {
+            self.advice_pending.insert(path.clone());
+        }
+        let snap = self.snapshot_with(&path, advice)?;
         Some(Pending {
             path,
             version: snap.version,
@@ -126,14 +189,17 @@ impl Server {
     pub fn publish(&mut self, p: Pending) -> Option<Message> {
         let doc = self.docs.get(&p.path)?;
         if doc.version != p.version {
+            self.advice_pending.remove(&p.path);
             self.dirty.insert(p.path);
             return None;
         }
-        Some(notification::<lsp::notification::PublishDiagnostics>(lsp::PublishDiagnosticsParams {
-            uri: path_to_uri(&p.path, false),
-            diagnostics: p.diagnostics,
-            version: Some(p.version),
-        }))
+        Some(notification::<lsp::notification::PublishDiagnostics>(
+            lsp::PublishDiagnosticsParams {
+                uri: path_to_uri(&p.path, false),
+                diagnostics: p.diagnostics,
+                version: Some(p.version),
+            },
+        ))
     }
 
     /// Check and publish everything waiting (tests, and the loop when idle).
@@ -160,13 +226,15 @@ impl Server {
             N::DidOpenTextDocument::METHOD => {
                 if let Ok(p) = serde_json::from_value::<lsp::DidOpenTextDocumentParams>(n.params) {
                     let path = uri_to_path(&p.text_document.uri);
-                    self.docs.open(path.clone(), p.text_document.version, p.text_document.text);
+                    self.docs
+                        .open(path.clone(), p.text_document.version, p.text_document.text);
                     self.mark_dirty();
                 }
                 Vec::new()
             }
             N::DidChangeTextDocument::METHOD => {
-                if let Ok(p) = serde_json::from_value::<lsp::DidChangeTextDocumentParams>(n.params) {
+                if let Ok(p) = serde_json::from_value::<lsp::DidChangeTextDocumentParams>(n.params)
+                {
                     let path = uri_to_path(&p.text_document.uri);
                     // full sync: the last change holds the whole text
                     if let Some(c) = p.content_changes.into_iter().last() {
@@ -182,13 +250,17 @@ impl Server {
                     let path = uri_to_path(&p.text_document.uri);
                     self.docs.close(&path);
                     self.snapshots.remove(&path);
+                    self.caches.remove(&path);
                     self.dirty.remove(&path);
+                    self.advice_pending.remove(&path);
                     self.mark_dirty();
-                    return vec![notification::<N::PublishDiagnostics>(lsp::PublishDiagnosticsParams {
-                        uri: p.text_document.uri,
-                        diagnostics: Vec::new(),
-                        version: None,
-                    })];
+                    return vec![notification::<N::PublishDiagnostics>(
+                        lsp::PublishDiagnosticsParams {
+                            uri: p.text_document.uri,
+                            diagnostics: Vec::new(),
+                            version: None,
+                        },
+                    )];
                 }
                 Vec::new()
             }
@@ -199,20 +271,33 @@ impl Server {
     /// Any change can change what another open document imports: re-check them all
     /// (the stdlib's virtual documents never change).
     fn mark_dirty(&mut self) {
-        let paths: Vec<String> = self.docs.paths().filter(|p| !is_virtual(p)).cloned().collect();
+        let paths: Vec<String> = self
+            .docs
+            .paths()
+            .filter(|p| !is_virtual(p))
+            .cloned()
+            .collect();
         self.dirty.extend(paths);
     }
 
     fn request(&mut self, req: Request) -> Response {
         if self.shutting_down && req.method != lsp::request::Shutdown::METHOD {
-            return Response::new_err(req.id, ErrorCode::InvalidRequest as i32, "the server is shutting down".into());
+            return Response::new_err(
+                req.id,
+                ErrorCode::InvalidRequest as i32,
+                "the server is shutting down".into(),
+            );
         }
         let id = req.id.clone();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.dispatch(req)));
         match outcome {
             Ok(Ok(value)) => Response::new_ok(id, value),
             Ok(Err((code, message))) => Response::new_err(id, code as i32, message),
-            Err(_) => Response::new_err(id, ErrorCode::InternalError as i32, "internal error in dic's language server".into()),
+            Err(_) => Response::new_err(
+                id,
+                ErrorCode::InternalError as i32,
+                "internal error in dic's language server".into(),
+            ),
         }
     }
 
@@ -231,9 +316,13 @@ impl Server {
                 Ok(json(hover::hover(snap, offset, enc)))
             }
             R::GotoDefinition::METHOD => {
-                let p: lsp::GotoDefinitionParams = serde_json::from_value(req.params).map_err(bad)?;
+                let p: lsp::GotoDefinitionParams =
+                    serde_json::from_value(req.params).map_err(bad)?;
                 let (snap, offset) = self.at(&p.text_document_position_params)?;
-                Ok(json(navigation::definition(snap, offset, enc).map(lsp::GotoDefinitionResponse::Scalar)))
+                Ok(json(
+                    navigation::definition(snap, offset, enc)
+                        .map(lsp::GotoDefinitionResponse::Scalar),
+                ))
             }
             R::References::METHOD => {
                 let p: lsp::ReferenceParams = serde_json::from_value(req.params).map_err(bad)?;
@@ -242,18 +331,24 @@ impl Server {
                 Ok(json(navigation::references(snap, offset, include, enc)))
             }
             R::DocumentSymbolRequest::METHOD => {
-                let p: lsp::DocumentSymbolParams = serde_json::from_value(req.params).map_err(bad)?;
+                let p: lsp::DocumentSymbolParams =
+                    serde_json::from_value(req.params).map_err(bad)?;
                 let path = uri_to_path(&p.text_document.uri);
                 let snap = self.snapshot(&path).ok_or_else(not_open)?;
-                Ok(json(lsp::DocumentSymbolResponse::Nested(navigation::symbols(snap, enc))))
+                Ok(json(lsp::DocumentSymbolResponse::Nested(
+                    navigation::symbols(snap, enc),
+                )))
             }
             R::Completion::METHOD => {
                 let p: lsp::CompletionParams = serde_json::from_value(req.params).map_err(bad)?;
                 let (snap, offset) = self.at(&p.text_document_position)?;
-                Ok(json(lsp::CompletionResponse::Array(completion::complete(snap, offset))))
+                Ok(json(lsp::CompletionResponse::Array(completion::complete(
+                    snap, offset,
+                ))))
             }
             R::Formatting::METHOD => {
-                let p: lsp::DocumentFormattingParams = serde_json::from_value(req.params).map_err(bad)?;
+                let p: lsp::DocumentFormattingParams =
+                    serde_json::from_value(req.params).map_err(bad)?;
                 let path = uri_to_path(&p.text_document.uri);
                 let doc = self.docs.get(&path).ok_or_else(not_open)?;
                 let lines = dic_compiler::span::LineIndex::new(&doc.text);
@@ -274,12 +369,18 @@ impl Server {
                 let uri = req.params.get("uri").and_then(Value::as_str).unwrap_or("");
                 Ok(json(virtual_document(uri)))
             }
-            other => Err((ErrorCode::MethodNotFound, format!("dic lsp does not handle `{other}`"))),
+            other => Err((
+                ErrorCode::MethodNotFound,
+                format!("dic lsp does not handle `{other}`"),
+            )),
         }
     }
 
     /// The snapshot of a request's document and the byte offset of its position.
-    fn at(&mut self, p: &lsp::TextDocumentPositionParams) -> Result<(&Snapshot, usize), (ErrorCode, String)> {
+    fn at(
+        &mut self,
+        p: &lsp::TextDocumentPositionParams,
+    ) -> Result<(&Snapshot, usize), (ErrorCode, String)> {
         let enc = self.enc;
         let path = uri_to_path(&p.text_document.uri);
         let snap = self.snapshot(&path).ok_or_else(not_open)?;
@@ -338,7 +439,10 @@ pub fn run_stdio() -> Result<(), String> {
     Ok(())
 }
 
-fn main_loop(connection: &Connection, server: &mut Server) -> Result<(), Box<dyn std::error::Error + Sync + Send>> {
+fn main_loop(
+    connection: &Connection,
+    server: &mut Server,
+) -> Result<(), Box<dyn std::error::Error + Sync + Send>> {
     loop {
         let msg = if server.has_pending() {
             match connection.receiver.recv_timeout(DEBOUNCE) {
@@ -359,7 +463,9 @@ fn main_loop(connection: &Connection, server: &mut Server) -> Result<(), Box<dyn
                 }
             }
             None => {
-                let Some(pending) = server.diagnose_one() else { continue };
+                let Some(pending) = server.diagnose_one() else {
+                    continue;
+                };
                 // Whatever arrived while checking is handled first; a change to the
                 // document makes this result stale and `publish` drops it.
                 while let Ok(m) = connection.receiver.try_recv() {
@@ -394,7 +500,11 @@ fn handle_one(
 
 /// For tests: a request message.
 pub fn request<R: lsp::request::Request>(id: i32, params: R::Params) -> Message {
-    Message::Request(Request::new(RequestId::from(id), R::METHOD.to_string(), params))
+    Message::Request(Request::new(
+        RequestId::from(id),
+        R::METHOD.to_string(),
+        params,
+    ))
 }
 
 /// For tests: a notification message.

@@ -2,6 +2,7 @@
 //! the overlay world — plus what navigation needs: every occurrence of every definition's
 //! name (definitions, bases, references in field values, import paths), by file and span.
 
+use dic_compiler::analysis::{Advice, AnalysisCache};
 use dic_compiler::driver::{self, Checked};
 use dic_compiler::program::{DefId, Program, Value};
 use dic_compiler::source::{SourceDb, World};
@@ -21,24 +22,39 @@ pub struct Occurrence {
 pub struct Snapshot {
     pub path: String,
     pub version: i32,
+    /// Whether the planner's advice (A0701) was computed.
+    pub advice: Advice,
     pub checked: Checked,
     /// The document's file in `checked.db`.
     pub root: FileId,
     /// The document's syntax tree (recovered, so partial for broken input).
-    pub ast: SourceAst,
+    pub ast: std::sync::Arc<SourceAst>,
     pub occurrences: Vec<Occurrence>,
 }
 
 impl Snapshot {
-    pub fn new(world: &dyn World, path: &str, version: i32, text: &str) -> Snapshot {
-        let checked = driver::check_text(world, path, text);
+    pub fn new(
+        world: &dyn World,
+        path: &str,
+        version: i32,
+        text: &str,
+        cache: &mut AnalysisCache,
+        advice: Advice,
+    ) -> Snapshot {
+        let checked = driver::check_text_cached(world, path, text, cache, advice);
         let root = checked.db.find(path).unwrap_or(FileId(0));
-        let (ast, _) = dic_compiler::syntax::parser::parse(text, root);
+        let ast = checked.root_ast.clone();
         let mut occurrences = index(&checked.db, &checked.program);
-        occurrences.extend(import_occurrences(&checked.db, &checked.program, root, &ast));
+        occurrences.extend(import_occurrences(
+            &checked.db,
+            &checked.program,
+            root,
+            &ast,
+        ));
         Snapshot {
             path: path.to_string(),
             version,
+            advice,
             checked,
             root,
             ast,
@@ -54,7 +70,11 @@ impl Snapshot {
     pub fn occurrence_at(&self, offset: usize) -> Option<Occurrence> {
         self.occurrences
             .iter()
-            .filter(|o| o.file == self.root && o.span.start as usize <= offset && offset <= o.span.end as usize)
+            .filter(|o| {
+                o.file == self.root
+                    && o.span.start as usize <= offset
+                    && offset <= o.span.end as usize
+            })
             .min_by_key(|o| o.span.len())
             .copied()
     }
@@ -71,7 +91,11 @@ fn is_ident(b: u8) -> bool {
 /// Whole-word occurrences of `word` in `text[range]`, as spans of the file.
 fn find_word(text: &str, within: Span, word: &str) -> Vec<Span> {
     let (start, end) = (within.start as usize, (within.end as usize).min(text.len()));
-    if word.is_empty() || start >= end || !text.is_char_boundary(start) || !text.is_char_boundary(end) {
+    if word.is_empty()
+        || start >= end
+        || !text.is_char_boundary(start)
+        || !text.is_char_boundary(end)
+    {
         return Vec::new();
     }
     let hay = &text[start..end];
@@ -156,15 +180,31 @@ fn index(db: &SourceDb, p: &Program) -> Vec<Occurrence> {
 }
 
 /// `import std.links.ib_ndr`: the last segment names a stdlib definition.
-fn import_occurrences(db: &SourceDb, p: &Program, root: FileId, ast: &SourceAst) -> Vec<Occurrence> {
+fn import_occurrences(
+    db: &SourceDb,
+    p: &Program,
+    root: FileId,
+    ast: &SourceAst,
+) -> Vec<Occurrence> {
     let mut out = Vec::new();
     for item in &ast.items {
         let Item::Import(imp) = item else { continue };
-        let ImportTarget::Module(segments) = &imp.target else { continue };
-        let Some(last) = segments.last() else { continue };
-        let module: Vec<&str> = segments[..segments.len() - 1].iter().map(|s| s.node.as_str()).collect();
-        let Some((_, m)) = dic_compiler::stdlib::module(&module.join(".")) else { continue };
-        let Some(file) = db.find(m.path) else { continue };
+        let ImportTarget::Module(segments) = &imp.target else {
+            continue;
+        };
+        let Some(last) = segments.last() else {
+            continue;
+        };
+        let module: Vec<&str> = segments[..segments.len() - 1]
+            .iter()
+            .map(|s| s.node.as_str())
+            .collect();
+        let Some((_, m)) = dic_compiler::stdlib::module(&module.join(".")) else {
+            continue;
+        };
+        let Some(file) = db.find(m.path) else {
+            continue;
+        };
         if let Some(d) = p
             .defs
             .iter()

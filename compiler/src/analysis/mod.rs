@@ -396,18 +396,124 @@ pub fn diagnostics_for(
 
 /// Analyses every deployment of a checked program: the analyses and their diagnostics.
 pub fn analyze_program(p: &Program) -> (Vec<(DeploymentScenario, Analysis)>, Vec<Diagnostic>) {
+    analyze_program_cached(p, &mut AnalysisCache::default(), Advice::Planner)
+}
+
+/// Whether the planner second-guesses explicit layouts (A0701), the slow part of the
+/// analysis (a layout search per deployment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advice {
+    Planner,
+    Skip,
+}
+
+/// Analyses kept between checks of the same document (the language server re-checks on
+/// every edit): a deployment whose scenario and SLOs are unchanged is not analysed again,
+/// and the planner's advice is searched once per scenario. Keyed by the scenario's and
+/// SLOs' full debug text, so any change to a number is a new key; entries not used by the
+/// latest check are dropped.
+#[derive(Debug, Default)]
+pub struct AnalysisCache {
+    entries: std::collections::HashMap<String, CachedAnalysis>,
+}
+
+#[derive(Debug)]
+struct CachedAnalysis {
+    base: Analysis,
+    advice: Option<Option<Finding>>,
+}
+
+impl AnalysisCache {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// [`analyze_program`] through a cache, with or without the planner's advice.
+pub fn analyze_program_cached(
+    p: &Program,
+    cache: &mut AnalysisCache,
+    advice: Advice,
+) -> (Vec<(DeploymentScenario, Analysis)>, Vec<Diagnostic>) {
+    let scenarios: Vec<(String, DeploymentScenario)> = scenarios_from_program(p)
+        .into_iter()
+        .filter(|ds| !ds.auto_layout) // the planner's (see `ir::lower`)
+        .map(|ds| (format!("{:?}|{:?}", ds.scenario, ds.slo), ds))
+        .collect();
+    // What the cache lacks is computed in parallel (one deployment's analysis is
+    // independent of the others'), then everything is assembled in program order.
+    let missing: Vec<&(String, DeploymentScenario)> = scenarios
+        .iter()
+        .filter(|(k, _)| !cache.entries.contains_key(k))
+        .collect();
+    for ((key, _), base) in missing
+        .iter()
+        .copied()
+        .zip(parallel_map(&missing, |(_, ds)| {
+            analyze(&ds.scenario, &ds.slo)
+        }))
+    {
+        cache
+            .entries
+            .insert(key.clone(), CachedAnalysis { base, advice: None });
+    }
+    let wants_advice = |ds: &DeploymentScenario, a: &Analysis| {
+        advice == Advice::Planner
+            && !ds.slo.is_empty()
+            && a.findings.iter().all(|f| f.severity != Severity::Error)
+    };
+    let need_advice: Vec<&(String, DeploymentScenario)> = scenarios
+        .iter()
+        .filter(|(k, ds)| {
+            let e = &cache.entries[k];
+            e.advice.is_none() && wants_advice(ds, &e.base)
+        })
+        .collect();
+    let found = parallel_map(&need_advice, |(k, ds)| {
+        cheaper_layout(ds, &cache.entries[k].base)
+    });
+    for ((key, _), f) in need_advice.iter().copied().zip(found) {
+        if let Some(e) = cache.entries.get_mut(key) {
+            e.advice = Some(f);
+        }
+    }
     let mut diags = Vec::new();
     let mut out = Vec::new();
-    for ds in scenarios_from_program(p) {
-        if ds.auto_layout {
-            continue; // the planner's (see `ir::lower`)
+    for (key, ds) in &scenarios {
+        let e = &cache.entries[key];
+        let mut a = e.base.clone();
+        if wants_advice(ds, &a) {
+            a.findings.extend(e.advice.clone().flatten());
         }
-        let mut a = analyze(&ds.scenario, &ds.slo);
-        if !ds.slo.is_empty() && a.findings.iter().all(|f| f.severity != Severity::Error) {
-            a.findings.extend(cheaper_layout(&ds, &a));
-        }
-        diags.extend(diagnostics_for(p, &ds, &a.findings));
-        out.push((ds, a));
+        diags.extend(diagnostics_for(p, ds, &a.findings));
+        out.push((ds.clone(), a));
     }
+    let used: std::collections::HashSet<&String> = scenarios.iter().map(|(k, _)| k).collect();
+    cache.entries.retain(|k, _| used.contains(k));
     (out, diags)
+}
+
+/// `f` over `items` on up to `available_parallelism` threads, results in order.
+fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(items.len());
+    if threads <= 1 {
+        return items.iter().map(&f).collect();
+    }
+    let chunk = items.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|c| s.spawn(|| c.iter().map(&f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
 }

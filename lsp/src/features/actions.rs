@@ -34,7 +34,10 @@ pub fn code_actions(snap: &Snapshot, range: Span, enc: Encoding) -> Vec<lsp::Cod
                 kind: Some(lsp::CodeActionKind::QUICKFIX),
                 diagnostics: convert(snap, d, enc).map(|x| vec![x]),
                 edit: Some(lsp::WorkspaceEdit {
-                    changes: Some(HashMap::from([(path_to_uri(&file.name, file.is_stdlib), vec![edit])])),
+                    changes: Some(HashMap::from([(
+                        path_to_uri(&file.name, file.is_stdlib),
+                        vec![edit],
+                    )])),
                     ..Default::default()
                 }),
                 is_preferred: Some(d.fixes.len() == 1),
@@ -46,7 +49,9 @@ pub fn code_actions(snap: &Snapshot, range: Span, enc: Encoding) -> Vec<lsp::Cod
     let p = snap.program();
     let mut plan = None;
     for def in p.user_defs.iter().filter_map(|id| p.def(*id)) {
-        let Body::Deploy(dep) = &def.body else { continue };
+        let Body::Deploy(dep) = &def.body else {
+            continue;
+        };
         if !matches!(dep.layout, LayoutSpec::Auto)
             || dep.layout_at.file != snap.root
             || !overlaps(dep.layout_at.span, range)
@@ -62,7 +67,10 @@ pub fn code_actions(snap: &Snapshot, range: Span, enc: Encoding) -> Vec<lsp::Cod
         let file = db.get(snap.root);
         let layout = chosen.layout.to_string();
         out.push(lsp::CodeActionOrCommand::CodeAction(lsp::CodeAction {
-            title: format!("pin the planner's layout: `layout = {layout}` ({} weights)", chosen.model.weights),
+            title: format!(
+                "pin the planner's layout: `layout = {layout}` ({} weights)",
+                chosen.model.weights
+            ),
             kind: Some(lsp::CodeActionKind::REFACTOR_REWRITE),
             edit: Some(lsp::WorkspaceEdit {
                 changes: Some(HashMap::from([(
@@ -82,7 +90,11 @@ pub fn code_actions(snap: &Snapshot, range: Span, enc: Encoding) -> Vec<lsp::Cod
 
 /// The whole document formatted by `dic fmt`; nothing for a document with syntax errors
 /// (as the CLI, the formatter never rewrites a broken file).
-pub fn format(text: &str, lines: &dic_compiler::span::LineIndex, enc: Encoding) -> Option<Vec<lsp::TextEdit>> {
+pub fn format(
+    text: &str,
+    lines: &dic_compiler::span::LineIndex,
+    enc: Encoding,
+) -> Option<Vec<lsp::TextEdit>> {
     let (ast, diags) = dic_compiler::syntax::parser::parse(text, dic_compiler::span::FileId(0));
     if !diags.is_empty() {
         return None;

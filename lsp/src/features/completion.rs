@@ -132,7 +132,11 @@ pub fn complete(snap: &Snapshot, offset: usize) -> Vec<lsp::CompletionItem> {
         .unwrap_or(0);
     let entry = &before[entry_start.min(offset)..];
     let ops = ["<=", ">=", "==", "=", "<", ">"];
-    match ops.iter().filter_map(|op| entry.find(op).map(|i| (i, *op))).min() {
+    match ops
+        .iter()
+        .filter_map(|op| entry.find(op).map(|i| (i, *op)))
+        .min()
+    {
         None => {
             let set: Vec<String> = set_keys(before, braces[braces.len() - 1]);
             fields_of(block)
@@ -189,7 +193,11 @@ fn top_level() -> Vec<lsp::CompletionItem> {
             }
         })
         .collect();
-    out.push(item("import", lsp::CompletionItemKind::KEYWORD, "import std.module.name, std.module.*, or \"./file.dist\""));
+    out.push(item(
+        "import",
+        lsp::CompletionItemKind::KEYWORD,
+        "import std.module.name, std.module.*, or \"./file.dist\"",
+    ));
     out
 }
 
@@ -199,9 +207,17 @@ fn imports(partial: &str) -> Vec<lsp::CompletionItem> {
         if !m.module.starts_with(partial) && !partial.starts_with(m.module) {
             continue;
         }
-        out.push(item(&format!("{}.*", m.module), lsp::CompletionItemKind::MODULE, m.path));
+        out.push(item(
+            &format!("{}.*", m.module),
+            lsp::CompletionItemKind::MODULE,
+            m.path,
+        ));
         for (kind, name) in stdlib::items(i) {
-            out.push(item(&format!("{}.{name}", m.module), lsp::CompletionItemKind::REFERENCE, &kind));
+            out.push(item(
+                &format!("{}.{name}", m.module),
+                lsp::CompletionItemKind::REFERENCE,
+                &kind,
+            ));
         }
     }
     out
@@ -214,12 +230,17 @@ fn values(snap: &Snapshot, field: &Field, partial: &str) -> Vec<lsp::CompletionI
     };
     match ty {
         Ty::Quantity(d) | Ty::Bound(d) => {
-            // after a number: its units
-            let ends_with_number = partial
-                .trim_end()
-                .split_whitespace()
-                .last()
-                .is_some_and(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()));
+            // after a number (`80 `), or while typing its unit (`80 G`, `80G`): units
+            let numeric = |w: &str| w.chars().next().is_some_and(|c| c.is_ascii_digit());
+            let words: Vec<&str> = partial.split_whitespace().collect();
+            let ends_with_number = if partial.ends_with(char::is_whitespace) {
+                words.last().is_some_and(|w| numeric(w))
+            } else {
+                words.len() >= 2 && numeric(words[words.len() - 2])
+                    || words
+                        .last()
+                        .is_some_and(|w| numeric(w) && w.ends_with(char::is_alphabetic))
+            };
             if ends_with_number {
                 d.units()
                     .map(|u| item(u.symbol, lsp::CompletionItemKind::UNIT, d.describe()))
@@ -260,7 +281,12 @@ fn names(snap: &Snapshot, kind: Kind) -> Vec<lsp::CompletionItem> {
         .match_indices("import ")
         .filter(|(i, _)| *i == 0 || text.as_bytes()[i - 1] == b'\n')
         .last()
-        .map(|(i, _)| text[i..].find('\n').map(|n| i + n + 1).unwrap_or(text.len()))
+        .map(|(i, _)| {
+            text[i..]
+                .find('\n')
+                .map(|n| i + n + 1)
+                .unwrap_or(text.len())
+        })
         .unwrap_or(0);
     let lines = &snap.checked.db.get(snap.root).lines;
     let pos = lines.line_col(text, import_at, dic_compiler::span::ColumnEncoding::Utf16);
@@ -272,7 +298,11 @@ fn names(snap: &Snapshot, kind: Kind) -> Vec<lsp::CompletionItem> {
         let module = stdlib::MODULES[m].module;
         let imported = text.contains(&format!("import {module}.{name}"))
             || text.contains(&format!("import {module}.*"));
-        let mut it = item(&name, lsp::CompletionItemKind::REFERENCE, &format!("{module}.{name}"));
+        let mut it = item(
+            &name,
+            lsp::CompletionItemKind::REFERENCE,
+            &format!("{module}.{name}"),
+        );
         if !imported {
             it.additional_text_edits = Some(vec![lsp::TextEdit {
                 range: lsp::Range::new(at, at),

@@ -33,7 +33,11 @@ pub fn hover(snap: &Snapshot, offset: usize, enc: Encoding) -> Option<lsp::Hover
 /// `file:line` of a span, 1-based, for people.
 fn place(db: &SourceDb, file: dic_compiler::span::FileId, offset: u32) -> String {
     let f = db.get(file);
-    let lc = f.lines.line_col(&f.text, offset as usize, dic_compiler::span::ColumnEncoding::Chars);
+    let lc = f.lines.line_col(
+        &f.text,
+        offset as usize,
+        dic_compiler::span::ColumnEncoding::Chars,
+    );
     format!("{}:{}", f.name, lc.line + 1)
 }
 
@@ -75,11 +79,19 @@ fn describe_def(snap: &Snapshot, def: &Def) -> String {
     }
     let _ = writeln!(out, "\n```");
     let _ = writeln!(out, "{}\n", def.kind.schema().doc);
-    let _ = writeln!(out, "defined in `{}`", place(db, def.file, def.name_span.start));
+    let _ = writeln!(
+        out,
+        "defined in `{}`",
+        place(db, def.file, def.name_span.start)
+    );
     let mut chain = Vec::new();
     let mut cur = def.base.and_then(|b| p.def(b));
     while let Some(b) = cur {
-        chain.push(format!("`{}` ({})", b.name, place(db, b.file, b.name_span.start)));
+        chain.push(format!(
+            "`{}` ({})",
+            b.name,
+            place(db, b.file, b.name_span.start)
+        ));
         cur = b.base.and_then(|x| p.def(x));
     }
     if !chain.is_empty() {
@@ -95,7 +107,11 @@ fn describe_def(snap: &Snapshot, def: &Def) -> String {
                     .map(|d| format!("`{}` ({})", d.name, place(db, fv.at.file, fv.at.span.start)))
                     .unwrap_or_default()
             };
-            let _ = writeln!(out, "| `{k}` | `{}` | {by} |", written(db, fv).replace('|', "\\|"));
+            let _ = writeln!(
+                out,
+                "| `{k}` | `{}` | {by} |",
+                written(db, fv).replace('|', "\\|")
+            );
         }
     }
     if def.kind == Kind::Deploy {
@@ -109,7 +125,8 @@ fn describe_def(snap: &Snapshot, def: &Def) -> String {
 }
 
 fn deployment_plan(p: &Program, snap: &Snapshot, name: &str) -> Option<DeploymentPlan> {
-    let (plan, _) = dic_compiler::ir::lower_from(p, &snap.checked.analyses, Detail::DiagnosticsOnly);
+    let (plan, _) =
+        dic_compiler::ir::lower_from(p, &snap.checked.analyses, Detail::DiagnosticsOnly);
     plan.deployments.into_iter().find(|d| d.name == name)
 }
 
@@ -123,7 +140,16 @@ fn deployment_section(d: &DeploymentPlan) -> String {
         d.gpu.name,
         d.nodes()
     );
-    let _ = writeln!(out, "| per GPU | {} |\n|---|---|", d.report.memory.iter().map(|m| format!("stage {}", m.stage)).collect::<Vec<_>>().join(" | "));
+    let _ = writeln!(
+        out,
+        "| per GPU | {} |\n|---|---|",
+        d.report
+            .memory
+            .iter()
+            .map(|m| format!("stage {}", m.stage))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
     let row = |label: &str, f: &dyn Fn(&dic_compiler::ir::MemoryRow) -> u64| {
         format!(
             "| {label} | {} |\n",
@@ -142,7 +168,10 @@ fn deployment_section(d: &DeploymentPlan) -> String {
     out.push_str(&row("KV cache", &|m| m.kv_cache));
     out.push_str(&row("free", &|m| m.free));
     out.push_str(&row("total", &|m| m.total));
-    let ms = |v: Option<f64>| v.map(|v| format!("{v:.1} ms")).unwrap_or_else(|| "—".into());
+    let ms = |v: Option<f64>| {
+        v.map(|v| format!("{v:.1} ms"))
+            .unwrap_or_else(|| "—".into())
+    };
     let _ = writeln!(
         out,
         "\npredicted: TTFT {}, TPOT {}, {} output tokens/s; KV cache {} tokens",
@@ -175,14 +204,22 @@ fn field_hover(snap: &Snapshot, offset: usize) -> Option<(String, dic_compiler::
         .filter_map(|id| p.def(*id))
         .filter(|d| d.file == snap.root && d.span.contains(offset))
         .min_by_key(|d| d.span.len())?;
-    let mut found: Option<(String, &FieldValue, Option<&'static dic_compiler::schema::Field>)> = None;
+    let mut found: Option<(
+        String,
+        &FieldValue,
+        Option<&'static dic_compiler::schema::Field>,
+    )> = None;
     for (k, fv) in &def.fields {
         if fv.entry.file == snap.root && fv.entry.span.contains(offset) {
             found = Some((k.clone(), fv, def.kind.schema().field(k)));
             if let Value::Engine(_, opts) = &fv.value {
                 for (ok, ov) in opts {
                     if ov.entry.file == snap.root && ov.entry.span.contains(offset) {
-                        found = Some((format!("{k}.{ok}"), ov, VLLM_OPTIONS.iter().find(|f| f.name == ok)));
+                        found = Some((
+                            format!("{k}.{ok}"),
+                            ov,
+                            VLLM_OPTIONS.iter().find(|f| f.name == ok),
+                        ));
                     }
                 }
             }
@@ -192,7 +229,13 @@ fn field_hover(snap: &Snapshot, offset: usize) -> Option<(String, dic_compiler::
     let mut out = String::new();
     let _ = writeln!(out, "```dist\n{key} = {}\n```", written(db, fv));
     if let Some(f) = field {
-        let _ = writeln!(out, "{}\n\nexpects {}{}", f.doc, f.ty.describe(), if f.required { " (required)" } else { "" });
+        let _ = writeln!(
+            out,
+            "{}\n\nexpects {}{}",
+            f.doc,
+            f.ty.describe(),
+            if f.required { " (required)" } else { "" }
+        );
     }
     // The override chain: every definition up the bases that sets this key.
     let top = key.split('.').next().unwrap_or(&key).to_string();

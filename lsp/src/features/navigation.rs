@@ -50,7 +50,9 @@ pub fn symbols(snap: &Snapshot, enc: Encoding) -> Vec<lsp::DocumentSymbol> {
         .items
         .iter()
         .filter_map(|item| {
-            let Item::Definition(d) = item else { return None };
+            let Item::Definition(d) = item else {
+                return None;
+            };
             let children: Vec<lsp::DocumentSymbol> = d
                 .body
                 .as_ref()
@@ -71,7 +73,11 @@ pub fn symbols(snap: &Snapshot, enc: Encoding) -> Vec<lsp::DocumentSymbol> {
                 })
                 .unwrap_or_default();
             Some(lsp::DocumentSymbol {
-                name: if d.name.node.is_empty() { "?".into() } else { d.name.node.clone() },
+                name: if d.name.node.is_empty() {
+                    "?".into()
+                } else {
+                    d.name.node.clone()
+                },
                 detail: Some(match &d.base {
                     Some(b) => format!("{} = {}", d.kind.node, b.node),
                     None => d.kind.node.clone(),

@@ -228,7 +228,7 @@ impl Server {
                     let path = uri_to_path(&p.text_document.uri);
                     self.docs
                         .open(path.clone(), p.text_document.version, p.text_document.text);
-                    self.mark_dirty();
+                    self.mark_dirty(&path);
                 }
                 Vec::new()
             }
@@ -239,7 +239,7 @@ impl Server {
                     // full sync: the last change holds the whole text
                     if let Some(c) = p.content_changes.into_iter().last() {
                         if self.docs.change(&path, p.text_document.version, c.text) {
-                            self.mark_dirty();
+                            self.mark_dirty(&path);
                         }
                     }
                 }
@@ -253,7 +253,7 @@ impl Server {
                     self.caches.remove(&path);
                     self.dirty.remove(&path);
                     self.advice_pending.remove(&path);
-                    self.mark_dirty();
+                    self.mark_dirty(&path);
                     return vec![notification::<N::PublishDiagnostics>(
                         lsp::PublishDiagnosticsParams {
                             uri: p.text_document.uri,
@@ -269,8 +269,9 @@ impl Server {
     }
 
     /// Any change can change what another open document imports: re-check them all
-    /// (the stdlib's virtual documents never change).
-    fn mark_dirty(&mut self) {
+    /// (the stdlib's virtual documents never change), and forget the checks of the
+    /// others, whose text is unchanged but whose imports may not be.
+    fn mark_dirty(&mut self, changed: &str) {
         let paths: Vec<String> = self
             .docs
             .paths()
@@ -278,6 +279,7 @@ impl Server {
             .cloned()
             .collect();
         self.dirty.extend(paths);
+        self.snapshots.retain(|p, _| p == changed);
     }
 
     fn request(&mut self, req: Request) -> Response {

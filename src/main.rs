@@ -121,7 +121,7 @@ fn main() -> ExitCode {
         Command::List { what, json } => cli_list::run(what, json),
         Command::Estimate(a) => estimate(a),
         Command::Run(a) => cli_run::run(*a),
-        Command::Lsp => match dic_lsp::run_stdio() {
+        Command::Lsp => match dic_lsp::run_stdio(Box::new(DiskWorld)) {
             Ok(()) => EXIT_OK,
             Err(e) => {
                 eprintln!("error: dic lsp: {e}");

@@ -356,53 +356,52 @@ fn a_session_with_edits_and_completion() {
     insta::assert_json_snapshot!(v);
 }
 
-/// The same document in UTF-8 and UTF-16 sessions: CJK and emoji before the error, CRLF
-/// line ends. The columns differ exactly as the encodings do.
+/// Open `text` in a UTF-8 or UTF-16 session: the E0304 (wrong unit) diagnostic's range
+/// and the hover range over the GPU's name `g` on line 1.
+fn units_error_and_hover(text: &str, utf8: bool) -> (Value, Value) {
+    let mut c = Client::start(utf8);
+    let uri = c.open("examples/unicode.dist", text);
+    let d = c.diagnostics(&uri, 1);
+    let units = d
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["code"] == "E0304")
+        .cloned()
+        .unwrap();
+    let hover = c.at("textDocument/hover", &uri, (1, 4), json!({}));
+    c.shutdown();
+    (units["range"].clone(), hover["range"].clone())
+}
+
+/// The same document in UTF-8 and UTF-16 sessions: CJK and emoji on the line before the
+/// error, CRLF line ends. Columns of an ASCII line agree.
 #[test]
 fn positions_follow_the_negotiated_encoding() {
     let text = "// 日本語のコメント 🚀\r\ngpu g { memory = 80 GB/s } // 🚀 after\r\n";
-    let mut results = Vec::new();
-    for utf8 in [true, false] {
-        let mut c = Client::start(utf8);
-        let uri = c.open("examples/unicode.dist", text);
-        let d = c.diagnostics(&uri, 1);
-        let first = d
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|x| x["code"] == "E0304")
-            .cloned()
-            .unwrap();
-        let hover = c.at("textDocument/hover", &uri, (1, 4), json!({}));
-        results.push(json!({"utf8": utf8, "range": first["range"], "code": first["code"], "hover_range": hover["range"]}));
-        c.shutdown();
-    }
-    // The unit starts at the same column of line 1 in both encodings (ASCII before it).
+    let results: Vec<Value> = [true, false]
+        .into_iter()
+        .map(|utf8| {
+            let (range, hover) = units_error_and_hover(text, utf8);
+            json!({"utf8": utf8, "range": range, "hover_range": hover})
+        })
+        .collect();
     assert_eq!(results[0]["range"], results[1]["range"]);
     insta::assert_json_snapshot!(results);
 }
 
+/// The error after an emoji on its line: UTF-8 counts its 4 bytes, UTF-16 its 2 units.
 #[test]
 fn unicode_columns_differ_between_encodings() {
-    // The error is after the emoji on the same line: UTF-8 counts 4 bytes, UTF-16 two units.
-    let text = "gpu g { name = \"🚀\", memory = 80 GB/s }\r\n";
-    let mut starts = Vec::new();
-    for utf8 in [true, false] {
-        let mut c = Client::start(utf8);
-        let uri = c.open("examples/emoji.dist", text);
-        let d = c.diagnostics(&uri, 1);
-        let units = d
-            .as_array()
+    let text = "// 🚀\r\ngpu g { name = \"🚀\", memory = 80 GB/s }\r\n";
+    let line = text.split("\r\n").nth(1).unwrap();
+    let prefix = &line[..line.find("GB/s").unwrap()];
+    let start = |utf8| {
+        units_error_and_hover(text, utf8).0["start"]["character"]
+            .as_u64()
             .unwrap()
-            .iter()
-            .find(|x| x["code"] == "E0304")
-            .cloned()
-            .unwrap();
-        starts.push(units["range"]["start"]["character"].as_u64().unwrap());
-        c.shutdown();
-    }
-    let prefix = &text[..text.find("GB/s").unwrap()];
-    assert_eq!(starts[0] as usize, prefix.len());
-    assert_eq!(starts[1] as usize, prefix.encode_utf16().count());
-    assert_eq!(starts[0] - starts[1], 2);
+    };
+    assert_eq!(start(true) as usize, prefix.len());
+    assert_eq!(start(false) as usize, prefix.encode_utf16().count());
+    assert_eq!(prefix.len() - prefix.encode_utf16().count(), 2);
 }

@@ -21,6 +21,15 @@ fn scratch(what: &str) -> PathBuf {
     dir
 }
 
+/// Compile one example into a fresh folder; the folder and its only plan.
+fn compile_one(example: &str, what: &str) -> (PathBuf, PathBuf) {
+    let out = scratch(what);
+    let o = dic(&["compile", example, "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let plan = plans(&out).into_iter().next().unwrap();
+    (out, plan)
+}
+
 /// The deployments of the examples (not the shared fragments or the mistake files).
 fn compile_examples() -> PathBuf {
     let out = scratch("examples");
@@ -96,15 +105,7 @@ fn every_example_plan_runs_locally_and_checks_exactly() {
 #[test]
 fn one_process_per_node_joins_into_one_run() {
     // What the Kubernetes preflight Job does: `dic run --node N` on each node.
-    let out = scratch("nodes");
-    let o = dic(&[
-        "compile",
-        "examples/llama405b_ib.dist",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success());
-    let plan = plans(&out).into_iter().next().unwrap();
+    let (_, plan) = compile_one("examples/llama405b_ib.dist", "nodes");
     let port = free_port().to_string();
     let node = |n: &str| {
         Command::new(env!("CARGO_BIN_EXE_dic"))
@@ -150,15 +151,7 @@ fn one_process_per_node_joins_into_one_run() {
 
 #[test]
 fn calibration_writes_links_that_dic_predicts_with() {
-    let out = scratch("calibrate");
-    let o = dic(&[
-        "compile",
-        "examples/llama405b_ib.dist",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success());
-    let plan = plans(&out).into_iter().next().unwrap();
+    let (out, plan) = compile_one("examples/llama405b_ib.dist", "calibrate");
     let cal = out.join("measured.dist");
     let o = dic(&[
         "run",
@@ -219,15 +212,7 @@ fn calibration_writes_links_that_dic_predicts_with() {
 /// An 8-rank plan (70B, TP 4 × DP 2 on H200) replayed many times, so a fault lands
 /// mid-run; ranks 4–7 share no group with ranks 0–3.
 fn eight_rank_plan() -> PathBuf {
-    let out = scratch("faults");
-    let o = dic(&[
-        "compile",
-        "examples/h200_70b_tp4.dist",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success());
-    let plan = plans(&out).into_iter().next().unwrap();
+    let (_, plan) = compile_one("examples/h200_70b_tp4.dist", "faults");
     let text = std::fs::read_to_string(&plan).unwrap();
     assert!(text.contains("world_size = 8"), "{text}");
     plan

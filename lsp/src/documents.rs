@@ -1,5 +1,5 @@
-//! The editor's open documents, and the compiler `World` that overlays them on the disk:
-//! an import of an open file sees its unsaved text.
+//! The editor's open documents, and the compiler `World` that overlays them on the files
+//! the CLI reads: an import of an open file sees its unsaved text.
 
 use dic_compiler::source::{ReadError, World};
 use std::collections::BTreeMap;
@@ -53,23 +53,18 @@ impl Documents {
     }
 }
 
-/// Open documents first, then the disk.
+/// Open documents first, then `files` (the CLI's disk world; the server itself does no
+/// file IO).
 pub struct OverlayWorld<'a> {
     pub documents: &'a Documents,
+    pub files: &'a dyn World,
 }
 
 impl World for OverlayWorld<'_> {
     fn read(&self, path: &str) -> Result<Vec<u8>, ReadError> {
-        if let Some(d) = self.documents.get(path) {
-            return Ok(d.text.as_bytes().to_vec());
+        match self.documents.get(path) {
+            Some(d) => Ok(d.text.as_bytes().to_vec()),
+            None => self.files.read(path),
         }
-        let p = std::path::Path::new(path);
-        if p.is_dir() {
-            return Err(ReadError::IsADirectory);
-        }
-        std::fs::read(p).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => ReadError::NotFound,
-            _ => ReadError::Other(e.to_string()),
-        })
     }
 }

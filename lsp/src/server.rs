@@ -8,6 +8,7 @@ use crate::documents::{Documents, OverlayWorld};
 use crate::features::{actions, completion, diagnostics, hover, navigation};
 use crate::snapshot::Snapshot;
 use dic_compiler::analysis::{Advice, AnalysisCache};
+use dic_compiler::source::{MemoryWorld, World};
 use dic_compiler::span::{ColumnEncoding, Span};
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, RequestId, Response};
 use lsp_types as lsp;
@@ -73,6 +74,8 @@ pub struct Pending {
 
 pub struct Server {
     pub enc: Encoding,
+    /// Where files that are not open come from (the CLI's disk world).
+    files: Box<dyn World>,
     docs: Documents,
     snapshots: HashMap<String, Snapshot>,
     /// Per document: analyses of its deployments, reused while they do not change.
@@ -90,9 +93,16 @@ fn is_virtual(path: &str) -> bool {
 }
 
 impl Server {
+    /// A server whose documents are only the open ones (tests, benchmarks).
     pub fn new(enc: Encoding) -> Server {
+        Server::with_files(enc, Box::new(MemoryWorld::new()))
+    }
+
+    /// A server that reads files that are not open through `files`.
+    pub fn with_files(enc: Encoding, files: Box<dyn World>) -> Server {
         Server {
             enc,
+            files,
             docs: Documents::default(),
             snapshots: HashMap::new(),
             caches: HashMap::new(),
@@ -143,6 +153,7 @@ impl Server {
             let cache = self.caches.entry(path.to_string()).or_default();
             let world = OverlayWorld {
                 documents: &self.docs,
+                files: &*self.files,
             };
             let snap = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 Snapshot::new(&world, path, doc.version, &doc.text, cache, advice)
@@ -417,8 +428,9 @@ pub fn virtual_document(uri: &str) -> Option<String> {
     None
 }
 
-/// Run the server over stdin/stdout until the client says `exit`.
-pub fn run_stdio() -> Result<(), String> {
+/// Run the server over stdin/stdout until the client says `exit`; files that are not
+/// open are read through `files`.
+pub fn run_stdio(files: Box<dyn World>) -> Result<(), String> {
     let (connection, io_threads) = Connection::stdio();
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let (id, params) = connection.initialize_start().map_err(|e| err(&e))?;
@@ -434,7 +446,7 @@ pub fn run_stdio() -> Result<(), String> {
     connection
         .initialize_finish(id, json(result))
         .map_err(|e| err(&e))?;
-    let mut server = Server::new(enc);
+    let mut server = Server::with_files(enc, files);
     main_loop(&connection, &mut server).map_err(|e| err(&e))?;
     drop(connection);
     io_threads.join().map_err(|e| err(&e))?;

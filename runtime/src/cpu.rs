@@ -270,58 +270,37 @@ impl Mesh {
     /// blocking (a data frame is left for its collective), so a rank that shares no group
     /// with the failed one still stops promptly.
     pub fn poll_aborts(&self) -> CommResult<()> {
-        use std::os::fd::AsRawFd;
         for (p, peer) in self.peers.iter().enumerate() {
             let Some(peer) = peer else { continue };
-            self.skip_heartbeats(peer)?;
-            let mut header = [0u8; HEADER];
-            // SAFETY: recv into a local buffer of HEADER bytes on a socket we own;
-            // MSG_PEEK | MSG_DONTWAIT neither consumes data nor blocks.
-            let n = unsafe {
-                libc::recv(
-                    peer.reader.as_raw_fd(),
-                    header.as_mut_ptr().cast(),
-                    HEADER,
-                    libc::MSG_PEEK | libc::MSG_DONTWAIT,
-                )
-            };
-            if n == 0 {
-                return Err(CommError::blame(
-                    p,
-                    format!(
-                        "rank {p} closed the connection (died?) during {}",
-                        self.context()
-                    ),
-                ));
-            }
-            if n as usize == HEADER && header[4] == KIND_ABORT {
-                // Consume it through the normal path, which turns it into the error.
-                let mut scratch = [0u8; 0];
-                return self.recv_into(p, &mut scratch);
+            loop {
+                let (n, header) = peek_header(peer);
+                if n == 0 {
+                    return Err(CommError::blame(
+                        p,
+                        format!(
+                            "rank {p} closed the connection (died?) during {}",
+                            self.context()
+                        ),
+                    ));
+                }
+                if n != HEADER as isize {
+                    break;
+                }
+                match header[4] {
+                    KIND_HEARTBEAT => {
+                        // a whole frame: consume it and look again
+                        let mut skip = [0u8; HEADER];
+                        let _ = (&peer.reader).read_exact(&mut skip);
+                    }
+                    KIND_ABORT => {
+                        // The normal path turns the abort frame into the error.
+                        return self.recv_into(p, &mut []);
+                    }
+                    _ => break,
+                }
             }
         }
         Ok(())
-    }
-
-    /// Consume the heartbeats at the front of `peer`'s stream (they are whole frames).
-    fn skip_heartbeats(&self, peer: &Peer) -> CommResult<()> {
-        use std::os::fd::AsRawFd;
-        loop {
-            let mut header = [0u8; HEADER];
-            // SAFETY: as in poll_aborts.
-            let n = unsafe {
-                libc::recv(
-                    peer.reader.as_raw_fd(),
-                    header.as_mut_ptr().cast(),
-                    HEADER,
-                    libc::MSG_PEEK | libc::MSG_DONTWAIT,
-                )
-            };
-            if n as usize != HEADER || header[4] != KIND_HEARTBEAT {
-                return Ok(());
-            }
-            let _ = (&peer.reader).read_exact(&mut header);
-        }
     }
 
     /// Tell every connected rank why this one is giving up, so their errors name the
@@ -393,6 +372,24 @@ impl Peer {
             received: Cell::new(0),
         })
     }
+}
+
+/// The next frame header on `peer`'s connection, without consuming it or blocking: the
+/// byte count `recv` returned (0: closed, < 0: nothing yet) and the bytes.
+fn peek_header(peer: &Peer) -> (isize, [u8; HEADER]) {
+    use std::os::fd::AsRawFd;
+    let mut header = [0u8; HEADER];
+    // SAFETY: recv into a local buffer of HEADER bytes on a socket this process owns;
+    // MSG_PEEK | MSG_DONTWAIT neither consumes data nor blocks.
+    let n = unsafe {
+        libc::recv(
+            peer.reader.as_raw_fd(),
+            header.as_mut_ptr().cast(),
+            HEADER,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    (n, header)
 }
 
 fn remaining(deadline: Instant) -> Duration {

@@ -12,6 +12,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The tests here time real processes against timeouts; run them one at a time so the
+/// 72-process example run does not starve a fault test's heartbeats.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A fresh folder for one test's output.
 fn scratch(what: &str) -> PathBuf {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -63,6 +70,7 @@ fn plans(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn every_example_plan_runs_locally_and_checks_exactly() {
+    let _serial = serial();
     let dir = compile_examples();
     let all = plans(&dir);
     assert!(all.len() >= 9, "{all:?}");
@@ -104,6 +112,7 @@ fn every_example_plan_runs_locally_and_checks_exactly() {
 
 #[test]
 fn one_process_per_node_joins_into_one_run() {
+    let _serial = serial();
     // What the Kubernetes preflight Job does: `dic run --node N` on each node.
     let (_, plan) = compile_one("examples/llama405b_ib.dist", "nodes");
     let port = free_port().to_string();
@@ -151,6 +160,7 @@ fn one_process_per_node_joins_into_one_run() {
 
 #[test]
 fn calibration_writes_links_that_dic_predicts_with() {
+    let _serial = serial();
     let (out, plan) = compile_one("examples/llama405b_ib.dist", "calibrate");
     let cal = out.join("measured.dist");
     let o = dic(&[
@@ -291,6 +301,7 @@ fn wait_all(children: Vec<Child>, limit: Duration) -> (Vec<(bool, String)>, Dura
 
 #[test]
 fn a_killed_rank_is_named_by_every_other_rank() {
+    let _serial = serial();
     let plan = eight_rank_plan();
     let port = free_port();
     let mut ranks: Vec<Child> = (0..8).map(|r| start_rank(&plan, r, port, 5)).collect();
@@ -316,6 +327,7 @@ fn a_killed_rank_is_named_by_every_other_rank() {
 
 #[test]
 fn a_hung_rank_makes_everyone_exit_within_the_timeout() {
+    let _serial = serial();
     let plan = eight_rank_plan();
     let port = free_port();
     let mut ranks: Vec<Child> = (0..8).map(|r| start_rank(&plan, r, port, 3)).collect();
@@ -345,6 +357,7 @@ fn a_hung_rank_makes_everyone_exit_within_the_timeout() {
 
 #[test]
 fn a_rank_that_never_joins_is_named_at_rendezvous() {
+    let _serial = serial();
     let plan = eight_rank_plan();
     let port = free_port();
     let ranks: Vec<Child> = [0, 1, 3, 4, 5, 6, 7]
@@ -361,6 +374,7 @@ fn a_rank_that_never_joins_is_named_at_rendezvous() {
 
 #[test]
 fn a_rank_with_a_different_plan_is_refused() {
+    let _serial = serial();
     let plan = eight_rank_plan();
     let other = plan.with_file_name("other.toml");
     let text = std::fs::read_to_string(&plan).unwrap();
@@ -411,6 +425,7 @@ fn edited(what: &str, from: &str, to: &str) -> (String, std::process::Output) {
 
 #[test]
 fn plans_edited_by_hand_are_rejected_before_any_socket_opens() {
+    let _serial = serial();
     let cases = [
         (
             "version",

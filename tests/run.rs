@@ -299,13 +299,21 @@ fn wait_all(children: Vec<Child>, limit: Duration) -> (Vec<(bool, String)>, Dura
     (out, start.elapsed())
 }
 
+/// All 8 ranks of the 8-rank plan, started with `timeout` and inside the replay.
+fn running_job(timeout: u64) -> Vec<Child> {
+    let plan = eight_rank_plan();
+    let port = free_port();
+    let mut ranks: Vec<Child> = (0..8)
+        .map(|r| start_rank(&plan, r, port, timeout))
+        .collect();
+    ranks.iter_mut().for_each(wait_running);
+    ranks
+}
+
 #[test]
 fn a_killed_rank_is_named_by_every_other_rank() {
     let _serial = serial();
-    let plan = eight_rank_plan();
-    let port = free_port();
-    let mut ranks: Vec<Child> = (0..8).map(|r| start_rank(&plan, r, port, 5)).collect();
-    ranks.iter_mut().for_each(wait_running);
+    let mut ranks = running_job(5);
     ranks[2].kill().unwrap();
     let (results, took) = wait_all(ranks, Duration::from_secs(30));
     assert!(took < Duration::from_secs(15), "took {took:?}");
@@ -328,10 +336,7 @@ fn a_killed_rank_is_named_by_every_other_rank() {
 #[test]
 fn a_hung_rank_makes_everyone_exit_within_the_timeout() {
     let _serial = serial();
-    let plan = eight_rank_plan();
-    let port = free_port();
-    let mut ranks: Vec<Child> = (0..8).map(|r| start_rank(&plan, r, port, 3)).collect();
-    ranks.iter_mut().for_each(wait_running);
+    let mut ranks = running_job(3);
     let hung = ranks.remove(1);
     // SAFETY: sends SIGSTOP to our own child process.
     unsafe { libc::kill(hung.id() as i32, libc::SIGSTOP) };

@@ -8,7 +8,7 @@ use dic::exit::{ERRORS, OK, USAGE};
 use dic_runtime::local::{self, ChildEvent, LocalError};
 use dic_runtime::plan::{self, Plan};
 use dic_runtime::replay::ReplayOptions;
-use dic_runtime::session::{self, BackendKind, RankOptions};
+use dic_runtime::session::{self, BackendKind, RankEvent, RankOptions};
 use dic_runtime::summary::{calibration_dist, render_table, RunSummary};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
@@ -125,6 +125,10 @@ pub fn run(a: RunArgs) -> u8 {
                 return USAGE;
             }
         };
+        if rendezvous.port() == 0 && node != 0 {
+            eprintln!("error: rendezvous port 0 (pick one) only works on the node of rank 0");
+            return USAGE;
+        }
         return run_children(&a, &plan, &ranks, Some(rendezvous), timeout);
     }
     let Some(rank) = a.rank else {
@@ -157,15 +161,19 @@ pub fn run(a: RunArgs) -> u8 {
     };
     let child = a.child;
     let mut last_report = std::time::Instant::now();
-    let mut progress = |done: usize, total: usize| {
-        if child {
-            emit(&ChildEvent::Progress { done, total });
-        } else if last_report.elapsed() > Duration::from_secs(2) || done == total {
-            last_report = std::time::Instant::now();
-            eprintln!("rank {rank}: {done}/{total} schedule lines");
+    let mut events = |ev: RankEvent| match ev {
+        RankEvent::Listening(port) if child => emit(&ChildEvent::Listening { port }),
+        RankEvent::Listening(port) => eprintln!("rank 0: rendezvous on port {port}"),
+        RankEvent::Progress(done, total) => {
+            if child {
+                emit(&ChildEvent::Progress { done, total });
+            } else if last_report.elapsed() > Duration::from_secs(2) || done == total {
+                last_report = std::time::Instant::now();
+                eprintln!("rank {rank}: {done}/{total} schedule lines");
+            }
         }
     };
-    match session::run_rank(&plan, &opts, &mut progress) {
+    match session::run_rank(&plan, &opts, &mut events) {
         Ok(Some(summary)) => {
             if child {
                 emit(&ChildEvent::Summary(Box::new(summary)));
@@ -253,21 +261,9 @@ fn run_children(
             return USAGE;
         }
     };
-    let rendezvous = match rendezvous {
-        Some(r) => r.to_string(),
-        None => match local::free_port() {
-            Ok(p) => format!("127.0.0.1:{p}"),
-            Err(e) => {
-                eprintln!("error: no free port on loopback: {e}");
-                return USAGE;
-            }
-        },
-    };
     let plan_path = a.plan.clone();
     let mut common = vec![
-        "--rendezvous".to_string(),
-        rendezvous,
-        "--timeout".into(),
+        "--timeout".to_string(),
         timeout.as_secs().to_string(),
         "--scale".into(),
         a.scale.to_string(),
@@ -289,12 +285,14 @@ fn run_children(
         common.push("--calibrate".into());
         common.push("-".into());
     }
-    let args = move |rank: usize| {
+    let args = move |rank: usize, rendezvous: &str| {
         let mut v = vec![
             "run".to_string(),
             plan_path.clone(),
             "--rank".into(),
             rank.to_string(),
+            "--rendezvous".into(),
+            rendezvous.to_string(),
         ];
         v.extend(common.iter().cloned());
         v
@@ -310,10 +308,22 @@ fn run_children(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} schedule lines · {elapsed}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let result = local::run_ranks(&exe, ranks, &args, timeout, &mut |done, total| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-    });
+    // Port 0 (or `--local`): rank 0, started first, picks a free port; the rest follow.
+    let rendezvous = rendezvous.filter(|r| r.port() != 0).map(|r| r.to_string());
+    let result = local::run_ranks(
+        &exe,
+        ranks,
+        rendezvous,
+        &args,
+        timeout,
+        &mut |done, total| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        },
+        &mut |port| {
+            bar.suspend(|| eprintln!("dic run: rank 0 serves the rendezvous on port {port}"))
+        },
+    );
     bar.finish_and_clear();
     match result {
         Ok(Some(summary)) => finish(a, plan, &summary),

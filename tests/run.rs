@@ -6,7 +6,7 @@
 mod common;
 
 use common::dic;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -115,8 +115,7 @@ fn one_process_per_node_joins_into_one_run() {
     let _serial = serial();
     // What the Kubernetes preflight Job does: `dic run --node N` on each node.
     let (_, plan) = compile_one("examples/llama405b_ib.dist", "nodes");
-    let port = free_port().to_string();
-    let node = |n: &str| {
+    let node = |n: &str, port: u16| {
         Command::new(env!("CARGO_BIN_EXE_dic"))
             .args(["run", plan.to_str().unwrap(), "--node", n, "--rendezvous"])
             .arg(format!("127.0.0.1:{port}"))
@@ -135,16 +134,35 @@ fn one_process_per_node_joins_into_one_run() {
             .spawn()
             .unwrap()
     };
-    let (n0, n1) = (node("0"), node("1"));
+    // Node 0 picks the rendezvous port (0) and says which; node 1 follows it.
+    let mut n0 = node("0", 0);
+    let mut err0 = BufReader::new(n0.stderr.take().unwrap());
+    let mut said = String::new();
+    let port: u16 = loop {
+        let mut line = String::new();
+        assert!(
+            err0.read_line(&mut line).unwrap() > 0,
+            "node 0 ended: {said}"
+        );
+        said.push_str(&line);
+        if let Some(p) = line
+            .trim()
+            .strip_prefix("dic run: rank 0 serves the rendezvous on port ")
+        {
+            break p.parse().unwrap();
+        }
+    };
+    let rest0 = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err0.read_to_string(&mut s);
+        s
+    });
+    let n1 = node("1", port);
     let (o0, o1) = (
         n0.wait_with_output().unwrap(),
         n1.wait_with_output().unwrap(),
     );
-    assert!(
-        o0.status.success(),
-        "{}",
-        String::from_utf8_lossy(&o0.stderr)
-    );
+    assert!(o0.status.success(), "{said}{}", rest0.join().unwrap());
     assert!(
         o1.status.success(),
         "{}",
@@ -228,14 +246,6 @@ fn eight_rank_plan() -> PathBuf {
     plan
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn start_rank(plan: &Path, rank: usize, port: u16, timeout: u64) -> Child {
     Command::new(env!("CARGO_BIN_EXE_dic"))
         .args([
@@ -259,20 +269,49 @@ fn start_rank(plan: &Path, rank: usize, port: u16, timeout: u64) -> Child {
         .unwrap()
 }
 
-/// Drain `child`'s stdout on a thread (a full pipe would stall it) and wait until it
-/// reports progress, i.e. it is inside the replay.
-fn wait_running(child: &mut Child) {
-    let out = BufReader::new(child.stdout.take().unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in out.lines().map_while(Result::ok) {
-            if line.contains("progress") {
-                let _ = tx.send(());
+/// Start `ranks` (rank 0 first, on a port it picks and announces) with their plans.
+/// Every child's stdout is drained on a thread (a full pipe would stall it); the
+/// receivers tick when a child reports progress, i.e. it is inside the replay.
+fn start_job(
+    ranks: &[usize],
+    timeout: u64,
+    plan_for: &dyn Fn(usize) -> PathBuf,
+) -> (Vec<Child>, Vec<std::sync::mpsc::Receiver<()>>) {
+    assert_eq!(ranks.first(), Some(&0));
+    let drain = |out: BufReader<std::process::ChildStdout>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                if line.contains("progress") {
+                    let _ = tx.send(());
+                }
             }
+        });
+        rx
+    };
+    let mut rank0 = start_rank(&plan_for(0), 0, 0, timeout);
+    let mut out0 = BufReader::new(rank0.stdout.take().unwrap());
+    let port: u16 = loop {
+        let mut line = String::new();
+        assert!(
+            out0.read_line(&mut line).unwrap() > 0,
+            "rank 0 ended before listening"
+        );
+        if let Some(rest) = line.split("\"port\":").nth(1) {
+            break rest
+                .trim_end_matches(|c: char| !c.is_ascii_digit())
+                .parse()
+                .unwrap();
         }
-    });
-    rx.recv_timeout(Duration::from_secs(20))
-        .expect("rank reports progress");
+    };
+    let mut ticks = vec![drain(out0)];
+    let mut children = vec![rank0];
+    for &r in &ranks[1..] {
+        let mut c = start_rank(&plan_for(r), r, port, timeout);
+        ticks.push(drain(BufReader::new(c.stdout.take().unwrap())));
+        children.push(c);
+    }
+    (children, ticks)
 }
 
 /// Wait for every child to exit; return (exit success, stderr) per child and the time.
@@ -302,12 +341,13 @@ fn wait_all(children: Vec<Child>, limit: Duration) -> (Vec<(bool, String)>, Dura
 /// All 8 ranks of the 8-rank plan, started with `timeout` and inside the replay.
 fn running_job(timeout: u64) -> Vec<Child> {
     let plan = eight_rank_plan();
-    let port = free_port();
-    let mut ranks: Vec<Child> = (0..8)
-        .map(|r| start_rank(&plan, r, port, timeout))
-        .collect();
-    ranks.iter_mut().for_each(wait_running);
-    ranks
+    let all: Vec<usize> = (0..8).collect();
+    let (children, ticks) = start_job(&all, timeout, &|_| plan.clone());
+    for t in ticks {
+        t.recv_timeout(Duration::from_secs(20))
+            .expect("rank reports progress");
+    }
+    children
 }
 
 #[test]
@@ -364,11 +404,7 @@ fn a_hung_rank_makes_everyone_exit_within_the_timeout() {
 fn a_rank_that_never_joins_is_named_at_rendezvous() {
     let _serial = serial();
     let plan = eight_rank_plan();
-    let port = free_port();
-    let ranks: Vec<Child> = [0, 1, 3, 4, 5, 6, 7]
-        .iter()
-        .map(|&r| start_rank(&plan, r, port, 6))
-        .collect();
+    let (ranks, _ticks) = start_job(&[0, 1, 3, 4, 5, 6, 7], 6, &|_| plan.clone());
     let (results, took) = wait_all(ranks, Duration::from_secs(20));
     assert!(took < Duration::from_secs(14), "took {took:?}");
     for (ok, err) in &results {
@@ -384,14 +420,14 @@ fn a_rank_with_a_different_plan_is_refused() {
     let other = plan.with_file_name("other.toml");
     let text = std::fs::read_to_string(&plan).unwrap();
     std::fs::write(&other, text.replace("tokens = ", "tokens = 1")).unwrap();
-    let port = free_port();
-    let mut ranks: Vec<Child> = (0..8)
-        .map(|r| start_rank(if r == 3 { &other } else { &plan }, r, port, 5))
-        .collect();
-    for r in &mut ranks {
-        let out = r.stdout.take().unwrap();
-        std::thread::spawn(move || std::io::copy(&mut BufReader::new(out), &mut std::io::sink()));
-    }
+    let all: Vec<usize> = (0..8).collect();
+    let (ranks, _ticks) = start_job(&all, 5, &|r| {
+        if r == 3 {
+            other.clone()
+        } else {
+            plan.clone()
+        }
+    });
     let (results, _) = wait_all(ranks, Duration::from_secs(20));
     for (ok, err) in &results {
         assert!(!ok);

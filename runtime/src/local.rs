@@ -16,6 +16,10 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ChildEvent {
+    /// Rank 0 serves the rendezvous on this port.
+    Listening {
+        port: u16,
+    },
     Progress {
         done: usize,
         total: usize,
@@ -41,64 +45,123 @@ pub enum LocalError {
     Ranks(Vec<RankFailure>),
 }
 
-/// A free port on loopback for rank 0's rendezvous.
-pub fn free_port() -> std::io::Result<u16> {
-    let l = std::net::TcpListener::bind(("127.0.0.1", 0))?;
-    Ok(l.local_addr()?.port())
+type Events = mpsc::Sender<(usize, Option<ChildEvent>)>;
+
+/// Start one rank: its stdout's events go to `tx` under `slot`; its stderr is collected.
+fn spawn_rank(
+    exe: &Path,
+    args: Vec<String>,
+    slot: usize,
+    tx: &Events,
+) -> std::io::Result<(Child, std::thread::JoinHandle<String>)> {
+    let mut child = Command::new(exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let out = child.stdout.take().expect("piped");
+    let err = child.stderr.take().expect("piped");
+    let tx = tx.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if let Ok(ev) = serde_json::from_str::<ChildEvent>(&line) {
+                let _ = tx.send((slot, Some(ev)));
+            }
+        }
+        let _ = tx.send((slot, None));
+    });
+    let stderr = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = BufReader::new(err).take(1 << 20).read_to_string(&mut s);
+        s
+    });
+    Ok((child, stderr))
 }
 
-/// Start one child per rank in `ranks`: `exe <args(rank)>`, and wait for them.
+/// Start one child per rank in `ranks`: `exe <args(rank, rendezvous)>`, and wait for
+/// them. Without a `rendezvous` address (`--local`), rank 0 starts first on port 0 and
+/// says which port it got, so no free-port race with the other ranks' listeners.
 /// `progress(done, total)` is called as ranks report; `timeout` bounds how long the
 /// launcher waits after a rank failed before it kills the rest. Returns rank 0's summary
 /// when rank 0 is among `ranks`.
 pub fn run_ranks(
     exe: &Path,
     ranks: &[usize],
-    args: &dyn Fn(usize) -> Vec<String>,
+    rendezvous: Option<String>,
+    args: &dyn Fn(usize, &str) -> Vec<String>,
     timeout: Duration,
     progress: &mut dyn FnMut(usize, usize),
+    listening: &mut dyn FnMut(u16),
 ) -> Result<Option<RunSummary>, LocalError> {
     let world = ranks.len();
     let (tx, rx) = mpsc::channel::<(usize, Option<ChildEvent>)>();
     let mut children: Vec<Child> = Vec::with_capacity(world);
     let mut stderr_readers = Vec::new();
+    let mut early: Vec<(usize, Option<ChildEvent>)> = Vec::new();
+    let first_is_zero = ranks.first() == Some(&0);
+    let mut rendezvous = rendezvous;
+    let kill_all = |children: &mut Vec<Child>| {
+        for c in children.iter_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    };
     for (slot, &rank) in ranks.iter().enumerate() {
-        let spawned = Command::new(exe)
-            .args(args(rank))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn();
-        let mut child = match spawned {
-            Ok(c) => c,
+        let addr = rendezvous
+            .clone()
+            .unwrap_or_else(|| "127.0.0.1:0".to_string());
+        match spawn_rank(exe, args(rank, &addr), slot, &tx) {
+            Ok((child, stderr)) => {
+                children.push(child);
+                stderr_readers.push(stderr);
+            }
             Err(e) => {
-                for c in &mut children {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                }
+                kill_all(&mut children);
                 return Err(LocalError::Spawn(format!(
                     "cannot start rank {rank} ({}): {e}",
                     exe.display()
                 )));
             }
-        };
-        let out = child.stdout.take().expect("piped");
-        let err = child.stderr.take().expect("piped");
-        let tx2 = tx.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if let Ok(ev) = serde_json::from_str::<ChildEvent>(&line) {
-                    let _ = tx2.send((slot, Some(ev)));
+        }
+        if rendezvous.is_none() && slot == 0 && first_is_zero {
+            // Wait for rank 0's port; keep whatever else it says for the main loop.
+            let deadline = Instant::now() + timeout;
+            loop {
+                match rx.recv_timeout(Duration::from_millis(100)) {
+                    Ok((0, Some(ChildEvent::Listening { port }))) => {
+                        listening(port);
+                        rendezvous = Some(format!("127.0.0.1:{port}"));
+                        break;
+                    }
+                    Ok(ev) => {
+                        let ended = ev.1.is_none();
+                        early.push(ev);
+                        if ended {
+                            break; // rank 0 ended before listening: its error is in `early`
+                        }
+                    }
+                    Err(_) if Instant::now() < deadline => {}
+                    Err(_) => {
+                        let _ = children[0].kill();
+                        early.push((
+                            0,
+                            Some(ChildEvent::Error {
+                                message: format!(
+                                    "rank 0 did not open its rendezvous port within {} s",
+                                    timeout.as_secs()
+                                ),
+                                culprit: Some(0),
+                            }),
+                        ));
+                        break;
+                    }
                 }
             }
-            let _ = tx2.send((slot, None));
-        });
-        stderr_readers.push(std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = BufReader::new(err).take(1 << 20).read_to_string(&mut s);
-            s
-        }));
-        children.push(child);
+            if rendezvous.is_none() {
+                break;
+            }
+        }
     }
     drop(tx);
     let mut totals = vec![0usize; world];
@@ -107,13 +170,23 @@ pub fn run_ranks(
     let mut summary = None;
     let mut failures: Vec<RankFailure> = Vec::new();
     let mut failed_at: Option<Instant> = None;
+    let mut early = early.into_iter();
+    // Ranks never started (rank 0 failed first) count as finished.
+    for f in finished.iter_mut().skip(children.len()) {
+        *f = true;
+    }
     while finished.iter().any(|f| !f) {
         if let Some(t) = failed_at {
             if t.elapsed() > timeout + Duration::from_secs(5) {
                 break;
             }
         }
-        match rx.recv_timeout(Duration::from_millis(100)) {
+        let next = match early.next() {
+            Some(ev) => Ok(ev),
+            None => rx.recv_timeout(Duration::from_millis(100)),
+        };
+        match next {
+            Ok((_, Some(ChildEvent::Listening { .. }))) => {}
             Ok((slot, Some(ChildEvent::Progress { done, total }))) => {
                 dones[slot] = done;
                 totals[slot] = total;

@@ -64,11 +64,21 @@ impl Backend for CpuBackend {
     }
 }
 
+/// What a rank reports while it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankEvent {
+    /// Rank 0 serves the rendezvous on this port (the one asked for, or the one the
+    /// system chose for port 0 — how `--local` avoids racing for a free port).
+    Listening(u16),
+    /// Schedule lines done of the total.
+    Progress(usize, usize),
+}
+
 /// Run one rank. Rank 0 returns the summary of the whole run; the others `None`.
 pub fn run_rank(
     plan: &Plan,
     opts: &RankOptions,
-    progress: &mut dyn FnMut(usize, usize),
+    events: &mut dyn FnMut(RankEvent),
 ) -> CommResult<Option<RunSummary>> {
     let rank = opts.rank;
     if rank >= plan.world_size {
@@ -77,6 +87,23 @@ pub fn run_rank(
             plan.world_size
         )));
     }
+    // Rank 0 takes its rendezvous port before anything else takes ports.
+    let server = if rank == 0 {
+        let server = TcpListener::bind(("0.0.0.0", opts.rendezvous.port())).map_err(|e| {
+            CommError::new(format!(
+                "rank 0 cannot serve the rendezvous on port {}: {e}",
+                opts.rendezvous.port()
+            ))
+        })?;
+        let port = server
+            .local_addr()
+            .map_err(|e| CommError::new(e.to_string()))?
+            .port();
+        events(RankEvent::Listening(port));
+        Some(server)
+    } else {
+        None
+    };
     let listener = TcpListener::bind(("0.0.0.0", 0))
         .map_err(|e| CommError::new(format!("cannot listen for peers: {e}")))?;
     let own_port = listener
@@ -88,13 +115,7 @@ pub fn run_rank(
     } else {
         Vec::new()
     };
-    let roster = if rank == 0 {
-        let server = TcpListener::bind(("0.0.0.0", opts.rendezvous.port())).map_err(|e| {
-            CommError::new(format!(
-                "rank 0 cannot serve the rendezvous on port {}: {e}",
-                opts.rendezvous.port()
-            ))
-        })?;
+    let roster = if let Some(server) = server {
         rendezvous::serve(
             server,
             plan.world_size,
@@ -114,7 +135,8 @@ pub fn run_rank(
         plan.digest,
         opts.timeout,
     )?);
-    let outcome = run_connected(plan, opts, &mesh, &roster.blob, progress);
+    let mut progress = |done: usize, total: usize| events(RankEvent::Progress(done, total));
+    let outcome = run_connected(plan, opts, &mesh, &roster.blob, &mut progress);
     if let Err(e) = &outcome {
         let reason = match e.culprit {
             Some(c) if !e.message.starts_with("rank ") => format!("rank {c}: {}", e.message),

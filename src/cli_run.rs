@@ -372,11 +372,7 @@ fn finish(a: &RunArgs, plan: &Plan, summary: &RunSummary) -> u8 {
         print!("{}", render_table(summary));
     }
     if let Some(path) = a.calibrate.as_deref().filter(|p| *p != "-") {
-        let text = calibration_dist(
-            plan,
-            &summary.calibration,
-            dic_compiler::analysis::comm::LINK_EFFICIENCY,
-        );
+        let text = calibration_dist(plan, &summary.calibration);
         if let Err(e) = dic::disk::write_atomic(std::path::Path::new(path), &text) {
             eprintln!("error: cannot write `{path}`: {e}");
             return USAGE;

@@ -128,61 +128,9 @@ impl GroupKind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Collective {
-    AllReduce,
-    AllGather,
-    ReduceScatter,
-    AllToAll,
-    SendRecv,
-    Broadcast,
-}
-
-impl Collective {
-    fn parse(s: &str) -> Option<Collective> {
-        Some(match s {
-            "all_reduce" => Collective::AllReduce,
-            "all_gather" => Collective::AllGather,
-            "reduce_scatter" => Collective::ReduceScatter,
-            "all_to_all" => Collective::AllToAll,
-            "send_recv" => Collective::SendRecv,
-            "broadcast" => Collective::Broadcast,
-            _ => return None,
-        })
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            Collective::AllReduce => "all_reduce",
-            Collective::AllGather => "all_gather",
-            Collective::ReduceScatter => "reduce_scatter",
-            Collective::AllToAll => "all_to_all",
-            Collective::SendRecv => "send_recv",
-            Collective::Broadcast => "broadcast",
-        }
-    }
-    /// nccl-tests' bus-bandwidth factor for `p` ranks (reference §2.1).
-    pub fn busbw_factor(self, p: usize) -> f64 {
-        let p = p.max(1) as f64;
-        match self {
-            Collective::AllReduce => 2.0 * (p - 1.0) / p,
-            Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => {
-                (p - 1.0) / p
-            }
-            Collective::SendRecv | Collective::Broadcast => 1.0,
-        }
-    }
-    /// Latency terms (α count) of the algorithm dic's CPU backend and its model use:
-    /// ring steps for AllReduce / AllGather / ReduceScatter, pairwise rounds for
-    /// All-to-All, one message for Send/Recv and a pipelined Broadcast.
-    pub fn latency_steps(self, p: usize) -> f64 {
-        let p = p.max(1) as f64;
-        match self {
-            Collective::AllReduce => 2.0 * (p - 1.0),
-            Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => p - 1.0,
-            Collective::SendRecv | Collective::Broadcast => 1.0,
-        }
-    }
-}
+/// The collectives a schedule names: the compiler's, so writer and reader share one
+/// vocabulary and one cost model.
+pub use dic_compiler::analysis::comm::Collective;
 
 /// Element types the schedule moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

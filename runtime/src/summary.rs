@@ -5,6 +5,7 @@
 
 use crate::plan::{Collective, Plan};
 use crate::replay::{CalibrationPoint, LineMeasurement, RankReport};
+use dic_compiler::analysis::comm::{LINK_EFFICIENCY, NCCL_BASE_LATENCY};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -45,15 +46,9 @@ pub struct RunSummary {
     pub calibration: Vec<LinkFit>,
 }
 
+/// A measurement's collective (written by this runtime from the same enum).
 fn collective(name: &str) -> Collective {
-    match name {
-        "all_reduce" => Collective::AllReduce,
-        "all_gather" => Collective::AllGather,
-        "reduce_scatter" => Collective::ReduceScatter,
-        "all_to_all" => Collective::AllToAll,
-        "broadcast" => Collective::Broadcast,
-        _ => Collective::SendRecv,
-    }
+    Collective::parse(name).unwrap_or(Collective::SendRecv)
 }
 
 /// GB/s from bytes and microseconds.
@@ -85,7 +80,7 @@ pub fn summarize(plan: &Plan, scale: f64, reports: &[RankReport]) -> RunSummary 
         .into_values()
         .map(|m| {
             let c = collective(&m.collective);
-            let f = c.busbw_factor(m.group_size);
+            let f = c.busbw_factor(m.group_size as u64);
             let algbw = gbps(m.bytes_run as f64, m.measured_us);
             let pred_alg = gbps(m.bytes_plan as f64, m.predicted_us);
             LineSummary {
@@ -224,8 +219,9 @@ pub fn render_table(s: &RunSummary) -> String {
     out
 }
 
-/// Measured α and β of one link class, from a least-squares fit of
-/// `t = steps·α + factor·S/B` (the collective's latency steps and busbw factor).
+/// Measured α and β of one link class, from a least-squares fit of dic's own model of one
+/// call, `t = base + steps·α + factor·S/B` (`comm::collective_time`), so the link it
+/// writes reproduces the measurement when dic predicts with it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LinkFit {
     pub link: String,
@@ -275,14 +271,16 @@ pub fn fit_links(points: &[CalibrationPoint]) -> Vec<LinkFit> {
                 .sum();
             let c = collective(&ps[0].collective);
             let p = ps[0].group_size;
-            // slope µs per byte = factor / B  →  B = factor / slope (bytes per µs)
-            let bandwidth = c.busbw_factor(p) / slope * 1e6;
+            // dic's model of one call: base + steps·α + factor·S/B (`comm::collective_time`),
+            // so slope (µs per byte) = factor / B and intercept = base + steps·α.
+            let bandwidth = c.bandwidth_factor(p as u64) / slope * 1e6;
+            let base_us = NCCL_BASE_LATENCY * 1e6;
             LinkFit {
                 link,
                 collective: ps[0].collective.clone(),
                 group_size: p,
                 points: ps.len(),
-                alpha_us: intercept / c.latency_steps(p).max(1.0),
+                alpha_us: (intercept - base_us).max(0.0) / c.latency_steps(p as u64),
                 bandwidth_gbps: bandwidth / 1e9,
                 r_squared: if ss_tot > 0.0 {
                     1.0 - ss_res / ss_tot
@@ -298,7 +296,8 @@ pub fn fit_links(points: &[CalibrationPoint]) -> Vec<LinkFit> {
 /// The `.dist` file `--calibrate` writes: one `link measured_<name> = <name>` per fitted
 /// link class, with the measured latency and the bandwidth that dic's model (which
 /// applies `link_efficiency` to a link's bandwidth) turns back into the measured figure.
-pub fn calibration_dist(plan: &Plan, fits: &[LinkFit], link_efficiency: f64) -> String {
+pub fn calibration_dist(plan: &Plan, fits: &[LinkFit]) -> String {
+    let link_efficiency = LINK_EFFICIENCY;
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -358,21 +357,27 @@ mod tests {
 
     #[test]
     fn the_fit_recovers_alpha_and_bandwidth() {
-        // ring AllReduce on 4 ranks: t = 6 α + 1.5 S / B, α = 2 µs, B = 10 GB/s
-        let points: Vec<CalibrationPoint> = [1u64 << 12, 1 << 16, 1 << 20, 1 << 24]
-            .iter()
-            .map(|&b| CalibrationPoint {
-                link: "nvlink4".into(),
-                group: "tp.0".into(),
-                group_size: 4,
-                collective: "all_reduce".into(),
-                bytes: b,
-                measured_us: 12.0 + 1.5 * b as f64 / 10e9 * 1e6,
-            })
-            .collect();
-        let fit = &fit_links(&points)[0];
-        assert!((fit.alpha_us - 2.0).abs() < 1e-6, "{fit:?}");
-        assert!((fit.bandwidth_gbps - 10.0).abs() < 1e-6, "{fit:?}");
-        assert!(fit.r_squared > 0.999_999);
+        // Data made by dic's own model (base + steps·α + factor·S/B), α = 2 µs,
+        // B = 10 GB/s: ring AllReduce on 4 ranks, and All-to-All on 2 ranks, where the
+        // model's bandwidth factor (1) differs from nccl-tests' busbw factor (1/2).
+        for (collective, p) in [(Collective::AllReduce, 4usize), (Collective::AllToAll, 2)] {
+            let points: Vec<CalibrationPoint> = [1u64 << 12, 1 << 16, 1 << 20, 1 << 24]
+                .iter()
+                .map(|&b| CalibrationPoint {
+                    link: "nvlink4".into(),
+                    group: "tp.0".into(),
+                    group_size: p,
+                    collective: collective.name().into(),
+                    bytes: b,
+                    measured_us: (NCCL_BASE_LATENCY
+                        + collective.alpha_beta(b as f64, p as u64, 2e-6, 10e9))
+                        * 1e6,
+                })
+                .collect();
+            let fit = &fit_links(&points)[0];
+            assert!((fit.alpha_us - 2.0).abs() < 1e-6, "{fit:?}");
+            assert!((fit.bandwidth_gbps - 10.0).abs() < 1e-6, "{fit:?}");
+            assert!(fit.r_squared > 0.999_999);
+        }
     }
 }

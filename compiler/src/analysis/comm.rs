@@ -24,9 +24,20 @@ pub enum Collective {
     ReduceScatter,
     AllToAll,
     SendRecv,
+    Broadcast,
 }
 
 impl Collective {
+    pub const ALL: [Collective; 6] = [
+        Collective::AllReduce,
+        Collective::AllGather,
+        Collective::ReduceScatter,
+        Collective::AllToAll,
+        Collective::SendRecv,
+        Collective::Broadcast,
+    ];
+
+    /// The name in `nccl/plan.toml` (the runtime parses it back with [`Collective::parse`]).
     pub fn name(self) -> &'static str {
         match self {
             Collective::AllReduce => "all_reduce",
@@ -34,7 +45,51 @@ impl Collective {
             Collective::ReduceScatter => "reduce_scatter",
             Collective::AllToAll => "all_to_all",
             Collective::SendRecv => "send_recv",
+            Collective::Broadcast => "broadcast",
         }
+    }
+
+    pub fn parse(name: &str) -> Option<Collective> {
+        Collective::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// α terms of the bandwidth-optimal algorithm on `p` ranks (ring steps for AllReduce,
+    /// AllGather and ReduceScatter, pairwise rounds for All-to-All, one message for
+    /// Send/Recv, a binomial tree for Broadcast): `t = steps·α + factor·S/B`.
+    pub fn latency_steps(self, p: u64) -> f64 {
+        let pf = p.max(1) as f64;
+        match self {
+            Collective::AllReduce => 2.0 * (pf - 1.0),
+            Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => pf - 1.0,
+            Collective::SendRecv => 1.0,
+            Collective::Broadcast => pf.log2().ceil().max(1.0),
+        }
+    }
+
+    /// The factor on `S/B` in the same model (S as the plan's `bytes`, nccl-tests' S).
+    pub fn bandwidth_factor(self, p: u64) -> f64 {
+        let pf = p.max(1) as f64;
+        match self {
+            Collective::AllReduce => 2.0 * (pf - 1.0) / pf,
+            Collective::AllGather | Collective::ReduceScatter => (pf - 1.0) / pf,
+            // pairwise exchange: (p−1)α + S·β (reference §2.2)
+            Collective::AllToAll | Collective::SendRecv | Collective::Broadcast => 1.0,
+        }
+    }
+
+    /// nccl-tests' bus-bandwidth factor (busbw = algbw × factor, reference §2.1). Equal to
+    /// [`Collective::bandwidth_factor`] except for All-to-All, where nccl-tests uses (p−1)/p.
+    pub fn busbw_factor(self, p: u64) -> f64 {
+        let pf = p.max(1) as f64;
+        match self {
+            Collective::AllToAll => (pf - 1.0) / pf,
+            c => c.bandwidth_factor(p),
+        }
+    }
+
+    /// `steps·α + factor·S/B` on a link with latency `alpha` (s) and bandwidth `b` (B/s).
+    pub fn alpha_beta(self, bytes: f64, p: u64, alpha: f64, b: f64) -> f64 {
+        self.latency_steps(p) * alpha + self.bandwidth_factor(p) * bytes / b
     }
 }
 
@@ -209,7 +264,7 @@ pub fn collective_time(kind: Collective, bytes: f64, p: u64, link: &Placement) -
         + match kind {
             Collective::AllReduce => {
                 // ring: 2(p−1)α + 2(p−1)/p · S/B (reference §2.2)
-                let ring = 2.0 * (pf - 1.0) * a + 2.0 * (pf - 1.0) / pf * bytes / b;
+                let ring = kind.alpha_beta(bytes, p, a, b);
                 // double binary tree: 2·log2(p)·α + 2·S/B (NCCL tree algBw = busBw / 2)
                 let tree = 2.0 * pf.log2().ceil() * a + 2.0 * bytes / b;
                 // NVLS: each rank sends S into the switch once and receives the reduction once
@@ -220,12 +275,8 @@ pub fn collective_time(kind: Collective, bytes: f64, p: u64, link: &Placement) -
                 };
                 ring.min(tree).min(nvls)
             }
-            Collective::AllGather | Collective::ReduceScatter => {
-                (pf - 1.0) * a + (pf - 1.0) / pf * bytes / b
-            }
-            // pairwise exchange: (p−1)α + S·β
-            Collective::AllToAll => (pf - 1.0) * a + bytes / b,
-            Collective::SendRecv => a + bytes / b,
+            // ring AllGather/ReduceScatter, pairwise All-to-All, Send/Recv, binomial Broadcast
+            _ => kind.alpha_beta(bytes, p, a, b),
         }
 }
 

@@ -135,6 +135,14 @@ pub fn run(a: RunArgs) -> u8 {
         eprintln!("error: say where to run: `--local` (every rank here), `--node N` (one node's ranks) or `--rank R` (one rank)");
         return USAGE;
     };
+    if rank >= plan.world_size {
+        eprintln!(
+            "error: rank {rank} is outside the plan's world (ranks 0–{} of deployment {})",
+            plan.world_size - 1,
+            plan.deployment
+        );
+        return USAGE;
+    }
     let rendezvous = match rendezvous_addr(&a, &plan, rank == 0) {
         Ok(r) => r,
         Err(msg) => {

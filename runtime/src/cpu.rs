@@ -29,6 +29,8 @@ const KIND_ABORT: u8 = 1;
 /// that is itself waiting does not time out: only the neighbours of a rank that is truly
 /// dead or hung (no heartbeats) blame it.
 const KIND_HEARTBEAT: u8 = 2;
+/// An abort frame that blames nobody in particular.
+const NO_CULPRIT: u64 = u64::MAX;
 const HEADER: usize = 4 + 1 + 8 + 8;
 /// Below this many bytes AllReduce takes the tree (fewer steps); above, the ring.
 pub const TREE_THRESHOLD: usize = 64 * 1024;
@@ -236,13 +238,10 @@ impl Mesh {
             let mut msg = vec![0u8; len.min(1 << 16)];
             read_full(&peer.reader, &mut msg, p, self.timeout, &what)?;
             let text = String::from_utf8_lossy(&msg).into_owned();
-            let culprit = text
-                .strip_prefix("rank ")
-                .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
-                .and_then(|n| n.parse().ok());
+            // An abort frame's sequence field carries the rank it blames.
             return Err(CommError {
                 message: format!("rank {p} aborted: {text}"),
-                culprit: culprit.or(Some(p)),
+                culprit: Some(if seq == NO_CULPRIT { p } else { seq as usize }),
             });
         }
         let expected = peer.received.get();
@@ -305,11 +304,11 @@ impl Mesh {
 
     /// Tell every connected rank why this one is giving up, so their errors name the
     /// rank at fault rather than this one.
-    pub fn abort(&self, reason: &str) {
-        let bytes = reason.as_bytes();
+    pub fn abort(&self, why: &CommError) {
+        let culprit = why.culprit.map(|c| c as u64).unwrap_or(NO_CULPRIT);
         for peer in self.peers.iter().flatten() {
             if let Some(q) = &peer.queue {
-                let _ = q.send(frame(KIND_ABORT, 0, bytes));
+                let _ = q.send(frame(KIND_ABORT, culprit, why.message.as_bytes()));
             }
         }
     }

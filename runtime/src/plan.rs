@@ -328,7 +328,7 @@ pub fn parse(text: &str) -> Result<Plan, PlanError> {
     let raw: RawPlan = toml::from_str(text).map_err(|e| PlanError {
         message: format!("invalid plan: {}", e.message()),
         span: e.span(),
-        help: None,
+        help: Some("`dic run` takes the `nccl/plan.toml` that `dic compile` writes".into()),
     })?;
     validate(raw, digest(text.as_bytes()))
 }

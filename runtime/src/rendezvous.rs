@@ -116,12 +116,12 @@ pub fn serve(
                 };
                 if let Some(msg) = problem {
                     let first = refusal.get_or_insert_with(|| CommError::blame(rank, msg));
-                    refuse(&mut stream, &first.message);
+                    refuse(&mut stream, first);
                     joined += 1;
                     continue;
                 }
                 if let Some(first) = &refusal {
-                    refuse(&mut stream, &first.message);
+                    refuse(&mut stream, first);
                     joined += 1;
                     continue;
                 }
@@ -157,7 +157,7 @@ pub fn serve(
     }
     if let Some(err) = refusal {
         for reg in regs.iter_mut().flatten() {
-            refuse(&mut reg.stream, &err.message);
+            refuse(&mut reg.stream, &err);
         }
         return Err(err);
     }
@@ -205,9 +205,12 @@ pub fn serve(
     })
 }
 
-fn refuse(stream: &mut TcpStream, msg: &str) {
+/// Tell a rank why the job will not start, and whom to blame (`u64::MAX`: nobody).
+fn refuse(stream: &mut TcpStream, why: &CommError) {
     let mut reply = vec![REFUSED];
-    put_str(&mut reply, msg);
+    let culprit = why.culprit.map(|c| c as u64).unwrap_or(u64::MAX);
+    reply.extend_from_slice(&culprit.to_le_bytes());
+    put_str(&mut reply, &why.message);
     let _ = stream.write_all(&reply);
 }
 
@@ -258,21 +261,11 @@ pub fn join(
     let mut status = [0u8; 1];
     stream.read_exact(&mut status).map_err(broken)?;
     if status[0] == REFUSED {
+        let culprit = read_u64(&mut stream).map_err(broken)?;
         let msg = read_bytes(&mut stream, 1 << 16).map_err(broken)?;
-        let text = String::from_utf8_lossy(&msg).into_owned();
-        let culprit = text
-            .split("rank")
-            .nth(1)
-            .and_then(|t| {
-                t.trim_start_matches('s')
-                    .trim()
-                    .split(|c: char| !c.is_ascii_digit())
-                    .next()
-            })
-            .and_then(|n| n.parse().ok());
         return Err(CommError {
-            message: text,
-            culprit,
+            message: String::from_utf8_lossy(&msg).into_owned(),
+            culprit: (culprit != u64::MAX).then_some(culprit as usize),
         });
     }
     let world = read_u32(&mut stream).map_err(broken)? as usize;

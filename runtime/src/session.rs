@@ -138,11 +138,7 @@ pub fn run_rank(
     let mut progress = |done: usize, total: usize| events(RankEvent::Progress(done, total));
     let outcome = run_connected(plan, opts, &mesh, &roster.blob, &mut progress);
     if let Err(e) = &outcome {
-        let reason = match e.culprit {
-            Some(c) if !e.message.starts_with("rank ") => format!("rank {c}: {}", e.message),
-            _ => e.message.clone(),
-        };
-        mesh.abort(&reason);
+        mesh.abort(e);
     }
     drop(mesh);
     outcome

@@ -22,6 +22,9 @@ pub struct Checked {
         crate::analysis::DeploymentScenario,
         crate::analysis::Analysis,
     )>,
+    /// The deployments lowered for diagnostics (`Detail::DiagnosticsOnly`: no report
+    /// search), `layout = auto` ones with the planner's choice: what editors show on hover.
+    pub plan: crate::ir::Plan,
     /// The root file's syntax tree (recovered, so partial for broken input); empty from
     /// [`check_stdlib`].
     pub root_ast: std::sync::Arc<crate::syntax::ast::SourceAst>,
@@ -55,6 +58,7 @@ pub fn front_end(world: &dyn World, path: &str) -> Result<Checked, ReadError> {
         front_diagnostics: diags.clone(),
         diagnostics: diags,
         analyses: Vec::new(),
+        plan: Default::default(),
         root_ast: s.modules.first().map(|m| m.ast.clone()).unwrap_or_default(),
     })
 }
@@ -104,6 +108,7 @@ fn finish_with(
         diagnostics: Vec::new(),
         front_diagnostics: front,
         analyses: Vec::new(),
+        plan: Default::default(),
         root_ast,
     };
     reanalyze(&mut checked, cache, advice);
@@ -120,7 +125,7 @@ pub fn reanalyze(
 ) {
     let (analyses, analysis_diags) =
         crate::analysis::analyze_program_cached(&checked.program, cache, advice);
-    let (_, lowering_diags) = crate::ir::lower_from(
+    let (plan, lowering_diags) = crate::ir::lower_from(
         &checked.program,
         &analyses,
         crate::ir::Detail::DiagnosticsOnly,
@@ -132,6 +137,7 @@ pub fn reanalyze(
     diags.dedup();
     checked.diagnostics = diags;
     checked.analyses = analyses;
+    checked.plan = plan;
 }
 
 /// Checks every stdlib module in full (the stdlib must check clean).
@@ -150,6 +156,7 @@ pub fn check_stdlib() -> Checked {
         front_diagnostics: diags.clone(),
         diagnostics: diags,
         analyses: Vec::new(),
+        plan: Default::default(),
         root_ast: Default::default(),
     }
 }

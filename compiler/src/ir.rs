@@ -29,6 +29,15 @@ pub struct Plan {
     pub deployments: Vec<DeploymentPlan>,
 }
 
+impl Default for Plan {
+    fn default() -> Self {
+        Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            deployments: Vec::new(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ModelPlan {
     pub name: String,

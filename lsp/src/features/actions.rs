@@ -5,7 +5,6 @@
 use crate::convert::{path_to_uri, Encoding};
 use crate::features::diagnostics::{convert, primary};
 use crate::snapshot::Snapshot;
-use dic_compiler::ir::Detail;
 use dic_compiler::program::{Body, LayoutSpec};
 use dic_compiler::span::Span;
 use lsp_types as lsp;
@@ -47,7 +46,6 @@ pub fn code_actions(snap: &Snapshot, range: Span, enc: Encoding) -> Vec<lsp::Cod
     }
     // `layout = auto`: write down what the planner chose.
     let p = snap.program();
-    let mut plan = None;
     for def in p.user_defs.iter().filter_map(|id| p.def(*id)) {
         let Body::Deploy(dep) = &def.body else {
             continue;
@@ -58,10 +56,13 @@ pub fn code_actions(snap: &Snapshot, range: Span, enc: Encoding) -> Vec<lsp::Cod
         {
             continue;
         }
-        let plan = plan.get_or_insert_with(|| {
-            dic_compiler::ir::lower_from(p, &snap.checked.analyses, Detail::DiagnosticsOnly).0
-        });
-        let Some(chosen) = plan.deployments.iter().find(|x| x.name == def.name) else {
+        let Some(chosen) = snap
+            .checked
+            .plan
+            .deployments
+            .iter()
+            .find(|x| x.name == def.name)
+        else {
             continue;
         };
         let file = db.get(snap.root);

@@ -5,8 +5,8 @@
 
 use crate::convert::Encoding;
 use crate::snapshot::Snapshot;
-use dic_compiler::ir::{DeploymentPlan, Detail};
-use dic_compiler::program::{Def, FieldValue, Program, Value};
+use dic_compiler::ir::DeploymentPlan;
+use dic_compiler::program::{Def, FieldValue, Value};
 use dic_compiler::schema::{Kind, VLLM_OPTIONS};
 use dic_compiler::source::SourceDb;
 use dic_compiler::units::fmt_bytes;
@@ -115,19 +115,19 @@ fn describe_def(snap: &Snapshot, def: &Def) -> String {
         }
     }
     if def.kind == Kind::Deploy {
-        if let Some(d) = deployment_plan(p, snap, &def.name) {
-            out.push_str(&deployment_section(&d));
+        if let Some(d) = snap
+            .checked
+            .plan
+            .deployments
+            .iter()
+            .find(|d| d.name == def.name)
+        {
+            out.push_str(&deployment_section(d));
         } else if snap.checked.has_errors() {
             out.push_str("\n_no prediction: fix the errors first_\n");
         }
     }
     out
-}
-
-fn deployment_plan(p: &Program, snap: &Snapshot, name: &str) -> Option<DeploymentPlan> {
-    let (plan, _) =
-        dic_compiler::ir::lower_from(p, &snap.checked.analyses, Detail::DiagnosticsOnly);
-    plan.deployments.into_iter().find(|d| d.name == name)
 }
 
 fn deployment_section(d: &DeploymentPlan) -> String {

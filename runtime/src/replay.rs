@@ -1,6 +1,6 @@
 //! Replaying a plan's schedule on one rank: build the rank's communicators, run each
 //! line of its stage's decode-step and prefill-chunk schedule (`calls` calls of one
-//! collective, back to back after a group barrier, as nccl-tests times iterations), check
+//! collective, back to back after one untimed warm-up call, as nccl-tests times iterations), check
 //! the first call's result bit for bit, and time the rest. Also the calibration sweep.
 //!
 //! Generic over the backend; the control traffic (gathering results at rank 0) goes over
@@ -252,7 +252,10 @@ fn run_line<C: Communicator>(
     if verify {
         verify_call(comm, step.collective, dtype, &mut send, &mut recv)?;
     }
-    comm.barrier()?;
+    // One untimed call lines the ranks up (as nccl-tests' warm-up iterations do) and,
+    // unlike a separate barrier, a failure in it names the line's own collective.
+    call(comm, step.collective, &mut send, &mut recv)?;
+    comm.synchronize()?;
     let start = Instant::now();
     for _ in 0..calls {
         call(comm, step.collective, &mut send, &mut recv)?;

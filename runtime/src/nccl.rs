@@ -13,7 +13,7 @@
 //! - Buffers are untyped device bytes; reductions view them as the plan's dtype.
 
 use crate::comm::{CommError, CommResult, Communicator};
-use crate::plan::{DType, Group, GroupKind, Plan};
+use crate::plan::{DType, Group, Plan};
 use crate::replay::{self, Backend, CalibrationPoint, LineMeasurement};
 use crate::session::RankOptions;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
@@ -53,7 +53,7 @@ fn cuda_err(what: &str, e: cudarc::driver::DriverError) -> CommError {
 
 /// Groups that get an NCCL communicator, in plan order (the blob's order).
 fn comm_groups(plan: &Plan) -> impl Iterator<Item = &Group> {
-    plan.groups.iter().filter(|g| g.kind != GroupKind::Dp)
+    plan.groups.iter().filter(|g| g.kind.has_traffic())
 }
 
 /// Rank 0: one fresh unique id per group.

@@ -116,6 +116,12 @@ impl GroupKind {
             _ => return None,
         })
     }
+    /// Whether the schedule runs collectives on groups of this kind (the `dp` group only
+    /// lists each replica's first rank; it gets no communicator).
+    pub fn has_traffic(self) -> bool {
+        self != GroupKind::Dp
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             GroupKind::Tp => "tp",

@@ -112,7 +112,7 @@ pub fn communicators<B: Backend>(
 ) -> CommResult<BTreeMap<String, B::Comm>> {
     let mut out = BTreeMap::new();
     for g in &plan.groups {
-        if g.members.contains(&rank) && g.kind != GroupKind::Dp {
+        if g.members.contains(&rank) && g.kind.has_traffic() {
             out.insert(g.name.clone(), backend.communicator(g)?);
         }
     }

@@ -7,7 +7,7 @@
 
 use crate::comm::{CommError, CommResult};
 use crate::cpu::{CpuComm, Mesh};
-use crate::plan::{Group, GroupKind, Plan};
+use crate::plan::{Group, Plan};
 use crate::rendezvous;
 use crate::replay::{self, Backend, RankReport, ReplayOptions};
 use crate::summary::{summarize, RunSummary};
@@ -45,7 +45,7 @@ pub fn peers_of(plan: &Plan, rank: usize) -> Vec<usize> {
         set.insert(0);
     }
     for g in &plan.groups {
-        if g.kind != GroupKind::Dp && g.members.contains(&rank) {
+        if g.kind.has_traffic() && g.members.contains(&rank) {
             set.extend(g.members.iter().copied());
         }
     }

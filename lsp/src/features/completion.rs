@@ -63,11 +63,14 @@ fn block_at(text: &str, braces: &[usize], k: usize) -> Option<Block> {
     let at = braces[k];
     let head = &text[line_start(text, at)..at];
     let head = head.rsplit([',', ';']).next().unwrap_or(head);
-    let w = words(head);
-    if let Some(kind) = w.first().and_then(|f| Kind::from_keyword(f)) {
-        if !head.contains('=') || w.len() >= 2 && head.find('=') > head.find(w[1]) {
-            return Some(Block::Def(kind));
-        }
+    // `kind name {` or `kind name = base {`: a keyword and a name before any `=`
+    // (`model = llama {` is a field's inline override, handled below).
+    let named = words(head.split('=').next().unwrap_or(head));
+    if let (Some(kind), true) = (
+        named.first().and_then(|f| Kind::from_keyword(f)),
+        named.len() >= 2,
+    ) {
+        return Some(Block::Def(kind));
     }
     // `key = name {`: an engine, or an inline override of the key's kind.
     if let Some((key, value)) = head.rsplit_once('=') {

@@ -329,7 +329,10 @@ fn run_children(
             bar.set_position(done as u64);
         },
         &mut |port| {
-            bar.suspend(|| eprintln!("dic run: rank 0 serves the rendezvous on port {port}"))
+            // the other nodes need it (`--node N --rendezvous host:PORT`); `--local` does not
+            if a.node.is_some() {
+                bar.suspend(|| eprintln!("dic run: rank 0 serves the rendezvous on port {port}"))
+            }
         },
     );
     bar.finish_and_clear();

@@ -63,28 +63,36 @@ fn import_hf_maps_every_shared_config_and_agrees_with_the_stdlib() {
     configs.sort();
     assert!(configs.len() >= 17);
     let stdlib = dic_compiler::driver::check_stdlib();
+    let mut refused = String::new();
     for path in configs {
         let file_name = path.file_name().unwrap().to_string_lossy().to_string();
         let stem = file_name.trim_end_matches("_config.json").to_string();
         let config = std::fs::read_to_string(&path).unwrap();
         let quant = std::fs::read_to_string(dir.join(format!("{stem}_hf_quant_config.json"))).ok();
         let (name, repo) = names_from_file(&file_name);
-        let text = import(&ImportRequest {
+        let std_name = STDLIB_OF.iter().find(|(s, _)| *s == stem).map(|(_, n)| *n);
+        let text = match import(&ImportRequest {
             config: &config,
             quant_config: quant.as_deref(),
             name: &name,
             repo: repo.as_deref(),
             source_name: &file_name,
-        })
-        .unwrap_or_else(|d| panic!("{file_name}: {}", d.message));
+        }) {
+            Ok(text) => text,
+            Err(d) => {
+                // A checkpoint the stdlib describes must import; any other may be refused,
+                // but only with the importer's code and a message naming what is missing.
+                assert!(std_name.is_none(), "{file_name}: {}", d.message);
+                assert_eq!(d.code.as_str(), "E0901", "{file_name}: {}", d.message);
+                refused.push_str(&format!("{file_name}: {}\n", d.message));
+                continue;
+            }
+        };
         insta::assert_snapshot!(format!("import_hf__{stem}"), text);
         let got = imported_model(&text);
-
-        let std_name = STDLIB_OF
-            .iter()
-            .find(|(s, _)| *s == stem)
-            .map(|(_, n)| *n)
-            .unwrap_or_else(|| panic!("{stem}: add it to STDLIB_OF"));
+        let Some(std_name) = std_name else {
+            continue;
+        };
         let def = stdlib
             .program
             .by_name(Kind::Model, std_name)
@@ -148,6 +156,9 @@ fn import_hf_maps_every_shared_config_and_agrees_with_the_stdlib() {
             assert_eq!(got.kv_cache, want.kv_cache, "{std_name}.kv_cache");
         }
     }
+    // What the importer cannot read yet, one line per config (issue: hybrid layers,
+    // ModelOpt and compressed-tensors checkpoints): reviewed like any other snapshot.
+    insta::assert_snapshot!("import_hf__refused", refused);
 }
 
 #[test]

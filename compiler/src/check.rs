@@ -12,6 +12,7 @@ use crate::resolve::{BaseRef, RawDef, Session};
 use crate::schema::{Field, Kind, Ty, ENGINES, LAYOUT_FACTORS, PERCENTILES, VLLM_OPTIONS};
 use crate::span::{FileId, FileSpan, Span, Spanned};
 use crate::syntax::ast::{Block, Entry, Expr, ExprKind, Op};
+use crate::text_rules;
 use crate::units::{self, Dimension};
 use std::collections::BTreeMap;
 
@@ -634,10 +635,65 @@ impl<'s, 'w> Checker<'s, 'w> {
                 }
             }
             _ => {
-                self.type_error(file, expr, &Ty::Quantity(dim), field);
+                self.type_error(
+                    file,
+                    expr,
+                    &Ty::Quantity(dim, crate::schema::default_range(dim)),
+                    field,
+                );
                 None
             }
         }
+    }
+
+    /// `v` when the field's range holds it, else E0307.
+    fn in_range(
+        &mut self,
+        file: FileId,
+        expr: &Expr,
+        v: f64,
+        dim: Dimension,
+        range: crate::schema::Range,
+        field: &str,
+    ) -> Option<f64> {
+        if range.contains(v) {
+            return Some(v);
+        }
+        self.push(
+            Diagnostic::new(
+                Code::OutOfRange,
+                format!("`{field}` = {} is out of range", describe_expr(expr)),
+            )
+            .primary(file, expr.span, format!("must be {}", range.describe(dim))),
+        );
+        None
+    }
+
+    /// E0312: a string that breaks its field's rule (an option where a value belongs, a
+    /// variable name that is no name, a Kubernetes name the API server refuses).
+    fn invalid_text(
+        &mut self,
+        file: FileId,
+        expr: &Expr,
+        s: &str,
+        rule: crate::text_rules::TextRule,
+        field: &str,
+        why: &str,
+    ) {
+        let shown: String = s.chars().take(60).collect();
+        let shown = if shown.len() < s.len() {
+            format!("{shown}…")
+        } else {
+            shown
+        };
+        self.push(
+            Diagnostic::new(
+                Code::InvalidText,
+                format!("`{field}` value {shown:?} is not allowed"),
+            )
+            .primary(file, expr.span, why.to_string())
+            .help(format!("`{field}` takes {}", rule.describe())),
+        );
     }
 
     fn int(&mut self, file: FileId, expr: &Expr, min: i64, max: i64, field: &str) -> Option<i64> {
@@ -869,8 +925,9 @@ impl<'s, 'w> Checker<'s, 'w> {
         kind: Kind,
     ) -> Option<Value> {
         match *ty {
-            Ty::Quantity(dim) => self
+            Ty::Quantity(dim, range) => self
                 .quantity(file, expr, dim, field, kind)
+                .and_then(|v| self.in_range(file, expr, v, dim, range, field))
                 .map(Value::Number),
             Ty::Int { min, max } => self.int(file, expr, min, max, field).map(Value::Int),
             Ty::Bool => match &expr.kind {
@@ -886,8 +943,14 @@ impl<'s, 'w> Checker<'s, 'w> {
                     None
                 }
             },
-            Ty::Str => match &expr.kind {
-                ExprKind::Str(s) => Some(Value::Str(s.clone())),
+            Ty::Str(rule) => match &expr.kind {
+                ExprKind::Str(s) => match rule.check(s) {
+                    Ok(()) => Some(Value::Str(s.clone())),
+                    Err(why) => {
+                        self.invalid_text(file, expr, s, rule, field, &why);
+                        None
+                    }
+                },
                 _ => {
                     self.type_error(file, expr, ty, field);
                     None
@@ -926,6 +989,9 @@ impl<'s, 'w> Checker<'s, 'w> {
             Ty::Engine => self.engine(m, file, expr, field),
             Ty::Bound(dim) => self
                 .quantity(file, expr, dim, field, kind)
+                .and_then(|v| {
+                    self.in_range(file, expr, v, dim, crate::schema::default_range(dim), field)
+                })
                 .map(|v| Value::Bound(Op::Le, v)),
         }
     }
@@ -940,7 +1006,13 @@ impl<'s, 'w> Checker<'s, 'w> {
     ) -> Option<(u64, DefId)> {
         match &expr.kind {
             ExprKind::Product(factors) if factors.len() == 2 => {
-                let n = self.int(file, &factors[0], 1, 1 << 40, field)?;
+                // GPUs in a node, or nodes in a cluster: bounded so per-rank work stays finite.
+                let max = if k == Kind::Node {
+                    crate::schema::MAX_NODES
+                } else {
+                    crate::schema::MAX_GPUS
+                };
+                let n = self.int(file, &factors[0], 1, max, field)?;
                 let id = self.reference(m, file, &factors[1], k, field)?;
                 Some((n as u64, id))
             }
@@ -1055,6 +1127,22 @@ impl<'s, 'w> Checker<'s, 'w> {
                 "dcp" => layout.dcp = n,
                 _ => layout.pcp = n,
             }
+        }
+        let gpus = layout
+            .tp
+            .saturating_mul(layout.pp)
+            .saturating_mul(layout.dp)
+            .saturating_mul(layout.pcp);
+        if ok && gpus > crate::schema::MAX_GPUS as u64 {
+            self.push(
+                Diagnostic::new(Code::OutOfRange, format!("the layout needs {gpus} GPUs"))
+                    .primary(file, expr.span, format!("tp × pp × dp × pcp is {gpus}"))
+                    .help(format!(
+                        "dic plans deployments of up to {} GPUs",
+                        crate::schema::MAX_GPUS
+                    )),
+            );
+            ok = false;
         }
         ok.then_some(LayoutSpec::Explicit(layout))
     }
@@ -1354,6 +1442,20 @@ impl<'s, 'w> Checker<'s, 'w> {
                 };
                 let env = pairs("env");
                 let annotations = pairs("annotations");
+                // Secrets are referenced, never inlined: a credential written here would be
+                // copied in plain text into every script, commands.json and manifest.
+                for (name, _) in env.iter().filter(|(n, _)| text_rules::names_a_secret(n)) {
+                    let at = f.get("env").map(|v| v.at).expect("present");
+                    self.push(
+                        Diagnostic::new(
+                            Code::InvalidText,
+                            format!("`env` would inline the credential `{name}`"),
+                        )
+                        .primary(at.file, at.span, "written into scripts and manifests in plain text")
+                        .help("keep credentials out of .dist files: the Hugging Face token comes from the Secret named by `hf_token_secret` (Kubernetes) or HF_TOKEN in the node's environment (scripts)"),
+                    );
+                    ok = false;
+                }
                 Body::Network(Network {
                     resource: r.string("resource"),
                     resource_count: r.uint("resource_count").unwrap_or(1),

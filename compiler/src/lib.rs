@@ -22,4 +22,5 @@ pub mod source;
 pub mod span;
 pub mod stdlib;
 pub mod syntax;
+pub mod text_rules;
 pub mod units;

@@ -5,6 +5,7 @@
 //! fields), `dic explain`, and the language server (completion and hover). Adding a
 //! field means adding a row here and reading it in [`crate::check`].
 
+use crate::text_rules::TextRule;
 use crate::units::Dimension;
 
 /// The kinds of definition.
@@ -68,14 +69,16 @@ pub fn all_schemas() -> impl Iterator<Item = &'static KindSchema> {
 /// The type a field's value must have.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Ty {
-    /// A quantity of this dimension. Tokens and ratios also accept a plain number.
-    Quantity(Dimension),
+    /// A quantity of this dimension within a range (base units). Tokens and ratios also
+    /// accept a plain number.
+    Quantity(Dimension, Range),
     Int {
         min: i64,
         max: i64,
     },
     Bool,
-    Str,
+    /// A string, and what it may contain.
+    Str(TextRule),
     /// One of these bare words.
     Enum(&'static [&'static str]),
     /// A reference to a definition of this kind (a GPU may also be named by a string,
@@ -98,10 +101,10 @@ pub enum Ty {
 impl Ty {
     pub fn describe(&self) -> String {
         match self {
-            Ty::Quantity(d) => d.describe().to_string(),
+            Ty::Quantity(d, _) => d.describe().to_string(),
             Ty::Int { .. } => "a whole number".into(),
             Ty::Bool => "`true` or `false`".into(),
-            Ty::Str => "a string".into(),
+            Ty::Str(_) => "a string".into(),
             Ty::Enum(opts) => format!(
                 "one of {}",
                 opts.iter()
@@ -162,14 +165,113 @@ macro_rules! f {
 
 use Dimension as D;
 
-const COUNT: Ty = Ty::Int {
+/// The most GPUs one cluster, node or layout may have: far past any machine built, small
+/// enough that per-rank work stays bounded (a rank list, a placement).
+pub const MAX_GPUS: i64 = 1 << 17;
+/// The most nodes a cluster may have.
+pub const MAX_NODES: i64 = 1 << 16;
+/// Layers (the analysis walks them).
+const LAYERS: Ty = Ty::Int {
     min: 1,
-    max: 1 << 40,
+    max: 1 << 16,
 };
-const COUNT0: Ty = Ty::Int {
+const LAYERS0: Ty = Ty::Int {
     min: 0,
-    max: 1 << 40,
+    max: 1 << 16,
 };
+/// Hidden, head and intermediate sizes.
+const WIDTH: Ty = Ty::Int {
+    min: 1,
+    max: 1 << 24,
+};
+const HEADS: Ty = Ty::Int {
+    min: 1,
+    max: 1 << 16,
+};
+const VOCAB: Ty = Ty::Int {
+    min: 1,
+    max: 1 << 26,
+};
+const EXPERTS: Ty = Ty::Int {
+    min: 0,
+    max: 1 << 16,
+};
+const EXPERTS0: Ty = EXPERTS;
+const FREE_TEXT: Ty = Ty::Str(TextRule::Free);
+
+/// Where a quantity's value (in base units) may lie. Beyond the physical meaning
+/// (no negative bandwidth), the upper ends keep arithmetic finite and refuse typos that
+/// would otherwise become flags (`2T GiB`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Range {
+    pub min: f64,
+    pub max: f64,
+    /// When true `min` itself is excluded (`> 0`).
+    pub min_exclusive: bool,
+}
+
+impl Range {
+    pub const fn closed(min: f64, max: f64) -> Range {
+        Range {
+            min,
+            max,
+            min_exclusive: false,
+        }
+    }
+    pub const fn above_zero(max: f64) -> Range {
+        Range {
+            min: 0.0,
+            max,
+            min_exclusive: true,
+        }
+    }
+    pub fn contains(&self, v: f64) -> bool {
+        v.is_finite()
+            && v <= self.max
+            && if self.min_exclusive {
+                v > self.min
+            } else {
+                v >= self.min
+            }
+    }
+    /// `more than 0 and at most 1`, in the dimension's base unit.
+    pub fn describe(&self, dim: Dimension) -> String {
+        let unit = dim.base_symbol();
+        let sp = if unit.is_empty() { "" } else { " " };
+        let low = if self.min_exclusive {
+            "more than"
+        } else {
+            "at least"
+        };
+        format!(
+            "{low} {}{sp}{unit} and at most {}{sp}{unit}",
+            crate::check::fmt_num(self.min),
+            crate::check::fmt_num(self.max)
+        )
+    }
+}
+
+/// The default range of a dimension: positive (prices and overrides may be zero) and far
+/// above anything real.
+pub const fn default_range(d: Dimension) -> Range {
+    match d {
+        Dimension::Bytes => Range::closed(0.0, 1125899906842624.0), // 1 PiB
+        Dimension::Bandwidth => Range::above_zero(1e16),
+        Dimension::Time => Range::closed(0.0, 1e7),
+        Dimension::Tokens => Range::above_zero(1e10),
+        Dimension::TokenRate => Range::above_zero(1e12),
+        Dimension::RequestRate => Range::above_zero(1e9),
+        Dimension::FlopRate => Range::above_zero(1e20),
+        Dimension::Money => Range::closed(0.0, 1e12),
+        Dimension::MoneyRate => Range::closed(0.0, 1e9),
+        Dimension::Ratio => Range::closed(0.0, 1e15),
+    }
+}
+
+/// A quantity with its dimension's default range.
+const fn q(d: Dimension) -> Ty {
+    Ty::Quantity(d, default_range(d))
+}
 
 pub const WEIGHT_DTYPES: &[&str] = &[
     "bf16", "fp16", "fp32", "fp8", "int8", "int4", "awq", "gptq", "nvfp4", "mxfp4",
@@ -194,16 +296,16 @@ pub static SCHEMAS: &[KindSchema] = &[
         kind: Kind::Gpu,
         doc: "An accelerator: memory, bandwidth and tensor-core throughput (dense, no sparsity).",
         fields: &[
-            f!("names", Ty::List(&Ty::Str), "names as `nvidia-smi` prints them, matched case- and separator-insensitively"),
+            f!("names", Ty::List(&FREE_TEXT), "names as `nvidia-smi` prints them, matched case- and separator-insensitively"),
             f!("vendor", Ty::Enum(&["nvidia", "amd"]), "the vendor"),
             f!("architecture", Ty::Enum(&["volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna3"]), "the chip generation"),
-            f!("memory", Ty::Quantity(D::Bytes), req, "device memory"),
-            f!("memory_bandwidth", Ty::Quantity(D::Bandwidth), req, "device memory bandwidth"),
-            f!("bf16", Ty::Quantity(D::FlopRate), req, "dense BF16 tensor throughput"),
-            f!("fp16", Ty::Quantity(D::FlopRate), "dense FP16 tensor throughput (defaults to bf16)"),
-            f!("fp8", Ty::Quantity(D::FlopRate), "dense FP8 tensor throughput, where supported"),
-            f!("fp4", Ty::Quantity(D::FlopRate), "dense FP4 tensor throughput, where supported"),
-            f!("int8", Ty::Quantity(D::FlopRate), "dense INT8 tensor throughput"),
+            f!("memory", q(D::Bytes), req, "device memory"),
+            f!("memory_bandwidth", q(D::Bandwidth), req, "device memory bandwidth"),
+            f!("bf16", q(D::FlopRate), req, "dense BF16 tensor throughput"),
+            f!("fp16", q(D::FlopRate), "dense FP16 tensor throughput (defaults to bf16)"),
+            f!("fp8", q(D::FlopRate), "dense FP8 tensor throughput, where supported"),
+            f!("fp4", q(D::FlopRate), "dense FP4 tensor throughput, where supported"),
+            f!("int8", q(D::FlopRate), "dense INT8 tensor throughput"),
             f!("scale_up", Ty::Ref(Kind::Link), "the GPU's own scale-up link (NVLink generation), if any"),
             f!("pcie", Ty::Ref(Kind::Link), "the host link"),
         ],
@@ -213,9 +315,9 @@ pub static SCHEMAS: &[KindSchema] = &[
         doc: "An interconnect: per-direction bandwidth and per-message latency (the α and 1/β of the α-β model).",
         fields: &[
             f!("type", Ty::Enum(LINK_TYPES), req, "what kind of link this is"),
-            f!("bandwidth", Ty::Quantity(D::Bandwidth), req, "bandwidth per direction (per GPU for scale-up links, per port for NICs)"),
-            f!("latency", Ty::Quantity(D::Time), req, "per-message latency α"),
-            f!("generation", Ty::Str, "generation or product name"),
+            f!("bandwidth", q(D::Bandwidth), req, "bandwidth per direction (per GPU for scale-up links, per port for NICs)"),
+            f!("latency", q(D::Time), req, "per-message latency α"),
+            f!("generation", FREE_TEXT, "generation or product name"),
         ],
     },
     KindSchema {
@@ -224,12 +326,12 @@ pub static SCHEMAS: &[KindSchema] = &[
         fields: &[
             f!("gpus", Ty::CountOf(Kind::Gpu), req, "how many GPUs of which kind, e.g. `8 × h100_sxm`"),
             f!("scale_up", Ty::Ref(Kind::Link), "the GPU-to-GPU link inside the node (NVSwitch, NVLink); PCIe when absent"),
-            f!("scale_up_domain", COUNT, "GPUs that share one NVLink domain (72 on GB200 NVL72, spanning trays); defaults to the node's GPUs when it has a scale-up link"),
+            f!("scale_up_domain", Ty::Int { min: 1, max: MAX_GPUS }, "GPUs that share one NVLink domain (72 on GB200 NVL72, spanning trays); defaults to the node's GPUs when it has a scale-up link"),
             f!("nics", Ty::CountOf(Kind::Link), "scale-out NICs, e.g. `8 × ib_ndr`"),
-            f!("price", Ty::Quantity(D::MoneyRate), "on-demand price of the whole node"),
-            f!("provider", Ty::Str, "who sells it (`aws`, `gcp`, `azure`, `nvidia` …)"),
+            f!("price", q(D::MoneyRate), "on-demand price of the whole node"),
+            f!("provider", FREE_TEXT, "who sells it (`aws`, `gcp`, `azure`, `nvidia` …)"),
             f!("network", Ty::Ref(Kind::Network), "how pods reach the scale-out fabric (RDMA resource, NCCL env)"),
-            f!("cpu_memory", Ty::Quantity(D::Bytes), "host memory"),
+            f!("cpu_memory", q(D::Bytes), "host memory"),
         ],
     },
     KindSchema {
@@ -238,8 +340,8 @@ pub static SCHEMAS: &[KindSchema] = &[
         fields: &[
             f!("nodes", Ty::Groups(Kind::Node), req, "node groups, e.g. `2 × p5_48xlarge`"),
             f!("fabric", Ty::Ref(Kind::Link), "the scale-out link between nodes (defaults to the nodes' NICs)"),
-            f!("price", Ty::Quantity(D::MoneyRate), "price per node, overriding the node's catalog price"),
-            f!("region", Ty::Str, "where it is"),
+            f!("price", q(D::MoneyRate), "price per node, overriding the node's catalog price"),
+            f!("region", FREE_TEXT, "where it is"),
             f!("network", Ty::Ref(Kind::Network), "network profile, overriding the nodes'"),
         ],
     },
@@ -247,30 +349,30 @@ pub static SCHEMAS: &[KindSchema] = &[
         kind: Kind::Model,
         doc: "A model's architecture: the numbers memory and compute need, checked against its config.json.",
         fields: &[
-            f!("hf", Ty::Str, "the Hugging Face repository, e.g. \"meta-llama/Llama-3.1-70B-Instruct\""),
-            f!("parameters", Ty::Quantity(D::Ratio), req, "total parameter count, e.g. `70.6B`"),
-            f!("layers", COUNT, req, "hidden layers (num_hidden_layers)"),
-            f!("hidden", COUNT, req, "hidden size"),
-            f!("heads", COUNT, req, "attention heads"),
-            f!("kv_heads", COUNT, "key/value heads (GQA); defaults to heads"),
-            f!("head_dim", COUNT, "per-head dimension; defaults to hidden / heads"),
-            f!("intermediate", COUNT, req, "dense MLP intermediate size"),
-            f!("vocab", COUNT, req, "vocabulary size"),
-            f!("max_context", Ty::Quantity(D::Tokens), req, "max_position_embeddings"),
+            f!("hf", Ty::Str(TextRule::Argument), "the Hugging Face repository, e.g. \"meta-llama/Llama-3.1-70B-Instruct\""),
+            f!("parameters", Ty::Quantity(D::Ratio, Range::closed(1.0, 1e15)), req, "total parameter count, e.g. `70.6B`"),
+            f!("layers", LAYERS, req, "hidden layers (num_hidden_layers)"),
+            f!("hidden", WIDTH, req, "hidden size"),
+            f!("heads", HEADS, req, "attention heads"),
+            f!("kv_heads", HEADS, "key/value heads (GQA); defaults to heads"),
+            f!("head_dim", WIDTH, "per-head dimension; defaults to hidden / heads"),
+            f!("intermediate", WIDTH, req, "dense MLP intermediate size"),
+            f!("vocab", VOCAB, req, "vocabulary size"),
+            f!("max_context", q(D::Tokens), req, "max_position_embeddings"),
             f!("attention", Ty::Enum(&["mha", "gqa", "mla"]), "attention kind; inferred from kv_heads when absent"),
-            f!("experts", COUNT0, "routed experts (MoE); 0 or absent for a dense model"),
-            f!("experts_per_token", COUNT, "routed experts per token (top-k)"),
-            f!("shared_experts", COUNT0, "shared experts per MoE layer"),
-            f!("moe_intermediate", COUNT, "intermediate size of one expert"),
-            f!("dense_layers", COUNT0, "leading layers with a dense MLP instead of experts"),
-            f!("moe_layer_step", COUNT, "every n-th layer is MoE (Llama 4 Maverick: 2)"),
-            f!("kv_lora_rank", COUNT, "MLA latent KV rank"),
-            f!("q_lora_rank", COUNT, "MLA query rank"),
-            f!("qk_rope_head_dim", COUNT, "MLA rotary head dimension"),
-            f!("qk_nope_head_dim", COUNT, "MLA non-rotary head dimension"),
-            f!("v_head_dim", COUNT, "MLA value head dimension"),
-            f!("sliding_window", Ty::Quantity(D::Tokens), "sliding-window size of the windowed layers"),
-            f!("sliding_layers", COUNT0, "how many layers use the sliding window"),
+            f!("experts", EXPERTS, "routed experts (MoE); 0 or absent for a dense model"),
+            f!("experts_per_token", HEADS, "routed experts per token (top-k)"),
+            f!("shared_experts", EXPERTS0, "shared experts per MoE layer"),
+            f!("moe_intermediate", WIDTH, "intermediate size of one expert"),
+            f!("dense_layers", LAYERS0, "leading layers with a dense MLP instead of experts"),
+            f!("moe_layer_step", LAYERS, "every n-th layer is MoE (Llama 4 Maverick: 2)"),
+            f!("kv_lora_rank", WIDTH, "MLA latent KV rank"),
+            f!("q_lora_rank", WIDTH, "MLA query rank"),
+            f!("qk_rope_head_dim", WIDTH, "MLA rotary head dimension"),
+            f!("qk_nope_head_dim", WIDTH, "MLA non-rotary head dimension"),
+            f!("v_head_dim", WIDTH, "MLA value head dimension"),
+            f!("sliding_window", q(D::Tokens), "sliding-window size of the windowed layers"),
+            f!("sliding_layers", LAYERS0, "how many layers use the sliding window"),
             f!("tied_embeddings", Ty::Bool, "LM head shares the embedding matrix"),
             f!("dtype", Ty::Enum(WEIGHT_DTYPES), "checkpoint dtype"),
             f!("weights", Ty::Enum(WEIGHT_DTYPES), "weight precision when served (quantization)"),
@@ -282,10 +384,10 @@ pub static SCHEMAS: &[KindSchema] = &[
         kind: Kind::Workload,
         doc: "The traffic: request lengths and either an arrival rate or a fixed concurrency.",
         fields: &[
-            f!("prompt", Ty::Quantity(D::Tokens), req, "mean input length"),
-            f!("output", Ty::Quantity(D::Tokens), req, "mean output length"),
-            f!("rate", Ty::Quantity(D::RequestRate), "arrival rate"),
-            f!("concurrency", COUNT, "requests in flight (closed loop)"),
+            f!("prompt", q(D::Tokens), req, "mean input length"),
+            f!("output", q(D::Tokens), req, "mean output length"),
+            f!("rate", q(D::RequestRate), "arrival rate"),
+            f!("concurrency", Ty::Int { min: 1, max: 1 << 24 }, "requests in flight (closed loop)"),
         ],
     },
     KindSchema {
@@ -310,12 +412,12 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("slo", Ty::Ref(Kind::Slo), "the service levels"),
             f!("layout", Ty::Layout, req, "`auto`, or `tp N × pp N × dp N` with optional `ep`, `dcp N`, `pcp N`"),
             f!("engine", Ty::Engine, "the serving engine and its options, e.g. `vllm { gpu_memory_utilization = 0.90 }`"),
-            f!("model_source", Ty::Str, "what `vllm serve` loads: a Hugging Face repository or a path (default: the model's `hf`)"),
-            f!("served_model_name", Ty::Str, "the name clients use (default: the deployment's name)"),
-            f!("image", Ty::Str, "container image (default vllm/vllm-openai:v0.33.0)"),
-            f!("namespace", Ty::Str, "Kubernetes namespace (default `default`)"),
-            f!("hf_token_secret", Ty::Str, "Kubernetes Secret holding the Hugging Face token under key `token` (default `hf-token`); referenced, never inlined"),
-            f!("preflight_image", Ty::Str, "image with the `dic` binary: adds a preflight Job that runs `dic run` (the NCCL runtime) on the deployment's nodes before vLLM starts"),
+            f!("model_source", Ty::Str(TextRule::Argument), "what `vllm serve` loads: a Hugging Face repository or a path (default: the model's `hf`)"),
+            f!("served_model_name", Ty::Str(TextRule::Argument), "the name clients use (default: the deployment's name)"),
+            f!("image", Ty::Str(TextRule::Image), "container image (default vllm/vllm-openai:v0.33.0)"),
+            f!("namespace", Ty::Str(TextRule::DnsLabel), "Kubernetes namespace (default `default`)"),
+            f!("hf_token_secret", Ty::Str(TextRule::DnsLabel), "Kubernetes Secret holding the Hugging Face token under key `token` (default `hf-token`); referenced, never inlined"),
+            f!("preflight_image", Ty::Str(TextRule::Image), "image with the `dic` binary: adds a preflight Job that runs `dic run` (the NCCL runtime) on the deployment's nodes before vLLM starts"),
             f!("allowed_weights", Ty::List(&Ty::Enum(WEIGHT_DTYPES)), "weight formats the planner may choose (default: the model's own)"),
             f!("allowed_kv_cache", Ty::List(&Ty::Enum(KV_DTYPES)), "KV-cache dtypes the planner may choose (default: the model's own)"),
         ],
@@ -327,12 +429,12 @@ pub static NETWORK_SCHEMA: KindSchema = KindSchema {
     kind: Kind::Network,
     doc: "How pods reach the scale-out fabric: the RDMA device resource, capabilities, annotations and NCCL environment.",
     fields: &[
-        f!("resource", Ty::Str, "extended resource for the RDMA device, e.g. \"rdma/ib\" or \"vpc.amazonaws.com/efa\""),
+        f!("resource", Ty::Str(TextRule::ResourceName), "extended resource for the RDMA device, e.g. \"rdma/ib\" or \"vpc.amazonaws.com/efa\""),
         f!("resource_count", Ty::Int { min: 0, max: 1 << 20 }, "how many of that resource each pod requests (default 1)"),
-        f!("capabilities", Ty::List(&Ty::Str), "Linux capabilities to add, e.g. [\"IPC_LOCK\"]"),
-        f!("annotations", Ty::List(&Ty::Str), "pod annotations as \"key=value\""),
-        f!("env", Ty::List(&Ty::Str), "environment as \"NAME=value\", e.g. \"NCCL_IB_HCA=mlx5\""),
-        f!("socket_ifname", Ty::Str, "interface for NCCL/Gloo bootstrap traffic (default eth0)"),
+        f!("capabilities", Ty::List(&Ty::Str(TextRule::Capability)), "Linux capabilities to add, e.g. [\"IPC_LOCK\"]"),
+        f!("annotations", Ty::List(&Ty::Str(TextRule::Annotation)), "pod annotations as \"key=value\""),
+        f!("env", Ty::List(&Ty::Str(TextRule::EnvAssignment)), "environment as \"NAME=value\", e.g. \"NCCL_IB_HCA=mlx5\""),
+        f!("socket_ifname", Ty::Str(TextRule::Interface), "interface for NCCL/Gloo bootstrap traffic (default eth0)"),
         f!("host_network", Ty::Bool, "run pods in the host's network namespace"),
     ],
 };
@@ -341,35 +443,45 @@ pub static NETWORK_SCHEMA: KindSchema = KindSchema {
 pub static VLLM_OPTIONS: &[Field] = &[
     f!(
         "gpu_memory_utilization",
-        Ty::Quantity(D::Ratio),
+        Ty::Quantity(D::Ratio, Range::above_zero(1.0)),
         "fraction of device memory vLLM may use (default 0.92)"
     ),
     f!(
         "max_model_len",
-        Ty::Quantity(D::Tokens),
+        Ty::Quantity(D::Tokens, Range::above_zero(2147483648.0)),
         "longest request (prompt + output)"
     ),
     f!(
         "max_num_seqs",
-        COUNT,
+        Ty::Int {
+            min: 1,
+            max: 1 << 24
+        },
         "most requests in one batch, per DP rank"
     ),
     f!(
         "max_num_batched_tokens",
-        Ty::Quantity(D::Tokens),
+        Ty::Quantity(D::Tokens, Range::above_zero(2147483648.0)),
         "token budget per step"
     ),
-    f!("block_size", COUNT, "tokens per KV block (default 16)"),
+    f!(
+        "block_size",
+        Ty::Int {
+            min: 1,
+            max: 1 << 16
+        },
+        "tokens per KV block (default 16)"
+    ),
     f!("enforce_eager", Ty::Bool, "no CUDA graphs"),
     f!(
         "kv_cache_memory",
-        Ty::Quantity(D::Bytes),
+        q(D::Bytes),
         "fixed KV-cache size per GPU (skips utilization-based sizing)"
     ),
     f!("enable_prefix_caching", Ty::Bool, "prefix caching"),
     f!(
         "cpu_offload",
-        Ty::Quantity(D::Bytes),
+        q(D::Bytes),
         "weights kept in CPU memory per GPU"
     ),
     f!(
@@ -384,17 +496,17 @@ pub static VLLM_OPTIONS: &[Field] = &[
     ),
     f!(
         "activation_memory",
-        Ty::Quantity(D::Bytes),
+        q(D::Bytes),
         "override dic's estimate of the profile run's peak activations per GPU"
     ),
     f!(
         "non_torch_memory",
-        Ty::Quantity(D::Bytes),
+        q(D::Bytes),
         "override dic's estimate of non-torch memory (NCCL, cuBLAS) per GPU"
     ),
     f!(
         "cuda_graph_memory",
-        Ty::Quantity(D::Bytes),
+        q(D::Bytes),
         "override dic's estimate of CUDA-graph memory per GPU"
     ),
 ];

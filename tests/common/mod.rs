@@ -5,11 +5,15 @@ use dic_compiler::driver::Checked;
 use std::path::PathBuf;
 
 /// `../shared` beside the repository, or `None` with a visible message (a user's clone
-/// has no `../shared`; CI always has it).
+/// has no `../shared`); under `CI=true` its absence fails the test.
 pub fn shared_dir() -> Option<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared");
     if dir.is_dir() {
         Some(dir)
+    } else if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!(
+            "../shared is absent under CI=true: the tests that need its reference data cannot run"
+        );
     } else {
         eprintln!("SKIPPED: ../shared is absent; tests that need its reference data did not run");
         None

@@ -74,6 +74,7 @@ codes! {
     UnknownOption = "E0309", Error, "unknown option value";
     WrongOperator = "E0310", Error, "wrong operator for this field";
     InvalidLayout = "E0311", Error, "invalid layout";
+    InvalidText = "E0312", Error, "string not allowed in this field";
 
     TpAcrossNodes = "E0401", Error, "tensor parallelism across nodes";
     HeadsNotDivisible = "E0402", Error, "attention heads not divisible by TP";

@@ -232,7 +232,7 @@ fn values(snap: &Snapshot, field: &Field, partial: &str) -> Vec<lsp::CompletionI
         t => t,
     };
     match ty {
-        Ty::Quantity(d) | Ty::Bound(d) => {
+        Ty::Quantity(d, _) | Ty::Bound(d) => {
             // after a number (`80 `), or while typing its unit (`80 G`, `80G`): units
             let numeric = |w: &str| w.chars().next().is_some_and(|c| c.is_ascii_digit());
             let words: Vec<&str> = partial.split_whitespace().collect();

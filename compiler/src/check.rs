@@ -63,9 +63,41 @@ impl<'s, 'w> Checker<'s, 'w> {
             }
         }
         self.s.unused_imports();
+        self.unique_kubernetes_names(&user_defs);
         Program {
             defs: self.out,
             user_defs,
+        }
+    }
+
+    /// E0208: two deployments whose Kubernetes names (and output folders, on a
+    /// case-insensitive disk) would be the same.
+    fn unique_kubernetes_names(&mut self, user_defs: &[DefId]) {
+        let mut seen: BTreeMap<String, (String, FileSpan)> = BTreeMap::new();
+        for id in user_defs {
+            let Some(def) = self.out.get(*id).and_then(Option::as_ref) else {
+                continue;
+            };
+            if def.kind != Kind::Deploy {
+                continue;
+            }
+            let k8s = text_rules::kubernetes_name(&def.name);
+            let at = FileSpan::new(def.file, def.name_span);
+            match seen.get(&k8s) {
+                Some((first, first_at)) => {
+                    let d = Diagnostic::new(
+                        Code::KubernetesNameClash,
+                        format!("deployments `{first}` and `{}` are both `{k8s}` in Kubernetes", def.name),
+                    )
+                    .primary(at.file, at.span, format!("its objects would overwrite those of `{first}`"))
+                    .secondary(*first_at, "first here")
+                    .help("Kubernetes names are lower case with `-` for `_`, cut at 50 characters: rename one deployment");
+                    self.push(d);
+                }
+                None => {
+                    seen.insert(k8s, (def.name.clone(), at));
+                }
+            }
         }
     }
 

@@ -310,6 +310,37 @@ pub fn interface(s: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The Kubernetes name of a deployment: a DNS-1035 label (lower case, digits and `-`,
+/// starting with a letter), at most 50 characters so dic's suffixes (`-preflight`,
+/// `-leader`) still fit in 63. Different deployment names can map to one Kubernetes name
+/// (`Chat`/`chat`, `a_b`/`a__b`); the checker refuses that (E0208) since their objects
+/// would overwrite each other.
+pub fn kubernetes_name(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        let c = if c.is_ascii_alphanumeric() {
+            c.to_ascii_lowercase()
+        } else {
+            '-'
+        };
+        if !(c == '-' && (out.is_empty() || out.ends_with('-'))) {
+            out.push(c);
+        }
+    }
+    if out.starts_with(|c: char| c.is_ascii_digit()) {
+        out.insert_str(0, "d-");
+    }
+    let mut out: String = out.chars().take(50).collect();
+    while out.ends_with('-') {
+        out.pop();
+    }
+    if out.is_empty() {
+        "dic".into()
+    } else {
+        out
+    }
+}
+
 /// True when an environment variable's name says it holds a credential (an inlined
 /// secret): dic writes it into scripts and manifests in plain text.
 pub fn names_a_secret(name: &str) -> bool {
@@ -441,6 +472,23 @@ mod tests {
         assert!(TextRule::Free.check("a\u{1b}[31m").is_err());
         assert!(TextRule::Free.check(&"x".repeat(MAX_TEXT + 1)).is_err());
         assert!(TextRule::Free.check("Ünïcode ok").is_ok());
+    }
+
+    #[test]
+    fn kubernetes_names_are_dns_1035_labels() {
+        for (name, want) in [
+            ("chat", "chat"),
+            ("Chat", "chat"),
+            ("a__b", "a-b"),
+            ("_1x", "d-1x"),
+            ("__", "dic"),
+            ("llama_70b_prod", "llama-70b-prod"),
+        ] {
+            assert_eq!(kubernetes_name(name), want);
+            assert!(dns_label(&kubernetes_name(name)).is_ok());
+        }
+        let long = "x".repeat(80);
+        assert_eq!(kubernetes_name(&long).len(), 50);
     }
 
     #[test]

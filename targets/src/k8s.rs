@@ -59,28 +59,9 @@ pub struct LeaderWorkerTemplate {
 
 const LWS_NAME_LABEL: &str = "leaderworkerset.sigs.k8s.io/name";
 
-/// A DNS-1123 name from a deployment name.
+/// The deployment's Kubernetes name (the compiler's rule; the checker made it unique).
 pub fn dns_name(s: &str) -> String {
-    let mut out: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    while out.contains("--") {
-        out = out.replace("--", "-");
-    }
-    let out = out.trim_matches('-').chars().take(50).collect::<String>();
-    let out = out.trim_end_matches('-').to_string();
-    if out.is_empty() {
-        "dic".into()
-    } else {
-        out
-    }
+    dic_compiler::text_rules::kubernetes_name(s)
 }
 
 fn labels(d: &DeploymentPlan) -> BTreeMap<String, String> {
@@ -586,7 +567,8 @@ mod erased {
     }
     impl<T: serde::Serialize> Yaml for T {
         fn to_yaml(&self) -> Result<String, String> {
-            serde_yaml_ng::to_string(self).map_err(|e| e.to_string())
+            let value = serde_json::to_value(self).map_err(|e| e.to_string())?;
+            Ok(crate::yaml::to_string(&value))
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod nccl;
 pub mod report;
 pub mod shell;
 pub mod vllm;
+pub mod yaml;
 
 use dic_compiler::ir::Plan;
 use std::collections::BTreeMap;

@@ -62,6 +62,7 @@ codes! {
     UnreadableImport = "E0205", Error, "imported file cannot be read";
     BaseKindMismatch = "E0206", Error, "definition extends a different kind";
     ExtensionCycle = "E0207", Error, "definition extends itself";
+    KubernetesNameClash = "E0208", Error, "deployments share a Kubernetes name";
 
     UnknownKind = "E0301", Error, "unknown definition kind";
     UnknownField = "E0302", Error, "unknown field";

@@ -1,16 +1,18 @@
 //! `dic compile FILE --out DIR [--check]`.
 //!
 //! Everything is generated in memory first; nothing is written when the source has
-//! errors. Writing is staged: files go to a hidden folder inside DIR, then each
-//! deployment's folder is swapped in by rename, so a failure leaves DIR as it was.
+//! errors. Writing goes through [`dic::out_dir`]: locked, staged, swapped in by rename,
+//! and only over folders dic wrote itself (their `.dic-generated` list).
 //! `--check` writes nothing and exits 1 with a diff when DIR differs from what would be
-//! generated (missing, changed or extra files under each deployment's folder).
+//! generated (missing, changed or extra files under each deployment's folder, leftovers
+//! of a killed compile).
 
 use dic::disk::DiskWorld;
 use dic::exit::{ERRORS, OK, USAGE};
+use dic::out_dir;
 use dic::render;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub fn run(file: &str, out: &str, check: bool, color: bool, width: usize) -> u8 {
     let checked = match dic_compiler::driver::check_file(&DiskWorld, file) {
@@ -51,10 +53,11 @@ pub fn run(file: &str, out: &str, check: bool, color: bool, width: usize) -> u8 
         }
     };
     let roots: BTreeSet<String> = plan.deployments.iter().map(|d| d.name.clone()).collect();
+    let files = out_dir::with_manifests(&roots, &files);
     if check {
         return drift(Path::new(out), &roots, &files);
     }
-    match write(Path::new(out), &roots, &files) {
+    match out_dir::write(Path::new(out), &roots, &files) {
         Ok(()) => {
             eprintln!(
                 "{file}: wrote {} files for {} deployment(s) to {out}",
@@ -64,20 +67,29 @@ pub fn run(file: &str, out: &str, check: bool, color: bool, width: usize) -> u8 
             OK
         }
         Err(e) => {
-            eprintln!("error: cannot write to `{out}`: {e}; it was left as it was");
+            eprintln!("error: cannot write to `{out}`: {e}");
             USAGE
         }
     }
 }
 
 fn list_files(dir: &Path, base: &Path, out: &mut BTreeMap<String, Vec<u8>>) -> std::io::Result<()> {
-    if !dir.is_dir() {
+    if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
         return Ok(());
     }
     for entry in std::fs::read_dir(dir)? {
-        let p = entry?.path();
-        if p.is_dir() {
+        let entry = entry?;
+        let p = entry.path();
+        if entry.file_type()?.is_dir() {
             list_files(&p, base, out)?;
+        } else if !entry.file_type()?.is_file() {
+            // a link or a device is never what dic wrote: report it, never read through it
+            let rel = p
+                .strip_prefix(base)
+                .unwrap_or(&p)
+                .to_string_lossy()
+                .replace('\\', "/");
+            out.insert(rel, b"(not a plain file)".to_vec());
         } else {
             let rel = p
                 .strip_prefix(base)
@@ -99,6 +111,12 @@ fn drift(out: &Path, roots: &BTreeSet<String>, files: &BTreeMap<String, String>)
         }
     }
     let mut drifted = 0;
+    for stale in out_dir::leftovers(out) {
+        println!(
+            "stale: {stale} (left by a dic compile that was killed; the next compile removes it)"
+        );
+        drifted += 1;
+    }
     for (path, want) in files {
         match actual.get(path) {
             None => {
@@ -134,48 +152,4 @@ fn drift(out: &Path, roots: &BTreeSet<String>, files: &BTreeMap<String, String>)
         eprintln!("{} is up to date ({} files)", out.display(), files.len());
         OK
     }
-}
-
-fn write(
-    out: &Path,
-    roots: &BTreeSet<String>,
-    files: &BTreeMap<String, String>,
-) -> std::io::Result<()> {
-    std::fs::create_dir_all(out)?;
-    let pid = std::process::id();
-    let staging = out.join(format!(".dic-staging-{pid}"));
-    let result = (|| {
-        for (path, text) in files {
-            let p = staging.join(path);
-            if let Some(parent) = p.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            std::fs::write(&p, text)?;
-            #[cfg(unix)]
-            if path.ends_with(".sh") {
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))?;
-            }
-        }
-        // Swap each deployment's folder in by rename; keep the old one until the new is in place.
-        for r in roots {
-            let target = out.join(r);
-            let old: PathBuf = out.join(format!(".dic-old-{pid}-{r}"));
-            if target.exists() {
-                std::fs::rename(&target, &old)?;
-            }
-            if let Err(e) = std::fs::rename(staging.join(r), &target) {
-                if old.exists() {
-                    let _ = std::fs::rename(&old, &target);
-                }
-                return Err(e);
-            }
-            if old.exists() {
-                std::fs::remove_dir_all(&old)?;
-            }
-        }
-        Ok(())
-    })();
-    let _ = std::fs::remove_dir_all(&staging);
-    result
 }

@@ -351,6 +351,21 @@ fn check_detects_drift_and_writing_is_atomic() {
         v
     };
     assert_eq!(listing(&out), listing(&before));
+    // the extra file is not dic's: compiling refuses to replace its folder, writes nothing
+    let o = dic(&[
+        "compile",
+        "examples/prod.dist",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("k8s/extra.yaml") && err.contains("nothing was written"),
+        "{err}"
+    );
+    assert_eq!(listing(&out), listing(&before));
+    std::fs::remove_file(out.join("chat/k8s/extra.yaml")).unwrap();
     // recompiling repairs the drift
     assert_eq!(
         dic(&[
@@ -365,10 +380,11 @@ fn check_detects_drift_and_writing_is_atomic() {
     );
     assert_eq!(check_exit(), Some(0));
     assert!(
-        std::fs::read_dir(&out)
-            .unwrap()
-            .flatten()
-            .all(|e| !e.file_name().to_string_lossy().starts_with(".dic-")),
+        std::fs::read_dir(&out).unwrap().flatten().all(|e| !e
+            .file_name()
+            .to_string_lossy()
+            .starts_with(".dic-")
+            || e.file_name() == ".dic-lock"),
         "no staging left behind"
     );
 }

@@ -29,7 +29,7 @@ pub struct Parameters {
 
 /// True when layer `l` (0-based) has a MoE block.
 pub fn is_moe_layer(m: &Model, l: u64) -> bool {
-    m.experts > 0 && l >= m.dense_layers && (l + 1) % m.moe_layer_step.max(1) == 0
+    m.experts > 0 && l >= m.dense_layers && (l + 1).is_multiple_of(m.moe_layer_step.max(1))
 }
 
 pub fn parameters(m: &Model) -> Parameters {

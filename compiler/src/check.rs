@@ -1532,7 +1532,7 @@ impl<'s, 'w> Checker<'s, 'w> {
                 "too many KV heads",
                 "GQA shares each KV head among several query heads: kv_heads ≤ heads".into(),
             );
-        } else if m.heads % m.kv_heads.max(1) != 0 {
+        } else if !m.heads.is_multiple_of(m.kv_heads.max(1)) {
             fail(
                 self,
                 at("kv_heads"),

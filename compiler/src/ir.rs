@@ -473,14 +473,14 @@ fn lower_one(
         && m.is_moe()
         && l.dp > 1
     {
-        if rg > per_node || per_node % rg != 0 {
+        if rg > per_node || !per_node.is_multiple_of(rg) {
             return Err(fail(
                 format!("with expert parallelism over data-parallel ranks, each rank's tp × pp ({rg} GPUs) must fit a {per_node}-GPU node"),
                 "vLLM's data parallelism places whole DP ranks on nodes: use tp ≤ GPUs per node",
             ));
         }
         let dp_local = (per_node / rg).min(l.dp);
-        if l.dp % dp_local != 0 {
+        if !l.dp.is_multiple_of(dp_local) {
             return Err(fail(
                 format!(
                     "dp {} is not a multiple of the {dp_local} DP ranks per node",
@@ -499,7 +499,7 @@ fn lower_one(
     } else if rg <= per_node {
         (LaunchMode::Replicas, l.dp, 1, rg, 1)
     } else {
-        if rg % per_node != 0 {
+        if !rg.is_multiple_of(per_node) {
             return Err(fail(
                 format!("a replica of {rg} GPUs is not a whole number of {per_node}-GPU nodes"),
                 "use tp × pp that fills whole nodes",

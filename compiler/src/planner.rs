@@ -125,7 +125,7 @@ fn powers_of_two_dividing(n: u64, max: u64) -> Vec<u64> {
     let mut v = Vec::new();
     let mut t = 1;
     while t <= max {
-        if n % t == 0 {
+        if n.is_multiple_of(t) {
             v.push(t);
         }
         t *= 2;

@@ -75,7 +75,7 @@ pub struct SloResult {
 
 fn valid_tp_sizes(heads: u64, max: u64) -> Vec<u64> {
     (1..=max.max(1))
-        .filter(|t| heads % t == 0 && t.is_power_of_two())
+        .filter(|t| heads.is_multiple_of(*t) && t.is_power_of_two())
         .collect()
 }
 
@@ -85,7 +85,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
     let l = &s.layout;
     let t = &s.topology;
     let mut out = Vec::new();
-    if m.heads % l.tp.max(1) != 0 {
+    if !m.heads.is_multiple_of(l.tp.max(1)) {
         let valid = valid_tp_sizes(m.heads, l.tp.max(t.gpus_per_node) * 2);
         out.push(finding(
             Code::HeadsNotDivisible,
@@ -141,7 +141,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
     }
     let per_node = t.gpus_per_node.max(1);
     let replica = l.replica_gpus();
-    if replica > per_node && replica % per_node != 0 {
+    if replica > per_node && !replica.is_multiple_of(per_node) {
         out.push(finding(
             Code::PartialNode,
             Anchor::Layout,
@@ -149,7 +149,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
             "vLLM's multi-node launch requires whole nodes per replica",
             Some(format!("make tp × pp a multiple of {per_node}, or at most {per_node}")),
         ));
-    } else if l.gpus() > per_node && l.gpus() % per_node != 0 {
+    } else if l.gpus() > per_node && !l.gpus().is_multiple_of(per_node) {
         out.push(finding(
             Code::PartialNode,
             Anchor::Layout,
@@ -163,7 +163,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
         ));
     }
     if l.dcp > 1 {
-        if l.tp % l.dcp != 0 {
+        if !l.tp.is_multiple_of(l.dcp) {
             out.push(finding(
                 Code::InvalidDcp,
                 Anchor::Layout,
@@ -314,7 +314,7 @@ fn what_would_fit(s: &Scenario) -> String {
     let max_tp = s.topology.scale_up_domain.max(s.topology.gpus_per_node);
     let mut tp = s.layout.tp * 2;
     while tp <= max_tp {
-        if s.model.heads % tp == 0 {
+        if s.model.heads.is_multiple_of(tp) {
             let mut t = s.clone();
             t.layout.tp = tp;
             if fits(&t) {
@@ -574,7 +574,7 @@ fn slo_remedy(s: &Scenario, mem: &MemoryReport, t: &SloTarget) -> String {
 fn more_gpus_worse(s: &Scenario, p: &Prediction) -> Vec<Finding> {
     let l = s.layout;
     let mut candidates: Vec<Layout> = Vec::new();
-    if l.tp > 1 && l.tp % 2 == 0 {
+    if l.tp > 1 && l.tp.is_multiple_of(2) {
         candidates.push(Layout { tp: l.tp / 2, ..l });
     }
     if l.pp > 1 {
@@ -625,7 +625,7 @@ pub fn advice(s: &Scenario, p: &Prediction) -> Vec<Finding> {
     let l = s.layout;
     let bf16 = matches!(s.model.weights.as_str(), "bf16" | "fp16" | "fp32");
     let has_fp8 = s.topology.gpu.fp8.is_some();
-    if bf16 && has_fp8 && l.tp > 1 && l.tp % 2 == 0 {
+    if bf16 && has_fp8 && l.tp > 1 && l.tp.is_multiple_of(2) {
         let mut q = s.clone();
         q.model.weights = "fp8".into();
         q.layout.tp = l.tp / 2;
@@ -647,7 +647,7 @@ pub fn advice(s: &Scenario, p: &Prediction) -> Vec<Finding> {
             ));
         }
     }
-    if l.tp > 1 && l.tp % 2 == 0 && s.model.heads % (l.tp / 2) == 0 {
+    if l.tp > 1 && l.tp.is_multiple_of(2) && s.model.heads.is_multiple_of(l.tp / 2) {
         let mut d = s.clone();
         d.layout.tp = l.tp / 2;
         d.layout.dp = l.dp * 2;

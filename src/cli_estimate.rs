@@ -19,7 +19,7 @@ fn model(arg: &str) -> Result<(String, Model), String> {
             .unwrap_or_default();
         return Err(format!("`{arg}` is neither a stdlib model nor a config.json file{hint}; `dic list models` shows the catalog"));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{arg}`: {e}"))?;
+    let text = dic::disk::read_text(path).map_err(|e| format!("cannot read `{arg}`: {e}"))?;
     let file_name = path
         .file_name()
         .and_then(|f| f.to_str())
@@ -28,7 +28,7 @@ fn model(arg: &str) -> Result<(String, Model), String> {
         Some(stem) => path.with_file_name(format!("{stem}_hf_quant_config.json")),
         None => path.with_file_name("hf_quant_config.json"),
     };
-    let quant = std::fs::read_to_string(quant_path).ok();
+    let quant = dic::disk::read_text(&quant_path).ok();
     let (name, repo) = dic_compiler::import_hf::names_from_file(file_name);
     let req = dic_compiler::import_hf::ImportRequest {
         config: &text,

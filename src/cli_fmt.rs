@@ -9,21 +9,22 @@ use std::sync::Arc;
 pub fn run(files: &[String], check: bool) -> u8 {
     let mut code = EXIT_OK;
     for path in files {
-        let text = match std::fs::read(path) {
-            Ok(b) => match String::from_utf8(b) {
-                Ok(t) => t,
-                Err(_) => {
-                    eprintln!("error[E0105]: `{path}` is not valid UTF-8; not formatted");
-                    code = code.max(EXIT_ERRORS);
+        let text =
+            match dic::disk::read_regular(std::path::Path::new(path), dic::disk::MAX_INPUT_BYTES) {
+                Ok(b) => match String::from_utf8(b) {
+                    Ok(t) => t,
+                    Err(_) => {
+                        eprintln!("error[E0105]: `{path}` is not valid UTF-8; not formatted");
+                        code = code.max(EXIT_ERRORS);
+                        continue;
+                    }
+                },
+                Err(e) => {
+                    eprintln!("error: cannot read `{path}`: {e}");
+                    code = EXIT_USAGE;
                     continue;
                 }
-            },
-            Err(e) => {
-                eprintln!("error: cannot read `{path}`: {e}");
-                code = EXIT_USAGE;
-                continue;
-            }
-        };
+            };
         let mut db = SourceDb::new();
         let file = db.add(path, Arc::from(text.as_str()), false);
         let (ast, diags) = dic_compiler::syntax::parse(&text, file);

@@ -62,7 +62,7 @@ enum Backend {
 }
 
 fn read_plan(path: &str) -> Result<Plan, u8> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match dic::disk::read_text(std::path::Path::new(path)) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("error: cannot read `{path}`: {e}");

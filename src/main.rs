@@ -211,7 +211,7 @@ fn explain(code: Option<&str>) -> u8 {
 
 fn import_hf(path: &str, name: Option<&str>) -> u8 {
     use dic_compiler::import_hf::{import, names_from_file, ImportRequest};
-    let config = match std::fs::read_to_string(path) {
+    let config = match dic::disk::read_text(std::path::Path::new(path)) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("error: cannot read `{path}`: {e}");
@@ -230,7 +230,7 @@ fn import_hf(path: &str, name: Option<&str>) -> u8 {
     } else {
         p.with_file_name("hf_quant_config.json")
     };
-    let quant = std::fs::read_to_string(&quant_path).ok();
+    let quant = dic::disk::read_text(&quant_path).ok();
     let (derived, repo) = names_from_file(file_name);
     let req = ImportRequest {
         config: &config,

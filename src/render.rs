@@ -5,7 +5,7 @@
 use dic_compiler::diagnostics::{Diagnostic, Severity};
 use dic_compiler::source::SourceDb;
 use dic_compiler::span::{ColumnEncoding, FileId};
-use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource};
+use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan};
 use serde_json::{json, Value};
 use std::fmt;
 
@@ -17,7 +17,7 @@ struct Report {
     severity: miette::Severity,
     help: Option<String>,
     labels: Vec<LabeledSpan>,
-    source: Option<NamedSource<String>>,
+    source: Option<Excerpt>,
     related: Vec<Report>,
 }
 
@@ -72,9 +72,140 @@ fn miette_severity(s: Severity) -> miette::Severity {
     }
 }
 
-fn source_of(db: &SourceDb, file: FileId) -> NamedSource<String> {
-    let f = db.get(file);
-    NamedSource::new(f.name.clone(), f.text.to_string())
+/// The part of a file one report shows: the lines its labels touch plus up to two short
+/// lines of context, or, on a long line, a window around the labels. miette reads only
+/// this, so rendering N diagnostics costs N small excerpts (not N copies of the file) and
+/// no column it formats is wider than the window (miette panics past 65,535).
+#[derive(Debug)]
+struct Excerpt {
+    name: String,
+    text: String,
+    /// Byte offset of `text` in the file.
+    base: usize,
+    /// 0-based line and column (chars) of `text`'s first byte in the file.
+    line: usize,
+    column: usize,
+}
+
+/// A line longer than this is shown as a window around the labels.
+const LONG_LINE: usize = 240;
+/// Bytes shown on each side of the labels on a long line.
+const WINDOW: usize = 80;
+/// Longest excerpt; a report whose labels span more is shown without source.
+const MAX_EXCERPT: usize = 16 * 1024;
+/// Labels longer than this are cut (the underline of a 1 MB string helps nobody).
+const MAX_LABEL: usize = 160;
+
+fn floor_char(text: &str, mut i: usize) -> usize {
+    i = i.min(text.len());
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_char(text: &str, mut i: usize) -> usize {
+    i = i.min(text.len());
+    while !text.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+impl Excerpt {
+    /// The excerpt of `text` that shows the byte range `lo..hi`.
+    fn around(name: &str, text: &str, lo: usize, hi: usize) -> Option<Excerpt> {
+        let lo = floor_char(text, lo);
+        let hi = ceil_char(text, hi.max(lo));
+        let line_start = |i: usize| text[..i].rfind('\n').map_or(0, |n| n + 1);
+        let line_end = |i: usize| text[i..].find('\n').map_or(text.len(), |n| i + n);
+        let (mut start, mut end) = (line_start(lo), line_end(hi));
+        if !text[start..end].contains('\n') && end - start > LONG_LINE {
+            // one long line: a window around the labels, no context lines
+            start = floor_char(text, lo.saturating_sub(WINDOW).max(start));
+            end = ceil_char(text, (hi + WINDOW).min(end));
+        } else {
+            for _ in 0..2 {
+                if start > 0 {
+                    let prev = line_start(start - 1);
+                    if start - prev > LONG_LINE {
+                        break;
+                    }
+                    start = prev;
+                }
+            }
+            for _ in 0..2 {
+                if end < text.len() {
+                    let next = line_end(end + 1);
+                    if next - end > LONG_LINE {
+                        break;
+                    }
+                    end = next;
+                }
+            }
+        }
+        if end - start > MAX_EXCERPT {
+            return None;
+        }
+        let line = text.as_bytes()[..start]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count();
+        let column = text[line_start(start)..start].chars().count();
+        Some(Excerpt {
+            name: name.to_string(),
+            text: text[start..end].to_string(),
+            base: start,
+            line,
+            column,
+        })
+    }
+}
+
+impl miette::SourceCode for Excerpt {
+    fn read_span<'a>(
+        &'a self,
+        span: &miette::SourceSpan,
+        before: usize,
+        after: usize,
+    ) -> Result<Box<dyn miette::SpanContents<'a> + 'a>, miette::MietteError> {
+        let offset = span
+            .offset()
+            .checked_sub(self.base)
+            .ok_or(miette::MietteError::OutOfBounds)?;
+        let local = miette::SourceSpan::new(offset.into(), span.len());
+        let c = self.text.as_str().read_span(&local, before, after)?;
+        let column = if c.line() == 0 {
+            c.column() + self.column
+        } else {
+            c.column()
+        };
+        Ok(Box::new(miette::MietteSpanContents::new_named(
+            self.name.clone(),
+            c.data(),
+            miette::SourceSpan::new((c.span().offset() + self.base).into(), c.span().len()),
+            c.line() + self.line,
+            column,
+            c.line_count(),
+        )))
+    }
+}
+
+/// Labels cut to [`MAX_LABEL`] bytes, and the excerpt that shows them (`None`: no source).
+fn excerpt_for(name: &str, text: &str, labels: &mut [LabeledSpan]) -> Option<Excerpt> {
+    for l in labels.iter_mut() {
+        if l.len() > MAX_LABEL {
+            let start = floor_char(text, l.offset());
+            let end = floor_char(text, start + MAX_LABEL).max(start);
+            *l = LabeledSpan::new(l.label().map(String::from), start, end - start);
+        }
+    }
+    let lo = labels.iter().map(|l| l.offset()).min()?;
+    let hi = labels.iter().map(|l| l.offset() + l.len()).max()?;
+    if hi > text.len() {
+        return None;
+    }
+    Excerpt::around(name, text, lo, hi)
 }
 
 fn to_report(db: &SourceDb, d: &Diagnostic) -> Report {
@@ -103,25 +234,35 @@ fn to_report(db: &SourceDb, d: &Diagnostic) -> Report {
             None => format!("note: {n}"),
         });
     }
+    let source_with = |file: FileId, labels: &mut Vec<LabeledSpan>| {
+        let f = db.get(file);
+        let excerpt = excerpt_for(&f.name, &f.text, labels);
+        if excerpt.is_none() {
+            labels.clear();
+        }
+        excerpt
+    };
+    let source = primary_file.and_then(|f| source_with(f, &mut labels));
+    let related = others
+        .into_iter()
+        .map(|(file, mut labels)| Report {
+            code: None,
+            message: format!("in {}", db.get(file).name),
+            severity: miette::Severity::Advice,
+            help: None,
+            source: source_with(file, &mut labels),
+            labels,
+            related: Vec::new(),
+        })
+        .collect();
     Report {
         code: Some(d.code.as_str().to_string()),
         message: d.message.clone(),
         severity: miette_severity(d.severity),
         help,
         labels,
-        source: primary_file.map(|f| source_of(db, f)),
-        related: others
-            .into_iter()
-            .map(|(file, labels)| Report {
-                code: None,
-                message: format!("in {}", db.get(file).name),
-                severity: miette::Severity::Advice,
-                help: None,
-                labels,
-                source: Some(source_of(db, file)),
-                related: Vec::new(),
-            })
-            .collect(),
+        source,
+        related,
     }
 }
 
@@ -136,15 +277,24 @@ pub fn human(db: &SourceDb, diags: &[Diagnostic], color: bool, width: usize) -> 
         .with_width(width)
         .with_links(false);
     let mut out = String::new();
-    for d in diags {
+    for d in diags.iter().take(MAX_RENDERED) {
         let report = to_report(db, d);
         if handler.render_report(&mut out, &report).is_err() {
             out.push_str(&format!("{}: {}\n", d.code, d.message));
         }
         out.push('\n');
     }
+    if diags.len() > MAX_RENDERED {
+        out.push_str(&format!(
+            "… and {} more diagnostics not shown (`--format json` lists them all)\n\n",
+            diags.len() - MAX_RENDERED
+        ));
+    }
     out
 }
+
+/// The most diagnostics a terminal is shown; the summary line still counts all of them.
+pub const MAX_RENDERED: usize = 200;
 
 /// One line per diagnostic plus a summary, for `dic check` footers.
 pub fn summary(diags: &[Diagnostic]) -> String {
@@ -231,14 +381,22 @@ pub fn plain_error(
     width: usize,
 ) -> String {
     let mut diag = miette::MietteDiagnostic::new(message.to_string());
-    if let Some(span) = span.filter(|s| s.end <= text.len()) {
-        diag = diag.with_label(LabeledSpan::at(span, "here"));
+    let mut labels: Vec<LabeledSpan> = span
+        .filter(|s| s.end <= text.len() && s.start <= s.end)
+        .map(|s| LabeledSpan::at(s, "here"))
+        .into_iter()
+        .collect();
+    let excerpt = excerpt_for(path, text, &mut labels);
+    if excerpt.is_some() {
+        diag = diag.with_labels(labels);
     }
     if let Some(h) = help {
         diag = diag.with_help(h.to_string());
     }
-    let report =
-        miette::Report::new(diag).with_source_code(NamedSource::new(path, text.to_string()));
+    let report = match excerpt {
+        Some(e) => miette::Report::new(diag).with_source_code(e),
+        None => miette::Report::new(diag),
+    };
     let handler = GraphicalReportHandler::new_themed(GraphicalTheme::unicode_nocolor())
         .with_width(width)
         .with_links(false);

@@ -428,6 +428,10 @@ impl<'s, 'w> Checker<'s, 'w> {
             let value = match field.ty {
                 Ty::Bound(dim) => self
                     .quantity(file, &entry.value, dim, field.name, kind)
+                    .and_then(|v| {
+                        let range = crate::schema::default_range(dim);
+                        self.in_range(file, &entry.value, v, dim, range, field.name)
+                    })
                     .map(|v| Value::Bound(entry.op.node, v)),
                 ty => self.eval(m, file, &entry.value, &ty, field.name, kind),
             };

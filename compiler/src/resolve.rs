@@ -63,8 +63,14 @@ pub struct Session<'w> {
     pub diags: Vec<Diagnostic>,
     /// Import names used at least once, per module (for the unused-import warning).
     pub used_imports: HashMap<(usize, (String, String)), ()>,
+    /// Identities ([`World::identity`]) of the user files being loaded, innermost last.
     loading: Vec<String>,
+    /// Module of each loaded user file, by identity.
+    by_identity: HashMap<String, usize>,
 }
+
+/// The most user files one compilation loads (imports included).
+pub const MAX_USER_FILES: usize = 1000;
 
 impl<'w> Session<'w> {
     pub fn new(world: &'w dyn World) -> Self {
@@ -77,6 +83,7 @@ impl<'w> Session<'w> {
             diags: Vec::new(),
             used_imports: HashMap::new(),
             loading: Vec::new(),
+            by_identity: HashMap::new(),
         }
     }
 
@@ -112,11 +119,20 @@ impl<'w> Session<'w> {
         }
         let (ast, diags) = crate::syntax::parse(&text, file);
         self.diags.extend(diags);
-        self.loading.push(path.to_string());
+        let identity = self.identity(path);
+        self.loading.push(identity.clone());
         let m = self.add_module(file, Arc::new(ast), false);
+        self.by_identity.insert(identity, m);
         self.process_imports(m);
         self.loading.pop();
         m
+    }
+
+    /// The file's identity: the world's canonical path where it has one, else the path.
+    fn identity(&self, path: &str) -> String {
+        self.world
+            .identity(path)
+            .unwrap_or_else(|| path.to_string())
     }
 
     /// Loads a stdlib module by its index in [`stdlib::MODULES`] (once per session).
@@ -356,11 +372,12 @@ impl<'w> Session<'w> {
             return;
         }
         let target = join_relative(&importer, &path.node);
-        if self.loading.contains(&target) {
+        let identity = self.identity(&target);
+        if self.loading.contains(&identity) {
             let chain = self
                 .loading
                 .iter()
-                .skip_while(|p| **p != target)
+                .skip_while(|p| **p != identity)
                 .cloned()
                 .collect::<Vec<_>>();
             self.diags.push(
@@ -374,8 +391,24 @@ impl<'w> Session<'w> {
             );
             return;
         }
-        let module = match self.db.find(&target) {
-            Some(f) => self.module_of_file[&f],
+        let loaded = self
+            .by_identity
+            .get(&identity)
+            .copied()
+            .or_else(|| self.db.find(&target).map(|f| self.module_of_file[&f]));
+        if loaded.is_none() && self.by_identity.len() >= MAX_USER_FILES {
+            self.diags.push(
+                Diagnostic::new(
+                    Code::UnreadableImport,
+                    format!("cannot import `{}`: this compilation already loaded {MAX_USER_FILES} files", path.node),
+                )
+                .primary(file, path.span, "one file too many")
+                .help("dic loads at most 1000 files per compilation; import fewer files"),
+            );
+            return;
+        }
+        let module = match loaded {
+            Some(m) => m,
             None => match self.world.read(&target) {
                 Ok(bytes) => self.load_user_text(&target, bytes),
                 Err(e) => {

@@ -33,6 +33,12 @@ pub trait World {
     /// The bytes of a user file. `path` is already normalised (relative imports joined
     /// onto the importing file's folder by the compiler).
     fn read(&self, path: &str) -> Result<Vec<u8>, ReadError>;
+
+    /// What makes two paths the same file (the canonical path on a disk, with links
+    /// resolved); `None` where paths are identities already (in-memory worlds).
+    fn identity(&self, _path: &str) -> Option<String> {
+        None
+    }
 }
 
 /// A world made of an in-memory map: for tests, benchmarks and `dic explain`.

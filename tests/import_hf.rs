@@ -213,3 +213,29 @@ fn unmappable_configs_are_refused_with_a_diagnostic() {
         assert!(err.message.contains(needle), "{config}: {}", err.message);
     }
 }
+
+/// A config's strings and the `--name` never become `.dist` text: an architecture with a
+/// newline stays inside its comment, and a name that is no identifier is refused.
+#[test]
+fn config_strings_cannot_inject_dist_text() {
+    let config = r#"{"architectures": ["LlamaForCausalLM\nimport \"/dev/stdin\"\nmodel evil {"], "num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 5, "max_position_embeddings": 8, "intermediate_size": 4}"#;
+    let req = |name: &'static str, source_name: &'static str| ImportRequest {
+        config,
+        quant_config: None,
+        name,
+        repo: Some("org/\"x\"\nimport \"/etc/passwd\""),
+        source_name,
+    };
+    let text = import(&req("m", "a\nimport \"/dev/zero\"\nconfig.json")).unwrap();
+    assert!(
+        !text.lines().any(|l| l.trim_start().starts_with("import")),
+        "{text}"
+    );
+    let models: Vec<&str> = text.lines().filter(|l| l.starts_with("model ")).collect();
+    assert_eq!(models, ["model m {"], "{text}");
+    for bad in ["a b", "m { }\nimport \"/dev/stdin\"", "1m", "", "m-1"] {
+        let name: &'static str = Box::leak(bad.to_string().into_boxed_str());
+        let err = import(&req(name, "config.json")).expect_err(bad);
+        assert_eq!(err.code.as_str(), "E0901");
+    }
+}

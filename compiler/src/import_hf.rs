@@ -67,6 +67,12 @@ pub fn names_from_file(file_name: &str) -> (String, Option<String>) {
 
 /// The `.dist` text of the model, or the reason it cannot be mapped.
 pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
+    if !is_identifier(req.name) {
+        return Err(fail(
+            format!("`{}` cannot name a model", comment_text(req.name)),
+            "a name is letters, digits and `_`, starting with a letter or `_` (e.g. `--name my_model`)",
+        ));
+    }
     let root: Value = serde_json::from_str(req.config).map_err(|e| {
         fail(
             format!("`{}` is not valid JSON: {e}", req.source_name),
@@ -296,10 +302,11 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
     let mut out = String::new();
     out.push_str(&format!(
         "// Imported by `dic import-hf` from {}.\n",
-        req.source_name
+        comment_text(req.source_name)
     ));
     out.push_str(&format!(
-        "// architecture: {arch}{}\n",
+        "// architecture: {}{}\n",
+        comment_text(&arch),
         if multimodal.is_some() {
             " (language model from text_config)"
         } else {
@@ -385,6 +392,27 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
     }
     out.push_str("}\n");
     Ok(out)
+}
+
+/// True for a `.dist` identifier: `[A-Za-z_][A-Za-z0-9_]*`.
+fn is_identifier(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Text from a config or a file name made safe for one `//` comment line: control
+/// characters (a newline would end the comment and start a line of `.dist`, such as
+/// `import "/dev/stdin"`) become spaces, and it is cut at 200 characters.
+fn comment_text(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .take(200)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if s.chars().count() > 200 {
+        out.push('…');
+    }
+    out
 }
 
 /// Checks imported `.dist` text and returns its model (the importer's output always

@@ -15,13 +15,50 @@ pub mod shell;
 pub mod vllm;
 pub mod yaml;
 
-use dic_compiler::ir::Plan;
+use dic_compiler::ir::{DeploymentPlan, Plan};
 use std::collections::BTreeMap;
+
+/// Re-checks, at the edge, the values whose breach would be unsafe in a script, an argv
+/// or a manifest, with the checker's own rules ([`dic_compiler::text_rules`]). The checker
+/// already refused them; a failure here is a bug upstream, and it stops the output
+/// instead of writing it.
+fn outputs_are_safe(d: &DeploymentPlan) -> Result<(), String> {
+    use dic_compiler::text_rules::{self as rules, TextRule};
+    let check = |what: &str, value: &str, rule: TextRule| {
+        rule.check(value)
+            .map_err(|why| format!("{what} {value:?} {why}"))
+    };
+    check("the model source", &d.model.source, TextRule::Argument)?;
+    check(
+        "the served model name",
+        &d.model.served_name,
+        TextRule::Argument,
+    )?;
+    for (name, value) in &d.network.env {
+        rules::env_name(name).map_err(|why| format!("environment variable {why}"))?;
+        check("an environment value", value, TextRule::Free)?;
+    }
+    for (key, _) in &d.network.annotations {
+        rules::qualified_name(key).map_err(|why| format!("annotation key {key:?} {why}"))?;
+    }
+    check("the image", &d.kubernetes.image, TextRule::Image)?;
+    check("the namespace", &d.kubernetes.namespace, TextRule::DnsLabel)?;
+    check(
+        "the token Secret",
+        &d.kubernetes.hf_token_secret,
+        TextRule::DnsLabel,
+    )?;
+    if let Some(image) = &d.kubernetes.preflight_image {
+        check("the preflight image", image, TextRule::Image)?;
+    }
+    Ok(())
+}
 
 /// Every generated file, by path relative to the output folder (`D/vllm/node-0.sh`, …).
 pub fn render(plan: &Plan) -> Result<BTreeMap<String, String>, String> {
     let mut out = BTreeMap::new();
     for d in &plan.deployments {
+        outputs_are_safe(d).map_err(|e| format!("deployment `{}`: {e}", d.name))?;
         for (path, text) in vllm::files(d) {
             out.insert(format!("{}/{path}", d.name), text);
         }

@@ -289,7 +289,8 @@ pub fn node_script(d: &DeploymentPlan, node: u64, cmds: &[NodeCommand]) -> Strin
         let env: Vec<String> = c
             .env
             .iter()
-            .map(|(k, v)| format!("{k}={}", quote(v)))
+            // The whole `NAME=value` word is quoted: `env` splits it at the first `=`.
+            .map(|(k, v)| quote(&format!("{k}={v}")))
             .collect();
         let prefix = if env.is_empty() {
             String::new()

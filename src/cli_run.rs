@@ -5,12 +5,13 @@
 //! report at rank 0; `--calibrate FILE` also writes the measured links as a `.dist` file.
 
 use dic::exit::{ERRORS, OK, USAGE};
+use dic_runtime::auth::{JobKey, SECRET_ENV};
 use dic_runtime::local::{self, ChildEvent, LocalError};
 use dic_runtime::plan::{self, Plan};
 use dic_runtime::replay::ReplayOptions;
 use dic_runtime::session::{self, BackendKind, RankEvent, RankOptions};
 use dic_runtime::summary::{calibration_dist, render_table, RunSummary};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 #[derive(clap::Args)]
@@ -98,14 +99,56 @@ pub fn run(a: RunArgs) -> u8 {
         eprintln!("error: this dic was built without the NCCL backend; rebuild with `cargo build --release --features nccl`");
         return USAGE;
     }
+    if a.timeout
+        .is_some_and(|t| t == 0 || t > plan::MAX_TIMEOUT_SECONDS)
+    {
+        eprintln!(
+            "error: --timeout must be between 1 and {} seconds",
+            plan::MAX_TIMEOUT_SECONDS
+        );
+        return USAGE;
+    }
     let plan = match read_plan(&a.plan) {
         Ok(p) => p,
         Err(code) => return code,
     };
+    let largest = plan.largest_call_bytes() as f64 * a.scale;
+    if largest > plan::MAX_CALL_BYTES as f64 {
+        eprintln!(
+            "error: with --scale {} the largest message is {:.1} GiB; dic run sends at most {} GiB per call (lower --scale)",
+            a.scale,
+            largest / (1u64 << 30) as f64,
+            plan::MAX_CALL_BYTES >> 30
+        );
+        return USAGE;
+    }
     let timeout = Duration::from_secs(a.timeout.unwrap_or(plan.rendezvous.timeout_seconds).max(1));
+    // The job's secret authenticates every handshake: `--local` makes one for its
+    // children; ranks on a cluster must all be given the same one.
+    let secret = match std::env::var(SECRET_ENV) {
+        Ok(s) => s,
+        Err(_) if a.local => match JobKey::generate() {
+            Ok((s, _)) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ERRORS;
+            }
+        },
+        Err(_) => {
+            eprintln!("error: set {SECRET_ENV} to the job's secret on every node (the same value everywhere, e.g. from `openssl rand -hex 32`); ranks without it cannot join");
+            return USAGE;
+        }
+    };
+    let key = match JobKey::from_secret(&secret) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return USAGE;
+        }
+    };
     if a.local {
         let all: Vec<usize> = (0..plan.world_size).collect();
-        return run_children(&a, &plan, &all, None, timeout);
+        return run_children(&a, &plan, &all, None, timeout, &secret);
     }
     if let Some(node) = a.node {
         let ranks: Vec<usize> = plan
@@ -129,7 +172,7 @@ pub fn run(a: RunArgs) -> u8 {
             eprintln!("error: rendezvous port 0 (pick one) only works on the node of rank 0");
             return USAGE;
         }
-        return run_children(&a, &plan, &ranks, Some(rendezvous), timeout);
+        return run_children(&a, &plan, &ranks, Some(rendezvous), timeout, &secret);
     }
     let Some(rank) = a.rank else {
         eprintln!("error: say where to run: `--local` (every rank here), `--node N` (one node's ranks) or `--rank R` (one rank)");
@@ -153,6 +196,13 @@ pub fn run(a: RunArgs) -> u8 {
     let opts = RankOptions {
         rank,
         rendezvous,
+        // Listen on loopback only when rank 0 is on loopback (every rank on this machine).
+        bind: if rendezvous.ip().is_loopback() {
+            IpAddr::from([127, 0, 0, 1])
+        } else {
+            IpAddr::from([0, 0, 0, 0])
+        },
+        key,
         timeout,
         replay: replay_options(&a),
         calibrate: if a.calibrate.is_some() {
@@ -261,6 +311,7 @@ fn run_children(
     ranks: &[usize],
     rendezvous: Option<SocketAddr>,
     timeout: Duration,
+    secret: &str,
 ) -> u8 {
     let exe = match std::env::current_exe() {
         Ok(e) => e,
@@ -319,10 +370,13 @@ fn run_children(
     // Port 0 (or `--local`): rank 0, started first, picks a free port; the rest follow.
     let rendezvous = rendezvous.filter(|r| r.port() != 0).map(|r| r.to_string());
     let result = local::run_ranks(
-        &exe,
+        &local::RankCommand {
+            exe: &exe,
+            args: &args,
+            env: &[(SECRET_ENV, secret)],
+        },
         ranks,
         rendezvous,
-        &args,
         timeout,
         &mut |done, total| {
             bar.set_length(total as u64);

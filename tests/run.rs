@@ -129,6 +129,7 @@ fn one_process_per_node_joins_into_one_run() {
                 "--timeout",
                 "60",
             ])
+            .env("DIC_JOB_SECRET", TEST_SECRET)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -185,8 +186,10 @@ fn calibration_writes_links_that_dic_predicts_with() {
         "run",
         plan.to_str().unwrap(),
         "--local",
+        // Sizes up to 64 MiB × 0.1: large enough that the bandwidth term, not the noise
+        // of 16 processes on a 2-core machine, decides whether time grows with size.
         "--scale",
-        "0.02",
+        "0.1",
         "--iterations",
         "1",
         "--max-calls",
@@ -246,6 +249,9 @@ fn eight_rank_plan() -> PathBuf {
     plan
 }
 
+/// The job secret the hand-started ranks share (as a cluster's launcher would give them).
+const TEST_SECRET: &str = "tests/run.rs job secret 0123456789";
+
 fn start_rank(plan: &Path, rank: usize, port: u16, timeout: u64) -> Child {
     Command::new(env!("CARGO_BIN_EXE_dic"))
         .args([
@@ -263,6 +269,7 @@ fn start_rank(plan: &Path, rank: usize, port: u16, timeout: u64) -> Child {
             "100000",
             "--child",
         ])
+        .env("DIC_JOB_SECRET", TEST_SECRET)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -499,4 +506,188 @@ fn plans_edited_by_hand_are_rejected_before_any_socket_opens() {
         all.push_str(&format!("--- {what}\n{err}\n"));
     }
     insta::assert_snapshot!(all);
+}
+
+/// A rank of a job that finishes quickly (one scaled-down iteration).
+fn finishing_rank(plan: &Path, rank: usize, port: u16, secret: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_dic"))
+        .args(["run", plan.to_str().unwrap(), "--rank", &rank.to_string()])
+        .args([
+            "--rendezvous",
+            &format!("127.0.0.1:{port}"),
+            "--timeout",
+            "20",
+        ])
+        .args([
+            "--scale",
+            "0.001",
+            "--iterations",
+            "1",
+            "--max-calls",
+            "1",
+            "--child",
+        ])
+        .env("DIC_JOB_SECRET", secret)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Rank 0's announced rendezvous port (from its `--child` JSON lines); the rest of its
+/// stdout is drained on a thread.
+fn announced_port(rank0: &mut Child) -> u16 {
+    let mut out = BufReader::new(rank0.stdout.take().unwrap());
+    let port = loop {
+        let mut line = String::new();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "rank 0 ended before listening"
+        );
+        if let Some(rest) = line.split("\"port\":").nth(1) {
+            break rest
+                .trim_end_matches(|c: char| !c.is_ascii_digit())
+                .parse()
+                .unwrap();
+        }
+    };
+    std::thread::spawn(move || for _ in out.lines() {});
+    port
+}
+
+/// Strangers at rank 0's port — an old-style hello claiming rank 999, a silent client, a
+/// real rank with the wrong secret — neither join nor end the rendezvous, learn nothing
+/// (no digest, no roster), and the job's own ranks still complete it.
+#[test]
+fn strangers_can_neither_join_nor_stop_a_rendezvous() {
+    use std::io::Write;
+    let _serial = serial();
+    let plan = eight_rank_plan();
+    let mut rank0 = finishing_rank(&plan, 0, 0, TEST_SECRET);
+    let port = announced_port(&mut rank0);
+    let addr = format!("127.0.0.1:{port}");
+    // 22 bytes in the old protocol's shape: magic, rank 999, a digest, a port
+    let mut old_hello = std::net::TcpStream::connect(&addr).unwrap();
+    let mut bytes = 0x4449_4352u32.to_le_bytes().to_vec();
+    bytes.extend_from_slice(&999u64.to_le_bytes());
+    bytes.extend_from_slice(&0u64.to_le_bytes());
+    bytes.extend_from_slice(&1234u16.to_le_bytes());
+    old_hello.write_all(&bytes).unwrap();
+    let silent = std::net::TcpStream::connect(&addr).unwrap();
+    let wrong = finishing_rank(&plan, 1, port, "not the job's secret, but long enough");
+    let wrong = wait_all(vec![wrong], Duration::from_secs(20)).0.remove(0);
+    assert!(!wrong.0, "a rank with another secret must not join");
+    assert!(wrong.1.contains("DIC_JOB_SECRET differs"), "{}", wrong.1);
+    // what the old-style client got: rank 0's opening (magic + nonce) and nothing else
+    old_hello
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = old_hello.read_to_end(&mut got);
+    assert!(got.len() <= 21, "a stranger was sent {} bytes", got.len());
+    // the real ranks join and the job completes
+    let mut children = vec![rank0];
+    for r in 1..8 {
+        children.push(finishing_rank(&plan, r, port, TEST_SECRET));
+    }
+    let (results, took) = wait_all(children, Duration::from_secs(60));
+    for (r, (ok, err)) in results.iter().enumerate() {
+        assert!(ok, "rank {r}: {err}");
+    }
+    assert!(took < Duration::from_secs(40), "took {took:?}");
+    drop(silent);
+}
+
+/// A fake rank 0 that announces a world of 2^32 - 1 ranks: the joining rank refuses it
+/// (its plan says 8) at once, without allocating for it.
+#[test]
+fn a_fake_rank_0_is_refused_by_the_joining_rank() {
+    use std::io::Write;
+    let _serial = serial();
+    let plan = eight_rank_plan();
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = fake.local_addr().unwrap().port();
+    let rank1 = finishing_rank(&plan, 1, port, TEST_SECRET);
+    let (mut s, _) = fake.accept().unwrap();
+    let mut opening = 0x3249_4352u32.to_le_bytes().to_vec();
+    opening.extend_from_slice(&[7u8; 16]);
+    s.write_all(&opening).unwrap();
+    let mut hello = [0u8; 70];
+    s.read_exact(&mut hello).unwrap();
+    let mut reply = vec![0u8]; // OK
+    reply.extend_from_slice(&u32::MAX.to_le_bytes());
+    let _ = s.write_all(&reply);
+    let (results, took) = wait_all(vec![rank1], Duration::from_secs(20));
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    assert!(!results[0].0);
+    assert!(
+        results[0].1.contains("announced a world of 4294967295"),
+        "{}",
+        results[0].1
+    );
+}
+
+/// Numbers that overflowed a deadline or an allocation, and a rank without the job's
+/// secret: usage errors before any socket opens.
+#[test]
+fn absurd_timeouts_sizes_and_missing_secrets_are_usage_errors() {
+    let _serial = serial();
+    let plan = eight_rank_plan();
+    let p = plan.to_str().unwrap();
+    let o = dic(&["run", p, "--local", "--timeout", "18446744073709551615"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = dic(&["run", p, "--local", "--scale", "1e30"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("lower --scale"));
+    let o = Command::new(env!("CARGO_BIN_EXE_dic"))
+        .args(["run", p, "--rank", "1", "--rendezvous", "127.0.0.1:9"])
+        .env_remove("DIC_JOB_SECRET")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("DIC_JOB_SECRET"));
+    let text = std::fs::read_to_string(&plan).unwrap();
+    let dir = scratch("absurd");
+    std::fs::create_dir_all(&dir).unwrap();
+    let timeout_line = text
+        .lines()
+        .find(|l| l.starts_with("timeout_seconds"))
+        .unwrap();
+    let bytes_line = text.lines().find(|l| l.starts_with("bytes = ")).unwrap();
+    for (name, edited) in [
+        (
+            "timeout",
+            text.replace(timeout_line, "timeout_seconds = 18446744073709551615"),
+        ),
+        (
+            "bytes",
+            text.replacen(bytes_line, "bytes = 1099511627776", 1),
+        ),
+    ] {
+        let f = dir.join(format!("{name}.toml"));
+        std::fs::write(&f, edited).unwrap();
+        let o = dic(&["run", f.to_str().unwrap(), "--local"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+/// The preflight Job passes the secret in the variable `dic run` reads.
+#[test]
+fn the_preflight_job_and_the_runtime_agree_on_the_secret_variable() {
+    assert_eq!(
+        dic_targets::k8s::dic_runtime_secret_env(),
+        dic_runtime::auth::SECRET_ENV
+    );
 }

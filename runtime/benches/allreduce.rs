@@ -32,8 +32,17 @@ fn start(p: usize, bytes: usize) -> Ranks {
         let done_tx = done_tx.clone();
         std::thread::spawn(move || {
             let peers: Vec<usize> = (0..p).filter(|&r| r != rank).collect();
-            let mesh =
-                Mesh::connect(rank, &addrs, listener, &peers, 0, Duration::from_secs(60)).unwrap();
+            let key = dic_runtime::auth::JobKey::from_secret("allreduce bench secret").unwrap();
+            let mesh = Mesh::connect(
+                rank,
+                &addrs,
+                listener,
+                &peers,
+                0,
+                &key,
+                Duration::from_secs(60),
+            )
+            .unwrap();
             let mut comm = CpuComm::new(Rc::new(mesh), "bench", (0..p).collect()).unwrap();
             let mut buf = comm.alloc(DType::Bf16, bytes).unwrap();
             comm.upload(

@@ -10,6 +10,7 @@
 //! binomial tree (reduce + broadcast) for small ones, ring AllGather and ReduceScatter,
 //! pairwise All-to-All, binomial Broadcast, gather-release barrier.
 
+use crate::auth::{nonce, JobKey, NONCE, TAG};
 use crate::comm::{add_into, CommError, CommResult, Communicator};
 use crate::plan::DType;
 use std::cell::{Cell, RefCell};
@@ -22,7 +23,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 const FRAME_MAGIC: u32 = 0x4449_4346; // "DICF"
-const HANDSHAKE_MAGIC: u32 = 0x4449_4348; // "DICH"
+const HANDSHAKE_MAGIC: u32 = 0x3248_4349; // "ICH2": version 2, authenticated
+/// The longest a listener waits for one connection's handshake.
+const HANDSHAKE_WAIT: Duration = Duration::from_secs(2);
 const KIND_DATA: u8 = 0;
 const KIND_ABORT: u8 = 1;
 /// Sent by every live rank to every peer while connected, so a rank waiting on a peer
@@ -65,14 +68,17 @@ fn frame(kind: u8, seq: u64, body: &[u8]) -> Vec<u8> {
 
 impl Mesh {
     /// Connect to every rank in `peers` (world ranks): this rank dials the lower ranks'
-    /// listeners in `addresses` and accepts the higher ones on `listener`. Each side
-    /// checks the other's plan digest.
+    /// listeners in `addresses` and accepts the higher ones on `listener`. The listener
+    /// opens with a nonce and the dialer answers with its rank, its plan digest and a tag
+    /// under the job's key ([`crate::auth`]); a connection without a valid tag is
+    /// dropped and the wait goes on. Each side checks the other's plan digest.
     pub fn connect(
         rank: usize,
         addresses: &[SocketAddr],
         listener: TcpListener,
         peers: &[usize],
         digest: u64,
+        key: &JobKey,
         timeout: Duration,
     ) -> CommResult<Mesh> {
         let world = addresses.len();
@@ -86,13 +92,25 @@ impl Mesh {
                 )
             })?;
             stream.set_nodelay(true).ok();
-            let mut s = &stream;
-            let mut hello = Vec::with_capacity(20);
-            hello.extend_from_slice(&HANDSHAKE_MAGIC.to_le_bytes());
-            hello.extend_from_slice(&(rank as u64).to_le_bytes());
-            hello.extend_from_slice(&digest.to_le_bytes());
-            s.write_all(&hello)
-                .map_err(|e| CommError::blame(p, format!("handshake with rank {p}: {e}")))?;
+            let failed =
+                |e: std::io::Error| CommError::blame(p, format!("handshake with rank {p}: {e}"));
+            // The peer opens with its challenge; answer with rank, digest and a tag over it.
+            stream.set_read_timeout(Some(remaining(deadline))).ok();
+            let mut opening = [0u8; 4 + NONCE];
+            (&stream).read_exact(&mut opening).map_err(failed)?;
+            if opening[0..4] != HANDSHAKE_MAGIC.to_le_bytes() {
+                return Err(CommError::blame(
+                    p,
+                    format!("{} is not rank {p} of a dic run", addresses[p]),
+                ));
+            }
+            let mut body = Vec::with_capacity(16);
+            body.extend_from_slice(&(rank as u64).to_le_bytes());
+            body.extend_from_slice(&digest.to_le_bytes());
+            let mut hello = HANDSHAKE_MAGIC.to_le_bytes().to_vec();
+            hello.extend_from_slice(&body);
+            hello.extend_from_slice(&key.tag(&[b"mesh", &opening[4..], &body]));
+            (&stream).write_all(&hello).map_err(failed)?;
             slots[p] = Some(stream);
         }
         let mut waiting: Vec<usize> = peers.iter().copied().filter(|&p| p > rank).collect();
@@ -104,15 +122,31 @@ impl Mesh {
                 Ok((stream, _)) => {
                     stream.set_nonblocking(false).ok();
                     stream.set_nodelay(true).ok();
-                    stream.set_read_timeout(Some(remaining(deadline))).ok();
-                    let mut hello = [0u8; 24];
-                    if (&stream).read_exact(&mut hello[..20]).is_err() {
+                    // A silent or slow stranger costs at most a few seconds, never the run.
+                    let wait = remaining(deadline)
+                        .min(HANDSHAKE_WAIT)
+                        .max(Duration::from_millis(1));
+                    stream.set_read_timeout(Some(wait)).ok();
+                    stream.set_write_timeout(Some(wait)).ok();
+                    let challenge = nonce().map_err(CommError::new)?;
+                    let mut opening = HANDSHAKE_MAGIC.to_le_bytes().to_vec();
+                    opening.extend_from_slice(&challenge);
+                    if (&stream).write_all(&opening).is_err() {
                         continue;
                     }
-                    let magic = u32::from_le_bytes(hello[0..4].try_into().unwrap());
-                    let who = u64::from_le_bytes(hello[4..12].try_into().unwrap()) as usize;
-                    let their = u64::from_le_bytes(hello[12..20].try_into().unwrap());
-                    if magic != HANDSHAKE_MAGIC || !waiting.contains(&who) {
+                    let mut hello = [0u8; 4 + 16 + TAG];
+                    if (&stream).read_exact(&mut hello).is_err() {
+                        continue;
+                    }
+                    let body = &hello[4..20];
+                    if hello[0..4] != HANDSHAKE_MAGIC.to_le_bytes()
+                        || !key.verify(&[b"mesh", &challenge, body], &hello[20..])
+                    {
+                        continue; // not a rank of this job
+                    }
+                    let who = u64::from_le_bytes(body[0..8].try_into().expect("8 bytes")) as usize;
+                    let their = u64::from_le_bytes(body[8..16].try_into().expect("8 bytes"));
+                    if !waiting.contains(&who) {
                         continue;
                     }
                     if their != digest {

@@ -8,6 +8,7 @@
 //! rank 0. [`session`] runs one rank end to end; [`local`] runs every rank as a child
 //! process on this machine.
 
+pub mod auth;
 pub mod comm;
 pub mod cpu;
 pub mod local;

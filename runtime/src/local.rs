@@ -51,11 +51,13 @@ type Events = mpsc::Sender<(usize, Option<ChildEvent>)>;
 fn spawn_rank(
     exe: &Path,
     args: Vec<String>,
+    env: &[(&str, &str)],
     slot: usize,
     tx: &Events,
 ) -> std::io::Result<(Child, std::thread::JoinHandle<String>)> {
     let mut child = Command::new(exe)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -79,17 +81,24 @@ fn spawn_rank(
     Ok((child, stderr))
 }
 
-/// Start one child per rank in `ranks`: `exe <args(rank, rendezvous)>`, and wait for
+/// How to start one rank's process: `exe <args(rank, rendezvous)>` with `env` added.
+pub struct RankCommand<'a> {
+    pub exe: &'a Path,
+    pub args: &'a dyn Fn(usize, &str) -> Vec<String>,
+    /// Added to the children's environment (the job's secret).
+    pub env: &'a [(&'a str, &'a str)],
+}
+
+/// Start one child per rank in `ranks` with `command`, and wait for
 /// them. Without a `rendezvous` address (`--local`), rank 0 starts first on port 0 and
 /// says which port it got, so no free-port race with the other ranks' listeners.
 /// `progress(done, total)` is called as ranks report; `timeout` bounds how long the
 /// launcher waits after a rank failed before it kills the rest. Returns rank 0's summary
 /// when rank 0 is among `ranks`.
 pub fn run_ranks(
-    exe: &Path,
+    command: &RankCommand<'_>,
     ranks: &[usize],
     rendezvous: Option<String>,
-    args: &dyn Fn(usize, &str) -> Vec<String>,
     timeout: Duration,
     progress: &mut dyn FnMut(usize, usize),
     listening: &mut dyn FnMut(u16),
@@ -111,7 +120,8 @@ pub fn run_ranks(
         let addr = rendezvous
             .clone()
             .unwrap_or_else(|| "127.0.0.1:0".to_string());
-        match spawn_rank(exe, args(rank, &addr), slot, &tx) {
+        let exe = command.exe;
+        match spawn_rank(exe, (command.args)(rank, &addr), command.env, slot, &tx) {
             Ok((child, stderr)) => {
                 children.push(child);
                 stderr_readers.push(stderr);

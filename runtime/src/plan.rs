@@ -269,6 +269,17 @@ impl Plan {
         }
     }
 
+    /// The largest message of any call of either schedule, in bytes.
+    pub fn largest_call_bytes(&self) -> u64 {
+        [&self.decode, &self.prefill]
+            .iter()
+            .flat_map(|s| s.stages.iter())
+            .flat_map(|st| st.steps.iter())
+            .map(|step| step.bytes)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// The group of `kind` that `rank` belongs to (the first, for PP pairs where a middle
     /// stage's rank is in two: see [`Plan::pp_next`]).
     pub fn group_of(&self, rank: usize, kind: GroupKind) -> Option<&Group> {
@@ -306,6 +317,12 @@ pub fn digest(bytes: &[u8]) -> u64 {
 
 /// Largest world a plan may declare (a GB200 NVL72 rack is 72; whole pods of racks fit).
 pub const MAX_WORLD: u64 = 65_536;
+/// The longest timeout a plan or `--timeout` may set (a day): beyond it a deadline is no
+/// bound at all, and `Instant + Duration` can overflow.
+pub const MAX_TIMEOUT_SECONDS: u64 = 86_400;
+/// The largest message of one call (after `--scale`): buffers of this size are allocated
+/// per call, so the bound keeps a hand-edited plan from exhausting memory mid-run.
+pub const MAX_CALL_BYTES: u64 = 8 << 30;
 
 /// Parse and validate a plan file's text.
 pub fn parse(text: &str) -> Result<Plan, PlanError> {
@@ -353,9 +370,11 @@ fn validate(raw: RawPlan, digest: u64) -> Result<Plan, PlanError> {
         ));
     }
     let world = world as usize;
-    if raw.rendezvous.timeout_seconds == 0 {
+    if raw.rendezvous.timeout_seconds == 0 || raw.rendezvous.timeout_seconds > MAX_TIMEOUT_SECONDS {
         return Err(PlanError {
-            message: "rendezvous.timeout_seconds must be at least 1".into(),
+            message: format!(
+                "rendezvous.timeout_seconds must be between 1 and {MAX_TIMEOUT_SECONDS}"
+            ),
             span: None,
             help: None,
         });
@@ -582,7 +601,7 @@ fn schedule(
                 ));
             }
             let calls = (rc.layers[1] - rc.layers[0] + 1).saturating_mul(rc.per_layer);
-            if calls > 1_000_000 || rc.bytes > (1 << 40) {
+            if calls > 1_000_000 || rc.bytes > MAX_CALL_BYTES {
                 return Err(PlanError::at(
                     cspan,
                     format!(

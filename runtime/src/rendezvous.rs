@@ -2,19 +2,33 @@
 //! rank, its plan's digest and the port of its own listener, and receives the address of
 //! every rank plus an opaque blob from rank 0 (the NCCL unique ids of every group).
 //!
-//! Rank 0 refuses a rank outside the world, a rank registered twice and a rank whose plan
-//! file differs; after the timeout it tells the ranks that came which ones never joined,
-//! so every process exits with the same message instead of waiting forever.
+//! Every registration is authenticated with the job's key ([`crate::auth`]): rank 0 opens
+//! each connection with a fresh nonce, the joining rank answers with a tag over it, and
+//! rank 0's reply carries a tag over the joining rank's nonce. A connection that fails
+//! (a stranger, a port scanner, a garbled or silent client) is answered "not
+//! authenticated" at most and dropped; it never ends the rendezvous, and no read waits
+//! longer than [`HELLO_WAIT`] or past the deadline. Rank 0 refuses an authenticated rank
+//! outside the world, a rank registered twice and a rank whose plan file differs; after
+//! the timeout it tells the ranks that came which ones never joined, so every process
+//! exits with the same message instead of waiting forever. A joining rank accepts only a
+//! roster of its own plan's world size.
 
+use crate::auth::{nonce, JobKey, NONCE, TAG};
 use crate::comm::{CommError, CommResult};
 use crate::cpu::list;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-const MAGIC: u32 = 0x4449_4352; // "DICR"
+const MAGIC: u32 = 0x3249_4352; // "RCI2": version 2, authenticated
 const OK: u8 = 0;
 const REFUSED: u8 = 1;
+/// Sent, untagged, to a connection whose hello failed authentication.
+const NOT_AUTHENTICATED: u8 = 2;
+/// The longest rank 0 waits for one connection's hello.
+pub const HELLO_WAIT: Duration = Duration::from_secs(2);
+/// Bytes of a hello: magic, rank, digest, port, nonce, tag.
+const HELLO: usize = 4 + 8 + 8 + 2 + NONCE + TAG;
 
 /// What every rank learns at rendezvous.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,36 +44,53 @@ struct Registration {
     rank: usize,
     digest: u64,
     port: u16,
+    /// The joining rank's nonce, which rank 0's reply is tagged over.
+    nonce: [u8; NONCE],
+}
+
+/// A verified hello.
+struct Hello {
+    rank: u64,
+    digest: u64,
+    port: u16,
+    nonce: [u8; NONCE],
+}
+
+/// Reads one connection's hello within `wait`, after sending it `challenge`; `None`
+/// for anything but an authenticated hello.
+fn read_hello(
+    stream: &mut TcpStream,
+    key: &JobKey,
+    challenge: &[u8; NONCE],
+    wait: Duration,
+) -> Option<Hello> {
+    stream.set_nonblocking(false).ok()?;
+    stream.set_read_timeout(Some(wait)).ok()?;
+    stream.set_write_timeout(Some(wait)).ok()?;
+    let mut opening = MAGIC.to_le_bytes().to_vec();
+    opening.extend_from_slice(challenge);
+    stream.write_all(&opening).ok()?;
+    let mut b = [0u8; HELLO];
+    stream.read_exact(&mut b).ok()?;
+    let magic = u32::from_le_bytes(b[0..4].try_into().ok()?);
+    let body = &b[4..22];
+    let nonce: [u8; NONCE] = b[22..22 + NONCE].try_into().ok()?;
+    let tag = &b[22 + NONCE..];
+    if magic != MAGIC || !key.verify(&[b"hello", challenge, body, &nonce], tag) {
+        let _ = stream.write_all(&[NOT_AUTHENTICATED]);
+        return None;
+    }
+    Some(Hello {
+        rank: u64::from_le_bytes(body[0..8].try_into().ok()?),
+        digest: u64::from_le_bytes(body[8..16].try_into().ok()?),
+        port: u16::from_le_bytes(body[16..18].try_into().ok()?),
+        nonce,
+    })
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&(s.len() as u32).to_le_bytes());
     out.extend_from_slice(s.as_bytes());
-}
-
-fn read_u32(s: &mut impl Read) -> std::io::Result<u32> {
-    let mut b = [0u8; 4];
-    s.read_exact(&mut b)?;
-    Ok(u32::from_le_bytes(b))
-}
-
-fn read_u64(s: &mut impl Read) -> std::io::Result<u64> {
-    let mut b = [0u8; 8];
-    s.read_exact(&mut b)?;
-    Ok(u64::from_le_bytes(b))
-}
-
-fn read_bytes(s: &mut impl Read, max: usize) -> std::io::Result<Vec<u8>> {
-    let n = read_u32(s)? as usize;
-    if n > max {
-        return Err(std::io::Error::new(
-            ErrorKind::InvalidData,
-            "oversized field",
-        ));
-    }
-    let mut v = vec![0u8; n];
-    s.read_exact(&mut v)?;
-    Ok(v)
 }
 
 /// Rank 0: serve on `server` until all `world` ranks registered (or the timeout), then
@@ -70,6 +101,7 @@ pub fn serve(
     digest: u64,
     own_port: u16,
     blob: &[u8],
+    key: &JobKey,
     timeout: Duration,
 ) -> CommResult<Roster> {
     let deadline = Instant::now() + timeout;
@@ -82,72 +114,67 @@ pub fn serve(
                         // After a refusal, keep answering the ranks still to come (with the same refusal) so
                         // every rank reports the real cause, not a rank 0 that went away.
     while joined < world {
+        let now = Instant::now();
+        if now >= deadline {
+            if refusal.is_none() {
+                let missing: Vec<usize> = (1..world).filter(|&r| regs[r].is_none()).collect();
+                refusal = Some(CommError::blame(
+                    missing[0],
+                    format!(
+                        "rendezvous: rank{} {} never joined within {} s",
+                        if missing.len() > 1 { "s" } else { "" },
+                        list(&missing),
+                        timeout.as_secs()
+                    ),
+                ));
+            }
+            break;
+        }
         match server.accept() {
             Ok((mut stream, _)) => {
-                stream.set_nonblocking(false).ok();
-                stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
-                let hello = (|| -> std::io::Result<(u32, u64, u64, u16)> {
-                    let magic = read_u32(&mut stream)?;
-                    let rank = read_u64(&mut stream)?;
-                    let digest = read_u64(&mut stream)?;
-                    let mut p = [0u8; 2];
-                    stream.read_exact(&mut p)?;
-                    Ok((magic, rank, digest, u16::from_le_bytes(p)))
-                })();
-                let Ok((magic, rank, their, port)) = hello else {
-                    continue;
+                let challenge = nonce().map_err(CommError::new)?;
+                let wait = HELLO_WAIT.min(deadline - now).max(Duration::from_millis(1));
+                let Some(hello) = read_hello(&mut stream, key, &challenge, wait) else {
+                    continue; // a stranger or a broken client: dropped, the rendezvous goes on
                 };
-                if magic != MAGIC {
-                    continue;
-                }
-                let rank = rank as usize;
-                let problem = if rank == 0 || rank >= world {
+                let rank = hello.rank as usize;
+                let problem = if hello.rank == 0 || hello.rank >= world as u64 {
                     Some(format!(
-                        "rank {rank} is outside the world (1..{world} may register)"
+                        "rank {} is outside the world (1..{world} may register)",
+                        hello.rank
                     ))
                 } else if regs[rank].is_some() {
                     Some(format!("rank {rank} registered twice"))
-                } else if their != digest {
+                } else if hello.digest != digest {
                     Some(format!(
-                        "rank {rank} runs a different plan file (digest {their:016x}, rank 0's {digest:016x})"
+                        "rank {rank} runs a different plan file (digest {:016x}, rank 0's {digest:016x})",
+                        hello.digest
                     ))
                 } else {
                     None
                 };
                 if let Some(msg) = problem {
                     let first = refusal.get_or_insert_with(|| CommError::blame(rank, msg));
-                    refuse(&mut stream, first);
+                    refuse(&mut stream, key, &hello.nonce, first);
                     joined += 1;
                     continue;
                 }
                 if let Some(first) = &refusal {
-                    refuse(&mut stream, first);
+                    refuse(&mut stream, key, &hello.nonce, first);
                     joined += 1;
                     continue;
                 }
                 regs[rank] = Some(Registration {
                     stream,
                     rank,
-                    digest: their,
-                    port,
+                    digest: hello.digest,
+                    port: hello.port,
+                    nonce: hello.nonce,
                 });
                 joined += 1;
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline && refusal.is_some() {
-                    break;
-                }
-                if Instant::now() >= deadline {
-                    let missing: Vec<usize> = (1..world).filter(|&r| regs[r].is_none()).collect();
-                    refusal = Some(CommError::blame(
-                        missing[0],
-                        format!(
-                            "rendezvous: rank{} {} never joined within {} s",
-                            if missing.len() > 1 { "s" } else { "" },
-                            list(&missing),
-                            timeout.as_secs()
-                        ),
-                    ));
+                if refusal.is_some() && Instant::now() >= deadline {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(2));
@@ -157,7 +184,7 @@ pub fn serve(
     }
     if let Some(err) = refusal {
         for reg in regs.iter_mut().flatten() {
-            refuse(&mut reg.stream, &err);
+            refuse(&mut reg.stream, key, &reg.nonce, &err);
         }
         return Err(err);
     }
@@ -190,6 +217,8 @@ pub fn serve(
         }
         reply.extend_from_slice(&(blob.len() as u32).to_le_bytes());
         reply.extend_from_slice(blob);
+        let tag = key.tag(&[b"reply", &reg.nonce, &reply]);
+        reply.extend_from_slice(&tag);
         reg.stream.write_all(&reply).map_err(|e| {
             CommError::blame(
                 reg.rank,
@@ -205,21 +234,27 @@ pub fn serve(
     })
 }
 
-/// Tell a rank why the job will not start, and whom to blame (`u64::MAX`: nobody).
-fn refuse(stream: &mut TcpStream, why: &CommError) {
+/// Tell a rank why the job will not start, and whom to blame (`u64::MAX`: nobody), tagged
+/// over the rank's nonce.
+fn refuse(stream: &mut TcpStream, key: &JobKey, their_nonce: &[u8; NONCE], why: &CommError) {
     let mut reply = vec![REFUSED];
     let culprit = why.culprit.map(|c| c as u64).unwrap_or(u64::MAX);
     reply.extend_from_slice(&culprit.to_le_bytes());
     put_str(&mut reply, &why.message);
+    let tag = key.tag(&[b"reply", their_nonce, &reply]);
+    reply.extend_from_slice(&tag);
     let _ = stream.write_all(&reply);
 }
 
-/// Any rank but 0: register with rank 0 at `server` and wait for the roster.
+/// Any rank but 0: register with rank 0 at `server` and wait for the roster of a world
+/// of `world` ranks.
 pub fn join(
     server: SocketAddr,
     rank: usize,
+    world: usize,
     digest: u64,
     own_port: u16,
+    key: &JobKey,
     timeout: Duration,
 ) -> CommResult<Roster> {
     let deadline = Instant::now() + timeout;
@@ -240,43 +275,145 @@ pub fn join(
             }
         }
     };
-    let mut hello = Vec::new();
-    hello.extend_from_slice(&MAGIC.to_le_bytes());
-    hello.extend_from_slice(&(rank as u64).to_le_bytes());
-    hello.extend_from_slice(&digest.to_le_bytes());
-    hello.extend_from_slice(&own_port.to_le_bytes());
-    stream
-        .write_all(&hello)
-        .map_err(|e| CommError::blame(0, format!("rendezvous: rank 0: {e}")))?;
-    // Rank 0 answers when everyone joined or at its timeout; allow it a little longer.
-    stream
-        .set_read_timeout(Some(timeout + Duration::from_secs(5)))
-        .ok();
     let broken = |e: std::io::Error| {
         CommError::blame(
             0,
             format!("rendezvous: rank 0 went away before answering ({e})"),
         )
     };
-    let mut status = [0u8; 1];
-    stream.read_exact(&mut status).map_err(broken)?;
-    if status[0] == REFUSED {
-        let culprit = read_u64(&mut stream).map_err(broken)?;
-        let msg = read_bytes(&mut stream, 1 << 16).map_err(broken)?;
-        return Err(CommError {
-            message: String::from_utf8_lossy(&msg).into_owned(),
-            culprit: (culprit != u64::MAX).then_some(culprit as usize),
-        });
+    // Rank 0 answers when everyone joined or at its timeout; allow it a little longer.
+    stream
+        .set_read_timeout(Some(timeout + Duration::from_secs(5)))
+        .ok();
+    let mut opening = [0u8; 4 + NONCE];
+    stream.read_exact(&mut opening).map_err(broken)?;
+    if opening[0..4] != MAGIC.to_le_bytes() {
+        return Err(CommError::blame(
+            0,
+            format!("rendezvous: {server} is not a dic run rendezvous (or another version of dic)"),
+        ));
     }
-    let world = read_u32(&mut stream).map_err(broken)? as usize;
-    let mut addresses = Vec::with_capacity(world);
+    let challenge = &opening[4..];
+    let mine = nonce().map_err(CommError::new)?;
+    let mut body = Vec::with_capacity(18);
+    body.extend_from_slice(&(rank as u64).to_le_bytes());
+    body.extend_from_slice(&digest.to_le_bytes());
+    body.extend_from_slice(&own_port.to_le_bytes());
+    let mut hello = MAGIC.to_le_bytes().to_vec();
+    hello.extend_from_slice(&body);
+    hello.extend_from_slice(&mine);
+    hello.extend_from_slice(&key.tag(&[b"hello", challenge, &body, &mine]));
+    stream
+        .write_all(&hello)
+        .map_err(|e| CommError::blame(0, format!("rendezvous: rank 0: {e}")))?;
+    // Read the whole reply, then believe it only if rank 0's tag over our nonce holds.
+    let mut r = ReplyReader {
+        stream: &mut stream,
+        bytes: Vec::new(),
+    };
+    let too_long =
+        |what: &str| CommError::blame(0, format!("rendezvous: rank 0 sent an oversized {what}"));
+    let status = r.take(1)?[0];
+    match status {
+        NOT_AUTHENTICATED => {
+            return Err(CommError::new(
+                "rendezvous: rank 0 did not accept this rank's credentials: DIC_JOB_SECRET differs from rank 0's",
+            ))
+        }
+        REFUSED => {
+            let culprit = r.u64()?;
+            let n = r.u32()?;
+            if n > 1 << 16 {
+                return Err(too_long("refusal"));
+            }
+            let msg = r.take(n)?;
+            r.verify(key, &mine)?;
+            return Err(CommError {
+                message: String::from_utf8_lossy(&msg).into_owned(),
+                culprit: (culprit != u64::MAX).then_some(culprit as usize),
+            });
+        }
+        OK => {}
+        other => {
+            return Err(CommError::blame(
+                0,
+                format!("rendezvous: rank 0 answered with unknown status {other}"),
+            ))
+        }
+    }
+    let announced = r.u32()?;
+    if announced != world {
+        return Err(CommError::blame(
+            0,
+            format!(
+                "rendezvous: rank 0 announced a world of {announced} ranks; this plan has {world}"
+            ),
+        ));
+    }
+    let mut texts = Vec::with_capacity(world);
     for _ in 0..world {
-        let s = read_bytes(&mut stream, 256).map_err(broken)?;
-        let a: SocketAddr = String::from_utf8_lossy(&s)
-            .parse()
-            .map_err(|_| CommError::blame(0, "rendezvous: rank 0 sent a bad address"))?;
-        addresses.push(a);
+        let n = r.u32()?;
+        if n > 64 {
+            return Err(too_long("address"));
+        }
+        texts.push(r.take(n)?);
     }
-    let blob = read_bytes(&mut stream, 1 << 24).map_err(broken)?;
+    let n = r.u32()?;
+    if n > 1 << 24 {
+        return Err(too_long("blob"));
+    }
+    let blob = r.take(n)?;
+    r.verify(key, &mine)?;
+    let addresses = texts
+        .iter()
+        .map(|t| {
+            String::from_utf8_lossy(t)
+                .parse()
+                .map_err(|_| CommError::blame(0, "rendezvous: rank 0 sent a bad address"))
+        })
+        .collect::<CommResult<Vec<SocketAddr>>>()?;
     Ok(Roster { addresses, blob })
+}
+
+/// Reads rank 0's reply field by field, keeping the bytes for the tag check.
+struct ReplyReader<'a> {
+    stream: &'a mut TcpStream,
+    bytes: Vec<u8>,
+}
+
+impl ReplyReader<'_> {
+    fn take(&mut self, n: usize) -> CommResult<Vec<u8>> {
+        let mut b = vec![0u8; n];
+        self.stream.read_exact(&mut b).map_err(|e| {
+            CommError::blame(
+                0,
+                format!("rendezvous: rank 0 went away before answering ({e})"),
+            )
+        })?;
+        self.bytes.extend_from_slice(&b);
+        Ok(b)
+    }
+    fn u32(&mut self) -> CommResult<usize> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    }
+    fn u64(&mut self) -> CommResult<u64> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b);
+        Ok(u64::from_le_bytes(a))
+    }
+    /// The tag that ends the reply must be rank 0's over `mine` and every byte read.
+    fn verify(&mut self, key: &JobKey, mine: &[u8; NONCE]) -> CommResult<()> {
+        let body = std::mem::take(&mut self.bytes);
+        let tag = self.take(TAG)?;
+        if key.verify(&[b"reply", mine, &body], &tag) {
+            Ok(())
+        } else {
+            Err(CommError::blame(
+                0,
+                "rendezvous: rank 0's answer failed authentication (is DIC_JOB_SECRET the same on every node?)",
+            ))
+        }
+    }
 }

@@ -5,6 +5,7 @@
 //! Any failure is sent to every connected rank as an abort naming the rank at fault, so
 //! the whole job ends within the plan's timeout with the same story on every rank.
 
+use crate::auth::JobKey;
 use crate::comm::{CommError, CommResult};
 use crate::cpu::{CpuComm, Mesh};
 use crate::plan::{Group, Plan};
@@ -12,7 +13,7 @@ use crate::rendezvous;
 use crate::replay::{self, Backend, RankReport, ReplayOptions};
 use crate::summary::{summarize, RunSummary};
 use std::collections::BTreeSet;
-use std::net::{SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -25,8 +26,13 @@ pub enum BackendKind {
 #[derive(Debug, Clone)]
 pub struct RankOptions {
     pub rank: usize,
-    /// Rank 0's rendezvous address (rank 0 listens on its port, on every interface).
+    /// Rank 0's rendezvous address (rank 0 listens on its port, on `bind`).
     pub rendezvous: SocketAddr,
+    /// The address this rank's listeners bind: loopback when every rank runs on this
+    /// machine (`--local`), every interface on a cluster.
+    pub bind: IpAddr,
+    /// The job's key: every handshake is authenticated with it.
+    pub key: JobKey,
     pub timeout: Duration,
     pub replay: ReplayOptions,
     /// Message sizes for `--calibrate` (empty: no calibration).
@@ -89,7 +95,7 @@ pub fn run_rank(
     }
     // Rank 0 takes its rendezvous port before anything else takes ports.
     let server = if rank == 0 {
-        let server = TcpListener::bind(("0.0.0.0", opts.rendezvous.port())).map_err(|e| {
+        let server = TcpListener::bind((opts.bind, opts.rendezvous.port())).map_err(|e| {
             CommError::new(format!(
                 "rank 0 cannot serve the rendezvous on port {}: {e}",
                 opts.rendezvous.port()
@@ -104,7 +110,7 @@ pub fn run_rank(
     } else {
         None
     };
-    let listener = TcpListener::bind(("0.0.0.0", 0))
+    let listener = TcpListener::bind((opts.bind, 0))
         .map_err(|e| CommError::new(format!("cannot listen for peers: {e}")))?;
     let own_port = listener
         .local_addr()
@@ -122,10 +128,19 @@ pub fn run_rank(
             plan.digest,
             own_port,
             &blob,
+            &opts.key,
             opts.timeout,
         )?
     } else {
-        rendezvous::join(opts.rendezvous, rank, plan.digest, own_port, opts.timeout)?
+        rendezvous::join(
+            opts.rendezvous,
+            rank,
+            plan.world_size,
+            plan.digest,
+            own_port,
+            &opts.key,
+            opts.timeout,
+        )?
     };
     let mesh = Rc::new(Mesh::connect(
         rank,
@@ -133,6 +148,7 @@ pub fn run_rank(
         listener,
         &peers_of(plan, rank),
         plan.digest,
+        &opts.key,
         opts.timeout,
     )?);
     let mut progress = |done: usize, total: usize| events(RankEvent::Progress(done, total));

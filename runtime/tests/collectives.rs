@@ -29,7 +29,16 @@ where
         let members = members.clone();
         handles.push(std::thread::spawn(move || {
             let peers: Vec<usize> = members.iter().copied().filter(|&m| m != rank).collect();
-            let mesh = Mesh::connect(rank, &addrs, listener, &peers, 7, Duration::from_secs(10))?;
+            let key = dic_runtime::auth::JobKey::from_secret("collectives test secret").unwrap();
+            let mesh = Mesh::connect(
+                rank,
+                &addrs,
+                listener,
+                &peers,
+                7,
+                &key,
+                Duration::from_secs(10),
+            )?;
             let mut comm = CpuComm::new(Rc::new(mesh), "test", members)?;
             body(&mut comm)
         }));

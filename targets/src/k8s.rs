@@ -423,6 +423,12 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
     Ok(out)
 }
 
+/// The variable `dic run` reads the job's secret from (dic-runtime's `auth::SECRET_ENV`;
+/// the targets do not depend on the runtime, a test checks the two agree).
+pub const fn dic_runtime_secret_env() -> &'static str {
+    "DIC_JOB_SECRET"
+}
+
 /// Mount point of the plan in the preflight pods.
 const PLAN_DIR: &str = "/etc/dic";
 
@@ -509,6 +515,22 @@ fn preflight(
     env.retain(|e| e.name != "HF_TOKEN" && e.name != "HF_HOME");
     // Pod 0's stable DNS name: <job>-0.<service> (Indexed Job hostname + subdomain).
     env.push(env_var(HEAD_ADDR, &format!("{name}-0.{name}")));
+    // The job's secret authenticates every rank's handshake (docs/runtime.md). It is
+    // referenced, never generated into the manifest: create it once per namespace with
+    // `kubectl create secret generic <name> --from-literal=secret=$(openssl rand -hex 32)`.
+    // Not optional: without it the pods do not start, which is the failure to want.
+    env.push(EnvVar {
+        name: dic_runtime_secret_env().into(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: name.clone(),
+                key: "secret".into(),
+                optional: Some(false),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
     let limits = BTreeMap::from([("nvidia.com/gpu".to_string(), quantity(gpus))]);
     let mut limits = limits;
     if let Some((res, count)) = &d.network.rdma_resource {

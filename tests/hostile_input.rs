@@ -444,3 +444,58 @@ fn walk(p: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// A 7 MB string literal used to cost 600 MB (a parser token per character) and 150,000
+/// diagnostics 16 s of column arithmetic; now memory stays small and diagnostics stop at
+/// 10,000 with a note saying how many more there were.
+#[cfg(unix)]
+#[test]
+fn big_strings_and_floods_of_diagnostics_stay_bounded() {
+    let dir = tmp("flood");
+    let big = dir.join("bigstr.dist");
+    std::fs::write(
+        &big,
+        format!(
+            "workload w {{ prompt = 1k tokens, output = 1k tokens, rate = 1 req/s }}\nnetwork n {{ env = [\"A={}\"] }}\n",
+            "x".repeat(7 << 20)
+        ),
+    )
+    .unwrap();
+    let o = dic_within(&["check", big.to_str().unwrap()], Duration::from_secs(30));
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("E0312"));
+    // SAFETY: getrusage fills a struct we own.
+    let peak_kib = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut u);
+        u.ru_maxrss
+    };
+    assert!(
+        peak_kib < 300 * 1024,
+        "a child of this test peaked at {peak_kib} KiB"
+    );
+
+    let flood = dir.join("flood.dist");
+    let fields: Vec<String> = (0..20_000).map(|i| format!("f{i} = 1")).collect();
+    std::fs::write(
+        &flood,
+        format!(
+            "workload w {{ prompt = 1k tokens, output = 1k tokens, rate = 1 req/s, {} }}\n",
+            fields.join(", ")
+        ),
+    )
+    .unwrap();
+    let o = dic_within(
+        &["check", flood.to_str().unwrap(), "--format", "json"],
+        Duration::from_secs(30),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let diags = v[0]["diagnostics"].as_array().unwrap();
+    assert_eq!(diags.len(), 10_000);
+    let note = diags.last().unwrap()["notes"][0].as_str().unwrap();
+    assert!(
+        note.starts_with("10000 more diagnostics were not reported"),
+        "{note}"
+    );
+}

@@ -52,6 +52,7 @@ pub fn front_end(world: &dyn World, path: &str) -> Result<Checked, ReadError> {
     let program = Checker::new(&mut s).check_user_files();
     let mut diags = std::mem::take(&mut s.diags);
     diagnostics::sort(&mut diags);
+    diagnostics::cap(&mut diags);
     Ok(Checked {
         db: s.db,
         program,
@@ -101,6 +102,7 @@ fn finish_with(
     let program = Checker::new(&mut s).check_user_files();
     let mut front = std::mem::take(&mut s.diags);
     diagnostics::sort(&mut front);
+    diagnostics::cap(&mut front);
     let root_ast = s.modules.first().map(|m| m.ast.clone()).unwrap_or_default();
     let mut checked = Checked {
         db: s.db,
@@ -135,6 +137,7 @@ pub fn reanalyze(
     diags.extend(lowering_diags);
     diagnostics::sort(&mut diags);
     diags.dedup();
+    diagnostics::cap(&mut diags);
     checked.diagnostics = diags;
     checked.analyses = analyses;
     checked.plan = plan;
@@ -150,6 +153,7 @@ pub fn check_stdlib() -> Checked {
     let program = Checker::new(&mut s).check_everything();
     let mut diags = std::mem::take(&mut s.diags);
     diagnostics::sort(&mut diags);
+    diagnostics::cap(&mut diags);
     Checked {
         db: s.db,
         program,

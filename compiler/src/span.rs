@@ -99,19 +99,29 @@ pub enum ColumnEncoding {
 #[derive(Debug, Clone)]
 pub struct LineIndex {
     line_starts: Vec<usize>,
+    /// Lines made only of ASCII: every encoding's column is the byte count there, so a
+    /// position on a long line costs O(1), not a walk from the line's start.
+    ascii: Vec<bool>,
     len: usize,
 }
 
 impl LineIndex {
     pub fn new(text: &str) -> LineIndex {
         let mut line_starts = vec![0];
+        let mut ascii = Vec::new();
+        let mut line_ascii = true;
         for (i, b) in text.bytes().enumerate() {
+            line_ascii &= b.is_ascii();
             if b == b'\n' {
                 line_starts.push(i + 1);
+                ascii.push(line_ascii);
+                line_ascii = true;
             }
         }
+        ascii.push(line_ascii);
         LineIndex {
             line_starts,
+            ascii,
             len: text.len(),
         }
     }
@@ -138,6 +148,7 @@ impl LineIndex {
         let start = self.line_starts[line];
         let segment = &text[start..offset];
         let character = match enc {
+            _ if self.ascii.get(line) == Some(&true) => segment.len(),
             ColumnEncoding::Utf8 => segment.len(),
             ColumnEncoding::Utf16 => segment.chars().map(char::len_utf16).sum(),
             ColumnEncoding::Chars => segment.chars().count(),

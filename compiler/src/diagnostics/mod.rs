@@ -147,6 +147,25 @@ pub fn sort(diags: &mut [Diagnostic]) {
     });
 }
 
+/// The most diagnostics one check reports: past it, a file is broken beyond what a list
+/// of errors helps with, and each one costs output (and an editor's memory).
+pub const MAX_DIAGNOSTICS: usize = 10_000;
+
+/// Keeps the first [`MAX_DIAGNOSTICS`] (after [`sort`]); the last one kept says how many
+/// more there were.
+pub fn cap(diags: &mut Vec<Diagnostic>) {
+    if diags.len() <= MAX_DIAGNOSTICS {
+        return;
+    }
+    let more = diags.len() - MAX_DIAGNOSTICS;
+    diags.truncate(MAX_DIAGNOSTICS);
+    if let Some(last) = diags.last_mut() {
+        last.notes.push(format!(
+            "{more} more diagnostics were not reported: dic stops at {MAX_DIAGNOSTICS}; fix these first"
+        ));
+    }
+}
+
 /// "did you mean" — the closest candidate by edit distance, if close enough.
 pub fn did_you_mean<'a>(
     wanted: &str,

@@ -11,7 +11,7 @@ use dic_compiler::source::{ReadError, World};
 use std::io::Read;
 
 /// The largest input file dic reads: 100× the largest real `.dist` file or model config.
-pub const MAX_INPUT_BYTES: u64 = 8 << 20;
+pub const MAX_INPUT_BYTES: u64 = dic_compiler::source::MAX_SOURCE_BYTES as u64;
 
 /// The bytes of a regular file of at most `max` bytes.
 pub fn read_regular(path: &std::path::Path, max: u64) -> Result<Vec<u8>, ReadError> {

@@ -62,6 +62,24 @@ fn every_code_has_a_page_whose_example_produces_it() {
                     )
                 );
             }
+            // A case no example fits in a page (a 9 MiB file): the page names the test
+            // that produces the code, and that test must exist.
+            "text" => {
+                let (file, test) = body
+                    .split("tested by ")
+                    .nth(1)
+                    .and_then(|t| t.split_once(':'))
+                    .unwrap_or_else(|| {
+                        panic!("{code}: a text example names `tested by FILE: TEST`")
+                    });
+                let test = test.trim().trim_end_matches(')').trim();
+                let source = std::fs::read_to_string(file.trim())
+                    .unwrap_or_else(|e| panic!("{code}: {file}: {e}"));
+                assert!(
+                    source.contains(&format!("fn {test}()")) && source.contains(code.as_str()),
+                    "{code}: {file} has no test `{test}` that checks {code}"
+                );
+            }
             other => panic!("{code}: unknown example language `{other}`"),
         }
     }

@@ -405,3 +405,82 @@ fn unicode_columns_differ_between_encodings() {
     assert_eq!(start(false) as usize, prefix.encode_utf16().count());
     assert_eq!(prefix.len() - prefix.encode_utf16().count(), 2);
 }
+
+/// Malformed frames from a client — not JSON, not UTF-8, nested 10,000 deep, a JSON value
+/// that is no message, an object id, a bad Content-Length, a 40 MB frame — each get a
+/// JSON-RPC error reply and the server keeps serving; an import of `/dev/stdin` (its own
+/// protocol stream) is refused, not read.
+#[test]
+fn malformed_messages_get_errors_and_the_server_keeps_serving() {
+    let mut c = Client::start(true);
+    let raw = |c: &mut Client, bytes: &[u8]| {
+        c.stdin.write_all(bytes).unwrap();
+        c.stdin.flush().unwrap();
+    };
+    let frame = |body: &[u8]| {
+        let mut f = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+        f.extend_from_slice(body);
+        f
+    };
+    let deep = format!("{}1{}", "[".repeat(10_000), "]".repeat(10_000));
+    let cases: Vec<(Vec<u8>, i64, Value)> = vec![
+        (frame(b"{not json"), -32700, Value::Null),
+        (frame(b"\xff\xfe{}"), -32700, Value::Null),
+        (frame(deep.as_bytes()), -32700, Value::Null),
+        (frame(b"[1, 2]"), -32600, Value::Null),
+        (
+            frame(br#"{"jsonrpc":"2.0","id":{"a":1},"method":"textDocument/hover"}"#),
+            -32600,
+            Value::Null,
+        ),
+        (
+            frame(br#"{"jsonrpc":"2.0","id":"x","method":5}"#),
+            -32600,
+            json!("x"),
+        ),
+        (
+            b"Content-Length: lots\r\n\r\n".to_vec(),
+            -32700,
+            Value::Null,
+        ),
+        (
+            {
+                let mut f = b"Content-Length: 40000000\r\n\r\n".to_vec();
+                f.extend(std::iter::repeat_n(b' ', 40_000_000));
+                f
+            },
+            -32600,
+            Value::Null,
+        ),
+    ];
+    for (bytes, code, id) in cases {
+        raw(&mut c, &bytes);
+        let reply = c.read();
+        assert_eq!(reply["error"]["code"], json!(code), "{reply}");
+        assert_eq!(reply["id"], id, "{reply}");
+    }
+    // still serving: a document that imports the server's own stdin
+    let uri = c.open("stdin.dist", "import \"/dev/stdin\"\n");
+    let diags = c.diagnostics(&uri, 1);
+    assert!(diags.to_string().contains("not a regular file"), "{diags}");
+    let hover = c.at("textDocument/hover", &uri, (0, 2), json!({}));
+    assert!(hover.is_null() || hover.is_object());
+    c.shutdown();
+}
+
+/// An editor buffer over the 8 MiB source limit is not analysed: one E0107.
+#[test]
+fn a_document_over_the_size_limit_is_refused() {
+    let mut c = Client::start(true);
+    let text = format!("// {}\n", "x".repeat(9 << 20));
+    let uri = c.open("huge.dist", &text);
+    let diags = c.diagnostics(&uri, 1);
+    let codes: Vec<&Value> = diags
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| &d["code"])
+        .collect();
+    assert_eq!(codes, [&json!("E0107")], "{diags}");
+    c.shutdown();
+}

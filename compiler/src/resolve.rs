@@ -100,6 +100,22 @@ impl<'w> Session<'w> {
     }
 
     fn load_user_text(&mut self, path: &str, bytes: Vec<u8>) -> usize {
+        if bytes.len() > crate::source::MAX_SOURCE_BYTES {
+            let file = self.db.add(path, Arc::from(""), false);
+            self.diags.push(
+                Diagnostic::new(
+                    Code::FileTooLarge,
+                    format!(
+                        "`{path}` is {:.1} MiB; dic checks files of at most {} MiB",
+                        bytes.len() as f64 / 1048576.0,
+                        crate::source::MAX_SOURCE_BYTES >> 20
+                    ),
+                )
+                .primary(file, Span::new(0, 0), "not checked")
+                .help("split it into files that import each other"),
+            );
+            return self.add_module(file, Arc::new(SourceAst::default()), false);
+        }
         let (text, bad_utf8) = match String::from_utf8(bytes) {
             Ok(s) => (s, None),
             Err(e) => {

@@ -9,6 +9,11 @@ use crate::span::{FileId, LineIndex};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// The largest source file dic checks (bytes): 100× the largest real `.dist` file. The
+/// CLI refuses larger files before reading them; text that arrives another way (an
+/// editor's buffer) is refused by the resolver with E0107.
+pub const MAX_SOURCE_BYTES: usize = 8 << 20;
+
 /// Why a file could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReadError {

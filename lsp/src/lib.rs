@@ -14,5 +14,6 @@ pub mod documents;
 pub mod features;
 pub mod server;
 pub mod snapshot;
+pub mod transport;
 
 pub use server::{run_stdio, Server};

@@ -431,7 +431,8 @@ pub fn virtual_document(uri: &str) -> Option<String> {
 /// Run the server over stdin/stdout until the client says `exit`; files that are not
 /// open are read through `files`.
 pub fn run_stdio(files: Box<dyn World>) -> Result<(), String> {
-    let (connection, io_threads) = Connection::stdio();
+    let (connection, io_threads) =
+        crate::transport::spawn(std::io::BufReader::new(std::io::stdin()), std::io::stdout());
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let (id, params) = connection.initialize_start().map_err(|e| err(&e))?;
     let params: lsp::InitializeParams = serde_json::from_value(params).map_err(|e| err(&e))?;
@@ -449,7 +450,7 @@ pub fn run_stdio(files: Box<dyn World>) -> Result<(), String> {
     let mut server = Server::with_files(enc, files);
     main_loop(&connection, &mut server).map_err(|e| err(&e))?;
     drop(connection);
-    io_threads.join().map_err(|e| err(&e))?;
+    io_threads.join();
     Ok(())
 }
 

@@ -54,6 +54,7 @@ codes! {
     InvalidNumber = "E0104", Error, "number out of range";
     InvalidUtf8 = "E0105", Error, "file is not valid UTF-8";
     InvalidEscape = "E0106", Error, "invalid escape in a string";
+    FileTooLarge = "E0107", Error, "file too large";
 
     UnknownName = "E0201", Error, "unknown name";
     DuplicateDefinition = "E0202", Error, "name defined twice";

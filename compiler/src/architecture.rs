@@ -49,9 +49,10 @@ pub fn parameters(m: &Model) -> Parameters {
             q + kv_a + kv_b + o
         }
         _ => {
-            let q = h * (m.heads * m.head_dim) as f64;
-            let kv = 2.0 * h * (m.kv_heads * m.head_dim) as f64;
-            let o = (m.heads * m.head_dim) as f64 * h;
+            // In f64: the factors are checked per field, not their products.
+            let q = h * (m.heads as f64 * m.head_dim as f64);
+            let kv = 2.0 * h * (m.kv_heads as f64 * m.head_dim as f64);
+            let o = (m.heads as f64 * m.head_dim as f64) * h;
             q + kv + o
         }
     };

@@ -100,6 +100,25 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
         .and_then(Value::as_str)
         .unwrap_or("unknown")
         .to_string();
+    // Every count a config gives is bounded before any arithmetic: the schema's widest
+    // integer range (a model's sizes), or its token range for the context length.
+    if let Some((k, v)) = cfg.iter().find_map(|(k, v)| {
+        let n = v.as_u64()?;
+        let limit = if k == "max_position_embeddings" {
+            1 << 33
+        } else {
+            MAX_CONFIG_INT
+        };
+        (n > limit).then_some((k, n))
+    }) {
+        return Err(fail(
+            format!(
+                "cannot map `{}`: `{k}` = {v} is beyond any model dic describes",
+                req.source_name
+            ),
+            "check the config: sizes of real models are far smaller",
+        ));
+    }
     let get_u = |k: &str| cfg.get(k).and_then(Value::as_u64);
     let need = |k: &str| -> Result<u64, Box<Diagnostic>> {
         get_u(k).ok_or_else(|| {
@@ -393,6 +412,9 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
     out.push_str("}\n");
     Ok(out)
 }
+
+/// The largest count accepted from a config (the schema's widest model field, `vocab`).
+const MAX_CONFIG_INT: u64 = 1 << 26;
 
 /// True for a `.dist` identifier: `[A-Za-z_][A-Za-z0-9_]*`.
 fn is_identifier(s: &str) -> bool {

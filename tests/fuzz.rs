@@ -207,7 +207,8 @@ fn fuzz_config_json_through_import_hf() {
             let keys: Vec<String> = obj.keys().cloned().collect();
             let k = rng.pick(&keys).clone();
             let hostile: serde_json::Value =
-                serde_json::from_str(*rng.pick(HOSTILE)).unwrap_or(serde_json::Value::Null);
+                serde_json::from_str::<serde_json::Value>(rng.pick(HOSTILE))
+                    .unwrap_or(serde_json::Value::Null);
             match obj.get_mut(&k) {
                 Some(serde_json::Value::Object(inner)) if !inner.is_empty() => {
                     let ik: Vec<String> = inner.keys().cloned().collect();
@@ -225,7 +226,7 @@ fn fuzz_config_json_through_import_hf() {
             v.to_string()
         };
         let quant = (rng.below(3) == 0)
-            .then(|| r#"{"quantization":{"quant_algo":"FP8","kv_cache_quant_algo":"FP8"}}"#);
+            .then_some(r#"{"quantization":{"quant_algo":"FP8","kv_cache_quant_algo":"FP8"}}"#);
         let imported = dic_compiler::import_hf::import(&dic_compiler::import_hf::ImportRequest {
             config: &text,
             quant_config: quant,
@@ -337,7 +338,7 @@ fn fuzz_rendezvous_frames_from_strangers_and_a_fake_rank_0() {
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
     let key = JobKey::from_secret("fuzz rendezvous secret 0123").unwrap();
-    let mut rng = Rng(0x5eed_0f_5ec2e7);
+    let mut rng = Rng(0x5eed_0f5e_c2e7);
     // Rank 0 of a 2-rank world with a 3 s deadline, fed random connections: it must end
     // by its deadline, naming rank 1 as missing, never with a panic or a registration.
     let server = TcpListener::bind("127.0.0.1:0").unwrap();

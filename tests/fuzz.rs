@@ -207,8 +207,7 @@ fn fuzz_config_json_through_import_hf() {
             let keys: Vec<String> = obj.keys().cloned().collect();
             let k = rng.pick(&keys).clone();
             let hostile: serde_json::Value =
-                serde_json::from_str::<serde_json::Value>(rng.pick(HOSTILE))
-                    .unwrap_or(serde_json::Value::Null);
+                serde_json::from_str(rng.pick::<&str>(HOSTILE)).unwrap_or(serde_json::Value::Null);
             match obj.get_mut(&k) {
                 Some(serde_json::Value::Object(inner)) if !inner.is_empty() => {
                     let ik: Vec<String> = inner.keys().cloned().collect();

@@ -337,9 +337,10 @@ fn injection_payloads_execute_nothing() {
             };
             sources.push((f.to_string(), format!("network net {{ {entry} }}\ncluster c2 = c {{ network = net }}\ndeploy d {{ model = llama_3_1_8b, cluster = c2, layout = tp 8 × pp 2 }}\n")));
         }
+        sources.push(("gpu_names".to_string(), format!("gpu g = h100_sxm {{ names = [\"{}\"] }}\nnode n = dgx_h100 {{ gpus = 8 × g }}\ncluster c3 {{ nodes = 2 × n }}\ndeploy d {{ model = llama_3_1_8b, cluster = c3, layout = tp 8 × pp 2 }}\n", escape(p))));
         for (field, deploy) in sources {
             case += 1;
-            let src = format!("import std.nodes.dgx_h100\nimport std.models.llama_3_1_8b\ncluster c {{ nodes = 2 × dgx_h100 }}\n{deploy}");
+            let src = format!("import std.nodes.dgx_h100\nimport std.gpus.h100_sxm\nimport std.models.llama_3_1_8b\ncluster c {{ nodes = 2 × dgx_h100 }}\n{deploy}");
             let file = dir.join(format!("case{case}.dist"));
             std::fs::write(&file, &src).unwrap();
             let out = dir.join(format!("out{case}"));
@@ -413,6 +414,26 @@ fn injection_payloads_execute_nothing() {
         compiled > 20 && refused > 50,
         "compiled {compiled}, refused {refused}"
     );
+    eprintln!("injection: {case} cases, {compiled} compiled and ran, {refused} refused");
+    // what compiled also passes the Kubernetes schemas and API-server rules
+    if let Some(shared) = common::shared_dir() {
+        let manifests: Vec<PathBuf> = (1..=case)
+            .flat_map(|n| walk(&dir.join(format!("out{n}/d/k8s"))))
+            .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+            .collect();
+        for version in ["1.33", "1.37"] {
+            let o = Command::new(shared.join("k8s/validate"))
+                .args(["-q", "-k", version])
+                .args(&manifests)
+                .output()
+                .unwrap();
+            let report = String::from_utf8_lossy(&o.stdout).into_owned()
+                + &String::from_utf8_lossy(&o.stderr);
+            assert!(o.status.success(), "Kubernetes {version}:\n{report}");
+            assert!(report.contains(" 0 errors"), "{report}");
+            eprintln!("injection: Kubernetes {version}: {}", report.trim());
+        }
+    }
 }
 
 /// Every string (keys included) in a parsed document.

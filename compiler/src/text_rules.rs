@@ -93,7 +93,7 @@ impl TextRule {
                 qualified_name(key)
             }
             TextRule::DnsLabel => dns_label(s),
-            TextRule::ResourceName => qualified_name(s),
+            TextRule::ResourceName => resource_name(s),
             TextRule::Image => image(s),
             TextRule::Capability => capability(s),
             TextRule::Interface => interface(s),
@@ -156,6 +156,15 @@ fn dns_subdomain(s: &str) -> Result<(), String> {
         return Err(format!("prefix is {} characters long (1 to 253)", s.len()));
     }
     s.split('.').try_for_each(dns_label)
+}
+
+/// A Kubernetes extended resource name: a qualified name with its domain prefix (the API
+/// server refuses an unprefixed one: only built-in resources such as `cpu` have none).
+pub fn resource_name(s: &str) -> Result<(), String> {
+    if !s.contains('/') {
+        return Err("has no `domain/` prefix; extended resources are fully qualified".into());
+    }
+    qualified_name(s)
 }
 
 /// Kubernetes qualified name: `[prefix/]name`, name ≤ 63 of `[A-Za-z0-9._-]` starting and
@@ -271,6 +280,23 @@ pub fn image(s: &str) -> Result<(), String> {
                 "repository component `{p}` is not lower-case letters, digits and `._-`"
             ));
         }
+    }
+    Ok(())
+}
+
+/// A Kubernetes label value: at most 63 of `[A-Za-z0-9._-]`, starting and ending with a
+/// letter or digit (empty is allowed by Kubernetes but matches no GPU product).
+pub fn label_value(s: &str) -> Result<(), String> {
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if s.is_empty()
+        || s.len() > 63
+        || !edge(s.chars().next())
+        || !edge(s.chars().last())
+        || !s
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    {
+        return Err("is not a Kubernetes label value".into());
     }
     Ok(())
 }
@@ -406,9 +432,14 @@ mod tests {
         for bad in ["Prod", "a_b", "-a", "a-", "", &"a".repeat(64), "a.b"] {
             assert!(dns_label(bad).is_err(), "{bad:?}");
         }
+        assert!(label_value("NVIDIA-H100-80GB-HBM3").is_ok());
+        assert!(label_value("NVIDIA H100").is_err());
+        assert!(label_value("x$(y)").is_err());
         assert!(qualified_name("rdma/ib").is_ok());
         assert!(qualified_name("vpc.amazonaws.com/efa").is_ok());
         assert!(qualified_name("nvidia.com/gpu").is_ok());
+        assert!(resource_name("rdma/ib").is_ok());
+        assert!(resource_name("a_b").is_err() && resource_name("on").is_err());
         for bad in ["rdma/", "/x", "a b", "Bad_Domain.com/x", "x/y/z"] {
             assert!(qualified_name(bad).is_err(), "{bad:?}");
         }

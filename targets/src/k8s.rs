@@ -210,22 +210,26 @@ fn pod(
                 .network
                 .host_network
                 .then(|| "ClusterFirstWithHostNet".to_string()),
-            affinity: Some(Affinity {
-                node_affinity: Some(NodeAffinity {
-                    required_during_scheduling_ignored_during_execution: Some(NodeSelector {
-                        node_selector_terms: vec![NodeSelectorTerm {
-                            match_expressions: Some(vec![NodeSelectorRequirement {
-                                key: "nvidia.com/gpu.product".into(),
-                                operator: "In".into(),
-                                values: Some(vec![d.gpu.product_label.clone()]),
-                            }]),
-                            ..Default::default()
-                        }],
+            // Only a valid label value can match a node; an invalid one would make the
+            // manifest fail validation, so the affinity is left out instead.
+            affinity: dic_compiler::text_rules::label_value(&d.gpu.product_label)
+                .is_ok()
+                .then(|| Affinity {
+                    node_affinity: Some(NodeAffinity {
+                        required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                            node_selector_terms: vec![NodeSelectorTerm {
+                                match_expressions: Some(vec![NodeSelectorRequirement {
+                                    key: "nvidia.com/gpu.product".into(),
+                                    operator: "In".into(),
+                                    values: Some(vec![d.gpu.product_label.clone()]),
+                                }]),
+                                ..Default::default()
+                            }],
+                        }),
+                        ..Default::default()
                     }),
                     ..Default::default()
                 }),
-                ..Default::default()
-            }),
             tolerations: Some(vec![Toleration {
                 key: Some("nvidia.com/gpu".into()),
                 operator: Some("Exists".into()),

@@ -266,8 +266,7 @@ pub fn commands_json(cmds: &[NodeCommand]) -> String {
 
 /// The launch script of one node: environment, a check that the head address is set when
 /// needed, then its commands (several replicas run side by side and are waited for).
-pub fn node_script(d: &DeploymentPlan, node: u64, cmds: &[NodeCommand]) -> String {
-    let mine: Vec<&NodeCommand> = cmds.iter().filter(|c| c.node_rank == node).collect();
+pub fn node_script(d: &DeploymentPlan, node: u64, mine: &[&NodeCommand]) -> String {
     let mut s = String::new();
     s.push_str("#!/usr/bin/env bash\n");
     s.push_str(&format!(
@@ -285,7 +284,7 @@ pub fn node_script(d: &DeploymentPlan, node: u64, cmds: &[NodeCommand]) -> Strin
         s.push_str(&format!(": \"${{{HEAD_ADDR}:?set {HEAD_ADDR} to the address of the head node of this group}}\"\n\n"));
     }
     let parallel = mine.iter().filter(|c| !c.blocking).count() > 1;
-    for c in &mine {
+    for c in mine {
         let env: Vec<String> = c
             .env
             .iter()
@@ -318,8 +317,14 @@ pub fn files(d: &DeploymentPlan) -> BTreeMap<String, String> {
     let cmds = commands(d);
     let mut out = BTreeMap::new();
     out.insert("vllm/commands.json".into(), commands_json(&cmds));
+    // Commands grouped by node once (filtering per node is quadratic at 16,384 nodes).
+    let mut by_node: BTreeMap<u64, Vec<&NodeCommand>> = BTreeMap::new();
+    for c in &cmds {
+        by_node.entry(c.node_rank).or_default().push(c);
+    }
     for node in 0..d.nodes() {
-        out.insert(format!("vllm/node-{node}.sh"), node_script(d, node, &cmds));
+        let mine = by_node.get(&node).map(Vec::as_slice).unwrap_or(&[]);
+        out.insert(format!("vllm/node-{node}.sh"), node_script(d, node, mine));
     }
     out
 }

@@ -35,17 +35,13 @@ pub fn run(file: &str, out: &str, check: bool, color: bool, width: usize) -> u8 
         );
         return ERRORS;
     }
-    // Lower from the analyses `check_file` already made (no second analysis).
-    let (plan, _) = dic_compiler::ir::lower_from(
-        &checked.program,
-        &checked.analyses,
-        dic_compiler::ir::Detail::WithReport,
-    );
+    // The driver already analysed, searched and lowered every deployment once.
+    let plan = &checked.plan;
     if plan.deployments.is_empty() {
         eprintln!("{file}: no deployment to compile");
         return ERRORS;
     }
-    let files = match dic_targets::render(&plan) {
+    let files = match dic_targets::render(plan) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("error: {e}");

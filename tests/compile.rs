@@ -18,9 +18,8 @@ fn generate(path: &str) -> BTreeMap<String, String> {
         "{path}:\n{}",
         common::rendered(&checked)
     );
-    let (plan, diags) = dic_compiler::ir::lower(&checked.program);
-    assert!(diags.is_empty(), "{path}: {diags:?}");
-    dic_targets::render(&plan).expect("renders")
+    // The same entry point as `dic compile`: the driver's lowered plan.
+    dic_targets::render(&checked.plan).expect("renders")
 }
 
 fn examples() -> Vec<String> {

@@ -1719,10 +1719,4 @@ fn describe_expr(e: &Expr) -> String {
 }
 
 /// Prints a number without a trailing `.0`.
-pub fn fmt_num(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{}", v as i64)
-    } else {
-        format!("{v}")
-    }
-}
+pub use crate::units::fmt_num;

@@ -1,11 +1,22 @@
 //! The entry points that the CLI, the language server, the benchmarks and the tests
-//! share: load → parse → resolve → check, returning sources, program and diagnostics.
+//! share, and the one place that knows the order of the stages:
+//!
+//! front end (parse → resolve → check) → scenarios → analysis (pure, per deployment) →
+//! planner (one search per deployment: the chosen layout of `layout = auto`, A0701, E0701,
+//! the report's alternatives) → lowering (decided plans only, never searching) → targets.
+//!
+//! Each deployment's analysis and search are cached ([`AnalysisCache`]) across checks of
+//! the same document, so the language server recomputes only what an edit changed, and
+//! handed forward to diagnostics, lowering, the report and hovers.
 
-use crate::check::Checker;
-use crate::diagnostics::{self, Diagnostic};
+use crate::analysis::{self, Analysis, DeploymentScenario};
+use crate::diagnostics::{self, Diagnostic, Severity};
+use crate::front::{self, FrontEnd};
+use crate::planner::{self, Search};
 use crate::program::Program;
 use crate::resolve::Session;
 use crate::source::{ReadError, SourceDb, World};
+use std::sync::Arc;
 
 /// The result of checking one root file.
 pub struct Checked {
@@ -16,23 +27,44 @@ pub struct Checked {
     /// The front end's share of `diagnostics` (parse, resolve, check), kept so the
     /// analysis can be redone without the front end ([`reanalyze`]).
     pub front_diagnostics: Vec<Diagnostic>,
-    /// The analysis of every deployment with an explicit layout (empty from
-    /// [`front_end`] and [`check_stdlib`]); `dic compile` lowers from these.
-    pub analyses: Vec<(
-        crate::analysis::DeploymentScenario,
-        crate::analysis::Analysis,
-    )>,
-    /// The deployments lowered for diagnostics (`Detail::DiagnosticsOnly`: no report
-    /// search), `layout = auto` ones with the planner's choice: what editors show on hover.
+    /// Every deployment with a decided layout (written, or chosen by the planner), in
+    /// program order, with its analysis and search (empty from [`front_end`] and
+    /// [`check_stdlib`]).
+    pub deployments: Vec<Decided>,
+    /// The decided deployments lowered (with the report's data when the planner ran):
+    /// what `dic compile` renders and editors show on hover.
     pub plan: crate::ir::Plan,
     /// The root file's syntax tree (recovered, so partial for broken input); empty from
     /// [`check_stdlib`].
     pub root_ast: std::sync::Arc<crate::syntax::ast::SourceAst>,
 }
 
+/// One deployment as the driver decided it.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    /// The scenario, with the planner's layout and formats for `layout = auto`.
+    pub scenario: DeploymentScenario,
+    pub analysis: Analysis,
+    /// The deployment's one search (absent when the planner did not run, or the
+    /// analysis found errors).
+    pub search: Option<Arc<Search>>,
+}
+
 impl Checked {
     pub fn has_errors(&self) -> bool {
         self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+
+    fn from_front(f: FrontEnd) -> Checked {
+        Checked {
+            db: f.db,
+            program: f.program,
+            front_diagnostics: f.diagnostics.clone(),
+            diagnostics: f.diagnostics,
+            deployments: Vec::new(),
+            plan: Default::default(),
+            root_ast: f.root_ast,
+        }
     }
 }
 
@@ -49,19 +81,7 @@ pub fn check_file(world: &dyn World, path: &str) -> Result<Checked, ReadError> {
 pub fn front_end(world: &dyn World, path: &str) -> Result<Checked, ReadError> {
     let mut s = Session::new(world);
     s.load_root(path)?;
-    let program = Checker::new(&mut s).check_user_files();
-    let mut diags = std::mem::take(&mut s.diags);
-    diagnostics::sort(&mut diags);
-    diagnostics::cap(&mut diags);
-    Ok(Checked {
-        db: s.db,
-        program,
-        front_diagnostics: diags.clone(),
-        diagnostics: diags,
-        analyses: Vec::new(),
-        plan: Default::default(),
-        root_ast: s.modules.first().map(|m| m.ast.clone()).unwrap_or_default(),
-    })
+    Ok(Checked::from_front(front::check_session(s)))
 }
 
 /// Checks `text` as if it were the file at `path` (imports still go through `world`).
@@ -78,8 +98,8 @@ pub fn check_text_cached(
     world: &dyn World,
     path: &str,
     text: &str,
-    cache: &mut crate::analysis::AnalysisCache,
-    advice: crate::analysis::Advice,
+    cache: &mut AnalysisCache,
+    advice: Advice,
 ) -> Checked {
     let mut s = Session::new(world);
     s.load_root_text(path, text);
@@ -87,80 +107,193 @@ pub fn check_text_cached(
 }
 
 fn finish(s: Session<'_>) -> Checked {
-    finish_with(
-        s,
-        &mut crate::analysis::AnalysisCache::default(),
-        crate::analysis::Advice::Planner,
-    )
+    finish_with(s, &mut AnalysisCache::default(), Advice::Planner)
 }
 
-fn finish_with(
-    mut s: Session<'_>,
-    cache: &mut crate::analysis::AnalysisCache,
-    advice: crate::analysis::Advice,
-) -> Checked {
-    let program = Checker::new(&mut s).check_user_files();
-    let mut front = std::mem::take(&mut s.diags);
-    diagnostics::sort(&mut front);
-    diagnostics::cap(&mut front);
-    let root_ast = s.modules.first().map(|m| m.ast.clone()).unwrap_or_default();
-    let mut checked = Checked {
-        db: s.db,
-        program,
-        diagnostics: Vec::new(),
-        front_diagnostics: front,
-        analyses: Vec::new(),
-        plan: Default::default(),
-        root_ast,
-    };
+fn finish_with(s: Session<'_>, cache: &mut AnalysisCache, advice: Advice) -> Checked {
+    let mut checked = Checked::from_front(front::check_session(s));
     reanalyze(&mut checked, cache, advice);
     checked
 }
 
-/// (Re)does the analysis of a checked program's deployments — e.g. with the planner's
-/// advice after a first pass without it — and rebuilds `diagnostics` from the front end's
-/// and the analysis'.
-pub fn reanalyze(
-    checked: &mut Checked,
-    cache: &mut crate::analysis::AnalysisCache,
-    advice: crate::analysis::Advice,
-) {
-    let (analyses, analysis_diags) =
-        crate::analysis::analyze_program_cached(&checked.program, cache, advice);
-    let (plan, lowering_diags) = crate::ir::lower_from(
-        &checked.program,
-        &analyses,
-        crate::ir::Detail::DiagnosticsOnly,
-    );
+/// Whether the planner runs: `Planner` searches each deployment once (layouts for
+/// `layout = auto`, A0701, the report's data); `Skip` is the language server's fast first
+/// pass, without the search (auto layouts stay undecided until the second pass).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advice {
+    Planner,
+    Skip,
+}
+
+/// Analyses and searches kept between checks of the same document (the language server
+/// re-checks on every edit): a deployment whose scenario, SLOs and search space are
+/// unchanged is neither analysed nor searched again. Keyed by their full debug text, so
+/// any change to a number is a new key; entries not used by the latest check are dropped.
+#[derive(Debug, Default)]
+pub struct AnalysisCache {
+    entries: std::collections::HashMap<String, CachedDeployment>,
+}
+
+#[derive(Debug, Default)]
+struct CachedDeployment {
+    /// The written layout's analysis (explicit layouts only).
+    analysis: Option<Analysis>,
+    search: Option<Arc<Search>>,
+    /// For `layout = auto`: the planner's choice and its analysis, once searched.
+    chosen: Option<Option<(DeploymentScenario, Analysis)>>,
+}
+
+impl AnalysisCache {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// (Re)does everything after the front end — analysis, planner, lowering — for a checked
+/// program's deployments (e.g. with the planner after a first pass without it), and
+/// rebuilds `diagnostics` from the front end's and theirs.
+pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advice) {
+    let p = &checked.program;
+    let scenarios: Vec<(String, DeploymentScenario)> = analysis::scenarios_from_program(p)
+        .into_iter()
+        .map(|ds| {
+            let key = format!(
+                "{:?}|{:?}|{:?}|{:?}|{}",
+                ds.scenario, ds.slo, ds.allowed_weights, ds.allowed_kv_cache, ds.auto_layout
+            );
+            (key, ds)
+        })
+        .collect();
+    for (key, _) in &scenarios {
+        cache.entries.entry(key.clone()).or_default();
+    }
+    // 1. Analysis of written layouts (what the cache lacks, in parallel).
+    let missing: Vec<&(String, DeploymentScenario)> = scenarios
+        .iter()
+        .filter(|(k, ds)| !ds.auto_layout && cache.entries[k].analysis.is_none())
+        .collect();
+    let done = parallel_map(&missing, |(_, ds)| analysis::analyze(&ds.scenario, &ds.slo));
+    for ((key, _), a) in missing.iter().copied().zip(done) {
+        if let Some(e) = cache.entries.get_mut(key) {
+            e.analysis = Some(a);
+        }
+    }
+    // 2. One search per deployment: every auto layout, and every written layout the
+    // analysis found no error in (the report's alternatives, A0701).
+    if advice == Advice::Planner {
+        let has_errors = |a: &Analysis| a.findings.iter().any(|f| f.severity == Severity::Error);
+        let to_search: Vec<&(String, DeploymentScenario)> = scenarios
+            .iter()
+            .filter(|(k, ds)| {
+                let e = &cache.entries[k];
+                e.search.is_none()
+                    && (ds.auto_layout || e.analysis.as_ref().is_some_and(|a| !has_errors(a)))
+            })
+            .collect();
+        let found = parallel_map(&to_search, |(_, ds)| {
+            let search = planner::search(&ds.scenario, &ds.slo, &planner::space_of(ds));
+            // The planner's choice for an auto layout is analysed in full here too.
+            let chosen = ds.auto_layout.then(|| {
+                search.chosen.as_ref().map(|c| {
+                    let mut chosen = ds.clone();
+                    chosen.scenario.layout = c.layout;
+                    chosen.scenario.model.weights = c.weights.clone();
+                    chosen.scenario.model.kv_cache = c.kv_cache.clone();
+                    chosen.auto_layout = false;
+                    let a = analysis::analyze(&chosen.scenario, &chosen.slo);
+                    (chosen, a)
+                })
+            });
+            (Arc::new(search), chosen)
+        });
+        for ((key, _), (search, chosen)) in to_search.iter().copied().zip(found) {
+            if let Some(e) = cache.entries.get_mut(key) {
+                e.search = Some(search);
+                e.chosen = chosen;
+            }
+        }
+    }
+    // 3. Diagnostics and decided deployments, in program order.
     let mut diags = checked.front_diagnostics.clone();
-    diags.extend(analysis_diags);
+    let mut decided = Vec::new();
+    let mut auto_decided = Vec::new();
+    for (key, ds) in &scenarios {
+        let e = &cache.entries[key];
+        if ds.auto_layout {
+            match (&e.search, &e.chosen) {
+                (Some(search), Some(Some((chosen, a)))) => auto_decided.push(Decided {
+                    scenario: chosen.clone(),
+                    analysis: a.clone(),
+                    search: Some(search.clone()),
+                }),
+                (Some(search), _) => diags.extend(planner::no_layout(p, ds, search)),
+                (None, _) => {}
+            }
+            continue;
+        }
+        let Some(base) = &e.analysis else { continue };
+        let mut a = base.clone();
+        let clean = a.findings.iter().all(|f| f.severity != Severity::Error);
+        if let (Some(search), true, false) = (&e.search, clean, ds.slo.is_empty()) {
+            a.findings.extend(planner::cheaper_layout(ds, search));
+        }
+        diags.extend(analysis::diagnostics_for(p, ds, &a.findings));
+        decided.push(Decided {
+            scenario: ds.clone(),
+            search: e.search.clone(),
+            analysis: a,
+        });
+    }
+    // The planner's choices are lowered after the written layouts; their analyses add no
+    // diagnostics (the planner chose them for meeting every SLO).
+    decided.extend(auto_decided);
+    // 4. Lowering of the decided deployments.
+    let planned: Vec<crate::ir::Planned<'_>> = decided
+        .iter()
+        .map(|d| crate::ir::Planned {
+            scenario: &d.scenario,
+            analysis: &d.analysis,
+            search: d.search.as_deref(),
+        })
+        .collect();
+    let (plan, lowering_diags) = crate::ir::lower(p, &planned);
     diags.extend(lowering_diags);
     diagnostics::sort(&mut diags);
     diags.dedup();
     diagnostics::cap(&mut diags);
+    let used: std::collections::HashSet<&String> = scenarios.iter().map(|(k, _)| k).collect();
+    cache.entries.retain(|k, _| used.contains(k));
     checked.diagnostics = diags;
-    checked.analyses = analyses;
+    checked.deployments = decided;
     checked.plan = plan;
+}
+
+/// `f` over `items` on up to `available_parallelism` threads, results in order.
+fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(items.len());
+    if threads <= 1 {
+        return items.iter().map(&f).collect();
+    }
+    let chunk = items.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|c| s.spawn(|| c.iter().map(&f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
 }
 
 /// Checks every stdlib module in full (the stdlib must check clean).
 pub fn check_stdlib() -> Checked {
-    let world = crate::source::MemoryWorld::new();
-    let mut s = Session::new(&world);
-    for i in 0..crate::stdlib::MODULES.len() {
-        s.load_stdlib(i);
-    }
-    let program = Checker::new(&mut s).check_everything();
-    let mut diags = std::mem::take(&mut s.diags);
-    diagnostics::sort(&mut diags);
-    diagnostics::cap(&mut diags);
-    Checked {
-        db: s.db,
-        program,
-        front_diagnostics: diags.clone(),
-        diagnostics: diags,
-        analyses: Vec::new(),
-        plan: Default::default(),
-        root_ast: Default::default(),
-    }
+    Checked::from_front(front::check_stdlib())
 }

@@ -5,7 +5,7 @@
 //! from the checked program and its analysis. Serializable with a stable field order, so
 //! the IR itself can be dumped and diffed.
 
-use crate::analysis::{analyze_program, Analysis, DeploymentScenario};
+use crate::analysis::{Analysis, DeploymentScenario};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::program::{Body, Layout, Program};
 use serde::Serialize;
@@ -331,81 +331,30 @@ fn err(code: Code, at: crate::span::FileSpan, message: String, help: &str) -> Di
         .help(help.to_string())
 }
 
-/// Lowers every deployment of a checked program. Deployments the analysis could not
-/// plan (errors) are left out; the returned diagnostics say why a deployment cannot be
-/// lowered at all.
-pub fn lower(p: &Program) -> (Plan, Vec<Diagnostic>) {
-    let (analyses, _) = analyze_program(p);
-    lower_from(p, &analyses, Detail::WithReport)
+/// A deployment whose layout is decided (written, or chosen by the planner), with its
+/// analysis and, when the planner ran, its one search (the report's alternatives,
+/// rejections and scaling curve come from it). Lowering never searches.
+#[derive(Debug, Clone, Copy)]
+pub struct Planned<'a> {
+    pub scenario: &'a DeploymentScenario,
+    pub analysis: &'a Analysis,
+    pub search: Option<&'a crate::planner::Search>,
 }
 
-/// Whether lowering also computes the report's data (the planner's alternatives and the
-/// scaling curve); `dic check` needs only the diagnostics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Detail {
-    WithReport,
-    DiagnosticsOnly,
-}
-
-/// As [`lower`], from analyses already made.
-pub fn lower_from(
-    p: &Program,
-    analyses: &[(DeploymentScenario, Analysis)],
-    detail: Detail,
-) -> (Plan, Vec<Diagnostic>) {
+/// Lowers decided deployments. A deployment whose analysis found errors is left out; the
+/// returned diagnostics say why a deployment cannot be lowered at all.
+pub fn lower(p: &Program, planned: &[Planned<'_>]) -> (Plan, Vec<Diagnostic>) {
     let mut deployments = Vec::new();
     let mut diags = Vec::new();
-    let mut planned = Vec::new();
-    for ds in crate::analysis::scenarios_from_program(p)
-        .into_iter()
-        .filter(|d| d.auto_layout)
-    {
-        let def = p.def(ds.deploy).expect("scenario of a definition");
-        let Body::Deploy(d) = &def.body else { continue };
-        let space = crate::planner::SearchSpace {
-            weights: ds.allowed_weights.clone(),
-            kv_cache: ds.allowed_kv_cache.clone(),
-        };
-        let search = crate::planner::search(&ds.scenario, &ds.slo, &space);
-        match &search.chosen {
-            Some(c) => {
-                let mut chosen = ds.clone();
-                chosen.scenario.layout = c.layout;
-                chosen.scenario.model.weights = c.weights.clone();
-                chosen.scenario.model.kv_cache = c.kv_cache.clone();
-                chosen.auto_layout = false;
-                let a = crate::analysis::analyze(&chosen.scenario, &chosen.slo);
-                planned.push((chosen, a));
-            }
-            None => {
-                let closest = match &search.closest {
-                    Some(c) => format!(
-                        "; the closest, `{}`, misses by: {}",
-                        c.describe(),
-                        c.rejected_because
-                            .as_deref()
-                            .map(|r| r.split_once(": ").map(|x| x.1).unwrap_or(r))
-                            .unwrap_or("?")
-                    ),
-                    None => String::new(),
-                };
-                diags.push(err(
-                    Code::NoLayout,
-                    d.layout_at,
-                    format!("deploy `{}`: no layout of the {} candidates evaluated meets every SLO{closest}", def.name, search.evaluated),
-                    "`dic plan` lists every family and why it was rejected; relax an SLO, allow `fp8` weights, or add GPUs",
-                ));
-            }
-        }
-    }
-    for (ds, a) in analyses.iter().chain(planned.iter()) {
-        if a.findings
+    for d in planned {
+        if d.analysis
+            .findings
             .iter()
             .any(|f| f.severity == crate::diagnostics::Severity::Error)
         {
             continue;
         }
-        match lower_one(p, ds, a, detail) {
+        match lower_one(p, d.scenario, d.analysis, d.search) {
             Ok(d) => deployments.push(d),
             Err(d) => diags.push(*d),
         }
@@ -423,7 +372,7 @@ fn lower_one(
     p: &Program,
     ds: &DeploymentScenario,
     a: &Analysis,
-    detail: Detail,
+    search: Option<&crate::planner::Search>,
 ) -> Result<DeploymentPlan, Box<Diagnostic>> {
     let def = p.def(ds.deploy).expect("scenario of a definition");
     let Body::Deploy(d) = &def.body else {
@@ -587,7 +536,7 @@ fn lower_one(
             weights_bytes_per_gpu: st.weights as u64,
         },
         price_per_hour: s.topology.price_per_node_hour,
-        report: report_data(ds, a, detail),
+        report: report_data(ds, a, search),
         comm: comm_plan(ds, a),
     })
 }
@@ -705,7 +654,11 @@ fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
     }
 }
 
-fn report_data(ds: &DeploymentScenario, a: &Analysis, detail: Detail) -> ReportData {
+fn report_data(
+    ds: &DeploymentScenario,
+    a: &Analysis,
+    search: Option<&crate::planner::Search>,
+) -> ReportData {
     use crate::analysis::comm::stage_gpus;
     use crate::program::SloMetric;
     let s = &ds.scenario;
@@ -823,13 +776,13 @@ fn report_data(ds: &DeploymentScenario, a: &Analysis, detail: Detail) -> ReportD
         gpus_used: l.gpus(),
         gpus_idle: nodes * per_node - l.gpus(),
     };
-    let space = crate::planner::SearchSpace {
-        weights: ds.allowed_weights.clone(),
-        kv_cache: ds.allowed_kv_cache.clone(),
-    };
-    let search = match detail {
-        Detail::WithReport => crate::planner::search(s, &ds.slo, &space),
-        Detail::DiagnosticsOnly => crate::planner::Search::empty(),
+    let no_search;
+    let search = match search {
+        Some(s) => s,
+        None => {
+            no_search = crate::planner::Search::empty();
+            &no_search
+        }
     };
     let mut alternatives: Vec<AlternativeRow> = search
         .ranked
@@ -873,8 +826,8 @@ fn report_data(ds: &DeploymentScenario, a: &Analysis, detail: Detail) -> ReportD
         step,
         cost,
         alternatives,
-        rejected: search.rejected,
-        scaling: search.scaling,
+        rejected: search.rejected.clone(),
+        scaling: search.scaling.clone(),
         worse_from_gpus: search.worse_from_gpus,
         planner_evaluated: search.evaluated,
     }

@@ -11,6 +11,7 @@ pub mod architecture;
 pub mod check;
 pub mod diagnostics;
 pub mod driver;
+pub mod front;
 pub mod import_hf;
 pub mod ir;
 pub mod planner;

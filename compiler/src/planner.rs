@@ -9,11 +9,12 @@
 //! Ranking: $/h, then $ per million output tokens, then the escalation order (quantize →
 //! TP inside a node → DP replicas → PP across nodes), then fewer GPUs.
 
-use crate::analysis::rules::SloTarget;
-use crate::analysis::{analyze_quick, Scenario};
-use crate::diagnostics::Severity;
-use crate::program::Layout;
+use crate::analysis::rules::{Anchor, Finding, SloTarget};
+use crate::analysis::{analyze_quick, DeploymentScenario, Scenario};
+use crate::diagnostics::{Code, Diagnostic, Severity};
+use crate::program::{Body, Layout, Program};
 use serde::Serialize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Candidate {
@@ -187,6 +188,7 @@ fn dp_independent(code: Option<crate::diagnostics::Code>) -> bool {
 }
 
 pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search {
+    SEARCHES.fetch_add(1, Ordering::Relaxed);
     let t = &base.topology;
     let total = t.total_gpus().max(1);
     let m = &base.model;
@@ -427,4 +429,102 @@ fn scaling_curve(
         .find(|w| w[1].tpot_ms > w[0].tpot_ms)
         .map(|w| w[1].gpus);
     (points, worse)
+}
+
+/// A0701, the planner second-guessing an explicit layout: advice when a cheaper one (by
+/// $/h, then GPUs) meets the same SLOs with the same weight and KV formats — the best
+/// such candidate of the deployment's one search.
+pub fn cheaper_layout(ds: &DeploymentScenario, search: &Search) -> Option<Finding> {
+    let s = &ds.scenario;
+    let best = search
+        .ranked
+        .iter()
+        .find(|c| c.weights == s.model.weights && c.kv_cache == s.model.kv_cache)?;
+    let per_node = s.topology.gpus_per_node.max(1);
+    let nodes = s.layout.gpus().div_ceil(per_node);
+    let current = s
+        .topology
+        .price_per_node_hour
+        .map(|p| p * nodes as f64)
+        .unwrap_or(s.layout.gpus() as f64);
+    let cheaper = best.cost_per_hour < current - 1e-9
+        || (best.cost_per_hour <= current + 1e-9 && best.gpus < s.layout.gpus());
+    if !cheaper || best.layout == s.layout {
+        return None;
+    }
+    let money = |v: f64| {
+        if best.priced {
+            format!(" (${v:.2}/h)")
+        } else {
+            String::new()
+        }
+    };
+    Some(Finding {
+        code: Code::CheaperLayout,
+        severity: Severity::Advice,
+        message: format!(
+            "`{}` also meets every SLO on {} GPUs{} instead of {}{}: TTFT {:.0} ms, TPOT {:.1} ms",
+            best.layout,
+            best.gpus,
+            money(best.cost_per_hour),
+            s.layout.gpus(),
+            money(current),
+            best.ttft_ms.unwrap_or(f64::NAN),
+            best.tpot_ms.unwrap_or(f64::NAN)
+        ),
+        label: "the planner found a cheaper layout".into(),
+        help: Some(format!(
+            "use `layout = {}` (or `layout = auto`); `dic plan` shows the alternatives",
+            best.layout
+        )),
+        replacement: Some(best.layout.to_string()),
+        anchor: Anchor::Layout,
+    })
+}
+
+/// Every search run in this process: a test counts them (one per deployment per check).
+pub static SEARCHES: AtomicUsize = AtomicUsize::new(0);
+
+/// How many searches this process has run.
+pub fn searches() -> usize {
+    SEARCHES.load(Ordering::Relaxed)
+}
+
+/// The formats the planner may choose for a deployment (`allowed_weights`,
+/// `allowed_kv_cache`, defaulting to the model's own).
+pub fn space_of(ds: &DeploymentScenario) -> SearchSpace {
+    SearchSpace {
+        weights: ds.allowed_weights.clone(),
+        kv_cache: ds.allowed_kv_cache.clone(),
+    }
+}
+
+/// E0701 for a `layout = auto` deployment whose search found nothing that meets every SLO.
+pub fn no_layout(p: &Program, ds: &DeploymentScenario, search: &Search) -> Option<Diagnostic> {
+    let def = p.def(ds.deploy)?;
+    let Body::Deploy(d) = &def.body else {
+        return None;
+    };
+    let closest = match &search.closest {
+        Some(c) => format!(
+            "; the closest, `{}`, misses by: {}",
+            c.describe(),
+            c.rejected_because
+                .as_deref()
+                .map(|r| r.split_once(": ").map(|x| x.1).unwrap_or(r))
+                .unwrap_or("?")
+        ),
+        None => String::new(),
+    };
+    Some(
+        Diagnostic::new(
+            Code::NoLayout,
+            format!(
+                "deploy `{}`: no layout of the {} candidates evaluated meets every SLO{closest}",
+                def.name, search.evaluated
+            ),
+        )
+        .primary(d.layout_at.file, d.layout_at.span, "here")
+        .help("`dic plan` lists every family and why it was rejected; relax an SLO, allow `fp8` weights, or add GPUs"),
+    )
 }

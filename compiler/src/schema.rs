@@ -245,8 +245,8 @@ impl Range {
         };
         format!(
             "{low} {}{sp}{unit} and at most {}{sp}{unit}",
-            crate::check::fmt_num(self.min),
-            crate::check::fmt_num(self.max)
+            crate::units::fmt_num(self.min),
+            crate::units::fmt_num(self.max)
         )
     }
 }
@@ -258,7 +258,7 @@ pub const fn default_range(d: Dimension) -> Range {
         Dimension::Bytes => Range::closed(0.0, 1125899906842624.0), // 1 PiB
         Dimension::Bandwidth => Range::above_zero(1e16),
         Dimension::Time => Range::closed(0.0, 1e7),
-        Dimension::Tokens => Range::above_zero(1e10),
+        Dimension::Tokens => Range::above_zero(1e8), // 100M tokens: 10× the longest context
         Dimension::TokenRate => Range::above_zero(1e12),
         Dimension::RequestRate => Range::above_zero(1e9),
         Dimension::FlopRate => Range::above_zero(1e20),

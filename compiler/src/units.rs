@@ -176,6 +176,15 @@ pub fn fmt_bytes(bytes: f64) -> String {
     }
 }
 
+/// A number as written in `.dist`: whole numbers without a fraction.
+pub fn fmt_num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

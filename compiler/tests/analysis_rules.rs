@@ -2,7 +2,7 @@
 //! algorithm choice, overrides of estimated memory terms, and deployments in files.
 
 use dic_compiler::analysis::comm::{collective_time, Collective, Placement};
-use dic_compiler::analysis::{analyze_program, perf, rules};
+use dic_compiler::analysis::{perf, rules};
 use dic_compiler::program::LinkType;
 use dic_compiler::source::MemoryWorld;
 
@@ -48,8 +48,8 @@ deploy d { model = llama_3_1_70b, cluster = c, workload = w, slo = s, layout = t
 fn slo_break_concurrency_is_the_edge() {
     let world = MemoryWorld::new().with("p.dist", &PROD.replace(" ACTIVATION", ""));
     let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
-    let (analyses, _) = analyze_program(&checked.program);
-    let (ds, a) = &analyses[0];
+    let decided = &checked.deployments[0];
+    let (ds, a) = (&decided.scenario, &decided.analysis);
     let n = a
         .slo_break_concurrency
         .expect("a TPOT bound that one request meets");
@@ -83,8 +83,7 @@ fn estimated_memory_terms_can_be_overridden() {
     let kv = |w: &MemoryWorld| {
         let c = dic_compiler::driver::check_file(w, "p.dist").unwrap();
         assert!(!c.has_errors());
-        let (a, _) = analyze_program(&c.program);
-        let st = a[0].1.memory.stages[0].clone();
+        let st = c.deployments[0].analysis.memory.stages[0].clone();
         (st.activations, st.non_torch, st.cuda_graphs, st.kv_cache)
     };
     let (_, _, _, kv_base) = kv(&base);

@@ -7,7 +7,7 @@ use crate::convert::{path_to_uri, uri_to_path, Encoding, EXPLAIN_SCHEME, STDLIB_
 use crate::documents::{Documents, OverlayWorld};
 use crate::features::{actions, completion, diagnostics, hover, navigation};
 use crate::snapshot::Snapshot;
-use dic_compiler::analysis::{Advice, AnalysisCache};
+use dic_compiler::driver::{Advice, AnalysisCache};
 use dic_compiler::source::{MemoryWorld, World};
 use dic_compiler::span::{ColumnEncoding, Span};
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, RequestId, Response};

@@ -2,8 +2,8 @@
 //! the overlay world — plus what navigation needs: every occurrence of every definition's
 //! name (definitions, bases, references in field values, import paths), by file and span.
 
-use dic_compiler::analysis::{Advice, AnalysisCache};
 use dic_compiler::driver::{self, Checked};
+use dic_compiler::driver::{Advice, AnalysisCache};
 use dic_compiler::program::{DefId, Program, Value};
 use dic_compiler::source::{SourceDb, World};
 use dic_compiler::span::{FileId, Span};

@@ -3,14 +3,11 @@
 //! once per process.
 
 use super::scenario::{GpuSpec, LinkSpec};
-use crate::driver::{check_stdlib, Checked};
 use crate::program::{Body, Model};
 use crate::schema::Kind;
-use std::sync::OnceLock;
 
-pub fn stdlib() -> &'static Checked {
-    static STD: OnceLock<Checked> = OnceLock::new();
-    STD.get_or_init(check_stdlib)
+pub fn stdlib() -> &'static crate::front::FrontEnd {
+    crate::front::stdlib()
 }
 
 pub fn link(name: &str) -> Option<LinkSpec> {

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 pub fn run(file: &str, out: &str, check: bool, color: bool, width: usize) -> u8 {
-    let checked = match dic_compiler::driver::check_file(&DiskWorld, file) {
+    let checked = match dic_compiler::driver::compile_file(&DiskWorld, file) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: cannot read `{file}`: {e}");

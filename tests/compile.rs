@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn generate(path: &str) -> BTreeMap<String, String> {
-    let checked = dic_compiler::driver::check_file(&DiskWorld, path).expect("readable");
+    let checked = dic_compiler::driver::compile_file(&DiskWorld, path).expect("readable");
     assert!(
         !checked.has_errors(),
         "{path}:\n{}",

@@ -157,7 +157,7 @@ fn fuzz_dist_text_through_the_whole_pipeline() {
         }
         let world = world.with_bytes(&name, &bytes);
         let one = Instant::now();
-        let checked = dic_compiler::driver::check_file(&world, &name).expect("in memory");
+        let checked = dic_compiler::driver::compile_file(&world, &name).expect("in memory");
         if !checked.has_errors() {
             let _ = dic_targets::render(&checked.plan);
         }

@@ -110,19 +110,35 @@ fn finish(s: Session<'_>) -> Checked {
     finish_with(s, &mut AnalysisCache::default(), Advice::Planner)
 }
 
+/// As [`check_file`], with every deployment searched for its report: what `dic compile`
+/// renders from `Checked::plan`.
+pub fn compile_file(world: &dyn World, path: &str) -> Result<Checked, ReadError> {
+    let mut s = Session::new(world);
+    s.load_root(path)?;
+    Ok(finish_with(
+        s,
+        &mut AnalysisCache::default(),
+        Advice::Report,
+    ))
+}
+
 fn finish_with(s: Session<'_>, cache: &mut AnalysisCache, advice: Advice) -> Checked {
     let mut checked = Checked::from_front(front::check_session(s));
     reanalyze(&mut checked, cache, advice);
     checked
 }
 
-/// Whether the planner runs: `Planner` searches each deployment once (layouts for
-/// `layout = auto`, A0701, the report's data); `Skip` is the language server's fast first
-/// pass, without the search (auto layouts stay undecided until the second pass).
+/// How much the planner runs; every deployment is searched at most once either way.
+/// `Skip` is the language server's fast first pass, without any search (auto layouts stay
+/// undecided until the second pass). `Planner` searches what the diagnostics need: every
+/// `layout = auto` (its choice, E0701) and every written layout with SLOs (A0701).
+/// `Report` also searches the written layouts without SLOs, whose report lists the
+/// alternatives: what `dic compile` needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Advice {
-    Planner,
     Skip,
+    Planner,
+    Report,
 }
 
 /// Analyses and searches kept between checks of the same document (the language server
@@ -183,14 +199,16 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
     }
     // 2. One search per deployment: every auto layout, and every written layout the
     // analysis found no error in (the report's alternatives, A0701).
-    if advice == Advice::Planner {
+    if advice != Advice::Skip {
         let has_errors = |a: &Analysis| a.findings.iter().any(|f| f.severity == Severity::Error);
         let to_search: Vec<&(String, DeploymentScenario)> = scenarios
             .iter()
             .filter(|(k, ds)| {
                 let e = &cache.entries[k];
+                let wanted = advice == Advice::Report || !ds.slo.is_empty();
                 e.search.is_none()
-                    && (ds.auto_layout || e.analysis.as_ref().is_some_and(|a| !has_errors(a)))
+                    && (ds.auto_layout
+                        || (wanted && e.analysis.as_ref().is_some_and(|a| !has_errors(a))))
             })
             .collect();
         let found = parallel_map(&to_search, |(_, ds)| {

@@ -14,18 +14,25 @@ workload w { prompt = 2k tokens, output = 200 tokens, rate = 4 req/s }\n\
 slo s { ttft.p95 <= 2 s, tpot.p95 <= 80 ms }\n\
 deploy a { model = llama_3_1_8b, cluster = c, workload = w, slo = s, layout = tp 8 }\n\
 deploy b { model = llama_3_1_70b, cluster = c, workload = w, slo = s, layout = tp 8 × dp 2 }\n\
-deploy d { model = llama_3_1_8b, cluster = c, workload = w, slo = s, layout = auto }\n";
+deploy d { model = llama_3_1_8b, cluster = c, workload = w, slo = s, layout = auto }\n\
+deploy e { model = llama_3_1_8b, cluster = c, workload = w, layout = tp 2 }\n";
 
 #[test]
 fn one_search_per_deployment_and_per_edited_deployment() {
     let world = MemoryWorld::new().with("p.dist", SRC);
+    // `dic check`: the deployments whose diagnostics need the planner (`e` has no SLO,
+    // so no A0701 and no search)
     let before = planner::searches();
     let checked = driver::check_file(&world, "p.dist").unwrap();
     assert!(!checked.has_errors());
-    assert_eq!(planner::searches() - before, 3, "one search per deployment");
+    assert_eq!(planner::searches() - before, 3);
+    // `dic compile`: every deployment once, for its report too
+    let before = planner::searches();
+    let checked = driver::compile_file(&world, "p.dist").unwrap();
+    assert_eq!(planner::searches() - before, 4, "one search per deployment");
     // everything downstream reads those searches: the plan has every deployment with the
-    // report's alternatives, and compiling it searches nothing more
-    assert_eq!(checked.plan.deployments.len(), 3);
+    // report's alternatives
+    assert_eq!(checked.plan.deployments.len(), 4);
     assert!(checked
         .plan
         .deployments
@@ -46,6 +53,7 @@ fn one_search_per_deployment_and_per_edited_deployment() {
     };
     assert_eq!(count(SRC, &mut cache, Advice::Skip), 0);
     assert_eq!(count(SRC, &mut cache, Advice::Planner), 3);
+    assert_eq!(count(SRC, &mut cache, Advice::Report), 1, "only `e` is new");
     assert_eq!(count(SRC, &mut cache, Advice::Planner), 0);
     let edited = SRC.replace("layout = tp 8 × dp 2", "layout = tp 4 × dp 4");
     assert_eq!(count(&edited, &mut cache, Advice::Skip), 0);

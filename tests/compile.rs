@@ -458,3 +458,96 @@ fn nccl_plans_are_consistent() {
         }
     }
 }
+
+/// The schema's engine table is the one list of engine options: every option is either
+/// emitted (with its own flag, checked against vLLM's option schema) or marked dic's own,
+/// and a deployment that sets every option gets every flag — `--cpu-offload-gb` and
+/// `--block-size` included.
+#[test]
+fn every_engine_option_is_emitted_or_dic_only() {
+    use dic_compiler::schema::{VllmFlag, VLLM_OPTIONS};
+    let src = "import std.nodes.dgx_h100\nimport std.models.llama_3_1_8b\n\
+        cluster c { nodes = 1 × dgx_h100 }\n\
+        deploy d { model = llama_3_1_8b, cluster = c, layout = tp 2, engine = vllm { \
+        gpu_memory_utilization = 0.85, max_model_len = 4k tokens, max_num_seqs = 64, \
+        max_num_batched_tokens = 4k tokens, block_size = 32, enforce_eager = true, \
+        kv_cache_memory = 20 GiB, enable_prefix_caching = false, cpu_offload = 2 GiB, \
+        launcher = native, port = 9000, activation_memory = 2 GiB, non_torch_memory = 1 GiB, \
+        cuda_graph_memory = 0 GiB } }\n";
+    let world = dic_compiler::source::MemoryWorld::new().with("e.dist", src);
+    let checked = dic_compiler::driver::compile_file(&world, "e.dist").unwrap();
+    assert!(!checked.has_errors(), "{}", common::rendered(&checked));
+    let files = dic_targets::render(&checked.plan).unwrap();
+    let cmds: Vec<serde_json::Value> =
+        serde_json::from_str(&files["d/vllm/commands.json"]).unwrap();
+    let argv: Vec<String> = cmds[0]["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    let value_after = |flag: &str| {
+        argv.iter()
+            .position(|a| a == flag)
+            .and_then(|i| argv.get(i + 1))
+            .cloned()
+    };
+    for option in VLLM_OPTIONS {
+        match option.vllm {
+            None => panic!("engine option `{}` says nothing about vLLM", option.name),
+            Some(VllmFlag::DicOnly(why)) => assert!(!why.is_empty()),
+            Some(VllmFlag::Value(flag)) => {
+                assert!(
+                    value_after(flag).is_some(),
+                    "`{}`: no {flag} in {argv:?}",
+                    option.name
+                )
+            }
+            Some(VllmFlag::Switch { on, off }) => assert!(
+                argv.iter().any(|a| a == on || Some(a.as_str()) == off),
+                "`{}`: neither {on} nor {off:?} in {argv:?}",
+                option.name
+            ),
+        }
+    }
+    assert_eq!(value_after("--cpu-offload-gb").as_deref(), Some("2"));
+    assert_eq!(value_after("--block-size").as_deref(), Some("32"));
+    assert_eq!(
+        value_after("--kv-cache-memory-bytes").as_deref(),
+        Some("21474836480")
+    );
+    assert_eq!(value_after("--port").as_deref(), Some("9000"));
+    assert!(argv.contains(&"--disable-prefix-caching".to_string()));
+    // and every flag the table names exists in vLLM 0.33's own option schema
+    if let Some(shared) = common::shared_dir() {
+        let schema = std::fs::read_to_string(shared.join("vllm/serve-schema-0.33.0.json")).unwrap();
+        for option in VLLM_OPTIONS {
+            for flag in option.vllm.map(|v| v.flags()).unwrap_or_default() {
+                assert!(
+                    schema.contains(&format!("\"{flag}\"")),
+                    "{flag} is not a vLLM 0.33 flag"
+                );
+            }
+        }
+    }
+}
+
+/// `dic estimate` checks its engine flags with the same table as a .dist file.
+#[test]
+fn dic_estimate_validates_engine_options_through_the_schema() {
+    let o = dic(&[
+        "estimate",
+        "--model",
+        "llama_3_1_8b",
+        "--gpu",
+        "h100_sxm",
+        "--gpu-memory-utilization",
+        "1.5",
+    ]);
+    assert_ne!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("gpu_memory_utilization") && err.contains("out of range"),
+        "{err}"
+    );
+}

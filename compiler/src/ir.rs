@@ -81,11 +81,44 @@ pub struct EnginePlan {
     pub max_model_len: u64,
     pub max_num_seqs: u64,
     pub max_num_batched_tokens: u64,
-    pub block_size: Option<u64>,
+    /// Always emitted: dic's KV arithmetic assumes it (16, or 64 for MLA, by default).
+    pub block_size: u64,
     pub enforce_eager: bool,
     pub kv_cache_memory_bytes: Option<u64>,
+    /// `--cpu-offload-gb`, when weights are offloaded.
+    pub cpu_offload_gib: Option<f64>,
     pub enable_prefix_caching: Option<bool>,
     pub port: u64,
+}
+
+/// An engine option's value on vLLM's command line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FlagValue {
+    /// `--flag VALUE`
+    Text(String),
+    /// a switch: its `on` flag when true, its `off` flag when false
+    Switch(bool),
+}
+
+impl EnginePlan {
+    /// What engine option `name` (a row of the schema's engine table) puts on vLLM's
+    /// command line; `None` when nothing (unset, or the option is dic's own).
+    pub fn flag_value(&self, name: &str) -> Option<FlagValue> {
+        let text = |v: String| Some(FlagValue::Text(v));
+        match name {
+            "port" => text(self.port.to_string()),
+            "gpu_memory_utilization" => text(format!("{}", self.gpu_memory_utilization)),
+            "max_model_len" => text(self.max_model_len.to_string()),
+            "max_num_seqs" => text(self.max_num_seqs.to_string()),
+            "max_num_batched_tokens" => text(self.max_num_batched_tokens.to_string()),
+            "block_size" => text(self.block_size.to_string()),
+            "enforce_eager" => self.enforce_eager.then_some(FlagValue::Switch(true)),
+            "kv_cache_memory" => self.kv_cache_memory_bytes.and_then(|b| text(b.to_string())),
+            "enable_prefix_caching" => self.enable_prefix_caching.map(FlagValue::Switch),
+            "cpu_offload" => self.cpu_offload_gib.and_then(|g| text(format!("{g}"))),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -454,7 +487,7 @@ fn lower_one(
                 "use tp × pp that fills whole nodes",
             ));
         }
-        let mode = if d.engine.launcher.as_deref() == Some("ray") {
+        let mode = if s.engine.ray {
             LaunchMode::MultiNodeRay
         } else {
             LaunchMode::MultiNode
@@ -509,11 +542,12 @@ fn lower_one(
             max_model_len: engine.max_model_len,
             max_num_seqs: engine.max_num_seqs,
             max_num_batched_tokens: engine.max_num_batched_tokens,
-            block_size: d.engine.block_size,
-            enforce_eager: d.engine.enforce_eager,
-            kv_cache_memory_bytes: d.engine.kv_cache_memory.map(|b| b as u64),
-            enable_prefix_caching: d.engine.enable_prefix_caching,
-            port: d.engine.port.unwrap_or(DEFAULT_PORT),
+            block_size: engine.block_size,
+            enforce_eager: engine.enforce_eager,
+            kv_cache_memory_bytes: engine.kv_cache_memory.map(|b| b as u64),
+            cpu_offload_gib: (engine.cpu_offload > 0.0).then(|| engine.cpu_offload / GIB as f64),
+            enable_prefix_caching: engine.enable_prefix_caching,
+            port: engine.port,
         },
         network: net,
         kubernetes: KubernetesPlan {

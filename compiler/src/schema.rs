@@ -129,6 +129,62 @@ pub struct Field {
     pub ty: Ty,
     pub required: bool,
     pub doc: &'static str,
+    /// For an engine option: what it becomes on vLLM's command line.
+    pub vllm: Option<VllmFlag>,
+}
+
+/// What an engine option becomes on `vllm serve`'s command line. Every option of
+/// [`VLLM_OPTIONS`] says: a test fails for one that is neither emitted nor dic's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VllmFlag {
+    /// `--flag VALUE`, always emitted with the value dic resolved (written or vLLM 0.33's
+    /// default), so vLLM and dic's memory model agree.
+    Value(&'static str),
+    /// `--on` when true, `--off` when false (nothing when unset and `off` is `None`).
+    Switch {
+        on: &'static str,
+        off: Option<&'static str>,
+    },
+    /// Read by dic only (why).
+    DicOnly(&'static str),
+}
+
+impl VllmFlag {
+    /// The flags this option can put on a command line.
+    pub fn flags(self) -> Vec<&'static str> {
+        match self {
+            VllmFlag::Value(f) => vec![f],
+            VllmFlag::Switch { on, off } => std::iter::once(on).chain(off).collect(),
+            VllmFlag::DicOnly(_) => Vec::new(),
+        }
+    }
+}
+
+/// The engine option called `name`.
+pub fn engine_option(name: &str) -> Option<&'static Field> {
+    VLLM_OPTIONS.iter().find(|f| f.name == name)
+}
+
+/// Checks a number given for engine option `name` (e.g. by `dic estimate`'s flags)
+/// against the option's type: the same ranges a `.dist` file is checked with.
+pub fn check_engine_number(name: &str, value: f64) -> Result<(), String> {
+    let field = engine_option(name).ok_or_else(|| format!("`{name}` is not an engine option"))?;
+    match field.ty {
+        Ty::Quantity(dim, range) if !range.contains(value) => Err(format!(
+            "`{name}` = {} is out of range: must be {}",
+            crate::units::fmt_num(value),
+            range.describe(dim)
+        )),
+        Ty::Int { min, max }
+            if value.fract() != 0.0 || value < min as f64 || value > max as f64 =>
+        {
+            Err(format!(
+                "`{name}` = {} is out of range: must be a whole number between {min} and {max}",
+                crate::units::fmt_num(value)
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 #[derive(Debug)]
@@ -151,6 +207,7 @@ macro_rules! f {
             ty: $ty,
             required: true,
             doc: $doc,
+            vllm: None,
         }
     };
     ($name:literal, $ty:expr, $doc:literal) => {
@@ -159,6 +216,20 @@ macro_rules! f {
             ty: $ty,
             required: false,
             doc: $doc,
+            vllm: None,
+        }
+    };
+}
+
+/// An engine option: its field, what it becomes for vLLM, and its doc.
+macro_rules! engine {
+    ($name:literal, $ty:expr, $vllm:expr, $doc:literal) => {
+        Field {
+            name: $name,
+            ty: $ty,
+            required: false,
+            doc: $doc,
+            vllm: Some($vllm),
         }
     };
 }
@@ -439,74 +510,104 @@ pub static NETWORK_SCHEMA: KindSchema = KindSchema {
     ],
 };
 
-/// Options of the `vllm { … }` engine block.
+/// Options of the `vllm { … }` engine block, in the order their flags are emitted.
 pub static VLLM_OPTIONS: &[Field] = &[
-    f!(
+    engine!(
+        "port",
+        Ty::Int { min: 1, max: 65535 },
+        VllmFlag::Value("--port"),
+        "API server port (default 8000)"
+    ),
+    engine!(
         "gpu_memory_utilization",
         Ty::Quantity(D::Ratio, Range::above_zero(1.0)),
-        "fraction of device memory vLLM may use (default 0.92)"
+        VllmFlag::Value("--gpu-memory-utilization"),
+        "fraction of device memory vLLM may use (vLLM 0.33's default 0.92)"
     ),
-    f!(
+    engine!(
         "max_model_len",
         Ty::Quantity(D::Tokens, Range::above_zero(2147483648.0)),
-        "longest request (prompt + output)"
+        VllmFlag::Value("--max-model-len"),
+        "longest request (prompt + output); default the model's max_context"
     ),
-    f!(
+    engine!(
         "max_num_seqs",
         Ty::Int {
             min: 1,
             max: 1 << 24
         },
-        "most requests in one batch, per DP rank"
+        VllmFlag::Value("--max-num-seqs"),
+        "most requests in one batch, per DP rank (default 1024 on large GPUs, else 256)"
     ),
-    f!(
+    engine!(
         "max_num_batched_tokens",
         Ty::Quantity(D::Tokens, Range::above_zero(2147483648.0)),
-        "token budget per step"
+        VllmFlag::Value("--max-num-batched-tokens"),
+        "token budget per step (default 16384, 8192 or 2048 by GPU memory)"
     ),
-    f!(
+    engine!(
         "block_size",
         Ty::Int {
             min: 1,
             max: 1 << 16
         },
-        "tokens per KV block (default 16)"
+        VllmFlag::Value("--block-size"),
+        "tokens per KV block (default 16; 64 for MLA models)"
     ),
-    f!("enforce_eager", Ty::Bool, "no CUDA graphs"),
-    f!(
+    engine!(
+        "enforce_eager",
+        Ty::Bool,
+        VllmFlag::Switch {
+            on: "--enforce-eager",
+            off: None
+        },
+        "no CUDA graphs"
+    ),
+    engine!(
         "kv_cache_memory",
         q(D::Bytes),
+        VllmFlag::Value("--kv-cache-memory-bytes"),
         "fixed KV-cache size per GPU (skips utilization-based sizing)"
     ),
-    f!("enable_prefix_caching", Ty::Bool, "prefix caching"),
-    f!(
+    engine!(
+        "enable_prefix_caching",
+        Ty::Bool,
+        VllmFlag::Switch {
+            on: "--enable-prefix-caching",
+            off: Some("--disable-prefix-caching")
+        },
+        "prefix caching (vLLM's default when unset)"
+    ),
+    engine!(
         "cpu_offload",
         q(D::Bytes),
-        "weights kept in CPU memory per GPU"
+        VllmFlag::Value("--cpu-offload-gb"),
+        "weights kept in CPU memory per GPU (emitted in GiB)"
     ),
-    f!(
+    engine!(
         "launcher",
         Ty::Enum(&["native", "ray"]),
+        VllmFlag::DicOnly(
+            "chooses vLLM's native `--nnodes` launch or Ray (`--distributed-executor-backend ray`)"
+        ),
         "multi-node launch: vLLM's native `--nnodes` (default) or Ray"
     ),
-    f!(
-        "port",
-        Ty::Int { min: 1, max: 65535 },
-        "API server port (default 8000)"
-    ),
-    f!(
+    engine!(
         "activation_memory",
         q(D::Bytes),
+        VllmFlag::DicOnly("overrides dic's memory estimate"),
         "override dic's estimate of the profile run's peak activations per GPU"
     ),
-    f!(
+    engine!(
         "non_torch_memory",
         q(D::Bytes),
+        VllmFlag::DicOnly("overrides dic's memory estimate"),
         "override dic's estimate of non-torch memory (NCCL, cuBLAS) per GPU"
     ),
-    f!(
+    engine!(
         "cuda_graph_memory",
         q(D::Bytes),
+        VllmFlag::DicOnly("overrides dic's memory estimate"),
         "override dic's estimate of CUDA-graph memory per GPU"
     ),
 ];

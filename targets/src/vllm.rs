@@ -35,8 +35,13 @@ fn flag(argv: &mut Vec<Arg>, name: &str, value: impl ToString) {
     argv.push(Arg::lit(value.to_string()));
 }
 
-/// `vllm serve MODEL` with the flags that do not depend on the node.
+/// `vllm serve MODEL` with the flags that do not depend on the node: the layout, the
+/// model's formats, then every engine option of the schema's table
+/// ([`dic_compiler::schema::VLLM_OPTIONS`]) with the value dic resolved, so vLLM and dic's
+/// memory model agree. `port` is the replica's own port.
 fn serve(d: &DeploymentPlan, port: u64) -> Vec<Arg> {
+    use dic_compiler::ir::FlagValue;
+    use dic_compiler::schema::{VllmFlag, VLLM_OPTIONS};
     let e = &d.engine;
     let mut a = vec![
         Arg::lit("vllm"),
@@ -44,7 +49,6 @@ fn serve(d: &DeploymentPlan, port: u64) -> Vec<Arg> {
         Arg::lit(&d.model.source),
     ];
     flag(&mut a, "--served-model-name", &d.model.served_name);
-    flag(&mut a, "--port", port);
     flag(&mut a, "--tensor-parallel-size", d.layout.tp);
     if d.layout.pp > 1 {
         flag(&mut a, "--pipeline-parallel-size", d.layout.pp);
@@ -58,33 +62,28 @@ fn serve(d: &DeploymentPlan, port: u64) -> Vec<Arg> {
     if d.layout.ep {
         a.push(Arg::lit("--enable-expert-parallel"));
     }
-    flag(
-        &mut a,
-        "--gpu-memory-utilization",
-        format!("{}", e.gpu_memory_utilization),
-    );
-    flag(&mut a, "--max-model-len", e.max_model_len);
-    flag(&mut a, "--max-num-seqs", e.max_num_seqs);
-    flag(&mut a, "--max-num-batched-tokens", e.max_num_batched_tokens);
-    if let Some(b) = e.block_size {
-        flag(&mut a, "--block-size", b);
-    }
     if let Some(k) = &d.model.kv_cache_dtype {
         flag(&mut a, "--kv-cache-dtype", k);
     }
     if let Some(q) = &d.model.quantization {
         flag(&mut a, "--quantization", q);
     }
-    if let Some(bytes) = e.kv_cache_memory_bytes {
-        flag(&mut a, "--kv-cache-memory-bytes", bytes);
-    }
-    if e.enforce_eager {
-        a.push(Arg::lit("--enforce-eager"));
-    }
-    match e.enable_prefix_caching {
-        Some(true) => a.push(Arg::lit("--enable-prefix-caching")),
-        Some(false) => a.push(Arg::lit("--disable-prefix-caching")),
-        None => {}
+    for option in VLLM_OPTIONS {
+        let value = if option.name == "port" {
+            Some(FlagValue::Text(port.to_string()))
+        } else {
+            e.flag_value(option.name)
+        };
+        match (option.vllm, value) {
+            (Some(VllmFlag::Value(f)), Some(FlagValue::Text(v))) => flag(&mut a, f, v),
+            (Some(VllmFlag::Switch { on, .. }), Some(FlagValue::Switch(true))) => {
+                a.push(Arg::lit(on))
+            }
+            (Some(VllmFlag::Switch { off: Some(off), .. }), Some(FlagValue::Switch(false))) => {
+                a.push(Arg::lit(off))
+            }
+            _ => {}
+        }
     }
     a
 }

@@ -216,6 +216,9 @@ pub fn scenario(row: &Row) -> Option<Scenario> {
         enforce_eager: false,
         kv_cache_memory: None,
         cpu_offload: 0.0,
+        enable_prefix_caching: None,
+        port: super::scenario::vllm_defaults::PORT,
+        ray: false,
         overrides: MemoryOverrides::default(),
     };
     let workload = row.rate.map(|r| WorkloadSpec {

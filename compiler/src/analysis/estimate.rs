@@ -60,13 +60,8 @@ pub fn scenario(
         }
         model.kv_cache = k.clone();
     }
-    if let Some(u) = req.gpu_memory_utilization {
-        if !(u > 0.0 && u <= 1.0) {
-            return Err(format!(
-                "--gpu-memory-utilization must be in (0, 1], got {u}"
-            ));
-        }
-    }
+    // Engine options are checked against the schema's table below, with the same
+    // ranges as a .dist file.
     let l = req.layout;
     if l.tp == 0 || l.pp == 0 || l.dp == 0 {
         return Err("--tp, --pp and --dp must be at least 1".into());
@@ -93,19 +88,25 @@ pub fn scenario(
         price_per_node_hour: req.price_per_node_hour,
         gpu,
     };
-    let engine = engine_settings(
-        &model,
-        &topology.gpu,
-        req.gpu_memory_utilization,
-        req.max_model_len,
-        req.max_num_seqs,
-        req.max_num_batched_tokens,
-        None,
-        false,
-        None,
-        None,
-        MemoryOverrides::default(),
-    );
+    // Through the schema's engine table: the same options and ranges as a .dist file.
+    let options = crate::program::VllmOptions {
+        gpu_memory_utilization: req.gpu_memory_utilization,
+        max_model_len: req.max_model_len,
+        max_num_seqs: req.max_num_seqs,
+        max_num_batched_tokens: req.max_num_batched_tokens,
+        ..Default::default()
+    };
+    for (name, value) in [
+        ("gpu_memory_utilization", req.gpu_memory_utilization),
+        ("max_model_len", req.max_model_len),
+        ("max_num_seqs", req.max_num_seqs.map(|v| v as f64)),
+        ("max_num_batched_tokens", req.max_num_batched_tokens),
+    ] {
+        if let Some(v) = value {
+            crate::schema::check_engine_number(name, v)?;
+        }
+    }
+    let engine = engine_settings(&model, &topology.gpu, &options);
     let load = match (req.concurrency, req.rate) {
         (Some(_), Some(_)) => return Err("give --concurrency or --rate, not both".into()),
         (Some(c), None) => Load::Concurrency(c.max(1)),

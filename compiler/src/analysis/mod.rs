@@ -215,25 +215,7 @@ pub fn scenarios_from_program(p: &Program) -> Vec<DeploymentScenario> {
             scale_out,
             price_per_node_hour: cluster.price.or(node.price),
         };
-        let e = &d.engine;
-        let overrides = MemoryOverrides {
-            activation: e.activation_memory,
-            non_torch: e.non_torch_memory,
-            cuda_graphs: e.cuda_graph_memory,
-        };
-        let engine = engine_settings(
-            model,
-            &topology.gpu,
-            e.gpu_memory_utilization,
-            e.max_model_len,
-            e.max_num_seqs,
-            e.max_num_batched_tokens,
-            e.block_size,
-            e.enforce_eager,
-            e.kv_cache_memory,
-            e.cpu_offload,
-            overrides,
-        );
+        let engine = engine_settings(model, &topology.gpu, &d.engine);
         let workload = d
             .workload
             .and_then(|id| p.workload(id))

@@ -136,7 +136,9 @@ pub struct MemoryOverrides {
     pub cuda_graphs: Option<f64>,
 }
 
-/// Engine settings with vLLM 0.33's defaults filled in.
+/// Engine settings with vLLM 0.33's defaults filled in: every option of the schema's
+/// engine table ([`crate::schema::VLLM_OPTIONS`]) resolved once, here. The memory model,
+/// the performance model and the emitted `vllm serve` flags all read these.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineSettings {
     pub gpu_memory_utilization: f64,
@@ -146,7 +148,13 @@ pub struct EngineSettings {
     pub block_size: u64,
     pub enforce_eager: bool,
     pub kv_cache_memory: Option<f64>,
+    /// Bytes of weights kept in CPU memory per GPU (0: none).
     pub cpu_offload: f64,
+    /// `None`: vLLM's default.
+    pub enable_prefix_caching: Option<bool>,
+    pub port: u64,
+    /// Multi-node launch through Ray instead of vLLM's native `--nnodes`.
+    pub ray: bool,
     pub overrides: MemoryOverrides,
 }
 
@@ -157,6 +165,8 @@ pub mod vllm_defaults {
     pub const BLOCK_SIZE: u64 = 16;
     /// FlashMLA's preferred block size for MLA models.
     pub const MLA_BLOCK_SIZE: u64 = 64;
+    /// The API server's port (`--port`).
+    pub const PORT: u64 = 8000;
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -174,19 +184,12 @@ pub struct Scenario {
 pub fn engine_settings(
     model: &Model,
     gpu: &GpuSpec,
-    util: Option<f64>,
-    max_model_len: Option<f64>,
-    max_num_seqs: Option<u64>,
-    max_num_batched_tokens: Option<f64>,
-    block_size: Option<u64>,
-    enforce_eager: bool,
-    kv_cache_memory: Option<f64>,
-    cpu_offload: Option<f64>,
-    overrides: MemoryOverrides,
+    o: &crate::program::VllmOptions,
 ) -> EngineSettings {
     let large = gpu.is_large_for_vllm();
-    let seqs = max_num_seqs.unwrap_or(if large { 1024 } else { 256 });
-    let mnbt = max_num_batched_tokens
+    let seqs = o.max_num_seqs.unwrap_or(if large { 1024 } else { 256 });
+    let mnbt = o
+        .max_num_batched_tokens
         .map(|t| t as u64)
         .unwrap_or(if gpu.memory >= 160.0 * GIB {
             16384
@@ -201,16 +204,26 @@ pub fn engine_settings(
         vllm_defaults::BLOCK_SIZE
     };
     EngineSettings {
-        gpu_memory_utilization: util.unwrap_or(vllm_defaults::GPU_MEMORY_UTILIZATION),
-        max_model_len: max_model_len
+        gpu_memory_utilization: o
+            .gpu_memory_utilization
+            .unwrap_or(vllm_defaults::GPU_MEMORY_UTILIZATION),
+        max_model_len: o
+            .max_model_len
             .map(|l| l as u64)
             .unwrap_or(model.max_context as u64),
         max_num_seqs: seqs,
         max_num_batched_tokens: mnbt,
-        block_size: block_size.unwrap_or(default_block),
-        enforce_eager,
-        kv_cache_memory,
-        cpu_offload: cpu_offload.unwrap_or(0.0),
-        overrides,
+        block_size: o.block_size.unwrap_or(default_block),
+        enforce_eager: o.enforce_eager,
+        kv_cache_memory: o.kv_cache_memory,
+        cpu_offload: o.cpu_offload.unwrap_or(0.0),
+        enable_prefix_caching: o.enable_prefix_caching,
+        port: o.port.unwrap_or(vllm_defaults::PORT),
+        ray: o.launcher.as_deref() == Some("ray"),
+        overrides: MemoryOverrides {
+            activation: o.activation_memory,
+            non_torch: o.non_torch_memory,
+            cuda_graphs: o.cuda_graph_memory,
+        },
     }
 }

@@ -11,8 +11,8 @@
 //! with a startup window sized from the model's load time. Commands come from the vLLM
 //! target, so scripts and manifests start the same processes.
 
-use crate::shell::{line, quote, Arg};
-use crate::vllm::{commands, NodeCommand, HEAD_ADDR};
+use crate::shell::{line, Arg};
+use crate::vllm::{commands, NodeCommand, NodeRank, HEAD_ADDR};
 use dic_compiler::ir::{DeploymentPlan, LaunchMode};
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
@@ -265,37 +265,6 @@ fn meta(d: &DeploymentPlan, name: String) -> ObjectMeta {
     }
 }
 
-/// Rewrites a node's command for an LWS pod: the head address and node rank come from
-/// the pod's LWS environment instead of being fixed per node.
-fn lws_worker_argv(argv: &[Arg]) -> (Vec<String>, Vec<Arg>) {
-    let mut out = Vec::new();
-    let mut preamble = Vec::new();
-    let mut it = argv.iter().peekable();
-    while let Some(a) = it.next() {
-        match a {
-            Arg::Literal(f) if f == "--node-rank" => {
-                out.push(a.clone());
-                it.next();
-                out.push(Arg::env("LWS_WORKER_INDEX"));
-            }
-            Arg::Literal(f) if f == "--data-parallel-start-rank" => {
-                out.push(a.clone());
-                let per = match it.next() {
-                    Some(Arg::Literal(v)) => v.clone(),
-                    _ => "1".into(),
-                };
-                preamble.push(format!(
-                    "DIC_DP_START_RANK=$(( LWS_WORKER_INDEX * {} ))",
-                    quote(&per)
-                ));
-                out.push(Arg::env("DIC_DP_START_RANK"));
-            }
-            _ => out.push(a.clone()),
-        }
-    }
-    (preamble, out)
-}
-
 /// Every object, as (file name, YAML).
 pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
     let name = dns_name(&d.name);
@@ -353,7 +322,10 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
                 .filter(|c| c.node_rank == 0 && c.blocking)
                 .map(|c| line(&c.argv)),
         );
-        let (mut worker_pre, worker_argv) = lws_worker_argv(&worker_cmd.argv);
+        // The worker's node rank is the pod's LWS_WORKER_INDEX: the vLLM target builds the
+        // command for it (no rewriting of a script's argv here).
+        let (mut worker_pre, worker_argv) =
+            crate::vllm::worker_command(d, NodeRank::Env("LWS_WORKER_INDEX"));
         worker_pre.insert(0, head);
         let worker = NodeCommand {
             argv: worker_argv,

@@ -144,18 +144,9 @@ pub fn commands(d: &DeploymentPlan) -> Vec<NodeCommand> {
         LaunchMode::MultiNode => {
             for g in 0..d.groups {
                 for k in 0..d.nodes_per_group {
-                    let mut a = serve(d, port);
-                    flag(&mut a, "--nnodes", d.nodes_per_group);
-                    flag(&mut a, "--node-rank", k);
-                    a.push(Arg::lit("--master-addr"));
-                    a.push(Arg::env(HEAD_ADDR));
-                    flag(&mut a, "--master-port", MASTER_PORT);
-                    if k > 0 {
-                        a.push(Arg::lit("--headless"));
-                    }
                     out.push(NodeCommand {
                         node_rank: g * d.nodes_per_group + k,
-                        argv: a,
+                        argv: native_multinode(d, NodeRank::Fixed(k)),
                         env: env.clone(),
                         blocking: false,
                     });
@@ -200,19 +191,9 @@ pub fn commands(d: &DeploymentPlan) -> Vec<NodeCommand> {
                             blocking: false,
                         });
                     } else {
-                        let join = vec![
-                            Arg::lit("ray"),
-                            Arg::lit("start"),
-                            Arg::Env {
-                                prefix: "--address=",
-                                var: HEAD_ADDR,
-                                suffix: RAY_ADDRESS_SUFFIX,
-                            },
-                            Arg::lit("--block"),
-                        ];
                         out.push(NodeCommand {
                             node_rank: node,
-                            argv: join,
+                            argv: ray_join(),
                             env: env.clone(),
                             blocking: false,
                         });
@@ -222,21 +203,9 @@ pub fn commands(d: &DeploymentPlan) -> Vec<NodeCommand> {
         }
         LaunchMode::DataParallel => {
             for k in 0..d.nodes_per_group {
-                let mut a = serve(d, port);
-                flag(&mut a, "--data-parallel-size", d.layout.dp);
-                flag(&mut a, "--data-parallel-size-local", d.dp_local);
-                if d.nodes_per_group > 1 {
-                    a.push(Arg::lit("--data-parallel-address"));
-                    a.push(Arg::env(HEAD_ADDR));
-                    flag(&mut a, "--data-parallel-rpc-port", DP_RPC_PORT);
-                    if k > 0 {
-                        flag(&mut a, "--data-parallel-start-rank", k * d.dp_local);
-                        a.push(Arg::lit("--headless"));
-                    }
-                }
                 out.push(NodeCommand {
                     node_rank: k,
-                    argv: a,
+                    argv: data_parallel(d, NodeRank::Fixed(k)).1,
                     env: env.clone(),
                     blocking: false,
                 });
@@ -244,6 +213,91 @@ pub fn commands(d: &DeploymentPlan) -> Vec<NodeCommand> {
         }
     }
     out
+}
+
+/// Which node of its group a command runs as: a number fixed in a script, or one a pod
+/// reads from its environment when it starts (a LeaderWorkerSet worker's
+/// `LWS_WORKER_INDEX`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeRank {
+    Fixed(u64),
+    Env(&'static str),
+}
+
+/// vLLM's native multi-node launch for node `rank` of a group (`--headless` past the head).
+fn native_multinode(d: &DeploymentPlan, rank: NodeRank) -> Vec<Arg> {
+    let mut a = serve(d, d.engine.port);
+    flag(&mut a, "--nnodes", d.nodes_per_group);
+    a.push(Arg::lit("--node-rank"));
+    a.push(match rank {
+        NodeRank::Fixed(k) => Arg::lit(k.to_string()),
+        NodeRank::Env(var) => Arg::env(var),
+    });
+    a.push(Arg::lit("--master-addr"));
+    a.push(Arg::env(HEAD_ADDR));
+    flag(&mut a, "--master-port", MASTER_PORT);
+    if rank != NodeRank::Fixed(0) {
+        a.push(Arg::lit("--headless"));
+    }
+    a
+}
+
+/// The shell variable a pod computes its data-parallel start rank into.
+const DP_START_RANK: &str = "DIC_DP_START_RANK";
+
+/// vLLM's data-parallel launch for node `rank`: shell lines to run first (a start rank
+/// computed from the environment) and the command.
+fn data_parallel(d: &DeploymentPlan, rank: NodeRank) -> (Vec<String>, Vec<Arg>) {
+    let mut pre = Vec::new();
+    let mut a = serve(d, d.engine.port);
+    flag(&mut a, "--data-parallel-size", d.layout.dp);
+    flag(&mut a, "--data-parallel-size-local", d.dp_local);
+    if d.nodes_per_group > 1 {
+        a.push(Arg::lit("--data-parallel-address"));
+        a.push(Arg::env(HEAD_ADDR));
+        flag(&mut a, "--data-parallel-rpc-port", DP_RPC_PORT);
+        match rank {
+            NodeRank::Fixed(0) => {}
+            NodeRank::Fixed(k) => {
+                flag(&mut a, "--data-parallel-start-rank", k * d.dp_local);
+                a.push(Arg::lit("--headless"));
+            }
+            NodeRank::Env(var) => {
+                pre.push(format!(
+                    "{DP_START_RANK}=$(( {var} * {} ))",
+                    quote(&d.dp_local.to_string())
+                ));
+                a.push(Arg::lit("--data-parallel-start-rank"));
+                a.push(Arg::env(DP_START_RANK));
+                a.push(Arg::lit("--headless"));
+            }
+        }
+    }
+    (pre, a)
+}
+
+/// The command of a node past the head of a multi-node group, whichever node it is:
+/// shell lines to run first and the command (for a LeaderWorkerSet's worker template).
+pub fn worker_command(d: &DeploymentPlan, rank: NodeRank) -> (Vec<String>, Vec<Arg>) {
+    match d.launch {
+        LaunchMode::MultiNode | LaunchMode::Replicas => (Vec::new(), native_multinode(d, rank)),
+        LaunchMode::DataParallel => data_parallel(d, rank),
+        LaunchMode::MultiNodeRay => (Vec::new(), ray_join()),
+    }
+}
+
+/// A Ray worker joining the head's cluster.
+fn ray_join() -> Vec<Arg> {
+    vec![
+        Arg::lit("ray"),
+        Arg::lit("start"),
+        Arg::Env {
+            prefix: "--address=",
+            var: HEAD_ADDR,
+            suffix: RAY_ADDRESS_SUFFIX,
+        },
+        Arg::lit("--block"),
+    ]
 }
 
 /// `commands.json`.

@@ -20,6 +20,9 @@ pub const DEFAULT_PORT: u64 = 8000;
 pub const DP_RPC_PORT: u64 = 13345;
 /// torch.distributed rendezvous port for `--nnodes` launches (vLLM's default).
 pub const MASTER_PORT: u64 = 29501;
+/// The format of the NCCL runtime's plan file, written by the nccl target and checked by
+/// `dic run` (docs/nccl-plan.md).
+pub const NCCL_PLAN_FORMAT: &str = "dic-nccl-plan/1";
 /// Ray head port.
 pub const RAY_PORT: u64 = 6379;
 
@@ -268,7 +271,7 @@ pub struct ReportData {
 pub struct GroupPlan {
     /// `tp.0`, `pp.1`, `ep.0`, `dp`.
     pub name: String,
-    pub kind: String,
+    pub kind: crate::analysis::comm::GroupKind,
     /// The stdlib (or user) link the group's slowest hop crosses; absent for `dp`, which
     /// carries no per-step traffic.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -279,7 +282,7 @@ pub struct GroupPlan {
 /// One collective that every layer in `layers` runs `per_layer` times.
 #[derive(Debug, Clone, Serialize)]
 pub struct CollectiveStep {
-    pub group_kind: String,
+    pub group_kind: crate::analysis::comm::GroupKind,
     pub collective: String,
     /// Inclusive layer range (for the stage hand-off: the stage's last layer).
     pub layers: [u64; 2],
@@ -584,7 +587,8 @@ fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
     let l = s.layout;
     let cx = CommContext::new(s);
     let mut groups = Vec::new();
-    let mut add = |kind: &str, link: Option<&str>, members: Vec<Vec<u64>>, indexed: bool| {
+    use crate::analysis::comm::GroupKind;
+    let mut add = |kind: GroupKind, link: Option<&str>, members: Vec<Vec<u64>>, indexed: bool| {
         for (i, g) in members.into_iter().enumerate() {
             groups.push(GroupPlan {
                 name: if indexed {
@@ -592,17 +596,17 @@ fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
                 } else {
                     kind.to_string()
                 },
-                kind: kind.to_string(),
+                kind,
                 link: link.map(str::to_string),
                 members: g,
             });
         }
     };
     let tp_link = Some(cx.tp.link_name.as_str());
-    add("tp", tp_link, tp_groups(s), true);
+    add(GroupKind::Tp, tp_link, tp_groups(s), true);
     if l.pp > 1 {
         add(
-            "pp",
+            GroupKind::Pp,
             cx.pp.as_ref().map(|p| p.link_name.as_str()),
             pp_pairs(s),
             true,
@@ -610,22 +614,22 @@ fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
     }
     if l.ep && s.model.is_moe() {
         add(
-            "ep",
+            GroupKind::Ep,
             cx.ep.as_ref().map(|p| p.link_name.as_str()),
             ep_groups(s),
             true,
         );
     }
     if l.dcp > 1 {
-        add("dcp", tp_link, dcp_groups(s), true);
+        add(GroupKind::Dcp, tp_link, dcp_groups(s), true);
     }
     if l.pcp > 1 {
-        add("pcp", tp_link, pcp_groups(s), true);
+        add(GroupKind::Pcp, tp_link, pcp_groups(s), true);
     }
     if l.dp > 1 {
         // rank 0 of every replica: the DP "group" used for start-up and weight checks
         add(
-            "dp",
+            GroupKind::Dp,
             None,
             vec![(0..l.dp).map(|d| d * l.replica_gpus()).collect()],
             false,
@@ -650,12 +654,12 @@ fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
                 .map(|c| {
                     total += c.time * 1e6;
                     let (layers, per_layer) = match c.group {
-                        "pp" => ([last, last], 1),
-                        "ep" => ([moe_first, last], c.count / moe.max(1)),
+                        GroupKind::Pp => ([last, last], 1),
+                        GroupKind::Ep => ([moe_first, last], c.count / moe.max(1)),
                         _ => ([first, last], c.count / count.max(1)),
                     };
                     CollectiveStep {
-                        group_kind: c.group.to_string(),
+                        group_kind: c.group,
                         collective: c.collective.name().to_string(),
                         layers,
                         per_layer,

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use toml::Spanned;
 
-pub const PLAN_FORMAT: &str = "dic-nccl-plan/1";
+pub use dic_compiler::ir::NCCL_PLAN_FORMAT as PLAN_FORMAT;
 
 /// A plan file that cannot be run: what is wrong and, where known, where.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,45 +94,8 @@ pub struct Group {
     pub members: Vec<usize>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum GroupKind {
-    Tp,
-    Pp,
-    Ep,
-    Dcp,
-    Pcp,
-    Dp,
-}
-
-impl GroupKind {
-    fn parse(s: &str) -> Option<GroupKind> {
-        Some(match s {
-            "tp" => GroupKind::Tp,
-            "pp" => GroupKind::Pp,
-            "ep" => GroupKind::Ep,
-            "dcp" => GroupKind::Dcp,
-            "pcp" => GroupKind::Pcp,
-            "dp" => GroupKind::Dp,
-            _ => return None,
-        })
-    }
-    /// Whether the schedule runs collectives on groups of this kind (the `dp` group only
-    /// lists each replica's first rank; it gets no communicator).
-    pub fn has_traffic(self) -> bool {
-        self != GroupKind::Dp
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            GroupKind::Tp => "tp",
-            GroupKind::Pp => "pp",
-            GroupKind::Ep => "ep",
-            GroupKind::Dcp => "dcp",
-            GroupKind::Pcp => "pcp",
-            GroupKind::Dp => "dp",
-        }
-    }
-}
+/// Group kinds: the compiler's, so writer and reader share one vocabulary.
+pub use dic_compiler::analysis::comm::GroupKind;
 
 /// The collectives a schedule names: the compiler's, so writer and reader share one
 /// vocabulary and one cost model.

@@ -10,7 +10,7 @@
 use dic_compiler::ir::{DeploymentPlan, GroupPlan, RankPlacement, StepSchedule};
 use serde::Serialize;
 
-pub const PLAN_FORMAT: &str = "dic-nccl-plan/1";
+pub use dic_compiler::ir::NCCL_PLAN_FORMAT as PLAN_FORMAT;
 /// Port on rank 0 that serves the groups' unique ids.
 pub const RENDEZVOUS_PORT: u64 = 29600;
 

@@ -299,10 +299,63 @@ impl CommContext {
     }
 }
 
+/// The kind of a communicator group: the one vocabulary the analysis, the IR, the nccl
+/// target and the runtime share (serialized as `tp`, `pp`, …).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupKind {
+    Tp,
+    Pp,
+    Ep,
+    Dcp,
+    Pcp,
+    Dp,
+}
+
+impl GroupKind {
+    pub const ALL: [GroupKind; 6] = [
+        GroupKind::Tp,
+        GroupKind::Pp,
+        GroupKind::Ep,
+        GroupKind::Dcp,
+        GroupKind::Pcp,
+        GroupKind::Dp,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupKind::Tp => "tp",
+            GroupKind::Pp => "pp",
+            GroupKind::Ep => "ep",
+            GroupKind::Dcp => "dcp",
+            GroupKind::Pcp => "pcp",
+            GroupKind::Dp => "dp",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<GroupKind> {
+        GroupKind::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    /// Whether the schedule runs collectives on groups of this kind (the `dp` group only
+    /// lists each replica's first rank; it gets no communicator).
+    pub fn has_traffic(self) -> bool {
+        self != GroupKind::Dp
+    }
+}
+
+impl std::fmt::Display for GroupKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One line of a step's communication: a collective on a group, how often, how big.
 #[derive(Debug, Clone, Serialize)]
 pub struct CommItem {
-    pub group: &'static str,
+    pub group: GroupKind,
     pub collective: Collective,
     pub count: u64,
     pub bytes: f64,
@@ -332,7 +385,7 @@ pub fn step_comm(
         // Megatron TP: attention out-projection and MLP down-projection end in an AllReduce.
         let count = 2 * layers;
         items.push(CommItem {
-            group: "tp",
+            group: GroupKind::Tp,
             collective: Collective::AllReduce,
             count,
             bytes,
@@ -348,7 +401,7 @@ pub fn step_comm(
             / p as f64;
         let count = 2 * moe_layers;
         items.push(CommItem {
-            group: "ep",
+            group: GroupKind::Ep,
             collective: Collective::AllToAll,
             count,
             bytes,
@@ -363,7 +416,7 @@ pub fn step_comm(
         let tp = &cx.tp;
         let bytes = tokens * m.hidden as f64 * act / l.tp.max(1) as f64 * l.dcp as f64;
         items.push(CommItem {
-            group: "dcp",
+            group: GroupKind::Dcp,
             collective: Collective::AllGather,
             count: layers,
             bytes,
@@ -379,7 +432,7 @@ pub fn step_comm(
         let kv = (m.kv_heads / l.tp.max(1)).max(1) as f64 * m.head_dim as f64;
         let bytes = tokens * 2.0 * kv * act;
         items.push(CommItem {
-            group: "pcp",
+            group: GroupKind::Pcp,
             collective: Collective::AllGather,
             count: layers,
             bytes,
@@ -393,7 +446,7 @@ pub fn step_comm(
             // hidden_states + residual (vLLM IntermediateTensors)
             let bytes = 2.0 * tokens * m.hidden as f64 * act / l.tp.max(1) as f64;
             items.push(CommItem {
-                group: "pp",
+                group: GroupKind::Pp,
                 collective: Collective::SendRecv,
                 count: 1,
                 bytes,

@@ -115,7 +115,7 @@ fn rows(p: &Program, db: &dic_compiler::source::SourceDb, what: Catalog) -> Vec<
             (Body::Node(n), Catalog::Instances) => out.push(json!({
                 "name": d.name,
                 "module": module.trim_start_matches("std/").trim_end_matches(".dist"),
-                "gpus": format!("{} × {}", n.gpu_count, p.def(n.gpu).map(|g| g.name.as_str()).unwrap_or("?")),
+                "gpus": format!("{} × {}", n.gpu_count, n.gpu.and_then(|id| p.def(id)).map(|g| g.name.as_str()).unwrap_or("?")),
                 "scale_up": n.scale_up.and_then(|l| p.def(l)).map(|l| l.name.clone()).unwrap_or_else(|| "pcie".into()),
                 "nics": n.nics.map(|(c, l)| format!("{c} × {}", p.def(l).map(|l| l.name.as_str()).unwrap_or("?"))),
                 "price_per_h": n.price.map(|v| format!("${v:.2}")),

@@ -427,7 +427,7 @@ fn lower_one(
             help,
         ))
     };
-    let model_def = p.def(d.model);
+    let model_def = d.model.and_then(|id| p.def(id));
     let source = d
         .model_source
         .clone()
@@ -498,11 +498,12 @@ fn lower_one(
         (mode, l.dp, rg / per_node, per_node, 1)
     };
     let net = t_network(p, d.cluster);
-    let gpu_def = p
-        .cluster(d.cluster)
+    let gpu_def = d
+        .cluster
+        .and_then(|id| p.cluster(id))
         .and_then(|c| c.groups.first())
         .and_then(|g| p.node(g.node))
-        .and_then(|n| p.def(n.gpu));
+        .and_then(|n| n.gpu.and_then(|id| p.def(id)));
     let product = gpu_def
         .and_then(|g| match &g.body {
             Body::Gpu(x) => x.names.first().cloned(),
@@ -872,8 +873,8 @@ fn report_data(
 }
 
 /// The network profile of a deployment's cluster (the cluster's, else its nodes').
-fn t_network(p: &Program, cluster: crate::program::DefId) -> NetworkPlan {
-    let c = p.cluster(cluster);
+fn t_network(p: &Program, cluster: Option<crate::program::DefId>) -> NetworkPlan {
+    let c = cluster.and_then(|id| p.cluster(id));
     let node_net = c
         .and_then(|c| c.groups.first())
         .and_then(|g| p.node(g.node))

@@ -317,7 +317,7 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
             .then(a.escalation().cmp(&b.escalation()))
             .then(a.gpus.cmp(&b.gpus))
     });
-    let (scaling, worse_from_gpus) = scaling_curve(base, slo, space, &tps);
+    let (scaling, worse_from_gpus) = scaling_curve(base, space, &tps);
     Search {
         chosen: feasible.first().cloned(),
         closest: if feasible.is_empty() { closest } else { None },
@@ -365,7 +365,6 @@ fn short(reason: &str) -> String {
 /// marks "more GPUs make it worse".
 fn scaling_curve(
     base: &Scenario,
-    slo: &[SloTarget],
     space: &SearchSpace,
     tps: &[u64],
 ) -> (Vec<ScalingPoint>, Option<u64>) {
@@ -423,7 +422,6 @@ fn scaling_curve(
         }
         g *= 2;
     }
-    let _ = slo;
     let worse = points
         .windows(2)
         .find(|w| w[1].tpot_ms > w[0].tpot_ms)

@@ -38,8 +38,9 @@ pub struct FieldValue {
     pub at: FileSpan,
     /// The span of the whole `key = value` entry.
     pub entry: FileSpan,
-    /// The definition whose body set it (the definition itself or a base).
-    pub set_by: DefId,
+    /// The definition whose body set it (the definition itself or a base); `None` for
+    /// an option of an engine block, which belongs to no definition.
+    pub set_by: Option<DefId>,
 }
 
 #[derive(Debug, Clone)]
@@ -152,7 +153,8 @@ pub struct Link {
 
 #[derive(Debug, Clone)]
 pub struct Node {
-    pub gpu: DefId,
+    /// `None` when the `gpus` field failed to check (the node is incomplete).
+    pub gpu: Option<DefId>,
     pub gpu_count: u64,
     pub scale_up: Option<DefId>,
     pub scale_up_domain: u64,
@@ -337,8 +339,9 @@ pub struct VllmOptions {
 
 #[derive(Debug, Clone)]
 pub struct Deploy {
-    pub model: DefId,
-    pub cluster: DefId,
+    /// `None` when the field failed to check (the deployment is incomplete).
+    pub model: Option<DefId>,
+    pub cluster: Option<DefId>,
     pub workload: Option<DefId>,
     pub slo: Option<DefId>,
     pub layout: LayoutSpec,

@@ -41,5 +41,8 @@ fn a_node_may_name_its_gpu_as_nvidia_smi_prints_it() {
     let node = checked.program.user_defs_of(Kind::Node).next().unwrap();
     let Body::Node(n) = &node.body else { panic!() };
     assert_eq!(n.gpu_count, 8);
-    assert_eq!(checked.program.def(n.gpu).unwrap().name, "a100_sxm_80gb");
+    assert_eq!(
+        checked.program.def(n.gpu.unwrap()).unwrap().name,
+        "a100_sxm_80gb"
+    );
 }

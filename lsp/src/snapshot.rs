@@ -152,7 +152,7 @@ fn index(db: &SourceDb, p: &Program) -> Vec<Occurrence> {
                 });
             }
         }
-        for fv in def.fields.values().filter(|f| f.set_by == def.id) {
+        for fv in def.fields.values().filter(|f| f.set_by == Some(def.id)) {
             let mut ids = Vec::new();
             referenced(&fv.value, &mut ids);
             let ftext = &db.get(fv.at.file).text;

@@ -224,7 +224,7 @@ fn worker(
     };
     let mut buffers: Vec<CudaSlice<u8>> = Vec::new();
     for (cmd, op) in rx {
-        let reply = guarded(|| execute(&comm, &stream, &mut buffers, cmd, &op, size));
+        let reply = guarded(|| execute(&comm, &stream, &mut buffers, cmd, &op));
         if tx.send(reply).is_err() {
             break;
         }
@@ -237,7 +237,6 @@ fn execute(
     buffers: &mut Vec<CudaSlice<u8>>,
     cmd: Command,
     op: &str,
-    size: usize,
 ) -> CommResult<Reply> {
     let n = |e| nccl_err(op, e);
     match cmd {
@@ -358,7 +357,6 @@ fn execute(
             Ok(Reply::Done)
         }
         Command::Synchronize => {
-            let _ = size;
             stream.synchronize().map_err(|e| cuda_err(op, e))?;
             Ok(Reply::Done)
         }

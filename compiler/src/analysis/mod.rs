@@ -177,7 +177,10 @@ pub fn scenarios_from_program(p: &Program) -> Vec<DeploymentScenario> {
             LayoutSpec::Explicit(l) => (l, false),
             LayoutSpec::Auto => (crate::program::Layout::default(), true),
         };
-        let (Some(model), Some(cluster)) = (p.model(d.model), p.cluster(d.cluster)) else {
+        let (Some(model), Some(cluster)) = (
+            d.model.and_then(|id| p.model(id)),
+            d.cluster.and_then(|id| p.cluster(id)),
+        ) else {
             continue;
         };
         let Some(group) = cluster.groups.first() else {
@@ -186,7 +189,7 @@ pub fn scenarios_from_program(p: &Program) -> Vec<DeploymentScenario> {
         let Some(node) = p.node(group.node) else {
             continue;
         };
-        let Some(gdef) = p.def(node.gpu) else {
+        let Some(gdef) = node.gpu.and_then(|id| p.def(id)) else {
             continue;
         };
         let Body::Gpu(g) = &gdef.body else { continue };
@@ -241,7 +244,11 @@ pub fn scenarios_from_program(p: &Program) -> Vec<DeploymentScenario> {
                 slo_spans.push(b.at);
             }
         }
-        let model_name = p.def(d.model).map(|m| m.name.clone()).unwrap_or_default();
+        let model_name = d
+            .model
+            .and_then(|id| p.def(id))
+            .map(|m| m.name.clone())
+            .unwrap_or_default();
         out.push(DeploymentScenario {
             deploy: def.id,
             name: def.name.clone(),

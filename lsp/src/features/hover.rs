@@ -100,10 +100,11 @@ fn describe_def(snap: &Snapshot, def: &Def) -> String {
     if !def.fields.is_empty() {
         let _ = writeln!(out, "\n| field | value | set by |\n|---|---|---|");
         for (k, fv) in schema_order(def.kind, def) {
-            let by = if fv.set_by == def.id {
+            let by = if fv.set_by == Some(def.id) {
                 "here".to_string()
             } else {
-                p.def(fv.set_by)
+                fv.set_by
+                    .and_then(|id| p.def(id))
                     .map(|d| format!("`{}` ({})", d.name, place(db, fv.at.file, fv.at.span.start)))
                     .unwrap_or_default()
             };
@@ -242,7 +243,7 @@ fn field_hover(snap: &Snapshot, offset: usize) -> Option<(String, dic_compiler::
     let mut chain = Vec::new();
     let mut cur = Some(def);
     while let Some(d) = cur {
-        if let Some(v) = d.fields.get(&top).filter(|v| v.set_by == d.id) {
+        if let Some(v) = d.fields.get(&top).filter(|v| v.set_by == Some(d.id)) {
             chain.push(format!(
                 "`{}` sets `{}` ({})",
                 d.name,

@@ -1,0 +1,383 @@
+//! Merged fields → the typed [`Body`] of each kind, through [`Reader`].
+
+use super::*;
+
+impl<'s, 'w> Checker<'s, 'w> {
+    /// Builds the typed body from merged fields; false when a semantic rule failed.
+    pub(super) fn build(
+        &mut self,
+        kind: Kind,
+        _id: DefId,
+        raw: &RawDef,
+        f: &BTreeMap<String, FieldValue>,
+    ) -> (Body, bool) {
+        let r = Reader(f);
+        let file = raw.file;
+        let mut ok = true;
+        let body = match kind {
+            Kind::Gpu => {
+                let bf16 = r.num("bf16").unwrap_or(0.0);
+                Body::Gpu(Gpu {
+                    names: r.strings("names"),
+                    vendor: r.word("vendor"),
+                    architecture: r.word("architecture"),
+                    memory: r.num("memory").unwrap_or(0.0),
+                    memory_bandwidth: r.num("memory_bandwidth").unwrap_or(0.0),
+                    bf16,
+                    fp16: r.num("fp16").unwrap_or(bf16),
+                    fp8: r.num("fp8"),
+                    fp4: r.num("fp4"),
+                    int8: r.num("int8"),
+                    scale_up: r.reference("scale_up"),
+                    pcie: r.reference("pcie"),
+                })
+            }
+            Kind::Link => Body::Link(Link {
+                link_type: r
+                    .word("type")
+                    .and_then(|w| LinkType::parse(&w))
+                    .unwrap_or(LinkType::Ethernet),
+                bandwidth: r.num("bandwidth").unwrap_or(0.0),
+                latency: r.num("latency").unwrap_or(0.0),
+                generation: r.string("generation"),
+            }),
+            Kind::Node => {
+                let (gpu_count, gpu) = match r.count_of("gpus") {
+                    Some((n, id)) => (n, Some(id)),
+                    None => (0, None),
+                };
+                let scale_up = r.reference("scale_up");
+                let default_domain = if scale_up.is_some() { gpu_count } else { 1 };
+                Body::Node(Node {
+                    gpu,
+                    gpu_count,
+                    scale_up,
+                    scale_up_domain: r
+                        .int("scale_up_domain")
+                        .map(|v| v as u64)
+                        .unwrap_or(default_domain),
+                    nics: r.count_of("nics"),
+                    price: r.num("price"),
+                    provider: r.string("provider"),
+                    cpu_memory: r.num("cpu_memory"),
+                    network: r.reference("network"),
+                })
+            }
+            Kind::Cluster => Body::Cluster(Cluster {
+                groups: match f.get("nodes").map(|v| &v.value) {
+                    Some(Value::Groups(g)) => g
+                        .iter()
+                        .map(|(count, node)| NodeGroup {
+                            count: *count,
+                            node: *node,
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                },
+                fabric: r.reference("fabric"),
+                price: r.num("price"),
+                region: r.string("region"),
+                network: r.reference("network"),
+            }),
+            Kind::Model => {
+                let heads = r.uint("heads").unwrap_or(1).max(1);
+                let hidden = r.uint("hidden").unwrap_or(0);
+                let kv_heads = r.uint("kv_heads").unwrap_or(heads);
+                let experts = r.uint("experts").unwrap_or(0);
+                let attention = match r.word("attention").as_deref() {
+                    Some("mla") => Attention::Mla,
+                    Some("mha") => Attention::Mha,
+                    Some(_) => Attention::Gqa,
+                    None if r.uint("kv_lora_rank").is_some() => Attention::Mla,
+                    None if kv_heads == heads => Attention::Mha,
+                    None => Attention::Gqa,
+                };
+                let dtype = r.word("dtype").unwrap_or_else(|| "bf16".into());
+                let model = Model {
+                    hf: r.string("hf"),
+                    parameters: r.num("parameters").unwrap_or(0.0),
+                    layers: r.uint("layers").unwrap_or(0),
+                    hidden,
+                    heads,
+                    kv_heads,
+                    head_dim: r.uint("head_dim").unwrap_or(hidden / heads),
+                    intermediate: r.uint("intermediate").unwrap_or(0),
+                    vocab: r.uint("vocab").unwrap_or(0),
+                    max_context: r.num("max_context").unwrap_or(0.0),
+                    attention,
+                    experts,
+                    experts_per_token: r.uint("experts_per_token").unwrap_or(0),
+                    shared_experts: r.uint("shared_experts").unwrap_or(0),
+                    moe_intermediate: r.uint("moe_intermediate").unwrap_or(0),
+                    dense_layers: r.uint("dense_layers").unwrap_or(0),
+                    moe_layer_step: r.uint("moe_layer_step").unwrap_or(1),
+                    kv_lora_rank: r.uint("kv_lora_rank").unwrap_or(0),
+                    q_lora_rank: r.uint("q_lora_rank").unwrap_or(0),
+                    qk_rope_head_dim: r.uint("qk_rope_head_dim").unwrap_or(0),
+                    qk_nope_head_dim: r.uint("qk_nope_head_dim").unwrap_or(0),
+                    v_head_dim: r.uint("v_head_dim").unwrap_or(0),
+                    sliding_window: r.num("sliding_window"),
+                    sliding_layers: r.uint("sliding_layers").unwrap_or(0),
+                    tied_embeddings: r.boolean("tied_embeddings").unwrap_or(false),
+                    weights: r.word("weights").unwrap_or_else(|| dtype.clone()),
+                    dtype,
+                    kv_cache: r.word("kv_cache").unwrap_or_else(|| "auto".into()),
+                    prequantized: r.boolean("prequantized").unwrap_or(false),
+                };
+                ok &= self.model_rules(file, raw, f, &model);
+                Body::Model(model)
+            }
+            Kind::Workload => {
+                let w = Workload {
+                    prompt: r.num("prompt").unwrap_or(0.0),
+                    output: r.num("output").unwrap_or(0.0),
+                    rate: r.num("rate"),
+                    concurrency: r.uint("concurrency"),
+                };
+                let written = raw
+                    .body
+                    .iter()
+                    .flat_map(|b| b.entries.iter())
+                    .any(|e| e.key[0].node == "rate" || e.key[0].node == "concurrency");
+                if w.rate.is_none() && w.concurrency.is_none() && !written {
+                    self.push(
+                        Diagnostic::new(
+                            Code::MissingField,
+                            format!(
+                                "workload `{}` has neither `rate` nor `concurrency`",
+                                raw.name.node
+                            ),
+                        )
+                        .primary(file, raw.name.span, "how much traffic?")
+                        .help(
+                            "add `rate = 10 req/s` (open loop) or `concurrency = 64` (closed loop)",
+                        ),
+                    );
+                    ok = false;
+                }
+                if w.rate.is_some() && w.concurrency.is_some() {
+                    let at = f.get("concurrency").map(|v| v.entry).expect("present");
+                    self.push(
+                        Diagnostic::new(Code::TypeMismatch, format!("workload `{}` has both `rate` and `concurrency`", raw.name.node))
+                            .primary(at.file, at.span, "one or the other")
+                            .help("keep `rate` for an open-loop arrival rate or `concurrency` for a closed loop"),
+                    );
+                    ok = false;
+                }
+                Body::Workload(w)
+            }
+            Kind::Slo => {
+                let mut bounds = Vec::new();
+                for (key, fv) in f {
+                    let (metric, pct) = key.split_once('.').unwrap_or((key.as_str(), "p50"));
+                    let metric = match metric {
+                        "ttft" => SloMetric::Ttft,
+                        "tpot" => SloMetric::Tpot,
+                        "itl" => SloMetric::Itl,
+                        "e2e" => SloMetric::E2e,
+                        "throughput" => SloMetric::Throughput,
+                        _ => SloMetric::RequestRate,
+                    };
+                    if let Value::Bound(op, value) = fv.value {
+                        bounds.push(SloBound {
+                            metric,
+                            percentile: pct.to_string(),
+                            op,
+                            value,
+                            at: fv.entry,
+                        });
+                    }
+                }
+                Body::Slo(Slo { bounds })
+            }
+            Kind::Deploy => {
+                let (layout, layout_at) = match f.get("layout") {
+                    Some(FieldValue {
+                        value: Value::Layout(l),
+                        at,
+                        ..
+                    }) => (l.clone(), *at),
+                    _ => (LayoutSpec::Auto, FileSpan::new(file, raw.name.span)),
+                };
+                let engine = match f.get("engine").map(|v| &v.value) {
+                    Some(Value::Engine(_, opts)) => vllm_options(opts),
+                    _ => VllmOptions::default(),
+                };
+                Body::Deploy(Box::new(Deploy {
+                    model: r.reference("model"),
+                    cluster: r.reference("cluster"),
+                    workload: r.reference("workload"),
+                    slo: r.reference("slo"),
+                    layout,
+                    layout_at,
+                    engine,
+                    model_source: r.string("model_source"),
+                    served_model_name: r.string("served_model_name"),
+                    image: r.string("image"),
+                    namespace: r.string("namespace"),
+                    hf_token_secret: r.string("hf_token_secret"),
+                    preflight_image: r.string("preflight_image"),
+                    allowed_weights: r.words("allowed_weights"),
+                    allowed_kv_cache: r.words("allowed_kv_cache"),
+                }))
+            }
+            Kind::Network => {
+                let mut pairs = |key: &str| -> Vec<(String, String)> {
+                    let mut out = Vec::new();
+                    for item in r.strings(key) {
+                        match item.split_once('=') {
+                            Some((k, v)) if !k.trim().is_empty() => {
+                                out.push((k.trim().to_string(), v.to_string()))
+                            }
+                            _ => {
+                                let at = f.get(key).map(|v| v.at).expect("present");
+                                self.push(
+                                    Diagnostic::new(
+                                        Code::TypeMismatch,
+                                        format!("`{key}` entry \"{item}\" is not `NAME=value`"),
+                                    )
+                                    .primary(at.file, at.span, "missing `=`")
+                                    .help(format!(
+                                        "write e.g. \"{}\"",
+                                        if key == "env" {
+                                            "NCCL_IB_HCA=mlx5"
+                                        } else {
+                                            "example.com/key=value"
+                                        }
+                                    )),
+                                );
+                                ok = false;
+                            }
+                        }
+                    }
+                    out
+                };
+                let env = pairs("env");
+                let annotations = pairs("annotations");
+                // Secrets are referenced, never inlined: a credential written here would be
+                // copied in plain text into every script, commands.json and manifest.
+                for (name, _) in env.iter().filter(|(n, _)| text_rules::names_a_secret(n)) {
+                    let at = f.get("env").map(|v| v.at).expect("present");
+                    self.push(
+                        Diagnostic::new(
+                            Code::InvalidText,
+                            format!("`env` would inline the credential `{name}`"),
+                        )
+                        .primary(at.file, at.span, "written into scripts and manifests in plain text")
+                        .help("keep credentials out of .dist files: the Hugging Face token comes from the Secret named by `hf_token_secret` (Kubernetes) or HF_TOKEN in the node's environment (scripts)"),
+                    );
+                    ok = false;
+                }
+                Body::Network(Network {
+                    resource: r.string("resource"),
+                    resource_count: r.uint("resource_count").unwrap_or(1),
+                    capabilities: r.strings("capabilities"),
+                    annotations,
+                    env,
+                    socket_ifname: r.string("socket_ifname").unwrap_or_else(|| "eth0".into()),
+                    host_network: r.boolean("host_network").unwrap_or(false),
+                })
+            }
+        };
+        (body, ok)
+    }
+}
+
+/// Typed access to merged fields (already checked, so absent means "not set").
+struct Reader<'a>(&'a BTreeMap<String, FieldValue>);
+
+impl Reader<'_> {
+    fn get(&self, k: &str) -> Option<&Value> {
+        self.0.get(k).map(|v| &v.value)
+    }
+    fn num(&self, k: &str) -> Option<f64> {
+        match self.get(k)? {
+            Value::Number(n) => Some(*n),
+            Value::Int(i) => Some(*i as f64),
+            _ => None,
+        }
+    }
+    fn int(&self, k: &str) -> Option<i64> {
+        match self.get(k)? {
+            Value::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+    fn uint(&self, k: &str) -> Option<u64> {
+        self.int(k).map(|v| v.max(0) as u64)
+    }
+    fn boolean(&self, k: &str) -> Option<bool> {
+        match self.get(k)? {
+            Value::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+    fn word(&self, k: &str) -> Option<String> {
+        match self.get(k)? {
+            Value::Enum(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+    fn string(&self, k: &str) -> Option<String> {
+        match self.get(k)? {
+            Value::Str(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+    fn strings(&self, k: &str) -> Vec<String> {
+        match self.get(k) {
+            Some(Value::List(items)) => items
+                .iter()
+                .filter_map(|v| match v {
+                    Value::Str(s) => Some(s.clone()),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+    fn words(&self, k: &str) -> Vec<String> {
+        match self.get(k) {
+            Some(Value::List(items)) => items
+                .iter()
+                .filter_map(|v| match v {
+                    Value::Enum(s) => Some(s.clone()),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+    fn reference(&self, k: &str) -> Option<DefId> {
+        match self.get(k)? {
+            Value::Ref(id) => Some(*id),
+            _ => None,
+        }
+    }
+    fn count_of(&self, k: &str) -> Option<(u64, DefId)> {
+        match self.get(k)? {
+            Value::CountOf(n, id) => Some((*n, *id)),
+            _ => None,
+        }
+    }
+}
+
+pub(super) fn vllm_options(opts: &BTreeMap<String, FieldValue>) -> VllmOptions {
+    let r = Reader(opts);
+    VllmOptions {
+        gpu_memory_utilization: r.num("gpu_memory_utilization"),
+        max_model_len: r.num("max_model_len"),
+        max_num_seqs: r.uint("max_num_seqs"),
+        max_num_batched_tokens: r.num("max_num_batched_tokens"),
+        block_size: r.uint("block_size"),
+        enforce_eager: r.boolean("enforce_eager").unwrap_or(false),
+        kv_cache_memory: r.num("kv_cache_memory"),
+        enable_prefix_caching: r.boolean("enable_prefix_caching"),
+        cpu_offload: r.num("cpu_offload"),
+        launcher: r.word("launcher"),
+        port: r.uint("port"),
+        activation_memory: r.num("activation_memory"),
+        non_torch_memory: r.num("non_torch_memory"),
+        cuda_graph_memory: r.num("cuda_graph_memory"),
+    }
+}

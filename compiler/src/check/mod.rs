@@ -1,0 +1,337 @@
+//! Type and unit checking: raw definitions → the typed [`Program`].
+//!
+//! Each definition is checked on demand (memoised, so a stdlib definition reached from
+//! many places is checked once): its kind is looked up in [`crate::schema`], its base
+//! is checked first and its fields inherited, its own entries are typed against the
+//! schema (units and dimensions, ranges, enums, references) and override the base's,
+//! and the merged fields become a typed [`Body`]. Every value keeps the span that set it.
+
+use crate::diagnostics::{did_you_mean, Code, Diagnostic};
+use crate::program::*;
+use crate::resolve::{BaseRef, RawDef, Session};
+use crate::schema::{Field, Kind, Ty, ENGINES, LAYOUT_FACTORS, PERCENTILES, VLLM_OPTIONS};
+use crate::span::{FileId, FileSpan, Span, Spanned};
+use crate::syntax::ast::{Block, Entry, Expr, ExprKind, Op};
+use crate::text_rules;
+use crate::units::{self, Dimension};
+use std::collections::BTreeMap;
+
+mod build;
+mod entries;
+mod layout;
+mod model_rules;
+mod values;
+
+#[derive(Clone, Copy, PartialEq)]
+enum State {
+    Todo,
+    InProgress,
+    Done,
+}
+
+pub struct Checker<'s, 'w> {
+    pub s: &'s mut Session<'w>,
+    state: Vec<State>,
+    pub out: Vec<Option<Def>>,
+}
+
+impl<'s, 'w> Checker<'s, 'w> {
+    pub fn new(s: &'s mut Session<'w>) -> Self {
+        Checker {
+            s,
+            state: Vec::new(),
+            out: Vec::new(),
+        }
+    }
+
+    fn grow(&mut self) {
+        while self.state.len() < self.s.raw.len() {
+            self.state.push(State::Todo);
+            self.out.push(None);
+        }
+    }
+
+    /// Checks every definition of every user file; returns the program.
+    pub fn check_user_files(mut self) -> Program {
+        let mut user_defs = Vec::new();
+        let user_modules: Vec<usize> = (0..self.s.modules.len())
+            .filter(|m| !self.s.modules[*m].is_stdlib)
+            .collect();
+        for m in user_modules {
+            let ids: Vec<DefId> = {
+                let mut v: Vec<DefId> = self.s.modules[m].own.values().copied().collect();
+                v.sort_by_key(|id| self.s.raw[*id].span.start);
+                v
+            };
+            for id in ids {
+                self.check_def(id);
+                user_defs.push(id);
+            }
+        }
+        self.s.unused_imports();
+        self.unique_kubernetes_names(&user_defs);
+        Program {
+            defs: self.out,
+            user_defs,
+        }
+    }
+
+    /// E0208: two deployments whose Kubernetes names (and output folders, on a
+    /// case-insensitive disk) would be the same.
+    fn unique_kubernetes_names(&mut self, user_defs: &[DefId]) {
+        let mut seen: BTreeMap<String, (String, FileSpan)> = BTreeMap::new();
+        for id in user_defs {
+            let Some(def) = self.out.get(*id).and_then(Option::as_ref) else {
+                continue;
+            };
+            if def.kind != Kind::Deploy {
+                continue;
+            }
+            let k8s = text_rules::kubernetes_name(&def.name);
+            let at = FileSpan::new(def.file, def.name_span);
+            match seen.get(&k8s) {
+                Some((first, first_at)) => {
+                    let d = Diagnostic::new(
+                        Code::KubernetesNameClash,
+                        format!("deployments `{first}` and `{}` are both `{k8s}` in Kubernetes", def.name),
+                    )
+                    .primary(at.file, at.span, format!("its objects would overwrite those of `{first}`"))
+                    .secondary(*first_at, "first here")
+                    .help("Kubernetes names are lower case with `-` for `_`, cut at 50 characters: rename one deployment");
+                    self.push(d);
+                }
+                None => {
+                    seen.insert(k8s, (def.name.clone(), at));
+                }
+            }
+        }
+    }
+
+    /// Checks every definition of every loaded module (used by the stdlib tests).
+    pub fn check_everything(mut self) -> Program {
+        let n = self.s.raw.len();
+        for id in 0..n {
+            self.check_def(id);
+        }
+        Program {
+            defs: self.out,
+            user_defs: (0..n).collect(),
+        }
+    }
+
+    fn module_of(&self, file: FileId) -> usize {
+        self.s.module_of_file[&file]
+    }
+
+    fn push(&mut self, d: Diagnostic) {
+        self.s.diags.push(d);
+    }
+
+    /// Checks one definition; true when it came out complete.
+    pub fn check_def(&mut self, id: DefId) -> bool {
+        self.grow();
+        match self.state[id] {
+            State::Done => return self.out[id].as_ref().is_some_and(|d| d.complete),
+            State::InProgress => return false,
+            State::Todo => {}
+        }
+        self.state[id] = State::InProgress;
+        let raw: RawDef = self.s.raw[id].clone();
+        let m = self.module_of(raw.file);
+        let file = raw.file;
+        let Some(kind) = Kind::from_keyword(&raw.kind.node) else {
+            let kws: Vec<&str> = Kind::ALL.iter().map(|k| k.keyword()).collect();
+            let mut d = Diagnostic::new(
+                Code::UnknownKind,
+                format!("unknown definition kind `{}`", raw.kind.node),
+            )
+            .primary(file, raw.kind.span, "not a kind of definition");
+            d = match did_you_mean(&raw.kind.node, kws.iter().copied()) {
+                Some(s) => d.help(format!("did you mean `{s}`?")).fix(
+                    format!("use `{s}`"),
+                    FileSpan::new(file, raw.kind.span),
+                    s,
+                ),
+                None => d.help(format!(
+                    "the kinds are {}",
+                    kws.iter()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            };
+            self.push(d);
+            self.state[id] = State::Done;
+            return false;
+        };
+        let mut complete = true;
+        let mut fields: BTreeMap<String, FieldValue> = BTreeMap::new();
+        let mut base_id = None;
+        if let Some(base) = &raw.base {
+            let (bid, bspan) = match base {
+                BaseRef::Named(name) => match self.s.lookup(m, kind.keyword(), &name.node) {
+                    Some(b) => (Some(b), name.span),
+                    None => {
+                        let others = self.s.lookup_any(m, &name.node);
+                        let d = match others.first() {
+                            Some(&other) => {
+                                let other_kind = self.s.raw[other].kind.node.clone();
+                                let loc = FileSpan::new(
+                                    self.s.raw[other].file,
+                                    self.s.raw[other].name.span,
+                                );
+                                Diagnostic::new(
+                                    Code::BaseKindMismatch,
+                                    format!(
+                                        "{} `{}` cannot extend {other_kind} `{}`",
+                                        kind.keyword(),
+                                        raw.name.node,
+                                        name.node
+                                    ),
+                                )
+                                .primary(file, name.span, format!("this is a {other_kind}"))
+                                .secondary(loc, "defined here")
+                                .help(format!("extend a {} instead", kind.keyword()))
+                            }
+                            None => self.s.unknown_name(m, name, kind.keyword()),
+                        };
+                        self.push(d);
+                        (None, name.span)
+                    }
+                },
+                BaseRef::Resolved(b, span) => (Some(*b), *span),
+            };
+            match bid {
+                None => complete = false,
+                Some(b) => {
+                    self.grow();
+                    if self.state[b] == State::InProgress {
+                        self.push(
+                            Diagnostic::new(
+                                Code::ExtensionCycle,
+                                format!("`{}` extends itself", raw.name.node),
+                            )
+                            .primary(file, bspan, "this base leads back to the definition")
+                            .help("a definition may extend another, never itself through a chain"),
+                        );
+                        complete = false;
+                    } else {
+                        complete &= self.check_def(b);
+                        match &self.out[b] {
+                            Some(bdef) if bdef.kind != kind => {
+                                let d = Diagnostic::new(
+                                    Code::BaseKindMismatch,
+                                    format!(
+                                        "{} `{}` cannot extend {} `{}`",
+                                        kind.keyword(),
+                                        raw.name.node,
+                                        bdef.kind.keyword(),
+                                        bdef.name
+                                    ),
+                                )
+                                .primary(file, bspan, format!("this is a {}", bdef.kind.keyword()))
+                                .secondary(bdef.location(), "defined here")
+                                .help(format!("extend a {} instead", kind.keyword()));
+                                self.push(d);
+                                complete = false;
+                            }
+                            Some(bdef) => {
+                                fields = bdef.fields.clone();
+                                base_id = Some(b);
+                            }
+                            None => complete = false,
+                        }
+                    }
+                }
+            }
+        }
+        // Fields written in this body, valid or not: a field written with a wrong value
+        // already has its diagnostic and is not also "missing".
+        let written: Vec<String> = raw
+            .body
+            .iter()
+            .flat_map(|b| b.entries.iter().map(|e| e.key[0].node.clone()))
+            .collect();
+        if let Some(body) = &raw.body {
+            let schema = kind.schema();
+            let own = self.check_entries(
+                m,
+                file,
+                Some(id),
+                body,
+                schema.fields,
+                kind,
+                &raw.name.node,
+                true,
+            );
+            for (k, v) in own {
+                // An override of a bound replaces every percentile of that metric? No: keys
+                // are per percentile, so `ttft.p95` overrides only `ttft.p95`.
+                fields.insert(k, v);
+            }
+        }
+        // Without its base a definition's missing fields are a consequence, not news.
+        let base_failed = raw.base.is_some() && base_id.is_none();
+        for f in kind
+            .schema()
+            .fields
+            .iter()
+            .filter(|f| f.required && !base_failed)
+        {
+            if !fields.contains_key(f.name) {
+                complete = false;
+                if written.iter().any(|w| w == f.name) {
+                    continue;
+                }
+                self.push(
+                    Diagnostic::new(
+                        Code::MissingField,
+                        format!("{} `{}` has no `{}`", kind.keyword(), raw.name.node, f.name),
+                    )
+                    .primary(
+                        file,
+                        raw.name.span,
+                        format!("needs `{}`: {}", f.name, f.doc),
+                    )
+                    .help(format!(
+                        "add `{} = …` ({})",
+                        f.name,
+                        f.ty.describe()
+                    )),
+                );
+            }
+        }
+        let (body, ok) = self.build(kind, id, &raw, &fields);
+        complete &= ok;
+        self.out[id] = Some(Def {
+            id,
+            kind,
+            name: raw.name.node.clone(),
+            file,
+            name_span: raw.name.span,
+            span: raw.span,
+            base: base_id,
+            fields,
+            body,
+            complete,
+        });
+        self.state[id] = State::Done;
+        complete
+    }
+}
+
+fn describe_expr(e: &Expr) -> String {
+    match &e.kind {
+        ExprKind::Quantity { unit: Some(u), .. } => format!("a quantity in `{}`", u.node),
+        ExprKind::Quantity { .. } => "a number".into(),
+        ExprKind::Money { .. } => "a price".into(),
+        ExprKind::Str(_) => "a string".into(),
+        ExprKind::Reference { name, .. } => format!("the name `{}`", name.node),
+        ExprKind::List(_) => "a list".into(),
+        ExprKind::Object(_) => "a block".into(),
+        ExprKind::Product(_) => "a product".into(),
+    }
+}
+
+/// Prints a number without a trailing `.0`.
+pub use crate::units::fmt_num;

@@ -5,13 +5,11 @@
 //! (PCIe-only cards get PCIe), as many nodes as the layout needs, an InfiniBand NDR rail
 //! per GPU between nodes, and vLLM 0.33's engine defaults.
 
-use super::rules::{Anchor, SloTarget};
+use super::rules::SloTarget;
 use super::scenario::*;
 use super::{analyze, catalog, Analysis};
 use crate::program::{Layout, Model};
 use crate::schema::{KV_DTYPES, WEIGHT_DTYPES};
-use crate::units::fmt_bytes;
-use serde_json::{json, Value};
 
 #[derive(Debug, Clone, Default)]
 pub struct EstimateRequest {
@@ -134,7 +132,7 @@ pub fn run(s: &Scenario) -> Analysis {
 }
 
 /// $/h of the nodes the layout occupies and $ per million output tokens, when priced.
-fn cost(s: &Scenario, a: &Analysis) -> (Option<f64>, Option<f64>) {
+pub fn cost(s: &Scenario, a: &Analysis) -> (Option<f64>, Option<f64>) {
     let nodes = s.layout.gpus().div_ceil(s.topology.gpus_per_node.max(1));
     let per_hour = s.topology.price_per_node_hour.map(|p| p * nodes as f64);
     let per_million = match (
@@ -145,157 +143,4 @@ fn cost(s: &Scenario, a: &Analysis) -> (Option<f64>, Option<f64>) {
         _ => None,
     };
     (per_hour, per_million)
-}
-
-/// The JSON object `dic estimate --json` prints (bytes as integers, times in ms).
-pub fn to_json(s: &Scenario, a: &Analysis) -> Value {
-    let (cost_per_hour, cost_per_million_output_tokens) = cost(s, a);
-    let st = a.memory.tightest();
-    let p = a.prediction.as_ref();
-    let ms = |v: Option<f64>| {
-        v.filter(|x| x.is_finite())
-            .map(|x| (x * 1e3 * 1000.0).round() / 1000.0)
-    };
-    json!({
-        "model": s.model_name,
-        "gpu": s.topology.gpu.name,
-        "layout": { "tp": s.layout.tp, "pp": s.layout.pp, "dp": s.layout.dp, "ep": s.layout.ep },
-        "gpus": s.layout.gpus(),
-        "weights_bytes_per_gpu": st.weights.round() as i64,
-        "activation_bytes_per_gpu": st.activations.round() as i64,
-        "non_torch_bytes_per_gpu": st.non_torch.round() as i64,
-        "cuda_graph_bytes_per_gpu": st.cuda_graphs.round() as i64,
-        "kv_cache_bytes_per_gpu": st.kv_cache.round() as i64,
-        "kv_cache_tokens": a.memory.kv_cache_tokens,
-        "max_concurrency": (a.memory.max_concurrency * 100.0).round() / 100.0,
-        "ttft_ms": ms(p.map(|p| p.ttft)),
-        "tpot_ms": ms(p.map(|p| p.tpot)),
-        "output_tokens_per_s": p.map(|p| p.output_tokens_per_s.round()),
-        "output_tokens_per_s_per_gpu": p.map(|p| (p.output_tokens_per_s_per_gpu * 10.0).round() / 10.0),
-        "requests_per_s": p.map(|p| (p.requests_per_s * 1000.0).round() / 1000.0),
-        "max_output_tokens_per_s": p.map(|p| p.max_output_tokens_per_s.round()),
-        "cost_per_hour": cost_per_hour,
-        "cost_per_million_output_tokens": cost_per_million_output_tokens,
-        "diagnostics": a.findings.iter().map(|f| json!({
-            "code": f.code.as_str(),
-            "severity": f.severity.as_str(),
-            "message": f.message,
-            "help": f.help,
-            "about": match f.anchor { Anchor::Layout => "layout", Anchor::Model => "model", Anchor::Engine(_) => "engine", _ => "deployment" },
-        })).collect::<Vec<_>>(),
-    })
-}
-
-/// The compact human table.
-pub fn to_table(s: &Scenario, a: &Analysis) -> String {
-    let mut out = String::new();
-    let w = s.workload.expect("estimate always has a workload");
-    out.push_str(&format!(
-        "{} on {} × {}, {}\n",
-        s.model_name,
-        s.layout.gpus(),
-        s.topology.gpu.name,
-        s.layout
-    ));
-    out.push_str(&format!(
-        "weights {}, KV cache {}, gpu_memory_utilization {:.2}, max_model_len {}, max_num_seqs {}, max_num_batched_tokens {}\n\n",
-        s.model.weights, s.model.kv_cache, s.engine.gpu_memory_utilization, s.engine.max_model_len, s.engine.max_num_seqs, s.engine.max_num_batched_tokens
-    ));
-    out.push_str("memory per GPU       ");
-    for st in &a.memory.stages {
-        out.push_str(&format!("{:>14}", format!("stage {}", st.stage)));
-    }
-    out.push('\n');
-    type Term = fn(&super::memory::StageMemory) -> f64;
-    let rows: [(&str, Term); 6] = [
-        ("  budget", |x| x.budget),
-        ("  weights", |x| x.weights),
-        ("  activations", |x| x.activations),
-        ("  non-torch", |x| x.non_torch),
-        ("  CUDA graphs", |x| x.cuda_graphs),
-        ("  KV cache", |x| x.kv_cache),
-    ];
-    for (name, f) in rows {
-        out.push_str(&format!("{name:<21}"));
-        for st in &a.memory.stages {
-            out.push_str(&format!("{:>14}", fmt_bytes(f(st))));
-        }
-        out.push('\n');
-    }
-    out.push_str(&format!(
-        "KV cache tokens      {} (max concurrency {:.2} at {} tokens)\n\n",
-        a.memory.kv_cache_tokens, a.memory.max_concurrency, s.engine.max_model_len
-    ));
-    match &a.prediction {
-        Some(p) => {
-            let load = match w.load {
-                Load::Rate(r) => format!("{r} req/s"),
-                Load::Concurrency(c) => format!("concurrency {c}"),
-            };
-            out.push_str(&format!(
-                "workload             {:.0} in / {:.0} out tokens, {load}\n",
-                w.prompt, w.output
-            ));
-            out.push_str(&format!(
-                "TTFT                 {}\n",
-                if p.ttft.is_finite() {
-                    format!("{:.1} ms", p.ttft * 1e3)
-                } else {
-                    "unbounded (overloaded)".into()
-                }
-            ));
-            out.push_str(&format!("TPOT                 {:.2} ms\n", p.tpot * 1e3));
-            out.push_str(&format!(
-                "output throughput    {:.0} tokens/s ({:.1} per GPU), {:.3} req/s\n",
-                p.output_tokens_per_s, p.output_tokens_per_s_per_gpu, p.requests_per_s
-            ));
-            out.push_str(&format!(
-                "saturated            {:.0} tokens/s\n",
-                p.max_output_tokens_per_s
-            ));
-            if let (Some(h), m) = cost(s, a) {
-                out.push_str(&format!(
-                    "cost                 ${h:.2}/h{}\n",
-                    m.map(|m| format!(", ${m:.3} per million output tokens"))
-                        .unwrap_or_default()
-                ));
-            }
-            out.push_str(&format!(
-                "decode step          compute {:.2} ms, memory {:.2} ms, communication {:.2} ms, overhead {:.2} ms, bubble {:.2} ms\n",
-                p.step.compute * 1e3,
-                p.step.memory * 1e3,
-                p.step.comm * 1e3,
-                p.step.overhead * 1e3,
-                p.step.bubble * 1e3
-            ));
-            for c in &p.step.comm_items {
-                out.push_str(&format!(
-                    "  {} {} × {} of {} over {} ranks ({}): {:.3} ms\n",
-                    c.group,
-                    c.count,
-                    c.collective.name(),
-                    fmt_bytes(c.bytes),
-                    c.ranks,
-                    c.link,
-                    c.time * 1e3
-                ));
-            }
-        }
-        None => {
-            out.push_str("no prediction: the deployment does not start (see the diagnostics)\n")
-        }
-    }
-    for f in &a.findings {
-        out.push_str(&format!(
-            "\n{}[{}]: {}",
-            f.severity.as_str(),
-            f.code.as_str(),
-            f.message
-        ));
-        if let Some(h) = &f.help {
-            out.push_str(&format!("\n  help: {}", h.replace('\n', "\n        ")));
-        }
-        out.push('\n');
-    }
-    out
 }

@@ -1,0 +1,117 @@
+//! The communicators and the per-step collective schedule the NCCL runtime replays.
+
+use super::*;
+
+/// The communicators and the per-step collective schedule the NCCL runtime replays.
+pub(super) fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
+    use crate::analysis::comm::{
+        dcp_groups, ep_groups, pcp_groups, pp_pairs, step_comm, tp_groups, CommContext,
+    };
+    let s = &ds.scenario;
+    let l = s.layout;
+    let cx = CommContext::new(s);
+    let mut groups = Vec::new();
+    use crate::analysis::comm::GroupKind;
+    let mut add = |kind: GroupKind, link: Option<&str>, members: Vec<Vec<u64>>, indexed: bool| {
+        for (i, g) in members.into_iter().enumerate() {
+            groups.push(GroupPlan {
+                name: if indexed {
+                    format!("{kind}.{i}")
+                } else {
+                    kind.to_string()
+                },
+                kind,
+                link: link.map(str::to_string),
+                members: g,
+            });
+        }
+    };
+    let tp_link = Some(cx.tp.link_name.as_str());
+    add(GroupKind::Tp, tp_link, tp_groups(s), true);
+    if l.pp > 1 {
+        add(
+            GroupKind::Pp,
+            cx.pp.as_ref().map(|p| p.link_name.as_str()),
+            pp_pairs(s),
+            true,
+        );
+    }
+    if l.ep && s.model.is_moe() {
+        add(
+            GroupKind::Ep,
+            cx.ep.as_ref().map(|p| p.link_name.as_str()),
+            ep_groups(s),
+            true,
+        );
+    }
+    if l.dcp > 1 {
+        add(GroupKind::Dcp, tp_link, dcp_groups(s), true);
+    }
+    if l.pcp > 1 {
+        add(GroupKind::Pcp, tp_link, pcp_groups(s), true);
+    }
+    if l.dp > 1 {
+        // rank 0 of every replica: the DP "group" used for start-up and weight checks
+        add(
+            GroupKind::Dp,
+            None,
+            vec![(0..l.dp).map(|d| d * l.replica_gpus()).collect()],
+            false,
+        );
+    }
+    let parts = crate::analysis::memory::pp_partition(s.model.layers, l.pp);
+    let schedule = |tokens: f64| {
+        let mut stages = Vec::new();
+        let mut first = 0;
+        let mut total = 0.0;
+        for (i, &count) in parts.iter().enumerate() {
+            let last_stage = i + 1 == parts.len();
+            let moe = (first..first + count)
+                .filter(|x| crate::architecture::is_moe_layer(&s.model, *x))
+                .count() as u64;
+            let moe_first = (first..first + count)
+                .find(|x| crate::architecture::is_moe_layer(&s.model, *x))
+                .unwrap_or(first);
+            let last = first + count.saturating_sub(1);
+            let collectives = step_comm(s, &cx, tokens, count, moe, last_stage)
+                .into_iter()
+                .map(|c| {
+                    total += c.time * 1e6;
+                    let (layers, per_layer) = match c.group {
+                        GroupKind::Pp => ([last, last], 1),
+                        GroupKind::Ep => ([moe_first, last], c.count / moe.max(1)),
+                        _ => ([first, last], c.count / count.max(1)),
+                    };
+                    CollectiveStep {
+                        group_kind: c.group,
+                        collective: c.collective.name().to_string(),
+                        layers,
+                        per_layer,
+                        bytes: c.bytes.round() as u64,
+                        dtype: "bf16".into(),
+                        predicted_us: c.time * 1e6 / c.count.max(1) as f64,
+                    }
+                })
+                .collect();
+            stages.push(StageSchedule {
+                stage: i as u64,
+                layers: [first, last],
+                collectives,
+            });
+            first += count;
+        }
+        StepSchedule {
+            tokens: tokens.round() as u64,
+            stages,
+            predicted_us: total,
+        }
+    };
+    let running = a.prediction.as_ref().map(|p| p.running).unwrap_or(1.0);
+    let micro = (running / l.pp.max(1) as f64).max(1.0);
+    CommPlan {
+        world_size: l.gpus(),
+        groups,
+        decode_step: schedule(micro.ceil()),
+        prefill_chunk: schedule(s.engine.max_num_batched_tokens as f64),
+    }
+}

@@ -1,0 +1,223 @@
+//! Lowering one decided deployment: the launch mode (replicas, native multi-node, Ray,
+//! wide-EP data parallel), engine flags, the network profile, Kubernetes settings and
+//! predictions; the communication plan and the report's data come from their modules.
+
+use super::*;
+
+pub(super) fn err(
+    code: Code,
+    at: crate::span::FileSpan,
+    message: String,
+    help: &str,
+) -> Diagnostic {
+    Diagnostic::new(code, message)
+        .primary(at.file, at.span, "here")
+        .help(help.to_string())
+}
+
+pub(super) fn lower_one(
+    p: &Program,
+    ds: &DeploymentScenario,
+    a: &Analysis,
+    search: Option<&crate::planner::Search>,
+) -> Result<DeploymentPlan, Box<Diagnostic>> {
+    let def = p.def(ds.deploy).expect("scenario of a definition");
+    let Body::Deploy(d) = &def.body else {
+        unreachable!("scenarios come from deployments")
+    };
+    let s = &ds.scenario;
+    let m = &s.model;
+    let l = s.layout;
+    let t = &s.topology;
+    let at = d.layout_at;
+    let fail = |message: String, help: &str| {
+        Box::new(err(
+            Code::UnsupportedLaunch,
+            at,
+            format!("deploy `{}`: {message}", def.name),
+            help,
+        ))
+    };
+    let model_def = d.model.and_then(|id| p.def(id));
+    let source = d
+        .model_source
+        .clone()
+        .or_else(|| m.hf.clone())
+        .ok_or_else(|| {
+            fail(
+                "the model has no `hf` repository and the deployment no `model_source`".into(),
+                "set `model_source = \"org/name\"` or a path",
+            )
+        })?;
+    let quantization = if m.weights != m.dtype && !m.prequantized {
+        match m.weights.as_str() {
+            "fp8" => Some("fp8".to_string()),
+            other => {
+                return Err(fail(
+                    format!("vLLM cannot quantize a {} checkpoint to `{other}` while loading", m.dtype),
+                    "serve a checkpoint already in that format and mark the model `prequantized = true`",
+                ))
+            }
+        }
+    } else {
+        None
+    };
+    let rg = l.replica_gpus();
+    let per_node = t.gpus_per_node.max(1);
+    let engine = &s.engine;
+    let (launch, groups, nodes_per_group, gpus_per_pod, dp_local) = if l.ep
+        && m.is_moe()
+        && l.dp > 1
+    {
+        if rg > per_node || !per_node.is_multiple_of(rg) {
+            return Err(fail(
+                format!("with expert parallelism over data-parallel ranks, each rank's tp × pp ({rg} GPUs) must fit a {per_node}-GPU node"),
+                "vLLM's data parallelism places whole DP ranks on nodes: use tp ≤ GPUs per node",
+            ));
+        }
+        let dp_local = (per_node / rg).min(l.dp);
+        if !l.dp.is_multiple_of(dp_local) {
+            return Err(fail(
+                format!(
+                    "dp {} is not a multiple of the {dp_local} DP ranks per node",
+                    l.dp
+                ),
+                "use a dp that fills whole nodes",
+            ));
+        }
+        (
+            LaunchMode::DataParallel,
+            1,
+            l.dp / dp_local,
+            dp_local * rg,
+            dp_local,
+        )
+    } else if rg <= per_node {
+        (LaunchMode::Replicas, l.dp, 1, rg, 1)
+    } else {
+        if !rg.is_multiple_of(per_node) {
+            return Err(fail(
+                format!("a replica of {rg} GPUs is not a whole number of {per_node}-GPU nodes"),
+                "use tp × pp that fills whole nodes",
+            ));
+        }
+        let mode = if s.engine.ray {
+            LaunchMode::MultiNodeRay
+        } else {
+            LaunchMode::MultiNode
+        };
+        (mode, l.dp, rg / per_node, per_node, 1)
+    };
+    let net = t_network(p, d.cluster);
+    let gpu_def = d
+        .cluster
+        .and_then(|id| p.cluster(id))
+        .and_then(|c| c.groups.first())
+        .and_then(|g| p.node(g.node))
+        .and_then(|n| n.gpu.and_then(|id| p.def(id)));
+    let product = gpu_def
+        .and_then(|g| match &g.body {
+            Body::Gpu(x) => x.names.first().cloned(),
+            _ => None,
+        })
+        .unwrap_or_else(|| t.gpu.name.clone())
+        .replace(' ', "-");
+    let weights_total = a.memory.stages.iter().map(|st| st.weights).sum::<f64>() * l.tp as f64;
+    let st = a.memory.tightest();
+    let pred = a.prediction.as_ref();
+    Ok(DeploymentPlan {
+        name: def.name.clone(),
+        model: ModelPlan {
+            name: model_def.map(|d| d.name.clone()).unwrap_or_default(),
+            source,
+            served_name: d
+                .served_model_name
+                .clone()
+                .unwrap_or_else(|| def.name.clone()),
+            weights: m.weights.clone(),
+            kv_cache_dtype: (m.kv_cache != "auto").then(|| m.kv_cache.clone()),
+            quantization,
+            is_moe: m.is_moe(),
+            parameters: m.parameters,
+        },
+        gpu: GpuPlan {
+            name: t.gpu.name.clone(),
+            product_label: product,
+            memory_bytes: t.gpu.memory as u64,
+        },
+        layout: l,
+        gpus_per_node: per_node,
+        launch,
+        groups,
+        nodes_per_group,
+        gpus_per_pod,
+        dp_local,
+        engine: EnginePlan {
+            gpu_memory_utilization: engine.gpu_memory_utilization,
+            max_model_len: engine.max_model_len,
+            max_num_seqs: engine.max_num_seqs,
+            max_num_batched_tokens: engine.max_num_batched_tokens,
+            block_size: engine.block_size,
+            enforce_eager: engine.enforce_eager,
+            kv_cache_memory_bytes: engine.kv_cache_memory.map(|b| b as u64),
+            cpu_offload_gib: (engine.cpu_offload > 0.0).then(|| engine.cpu_offload / GIB as f64),
+            enable_prefix_caching: engine.enable_prefix_caching,
+            port: engine.port,
+        },
+        network: net,
+        kubernetes: KubernetesPlan {
+            namespace: d.namespace.clone().unwrap_or_else(|| "default".into()),
+            image: d.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into()),
+            hf_token_secret: d
+                .hf_token_secret
+                .clone()
+                .unwrap_or_else(|| "hf-token".into()),
+            preflight_image: d.preflight_image.clone(),
+            shm_bytes: (gpus_per_pod * GIB).clamp(2 * GIB, 32 * GIB),
+            startup_seconds: (STARTUP_FIXED_SECONDS + weights_total / STARTUP_LOAD_BYTES_PER_SECOND)
+                .ceil() as u64,
+        },
+        predicted: PredictedPlan {
+            ttft_ms: pred.map(|p| p.ttft * 1e3).filter(|v| v.is_finite()),
+            tpot_ms: pred.map(|p| p.tpot * 1e3),
+            output_tokens_per_s: pred.map(|p| p.output_tokens_per_s),
+            kv_cache_tokens: a.memory.kv_cache_tokens,
+            weights_bytes_per_gpu: st.weights as u64,
+        },
+        price_per_hour: s.topology.price_per_node_hour,
+        report: super::report::report_data(ds, a, search),
+        comm: super::comm::comm_plan(ds, a),
+    })
+}
+
+/// The network profile of a deployment's cluster (the cluster's, else its nodes').
+pub(super) fn t_network(p: &Program, cluster: Option<crate::program::DefId>) -> NetworkPlan {
+    let c = cluster.and_then(|id| p.cluster(id));
+    let node_net = c
+        .and_then(|c| c.groups.first())
+        .and_then(|g| p.node(g.node))
+        .and_then(|n| n.network);
+    let id = c.and_then(|c| c.network).or(node_net);
+    match id.and_then(|id| p.network(id)) {
+        Some(n) => NetworkPlan {
+            rdma_resource: n
+                .resource
+                .clone()
+                .filter(|_| n.resource_count > 0)
+                .map(|r| (r, n.resource_count)),
+            capabilities: n.capabilities.clone(),
+            annotations: n.annotations.clone(),
+            env: n.env.clone(),
+            socket_ifname: n.socket_ifname.clone(),
+            host_network: n.host_network,
+        },
+        None => NetworkPlan {
+            rdma_resource: None,
+            capabilities: Vec::new(),
+            annotations: Vec::new(),
+            env: Vec::new(),
+            socket_ifname: "eth0".into(),
+            host_network: false,
+        },
+    }
+}

@@ -1,0 +1,403 @@
+//! The IR: the planned deployment, everything a target needs and nothing more.
+//!
+//! Targets (vLLM launch scripts, Kubernetes manifests, later the NCCL plan and the
+//! report) read only this; they never see the AST or the program. Built by [`lower`]
+//! from the checked program and its analysis. Serializable with a stable field order, so
+//! the IR itself can be dumped and diffed.
+
+use crate::analysis::{Analysis, DeploymentScenario};
+use crate::diagnostics::{Code, Diagnostic};
+use crate::program::{Body, Layout, Program};
+use serde::Serialize;
+
+mod comm;
+mod launch;
+mod report;
+
+/// Bumped when the IR's meaning changes.
+pub const PLAN_FORMAT_VERSION: u32 = 1;
+/// vLLM image the targets pin by default (the release dic's flags are checked against).
+pub const DEFAULT_IMAGE: &str = "vllm/vllm-openai:v0.33.0";
+/// Default API port of `vllm serve`.
+pub const DEFAULT_PORT: u64 = 8000;
+/// Port for vLLM's data-parallel RPC (`--data-parallel-rpc-port`).
+pub const DP_RPC_PORT: u64 = 13345;
+/// torch.distributed rendezvous port for `--nnodes` launches (vLLM's default).
+pub const MASTER_PORT: u64 = 29501;
+/// The format of the NCCL runtime's plan file, written by the nccl target and checked by
+/// `dic run` (docs/nccl-plan.md).
+pub const NCCL_PLAN_FORMAT: &str = "dic-nccl-plan/1";
+/// Ray head port.
+pub const RAY_PORT: u64 = 6379;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub format_version: u32,
+    pub deployments: Vec<DeploymentPlan>,
+}
+
+impl Default for Plan {
+    fn default() -> Self {
+        Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            deployments: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelPlan {
+    pub name: String,
+    /// What `vllm serve` loads.
+    pub source: String,
+    pub served_name: String,
+    pub weights: String,
+    /// `--kv-cache-dtype` value, absent for `auto`.
+    pub kv_cache_dtype: Option<String>,
+    /// `--quantization` value, for on-the-fly quantization of a 16-bit checkpoint.
+    pub quantization: Option<String>,
+    pub is_moe: bool,
+    pub parameters: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuPlan {
+    pub name: String,
+    /// Value of the `nvidia.com/gpu.product` node label (GPU Feature Discovery).
+    pub product_label: String,
+    pub memory_bytes: u64,
+}
+
+/// How the processes of one deployment are started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaunchMode {
+    /// Each replica fits in a node: one `vllm serve` per replica.
+    Replicas,
+    /// Each replica spans `nodes_per_group` nodes with vLLM's native launcher.
+    MultiNode,
+    /// As MultiNode, with a Ray cluster per replica.
+    MultiNodeRay,
+    /// MoE with expert parallelism over vLLM data-parallel ranks (wide EP).
+    DataParallel,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EnginePlan {
+    pub gpu_memory_utilization: f64,
+    pub max_model_len: u64,
+    pub max_num_seqs: u64,
+    pub max_num_batched_tokens: u64,
+    /// Always emitted: dic's KV arithmetic assumes it (16, or 64 for MLA, by default).
+    pub block_size: u64,
+    pub enforce_eager: bool,
+    pub kv_cache_memory_bytes: Option<u64>,
+    /// `--cpu-offload-gb`, when weights are offloaded.
+    pub cpu_offload_gib: Option<f64>,
+    pub enable_prefix_caching: Option<bool>,
+    pub port: u64,
+}
+
+/// An engine option's value on vLLM's command line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FlagValue {
+    /// `--flag VALUE`
+    Text(String),
+    /// a switch: its `on` flag when true, its `off` flag when false
+    Switch(bool),
+}
+
+impl EnginePlan {
+    /// What engine option `name` (a row of the schema's engine table) puts on vLLM's
+    /// command line; `None` when nothing (unset, or the option is dic's own).
+    pub fn flag_value(&self, name: &str) -> Option<FlagValue> {
+        let text = |v: String| Some(FlagValue::Text(v));
+        match name {
+            "port" => text(self.port.to_string()),
+            "gpu_memory_utilization" => text(format!("{}", self.gpu_memory_utilization)),
+            "max_model_len" => text(self.max_model_len.to_string()),
+            "max_num_seqs" => text(self.max_num_seqs.to_string()),
+            "max_num_batched_tokens" => text(self.max_num_batched_tokens.to_string()),
+            "block_size" => text(self.block_size.to_string()),
+            "enforce_eager" => self.enforce_eager.then_some(FlagValue::Switch(true)),
+            "kv_cache_memory" => self.kv_cache_memory_bytes.and_then(|b| text(b.to_string())),
+            "enable_prefix_caching" => self.enable_prefix_caching.map(FlagValue::Switch),
+            "cpu_offload" => self.cpu_offload_gib.and_then(|g| text(format!("{g}"))),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NetworkPlan {
+    /// RDMA device resource and count per pod.
+    pub rdma_resource: Option<(String, u64)>,
+    pub capabilities: Vec<String>,
+    pub annotations: Vec<(String, String)>,
+    pub env: Vec<(String, String)>,
+    pub socket_ifname: String,
+    pub host_network: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KubernetesPlan {
+    pub namespace: String,
+    pub image: String,
+    /// Secret holding the Hugging Face token under key `token` (referenced, optional).
+    pub hf_token_secret: String,
+    /// Image with `dic` for the preflight Job; no Job when absent.
+    pub preflight_image: Option<String>,
+    pub shm_bytes: u64,
+    /// Seconds the startup probe allows for download, load, compile and graph capture.
+    pub startup_seconds: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PredictedPlan {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub output_tokens_per_s: Option<f64>,
+    pub kv_cache_tokens: u64,
+    pub weights_bytes_per_gpu: u64,
+}
+
+/// Where one rank sits and which groups it belongs to.
+#[derive(Debug, Clone, Serialize)]
+pub struct RankPlacement {
+    pub rank: u64,
+    pub node: u64,
+    pub local_gpu: u64,
+    pub dp_replica: u64,
+    pub pp_stage: u64,
+    pub tp_rank: u64,
+    /// Position in the PCP group, when prefill context parallelism is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pcp_rank: Option<u64>,
+    /// EP group (one per PP stage) when expert parallelism is on.
+    pub ep_group: Option<u64>,
+}
+
+/// Memory of one GPU of a PP stage, in bytes; `free` is what gpu_memory_utilization leaves.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryRow {
+    pub stage: u64,
+    pub layers: u64,
+    pub total: u64,
+    pub weights: u64,
+    pub activations: u64,
+    pub non_torch: u64,
+    pub cuda_graphs: u64,
+    pub kv_cache: u64,
+    pub free: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SloRow {
+    /// `ttft.p95`, `throughput`, …
+    pub metric: String,
+    pub op: String,
+    /// In ms for latencies, tokens/s or req/s for rates.
+    pub bound: f64,
+    pub predicted: Option<f64>,
+    pub unit: String,
+    pub met: bool,
+    /// How far inside the bound, as a percentage of the bound (negative: missed).
+    pub headroom_percent: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CollectiveRow {
+    pub group: String,
+    pub collective: String,
+    pub count: u64,
+    pub bytes: f64,
+    pub ranks: u64,
+    pub link: String,
+    pub time_ms: f64,
+}
+
+/// One decode step (TPOT) split by cause, in ms.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepRow {
+    pub tpot_ms: f64,
+    pub compute_ms: f64,
+    pub memory_ms: f64,
+    pub communication_ms: f64,
+    pub overhead_ms: f64,
+    pub bubble_ms: f64,
+    pub collectives: Vec<CollectiveRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CostRow {
+    pub per_hour: Option<f64>,
+    pub per_million_input_tokens: Option<f64>,
+    pub per_million_output_tokens: Option<f64>,
+    pub nodes: u64,
+    pub gpus_used: u64,
+    pub gpus_idle: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AlternativeRow {
+    pub layout: String,
+    pub gpus: u64,
+    pub cost_per_hour: Option<f64>,
+    pub cost_per_million_output: Option<f64>,
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub output_tokens_per_s: Option<f64>,
+    pub chosen: bool,
+}
+
+/// Everything the cost report shows, computed once here so the report target only renders.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportData {
+    pub ranks: Vec<RankPlacement>,
+    pub memory: Vec<MemoryRow>,
+    pub kv_cache_tokens: u64,
+    pub max_concurrency: f64,
+    pub prompt_tokens: f64,
+    pub output_tokens: f64,
+    pub requests_per_s: Option<f64>,
+    pub slo: Vec<SloRow>,
+    pub step: Option<StepRow>,
+    pub cost: CostRow,
+    pub alternatives: Vec<AlternativeRow>,
+    pub rejected: Vec<crate::planner::Rejection>,
+    pub scaling: Vec<crate::planner::ScalingPoint>,
+    pub worse_from_gpus: Option<u64>,
+    pub planner_evaluated: usize,
+}
+
+/// A communicator the runtime builds: its kind, index and member ranks.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupPlan {
+    /// `tp.0`, `pp.1`, `ep.0`, `dp`.
+    pub name: String,
+    pub kind: crate::analysis::comm::GroupKind,
+    /// The stdlib (or user) link the group's slowest hop crosses; absent for `dp`, which
+    /// carries no per-step traffic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    pub members: Vec<u64>,
+}
+
+/// One collective that every layer in `layers` runs `per_layer` times.
+#[derive(Debug, Clone, Serialize)]
+pub struct CollectiveStep {
+    pub group_kind: crate::analysis::comm::GroupKind,
+    pub collective: String,
+    /// Inclusive layer range (for the stage hand-off: the stage's last layer).
+    pub layers: [u64; 2],
+    pub per_layer: u64,
+    /// Bytes per call, per rank (AllReduce buffer, All-to-All send total, message size).
+    pub bytes: u64,
+    pub dtype: String,
+    /// dic's predicted time of one call, microseconds.
+    pub predicted_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StageSchedule {
+    pub stage: u64,
+    pub layers: [u64; 2],
+    pub collectives: Vec<CollectiveStep>,
+}
+
+/// The communication of one forward pass: `tokens` tokens per micro-batch.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepSchedule {
+    pub tokens: u64,
+    pub stages: Vec<StageSchedule>,
+    /// Sum over stages of every call's predicted time, microseconds.
+    pub predicted_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CommPlan {
+    pub world_size: u64,
+    pub groups: Vec<GroupPlan>,
+    pub decode_step: StepSchedule,
+    pub prefill_chunk: StepSchedule,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeploymentPlan {
+    pub name: String,
+    pub model: ModelPlan,
+    pub gpu: GpuPlan,
+    pub layout: Layout,
+    pub gpus_per_node: u64,
+    pub launch: LaunchMode,
+    /// Independent launch groups (Kubernetes replicas): DP replicas, or 1 for wide EP.
+    pub groups: u64,
+    pub nodes_per_group: u64,
+    /// GPUs each pod (or each process group on a node) uses.
+    pub gpus_per_pod: u64,
+    /// Data-parallel ranks per node (DataParallel mode).
+    pub dp_local: u64,
+    pub engine: EnginePlan,
+    pub network: NetworkPlan,
+    pub kubernetes: KubernetesPlan,
+    pub predicted: PredictedPlan,
+    pub price_per_hour: Option<f64>,
+    pub report: ReportData,
+    pub comm: CommPlan,
+}
+
+impl DeploymentPlan {
+    /// Nodes the deployment occupies.
+    pub fn nodes(&self) -> u64 {
+        match self.launch {
+            LaunchMode::Replicas => {
+                (self.groups * self.gpus_per_pod).div_ceil(self.gpus_per_node.max(1))
+            }
+            _ => self.groups * self.nodes_per_group,
+        }
+    }
+}
+
+/// Load-time model for the startup probe: a fixed part for engine start, torch.compile
+/// and CUDA-graph capture, plus weight download/load at a conservative rate. [estimate]
+pub const STARTUP_FIXED_SECONDS: f64 = 600.0;
+pub const STARTUP_LOAD_BYTES_PER_SECOND: f64 = 250e6;
+
+const GIB: u64 = 1 << 30;
+
+/// A deployment whose layout is decided (written, or chosen by the planner), with its
+/// analysis and, when the planner ran, its one search (the report's alternatives,
+/// rejections and scaling curve come from it). Lowering never searches.
+#[derive(Debug, Clone, Copy)]
+pub struct Planned<'a> {
+    pub scenario: &'a DeploymentScenario,
+    pub analysis: &'a Analysis,
+    pub search: Option<&'a crate::planner::Search>,
+}
+
+/// Lowers decided deployments. A deployment whose analysis found errors is left out; the
+/// returned diagnostics say why a deployment cannot be lowered at all.
+pub fn lower(p: &Program, planned: &[Planned<'_>]) -> (Plan, Vec<Diagnostic>) {
+    let mut deployments = Vec::new();
+    let mut diags = Vec::new();
+    for d in planned {
+        if d.analysis
+            .findings
+            .iter()
+            .any(|f| f.severity == crate::diagnostics::Severity::Error)
+        {
+            continue;
+        }
+        match launch::lower_one(p, d.scenario, d.analysis, d.search) {
+            Ok(d) => deployments.push(d),
+            Err(d) => diags.push(*d),
+        }
+    }
+    (
+        Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            deployments,
+        },
+        diags,
+    )
+}

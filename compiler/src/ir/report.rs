@@ -1,0 +1,183 @@
+//! The report's data: memory, SLOs, the decode step's kernels and collectives, cost, and
+//! the planner's alternatives, rejections and scaling curve from the deployment's search.
+
+use super::*;
+
+pub(super) fn report_data(
+    ds: &DeploymentScenario,
+    a: &Analysis,
+    search: Option<&crate::planner::Search>,
+) -> ReportData {
+    use crate::analysis::comm::stage_gpus;
+    use crate::program::SloMetric;
+    let s = &ds.scenario;
+    let l = s.layout;
+    let per_node = s.topology.gpus_per_node.max(1);
+    let per_replica = l.replica_gpus().max(1);
+    let ranks = (0..l.gpus())
+        .map(|r| {
+            let within = r % per_replica;
+            RankPlacement {
+                rank: r,
+                node: r / per_node,
+                local_gpu: r % per_node,
+                dp_replica: r / per_replica,
+                pp_stage: within / stage_gpus(&l),
+                tp_rank: within % l.tp.max(1),
+                pcp_rank: (l.pcp > 1).then_some(within % stage_gpus(&l) / l.tp.max(1)),
+                ep_group: l.ep.then_some(within / stage_gpus(&l)),
+            }
+        })
+        .collect();
+    let total = s.topology.gpu.memory as u64;
+    let memory = a
+        .memory
+        .stages
+        .iter()
+        .map(|st| MemoryRow {
+            stage: st.stage,
+            layers: st.layers,
+            total,
+            weights: st.weights as u64,
+            activations: st.activations as u64,
+            non_torch: st.non_torch as u64,
+            cuda_graphs: st.cuda_graphs as u64,
+            kv_cache: st.kv_cache.max(0.0) as u64,
+            free: (s.topology.gpu.memory - st.budget).max(0.0) as u64,
+        })
+        .collect();
+    let p = a.prediction.as_ref();
+    let slo = a
+        .slo
+        .iter()
+        .map(|r| {
+            let t = &r.target;
+            let (metric, scale, unit) = match t.metric {
+                SloMetric::Throughput => ("throughput".to_string(), 1.0, "tokens/s"),
+                SloMetric::RequestRate => ("request_rate".to_string(), 1.0, "req/s"),
+                m => (
+                    format!("{}.{}", format!("{m:?}").to_lowercase(), t.percentile),
+                    1e3,
+                    "ms",
+                ),
+            };
+            let upper = matches!(
+                t.op,
+                crate::syntax::ast::Op::Le | crate::syntax::ast::Op::Lt
+            );
+            let predicted = Some(r.predicted * scale).filter(|v| v.is_finite());
+            let headroom = predicted.map(|v| {
+                if upper {
+                    (t.value * scale - v) / (t.value * scale) * 100.0
+                } else {
+                    (v - t.value) / t.value * 100.0
+                }
+            });
+            SloRow {
+                metric,
+                op: t.op.as_str().to_string(),
+                bound: t.value * scale,
+                predicted,
+                unit: unit.to_string(),
+                met: r.met,
+                headroom_percent: headroom,
+            }
+        })
+        .collect();
+    let step = p.map(|p| StepRow {
+        tpot_ms: p.step.tpot * 1e3,
+        compute_ms: p.step.compute * 1e3,
+        memory_ms: p.step.memory * 1e3,
+        communication_ms: p.step.comm * 1e3,
+        overhead_ms: p.step.overhead * 1e3,
+        bubble_ms: p.step.bubble * 1e3,
+        collectives: p
+            .step
+            .comm_items
+            .iter()
+            .map(|c| CollectiveRow {
+                group: c.group.to_string(),
+                collective: c.collective.name().to_string(),
+                count: c.count,
+                bytes: c.bytes,
+                ranks: c.ranks,
+                link: c.link.clone(),
+                time_ms: c.time * 1e3,
+            })
+            .collect(),
+    });
+    let nodes = l.gpus().div_ceil(per_node);
+    let per_hour = s.topology.price_per_node_hour.map(|v| v * nodes as f64);
+    let (prompt, output) = s
+        .workload
+        .map(|w| (w.prompt, w.output))
+        .unwrap_or((0.0, 0.0));
+    let rps = p.map(|p| p.requests_per_s);
+    let per_million = |tokens_per_s: Option<f64>| match (per_hour, tokens_per_s) {
+        (Some(c), Some(t)) if t > 0.0 => Some(c / (t * 3600.0) * 1e6),
+        _ => None,
+    };
+    let cost = CostRow {
+        per_hour,
+        per_million_input_tokens: per_million(rps.map(|r| r * prompt)),
+        per_million_output_tokens: per_million(p.map(|p| p.output_tokens_per_s)),
+        nodes,
+        gpus_used: l.gpus(),
+        gpus_idle: nodes * per_node - l.gpus(),
+    };
+    let no_search;
+    let search = match search {
+        Some(s) => s,
+        None => {
+            no_search = crate::planner::Search::empty();
+            &no_search
+        }
+    };
+    let mut alternatives: Vec<AlternativeRow> = search
+        .ranked
+        .iter()
+        .take(10)
+        .map(|c| AlternativeRow {
+            layout: c.describe(),
+            gpus: c.gpus,
+            cost_per_hour: c.priced.then_some(c.cost_per_hour),
+            cost_per_million_output: c.cost_per_million_output,
+            ttft_ms: c.ttft_ms,
+            tpot_ms: c.tpot_ms,
+            output_tokens_per_s: c.output_tokens_per_s,
+            chosen: c.layout == l && c.weights == s.model.weights && c.kv_cache == s.model.kv_cache,
+        })
+        .collect();
+    if !alternatives.iter().any(|a| a.chosen) {
+        alternatives.insert(
+            0,
+            AlternativeRow {
+                layout: format!("{l}"),
+                gpus: l.gpus(),
+                cost_per_hour: per_hour,
+                cost_per_million_output: cost.per_million_output_tokens,
+                ttft_ms: p.map(|p| p.ttft * 1e3).filter(|v| v.is_finite()),
+                tpot_ms: p.map(|p| p.tpot * 1e3),
+                output_tokens_per_s: p.map(|p| p.output_tokens_per_s),
+                chosen: true,
+            },
+        );
+    }
+    ReportData {
+        ranks,
+        memory,
+        kv_cache_tokens: a.memory.kv_cache_tokens,
+        max_concurrency: a.memory.max_concurrency,
+        prompt_tokens: prompt,
+        output_tokens: output,
+        requests_per_s: rps,
+        slo,
+        step,
+        cost,
+        alternatives,
+        rejected: search.rejected.clone(),
+        scaling: search.scaling.clone(),
+        worse_from_gpus: search.worse_from_gpus,
+        planner_evaluated: search.evaluated,
+    }
+}

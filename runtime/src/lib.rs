@@ -14,6 +14,7 @@ pub mod cpu;
 pub mod local;
 #[cfg(feature = "nccl")]
 pub mod nccl;
+pub mod options;
 pub mod plan;
 pub mod rendezvous;
 pub mod replay;

@@ -13,9 +13,9 @@
 //! - Buffers are untyped device bytes; reductions view them as the plan's dtype.
 
 use crate::comm::{CommError, CommResult, Communicator};
+use crate::options::RankOptions;
 use crate::plan::{DType, Group, Plan};
 use crate::replay::{self, Backend, CalibrationPoint, LineMeasurement};
-use crate::session::RankOptions;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use cudarc::nccl::{Comm, Id, ReduceOp};
 use std::sync::mpsc;

@@ -5,41 +5,17 @@
 //! Any failure is sent to every connected rank as an abort naming the rank at fault, so
 //! the whole job ends within the plan's timeout with the same story on every rank.
 
-use crate::auth::JobKey;
 use crate::comm::{CommError, CommResult};
 use crate::cpu::{CpuComm, Mesh};
 use crate::plan::{Group, Plan};
 use crate::rendezvous;
-use crate::replay::{self, Backend, RankReport, ReplayOptions};
+use crate::replay::{self, Backend, RankReport};
 use crate::summary::{summarize, RunSummary};
 use std::collections::BTreeSet;
-use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::rc::Rc;
-use std::time::Duration;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BackendKind {
-    Cpu,
-    Nccl,
-}
-
-#[derive(Debug, Clone)]
-pub struct RankOptions {
-    pub rank: usize,
-    /// Rank 0's rendezvous address (rank 0 listens on its port, on `bind`).
-    pub rendezvous: SocketAddr,
-    /// The address this rank's listeners bind: loopback when every rank runs on this
-    /// machine (`--local`), every interface on a cluster.
-    pub bind: IpAddr,
-    /// The job's key: every handshake is authenticated with it.
-    pub key: JobKey,
-    pub timeout: Duration,
-    pub replay: ReplayOptions,
-    /// Message sizes for `--calibrate` (empty: no calibration).
-    pub calibrate: Vec<u64>,
-    pub calibration_calls: u64,
-    pub backend: BackendKind,
-}
+pub use crate::options::{BackendKind, RankOptions};
 
 /// The ranks `rank` exchanges messages with: every member of its groups, and rank 0
 /// (which gathers results) — all ranks for rank 0.

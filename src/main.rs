@@ -94,14 +94,21 @@ enum Command {
     },
 }
 
-fn main() -> ExitCode {
-    // Rust ignores SIGPIPE, which turns `dic plan | head` into a panic on the next print;
-    // Unix tools end quietly instead.
-    #[cfg(unix)]
+/// FFI: signal(2), which std does not wrap.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn restore_sigpipe() {
     // SAFETY: called first thing in main, before any thread exists; SIG_DFL is valid.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+}
+
+fn main() -> ExitCode {
+    // Rust ignores SIGPIPE, which turns `dic plan | head` into a panic on the next print;
+    // Unix tools end quietly instead.
+    #[cfg(unix)]
+    restore_sigpipe();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

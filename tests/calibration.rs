@@ -2,6 +2,8 @@
 //! `calibration/errors.md` is regenerated and must match, the stored constants must be
 //! what the fit finds, and the errors must stay within stated bounds.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 mod common;
 
 use dic_compiler::analysis::calibration::{

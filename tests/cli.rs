@@ -1,5 +1,7 @@
 //! The command-line contract: exit codes, output streams, and never a panic.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 mod common;
 
 use common::dic;

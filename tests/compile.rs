@@ -2,6 +2,8 @@
 //! flag checked against vLLM 0.33's own option schema; shell injection; determinism;
 //! `--check` on a clean and a drifted tree; nothing written on errors.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 mod common;
 
 use common::dic;

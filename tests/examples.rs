@@ -1,6 +1,8 @@
 //! Every example is checked and formatted; diagnostics and `dic fmt` output are snapshotted.
 //! Examples outside `examples/mistakes/` must have no errors; the mistakes must fail.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 mod common;
 
 use dic::disk::DiskWorld;

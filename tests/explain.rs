@@ -1,6 +1,8 @@
 //! Every diagnostic code has an explain page whose example produces that code; the
 //! example's rendered diagnostics are snapshotted (so every code is rendered in a test).
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 mod common;
 
 use dic_compiler::diagnostics::Code;

@@ -10,6 +10,8 @@
 //! Every case must end without a panic; the front end's must also end in bounded time.
 //! Seeds are fixed (a deterministic xorshift), so a failure reproduces.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 use dic_compiler::source::MemoryWorld;
 use std::time::{Duration, Instant};
 

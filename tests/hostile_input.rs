@@ -7,6 +7,8 @@
 //! - absurd numbers, each refused with E0307 rather than emitted as a flag;
 //! - every string field given the payloads of a shell, argv and YAML injection.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 mod common;
 
 use common::dic;
@@ -486,7 +488,8 @@ fn big_strings_and_floods_of_diagnostics_stay_bounded() {
     no_panic(&o);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("E0312"));
-    // SAFETY: getrusage fills a struct we own.
+    // SAFETY: getrusage fills a struct we own. FFI: std has no getrusage.
+    #[allow(unsafe_code)]
     let peak_kib = unsafe {
         let mut u: libc::rusage = std::mem::zeroed();
         libc::getrusage(libc::RUSAGE_CHILDREN, &mut u);

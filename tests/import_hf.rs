@@ -2,6 +2,8 @@
 //! and agrees with the stdlib model of the same checkpoint number for number. The stdlib's
 //! stated parameter counts must match the architecture within 3%.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 mod common;
 
 use dic_compiler::architecture;

@@ -2,6 +2,8 @@
 //! hover, definition, references, completion, symbols, formatting, code actions,
 //! shutdown), the responses snapshotted with insta. Absolute paths become `$ROOT`.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};

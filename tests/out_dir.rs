@@ -3,6 +3,8 @@
 //! and leave one consistent result, a killed compile's leftovers are recovered by the next
 //! one and reported by `--check`, and scripts follow the umask.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 mod common;
 
 use common::dic;

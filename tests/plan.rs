@@ -1,6 +1,8 @@
 //! The planner through `dic plan`, `layout = auto` in `dic compile`, and the cheaper-layout
 //! advice on explicit layouts.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 mod common;
 
 use common::dic;

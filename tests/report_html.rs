@@ -2,6 +2,8 @@
 //! script runs, and its four charts are in the DOM. Skips with a message when Chromium is
 //! absent (a user's machine); CI installs it (.ci/run).
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 mod common;
 
 use std::process::Command;

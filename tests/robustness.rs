@@ -2,6 +2,8 @@
 //! parser, resolver and checker (bounded: proptest's case count), plus the classic
 //! pathological inputs. The formatter's round trip is a property too.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 use dic_compiler::source::MemoryWorld;
 use proptest::prelude::*;
 

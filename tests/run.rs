@@ -3,6 +3,8 @@
 //! rank, a hung rank, a rank that never joins, a rank with a different plan, and plans
 //! edited by hand, which are rejected before any socket opens.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 mod common;
 
 use common::dic;
@@ -386,7 +388,10 @@ fn a_hung_rank_makes_everyone_exit_within_the_timeout() {
     let mut ranks = running_job(3);
     let hung = ranks.remove(1);
     // SAFETY: sends SIGSTOP to our own child process.
-    unsafe { libc::kill(hung.id() as i32, libc::SIGSTOP) };
+    #[allow(unsafe_code)] // FFI: kill(2) with SIGSTOP, which std's Child cannot send
+    unsafe {
+        libc::kill(hung.id() as i32, libc::SIGSTOP)
+    };
     let (results, took) = wait_all(ranks, Duration::from_secs(30));
     let mut hung = hung;
     let _ = hung.kill();

@@ -3,6 +3,8 @@
 //! `dic check` of each example (goal: under 2 ms). Files are read before timing;
 //! the measured work is the IO-free core through an in-memory world.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use dic_compiler::source::MemoryWorld;
 

@@ -1,6 +1,8 @@
 //! `dic estimate` on one point: scenario, memory, rules, operating point and advice
 //! (goal: well under 1 ms of compute). The stdlib is checked once before timing.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use dic_compiler::analysis::catalog;
 use dic_compiler::analysis::estimate::{run, scenario, EstimateRequest};

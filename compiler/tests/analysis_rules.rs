@@ -1,6 +1,8 @@
 //! Analysis behaviours that no explain page pins: the SLO-break concurrency, collective
 //! algorithm choice, overrides of estimated memory terms, and deployments in files.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 use dic_compiler::analysis::comm::{collective_time, Collective, Placement};
 use dic_compiler::analysis::{perf, rules};
 use dic_compiler::program::LinkType;

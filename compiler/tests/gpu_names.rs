@@ -1,6 +1,8 @@
 //! GPUs resolve from the names `nvidia-smi` prints, case- and separator-insensitively,
 //! both through the stdlib lookup and inside `.dist` files.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 use dic_compiler::program::Body;
 use dic_compiler::schema::Kind;
 use dic_compiler::source::MemoryWorld;

@@ -3,6 +3,8 @@
 //! import cycle, and the analysis cannot reach the planner, the IR or the driver. The
 //! order here is the one ARCHITECTURE.md draws; a new module must be given a layer.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 

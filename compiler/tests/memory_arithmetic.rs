@@ -1,6 +1,8 @@
 //! The memory model against hand-computed cases. Each expected number is worked out in
 //! the comment above it from the model's config.json values.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 use dic_compiler::analysis::catalog;
 use dic_compiler::analysis::estimate::{self, EstimateRequest};
 use dic_compiler::analysis::memory::{

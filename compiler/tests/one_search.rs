@@ -3,6 +3,8 @@
 //! and a language-server edit re-searches only the deployment it changed. The planner
 //! counts its searches process-wide, so this file holds a single test.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 use dic_compiler::driver::{self, Advice, AnalysisCache};
 use dic_compiler::planner;
 use dic_compiler::source::MemoryWorld;

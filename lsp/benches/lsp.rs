@@ -3,6 +3,8 @@
 //! planner's advice, a layout search per deployment), and both again after a
 //! one-character edit. Drives [`Server`] with the messages an editor sends; no transport.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use dic_compiler::span::ColumnEncoding;
 use dic_lsp::convert::Encoding;

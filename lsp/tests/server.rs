@@ -3,6 +3,8 @@
 //! sequence of edits (half-typed input, random bytes of text, CJK, emoji, CRLF) and no
 //! request at any position makes the server panic or answer with an internal error.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 use dic_compiler::span::ColumnEncoding;
 use dic_lsp::convert::Encoding;
 use dic_lsp::server::{note, request, Server};

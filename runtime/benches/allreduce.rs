@@ -3,6 +3,8 @@
 //! runs); criterion's throughput is set to nccl-tests' bus bytes, S × 2(p−1)/p, so the
 //! reported rate is busbw. A baseline for the runtime, not a race.
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use dic_runtime::comm::Communicator;
 use dic_runtime::cpu::{CpuComm, Mesh};

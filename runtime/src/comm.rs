@@ -73,15 +73,17 @@ pub fn add_into(dtype: DType, dst: &mut [u8], src: &[u8]) -> CommResult<()> {
     match dtype {
         DType::F32 => {
             for (d, s) in dst.chunks_exact_mut(4).zip(src.chunks_exact(4)) {
-                let v = f32::from_le_bytes(d[..4].try_into().unwrap())
-                    + f32::from_le_bytes(s[..4].try_into().unwrap());
+                let v = f32::from_le_bytes(d[..4].try_into().expect("fixed-size slice"))
+                    + f32::from_le_bytes(s[..4].try_into().expect("fixed-size slice"));
                 d.copy_from_slice(&v.to_le_bytes());
             }
         }
         DType::I32 => {
             for (d, s) in dst.chunks_exact_mut(4).zip(src.chunks_exact(4)) {
-                let v = i32::from_le_bytes(d[..4].try_into().unwrap())
-                    .wrapping_add(i32::from_le_bytes(s[..4].try_into().unwrap()));
+                let v = i32::from_le_bytes(d[..4].try_into().expect("fixed-size slice"))
+                    .wrapping_add(i32::from_le_bytes(
+                        s[..4].try_into().expect("fixed-size slice"),
+                    ));
                 d.copy_from_slice(&v.to_le_bytes());
             }
         }
@@ -194,7 +196,8 @@ mod tests {
         let p = 72;
         let mut acc = reduce_input(DType::Bf16, p - 1, 64);
         for g in (0..p - 1).rev() {
-            add_into(DType::Bf16, &mut acc, &reduce_input(DType::Bf16, g, 64)).unwrap();
+            add_into(DType::Bf16, &mut acc, &reduce_input(DType::Bf16, g, 64))
+                .expect("same length");
         }
         assert_eq!(acc, reduce_expected(DType::Bf16, p, 0, 32));
     }

@@ -13,6 +13,7 @@ pub mod comm;
 pub mod cpu;
 pub mod local;
 #[cfg(feature = "nccl")]
+#[allow(unsafe_code)] // the NCCL FFI (cudarc): the one place unsafe code is allowed in dic
 pub mod nccl;
 pub mod options;
 pub mod plan;

@@ -414,7 +414,11 @@ pub fn gather(mesh: &Mesh, report: &RankReport) -> CommResult<Option<Vec<RankRep
     }
     let mut all = vec![report.clone()];
     for r in 1..mesh.world {
-        let len = u64::from_le_bytes(mesh.recv(r, 8)?.try_into().unwrap()) as usize;
+        let len_bytes: [u8; 8] = mesh
+            .recv(r, 8)?
+            .try_into()
+            .map_err(|_| CommError::blame(r, format!("rank {r} sent a malformed report length")))?;
+        let len = u64::from_le_bytes(len_bytes) as usize;
         if len > 1 << 30 {
             return Err(CommError::blame(
                 r,

@@ -3,6 +3,8 @@
 //! that is a subset of the world), ring and tree AllReduce, three dtypes. Each rank is a
 //! thread with its own TCP mesh on loopback (the same code a rank process runs).
 
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
 use dic_runtime::comm::{buffer_sizes, CommError, CommResult, Communicator};
 use dic_runtime::cpu::{AllReduceAlgorithm, CpuComm, HostBuffer, Mesh};
 use dic_runtime::plan::{Collective, DType};

@@ -259,10 +259,10 @@ impl Mesh {
                 break;
             }
         }
-        let magic = u32::from_le_bytes(header[0..4].try_into().unwrap());
+        let magic = u32::from_le_bytes(header[0..4].try_into().expect("fixed-size slice"));
         let kind = header[4];
-        let seq = u64::from_le_bytes(header[5..13].try_into().unwrap());
-        let len = u64::from_le_bytes(header[13..21].try_into().unwrap()) as usize;
+        let seq = u64::from_le_bytes(header[5..13].try_into().expect("fixed-size slice"));
+        let len = u64::from_le_bytes(header[13..21].try_into().expect("fixed-size slice")) as usize;
         if magic != FRAME_MAGIC {
             return Err(CommError::blame(
                 p,
@@ -410,6 +410,7 @@ impl Peer {
 
 /// The next frame header on `peer`'s connection, without consuming it or blocking: the
 /// byte count `recv` returned (0: closed, < 0: nothing yet) and the bytes.
+#[allow(unsafe_code)] // FFI: recv(2) with MSG_PEEK, which std's TcpStream::peek cannot do without blocking
 fn peek_header(peer: &Peer) -> (isize, [u8; HEADER]) {
     use std::os::fd::AsRawFd;
     let mut header = [0u8; HEADER];

@@ -1,17 +1,20 @@
-//! Every example is checked and formatted; diagnostics and `dic fmt` output are snapshotted.
-//! Examples outside `examples/mistakes/` must have no errors; the mistakes must fail.
+//! One test per fixture file (datatest-stable, so the first failure does not hide the
+//! rest): every example is checked and its diagnostics snapshotted (examples outside
+//! `examples/mistakes/` must have no errors; the mistakes must fail), and every example and
+//! stdlib file is in canonical `dic fmt` form.
 
 #![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
 
 mod common;
 
 use dic::disk::DiskWorld;
+use std::path::Path;
 
-#[test]
-fn examples_check_as_expected() {
-    let files = common::dist_files("examples");
-    assert!(files.len() >= 10, "{files:?}");
-    for path in files {
+/// One example: checked (mistakes must fail, the rest must have no errors) and its
+/// diagnostics snapshotted.
+fn check_example(path: &Path) -> datatest_stable::Result<()> {
+    let path = path.to_string_lossy().replace('\\', "/");
+    {
         let checked = dic_compiler::driver::check_file(&DiskWorld, &path).expect("readable");
         let is_mistake = path.contains("/mistakes/");
         if is_mistake {
@@ -29,13 +32,15 @@ fn examples_check_as_expected() {
             common::rendered(&checked)
         );
     }
+    Ok(())
 }
 
-#[test]
-fn fmt_is_canonical_idempotent_and_keeps_comments() {
-    let mut files = common::dist_files("examples");
-    files.extend(common::dist_files("stdlib"));
-    for path in files {
+/// One `.dist` file of the examples or the stdlib: already in `dic fmt`'s canonical form
+/// (so no snapshot of it is needed: the file is its own), and formatting is idempotent and
+/// keeps every comment.
+fn fmt_is_canonical(path: &Path) -> datatest_stable::Result<()> {
+    let path = path.to_string_lossy().replace('\\', "/");
+    {
         let text = std::fs::read_to_string(&path).expect("utf-8");
         let (ast, diags) = dic_compiler::syntax::parse(&text, dic_compiler::span::FileId(0));
         assert!(diags.is_empty(), "{path}: {diags:?}");
@@ -59,8 +64,12 @@ fn fmt_is_canonical_idempotent_and_keeps_comments() {
             "{path}: fmt lost or reordered comments"
         );
         assert_eq!(once, text, "{path} is not formatted: run `dic fmt {path}`");
-        if path.starts_with("examples/") {
-            insta::assert_snapshot!(format!("fmt__{}", common::snap_name(&path)), once);
-        }
     }
+    Ok(())
+}
+
+datatest_stable::harness! {
+    { test = check_example, root = "examples", pattern = r"^.*\.dist$" },
+    { test = fmt_is_canonical, root = "examples", pattern = r"^.*\.dist$" },
+    { test = fmt_is_canonical, root = "stdlib", pattern = r"^.*\.dist$" },
 }

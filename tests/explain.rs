@@ -1,5 +1,7 @@
-//! Every diagnostic code has an explain page whose example produces that code; the
-//! example's rendered diagnostics are snapshotted (so every code is rendered in a test).
+//! Every explain page, one test each (datatest-stable): its example produces its code,
+//! and the rendered diagnostics are snapshotted (so every code is rendered in a test).
+//! That every code has a page, and codes parse back, is `compiler/src/diagnostics`'s own
+//! unit test.
 
 #![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
 
@@ -8,6 +10,7 @@ mod common;
 use dic_compiler::diagnostics::Code;
 use dic_compiler::import_hf::{import, ImportRequest};
 use dic_compiler::source::MemoryWorld;
+use std::path::Path;
 
 /// The first fenced code block: (language, body).
 fn example(page: &str) -> Option<(String, String)> {
@@ -20,79 +23,73 @@ fn example(page: &str) -> Option<(String, String)> {
     Some((lang, body[..end].to_string()))
 }
 
-#[test]
-fn every_code_has_a_page_whose_example_produces_it() {
-    for &code in Code::ALL {
-        let page = code.explanation();
-        assert!(
-            page.starts_with(&format!("# {}: {}", code.as_str(), code.title())),
-            "{code}: page must start with `# {code}: {}`",
-            code.title()
-        );
-        let (lang, body) = example(page).unwrap_or_else(|| panic!("{code}: page has no example"));
-        match lang.as_str() {
-            "dist" => {
-                let bytes: Vec<u8> = body
-                    .replace("<0xFF>", "\u{1}")
-                    .bytes()
-                    .map(|b| if b == 1 { 0xFF } else { b })
-                    .collect();
-                let world = MemoryWorld::new().with_bytes("example.dist", &bytes);
-                let checked =
-                    dic_compiler::driver::check_file(&world, "example.dist").expect("in memory");
-                let codes: Vec<Code> = checked.diagnostics.iter().map(|d| d.code).collect();
-                assert!(codes.contains(&code), "{code}: example produced {codes:?}");
-                insta::assert_snapshot!(code.as_str(), common::rendered(&checked));
-            }
-            "json" => {
-                let req = ImportRequest {
-                    config: &body,
-                    quant_config: None,
-                    name: "m",
-                    repo: None,
-                    source_name: "config.json",
-                };
-                let err = import(&req).expect_err("the example must be refused");
-                assert_eq!(err.code, code);
-                insta::assert_snapshot!(
-                    code.as_str(),
-                    format!(
-                        "{}: {}\nhelp: {}",
-                        err.code,
-                        err.message,
-                        err.help.clone().unwrap_or_default()
-                    )
-                );
-            }
-            // A case no example fits in a page (a 9 MiB file): the page names the test
-            // that produces the code, and that test must exist.
-            "text" => {
-                let (file, test) = body
-                    .split("tested by ")
-                    .nth(1)
-                    .and_then(|t| t.split_once(':'))
-                    .unwrap_or_else(|| {
-                        panic!("{code}: a text example names `tested by FILE: TEST`")
-                    });
-                let test = test.trim().trim_end_matches(')').trim();
-                let source = std::fs::read_to_string(file.trim())
-                    .unwrap_or_else(|e| panic!("{code}: {file}: {e}"));
-                assert!(
-                    source.contains(&format!("fn {test}()")) && source.contains(code.as_str()),
-                    "{code}: {file} has no test `{test}` that checks {code}"
-                );
-            }
-            other => panic!("{code}: unknown example language `{other}`"),
+/// One explain page (`compiler/explain/CODE.md`): it belongs to a code, starts with the
+/// code's title, and its example produces the code (rendered and snapshotted).
+fn explain_page(path: &Path) -> datatest_stable::Result<()> {
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    let code = Code::parse(stem).ok_or_else(|| format!("{}: no code `{stem}`", path.display()))?;
+    let page = code.explanation();
+    assert!(
+        page.starts_with(&format!("# {}: {}", code.as_str(), code.title())),
+        "{code}: page must start with `# {code}: {}`",
+        code.title()
+    );
+    let (lang, body) = example(page).unwrap_or_else(|| panic!("{code}: page has no example"));
+    match lang.as_str() {
+        "dist" => {
+            let bytes: Vec<u8> = body
+                .replace("<0xFF>", "\u{1}")
+                .bytes()
+                .map(|b| if b == 1 { 0xFF } else { b })
+                .collect();
+            let world = MemoryWorld::new().with_bytes("example.dist", &bytes);
+            let checked =
+                dic_compiler::driver::check_file(&world, "example.dist").expect("in memory");
+            let codes: Vec<Code> = checked.diagnostics.iter().map(|d| d.code).collect();
+            assert!(codes.contains(&code), "{code}: example produced {codes:?}");
+            insta::assert_snapshot!(code.as_str(), common::rendered(&checked));
         }
+        "json" => {
+            let req = ImportRequest {
+                config: &body,
+                quant_config: None,
+                name: "m",
+                repo: None,
+                source_name: "config.json",
+            };
+            let err = import(&req).expect_err("the example must be refused");
+            assert_eq!(err.code, code);
+            insta::assert_snapshot!(
+                code.as_str(),
+                format!(
+                    "{}: {}\nhelp: {}",
+                    err.code,
+                    err.message,
+                    err.help.clone().unwrap_or_default()
+                )
+            );
+        }
+        // A case no example fits in a page (a 9 MiB file): the page names the test
+        // that produces the code, and that test must exist.
+        "text" => {
+            let (file, test) = body
+                .split("tested by ")
+                .nth(1)
+                .and_then(|t| t.split_once(':'))
+                .unwrap_or_else(|| panic!("{code}: a text example names `tested by FILE: TEST`"));
+            let test = test.trim().trim_end_matches(')').trim();
+            let source = std::fs::read_to_string(file.trim())
+                .unwrap_or_else(|e| panic!("{code}: {file}: {e}"));
+            assert!(
+                source.contains(&format!("fn {test}()")) && source.contains(code.as_str()),
+                "{code}: {file} has no test `{test}` that checks {code}"
+            );
+        }
+        other => panic!("{code}: unknown example language `{other}`"),
     }
+    Ok(())
 }
 
-#[test]
-fn codes_parse_back_and_are_unique() {
-    let mut seen = std::collections::BTreeSet::new();
-    for &code in Code::ALL {
-        assert!(seen.insert(code.as_str()), "duplicate {code}");
-        assert_eq!(Code::parse(&code.as_str().to_lowercase()), Some(code));
-    }
-    assert_eq!(Code::parse("E9999"), None);
+datatest_stable::harness! {
+    { test = explain_page, root = "compiler/explain", pattern = r"^.*\.md$" },
 }

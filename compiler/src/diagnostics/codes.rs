@@ -122,3 +122,33 @@ impl std::fmt::Display for Code {
         f.write_str(self.as_str())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_parse_back_are_unique_and_each_has_its_page() {
+        let mut seen = std::collections::BTreeSet::new();
+        for &code in Code::ALL {
+            assert!(seen.insert(code.as_str()), "duplicate {}", code.as_str());
+            assert_eq!(Code::parse(&code.as_str().to_lowercase()), Some(code));
+            assert!(
+                code.explanation()
+                    .starts_with(&format!("# {}: {}", code.as_str(), code.title())),
+                "{}: the page must start with `# {}: {}`",
+                code.as_str(),
+                code.as_str(),
+                code.title()
+            );
+        }
+        assert_eq!(Code::parse("E9999"), None);
+        // and every page in compiler/explain belongs to a code
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("explain");
+        for e in std::fs::read_dir(dir).expect("compiler/explain").flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let stem = name.trim_end_matches(".md");
+            assert!(Code::parse(stem).is_some(), "{name} belongs to no code");
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! Memory rules: does the deployment fit, and if not, what would.
+
+use super::*;
+
+pub(super) fn breakdown(mem: &MemoryReport) -> String {
+    let st = mem.tightest();
+    format!(
+        "per GPU (stage {}): budget {} = weights {} + activations {} + non-torch {} + CUDA graphs {} + KV cache {}",
+        st.stage,
+        fmt_bytes(st.budget),
+        fmt_bytes(st.weights),
+        fmt_bytes(st.activations),
+        fmt_bytes(st.non_torch),
+        fmt_bytes(st.cuda_graphs),
+        fmt_bytes(st.kv_cache)
+    )
+}
+
+/// Does a variant fit, with one request of max_model_len?
+pub(super) fn fits(s: &Scenario) -> bool {
+    let m = memory(s);
+    m.stages.iter().all(|st| st.kv_cache > 0.0) && m.kv_cache_tokens >= s.engine.max_model_len
+}
+
+/// Ways out of a memory error, in the escalation order: quantize, more TP, shorter context.
+pub(super) fn what_would_fit(s: &Scenario) -> String {
+    let mut ideas = Vec::new();
+    if !matches!(
+        s.model.weights.as_str(),
+        "fp8" | "int8" | "int4" | "awq" | "gptq" | "nvfp4" | "mxfp4"
+    ) {
+        let mut q = s.clone();
+        q.model.weights = "fp8".into();
+        q.model.kv_cache = "fp8".into();
+        if fits(&q) {
+            ideas.push("`weights = fp8, kv_cache = fp8` on the model".to_string());
+        }
+    }
+    let max_tp = s.topology.scale_up_domain.max(s.topology.gpus_per_node);
+    let mut tp = s.layout.tp * 2;
+    while tp <= max_tp {
+        if s.model.heads.is_multiple_of(tp) {
+            let mut t = s.clone();
+            t.layout.tp = tp;
+            if fits(&t) {
+                ideas.push(format!("tp {tp}"));
+                break;
+            }
+        }
+        tp *= 2;
+    }
+    let mut len = s.engine.max_model_len / 2;
+    while len >= 1024 {
+        let mut c = s.clone();
+        c.engine.max_model_len = len;
+        if fits(&c) {
+            ideas.push(format!("max_model_len = {len}"));
+            break;
+        }
+        len /= 2;
+    }
+    if ideas.is_empty() {
+        "more GPUs per replica (pp across nodes), or a smaller model".into()
+    } else {
+        format!("this would fit: {}", ideas.join("; or "))
+    }
+}
+
+pub fn memory_rules(s: &Scenario, mem: &MemoryReport) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let st = mem.tightest();
+    if st.kv_cache <= 0.0 {
+        out.push(finding(
+            Code::DoesNotFit,
+            Anchor::Layout,
+            format!(
+                "{} does not fit: needs {} per GPU before the KV cache, has {} after gpu_memory_utilization = {:.2}",
+                s.model_name,
+                fmt_bytes(st.weights + st.activations + st.non_torch + st.cuda_graphs),
+                fmt_bytes(st.budget),
+                s.engine.gpu_memory_utilization
+            ),
+            "No available memory for the cache blocks",
+            Some(format!("{}\n{}", breakdown(mem), what_would_fit(s))),
+        ));
+    } else if mem.kv_cache_tokens < s.engine.max_model_len {
+        let est = mem.kv_cache_tokens;
+        out.push(finding(
+            Code::RequestDoesNotFit,
+            Anchor::Engine("max_model_len"),
+            format!(
+                "one request of max_model_len ({}) needs {} of KV cache, more than the {} available; the estimated maximum model length is {}",
+                s.engine.max_model_len,
+                fmt_bytes(mem.bytes_per_max_request),
+                fmt_bytes(st.kv_cache),
+                est
+            ),
+            "vLLM refuses to start",
+            Some(format!("{}\n{}", breakdown(mem), what_would_fit(s))),
+        ));
+    }
+    out
+}

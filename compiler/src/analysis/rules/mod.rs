@@ -1,0 +1,89 @@
+//! The rules of distributed serving, as findings with codes, numbers and help.
+//!
+//! Structural rules (vLLM's own startup checks and topology rules) run first; the
+//! memory rules need the memory model, the performance rules the operating point.
+//! Findings carry an [`Anchor`] (which part of the deployment they are about) rather
+//! than a span, so `dic estimate` (no file) and `dic check` (spans) share them.
+
+use super::comm::{ep_placement, tp_placement};
+use super::memory::{memory, MemoryReport};
+use super::perf::{max_throughput, percentile_factor, predict, Prediction, FITTED};
+use super::scenario::{Load, Scenario, GIB};
+use crate::diagnostics::{Code, Severity};
+use crate::program::{Layout, LinkType, SloMetric};
+use crate::syntax::ast::Op;
+use crate::units::fmt_bytes;
+use serde::Serialize;
+
+mod advice;
+mod memory_rules;
+mod slo;
+mod structural;
+pub use advice::advice;
+pub use memory_rules::memory_rules;
+pub use slo::{perf_rules, perf_rules_at, predicted};
+pub use structural::structural;
+
+/// What part of a deployment a finding is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Anchor {
+    Layout,
+    Model,
+    Cluster,
+    Engine(&'static str),
+    /// The n-th SLO bound.
+    Slo(usize),
+    Deploy,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub code: Code,
+    pub severity: Severity,
+    pub message: String,
+    pub label: String,
+    pub help: Option<String>,
+    pub anchor: Anchor,
+    /// Text that replaces the anchor to apply the advice (an editor's quick fix).
+    pub replacement: Option<String>,
+}
+
+fn finding(
+    code: Code,
+    anchor: Anchor,
+    message: String,
+    label: &str,
+    help: Option<String>,
+) -> Finding {
+    Finding {
+        code,
+        severity: code.default_severity(),
+        message,
+        label: label.to_string(),
+        help,
+        anchor,
+        replacement: None,
+    }
+}
+
+/// An SLO bound to check.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SloTarget {
+    pub metric: SloMetric,
+    pub percentile: String,
+    pub op: Op,
+    pub value: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SloResult {
+    pub target: SloTarget,
+    pub predicted: f64,
+    pub met: bool,
+}
+
+fn valid_tp_sizes(heads: u64, max: u64) -> Vec<u64> {
+    (1..=max.max(1))
+        .filter(|t| heads.is_multiple_of(*t) && t.is_power_of_two())
+        .collect()
+}

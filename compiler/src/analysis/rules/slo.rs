@@ -1,0 +1,197 @@
+//! SLO rules: the predicted metric at the SLO's percentile against its bound, and the
+//! remedy in the escalation order when it misses.
+
+use super::advice::more_gpus_worse;
+use super::*;
+
+/// Predicted value of an SLO metric, percentile applied.
+pub fn predicted(p: &Prediction, t: &SloTarget, output: f64) -> f64 {
+    match t.metric {
+        SloMetric::Ttft => p.ttft * percentile_factor(true, &t.percentile),
+        SloMetric::Tpot | SloMetric::Itl => p.tpot * percentile_factor(false, &t.percentile),
+        SloMetric::E2e => {
+            p.ttft * percentile_factor(true, &t.percentile)
+                + (output - 1.0).max(0.0) * p.tpot * percentile_factor(false, &t.percentile)
+        }
+        SloMetric::Throughput => p.output_tokens_per_s,
+        SloMetric::RequestRate => p.requests_per_s,
+    }
+}
+
+pub(super) fn fmt_metric(metric: SloMetric, v: f64) -> String {
+    match metric {
+        SloMetric::Throughput => format!("{v:.0} tokens/s"),
+        SloMetric::RequestRate => format!("{v:.2} req/s"),
+        _ if !v.is_finite() => "unbounded (overloaded)".into(),
+        _ if v >= 1.0 => format!("{v:.2} s"),
+        _ => format!("{:.1} ms", v * 1e3),
+    }
+}
+
+pub(super) fn metric_name(t: &SloTarget) -> String {
+    match t.metric {
+        SloMetric::Throughput => "throughput".into(),
+        SloMetric::RequestRate => "request_rate".into(),
+        m => format!("{}.{}", format!("{m:?}").to_lowercase(), t.percentile),
+    }
+}
+
+/// SLO checks and the performance rules at the operating point.
+pub fn perf_rules(
+    s: &Scenario,
+    mem: &MemoryReport,
+    p: &Prediction,
+    slo: &[SloTarget],
+) -> (Vec<Finding>, Vec<SloResult>) {
+    perf_rules_at(s, mem, p, slo, true)
+}
+
+/// As [`perf_rules`]; `detailed = false` skips the remedies and the "more GPUs" search
+/// (the planner evaluates many candidates and explains only the ones it shows).
+pub fn perf_rules_at(
+    s: &Scenario,
+    mem: &MemoryReport,
+    p: &Prediction,
+    slo: &[SloTarget],
+    detailed: bool,
+) -> (Vec<Finding>, Vec<SloResult>) {
+    let mut out = Vec::new();
+    let mut results = Vec::new();
+    let output = s.workload.map(|w| w.output).unwrap_or(256.0);
+    for (i, t) in slo.iter().enumerate() {
+        let v = predicted(p, t, output);
+        let met = match t.op {
+            Op::Le | Op::Lt => v <= t.value,
+            _ => v >= t.value,
+        };
+        results.push(SloResult {
+            target: t.clone(),
+            predicted: v,
+            met,
+        });
+        if !met {
+            let by = if matches!(t.op, Op::Le | Op::Lt) {
+                v - t.value
+            } else {
+                t.value - v
+            };
+            let pct = if t.value > 0.0 {
+                by / t.value * 100.0
+            } else {
+                0.0
+            };
+            out.push(finding(
+                Code::SloInfeasible,
+                Anchor::Slo(i),
+                format!(
+                    "{} is predicted at {}, {} the bound of {}{}",
+                    metric_name(t),
+                    fmt_metric(t.metric, v),
+                    if matches!(t.op, Op::Le | Op::Lt) {
+                        "over"
+                    } else {
+                        "under"
+                    },
+                    fmt_metric(t.metric, t.value),
+                    if by.is_finite() {
+                        format!(" (by {}, {pct:.0}%)", fmt_metric(t.metric, by))
+                    } else {
+                        String::new()
+                    }
+                ),
+                "not met",
+                detailed.then(|| slo_remedy(s, mem, t)),
+            ));
+        }
+    }
+    // PP bubble at the workload's concurrency.
+    if s.layout.pp > 1 && p.step.bubble > 0.3 * p.step.tpot {
+        out.push(finding(
+            Code::PipelineBubble,
+            Anchor::Layout,
+            format!(
+                "pipeline bubble: {:.0}% of each decode step is idle with {:.1} requests running per replica and pp {}",
+                p.step.bubble / p.step.tpot * 100.0,
+                p.running,
+                s.layout.pp
+            ),
+            "too few requests in flight to fill the stages",
+            Some("fewer stages (quantize, or more TP inside a node), or more concurrency per replica".into()),
+        ));
+    }
+    if detailed {
+        out.extend(more_gpus_worse(s, p));
+    }
+    (out, results)
+}
+
+/// What would meet a missed SLO: the load at which it holds, or more replicas.
+pub(super) fn slo_remedy(s: &Scenario, mem: &MemoryReport, t: &SloTarget) -> String {
+    let output = s.workload.map(|w| w.output).unwrap_or(256.0);
+    match (t.metric, s.workload) {
+        (SloMetric::Throughput | SloMetric::RequestRate, _) => {
+            let (max_tps, _) = max_throughput(
+                s,
+                mem,
+                s.workload.map(|w| w.prompt).unwrap_or(1024.0),
+                output,
+                &FITTED,
+            );
+            let max = if t.metric == SloMetric::Throughput {
+                max_tps
+            } else {
+                max_tps / output
+            };
+            let replicas = (t.value / (max / s.layout.dp.max(1) as f64))
+                .ceil()
+                .max(1.0) as u64;
+            format!(
+                "saturated, this layout serves {}; dp {replicas} would meet it",
+                fmt_metric(t.metric, max)
+            )
+        }
+        (_, Some(w)) => {
+            // Bisect the load at which the bound holds.
+            let (mut lo, mut hi) = (0.0, 1.0);
+            let holds = |x: f64| {
+                let mut v = s.clone();
+                v.workload = Some(match w.load {
+                    Load::Rate(r) => crate::analysis::scenario::WorkloadSpec {
+                        load: Load::Rate(r * x),
+                        ..w
+                    },
+                    Load::Concurrency(c) => crate::analysis::scenario::WorkloadSpec {
+                        load: Load::Concurrency(((c as f64 * x).floor() as u64).max(1)),
+                        ..w
+                    },
+                });
+                let p = predict(&v, mem, &FITTED);
+                predicted(&p, t, output) <= t.value
+            };
+            if !holds(1e-3) {
+                return "not even one request at a time meets it on this layout: more TP inside a node, faster GPUs, or FP8".into();
+            }
+            for _ in 0..20 {
+                let mid = (lo + hi) / 2.0;
+                if holds(mid) {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            match w.load {
+                Load::Rate(r) => format!(
+                    "it holds up to {:.2} req/s on this layout; dp {} would carry {:.2} req/s",
+                    r * lo,
+                    (s.layout.dp as f64 / lo.max(1e-3)).ceil() as u64,
+                    r
+                ),
+                Load::Concurrency(c) => format!(
+                    "it holds up to {} concurrent requests on this layout",
+                    ((c as f64) * lo).floor().max(1.0)
+                ),
+            }
+        }
+        (_, None) => "add a workload to see the load at which it holds".into(),
+    }
+}

@@ -1,0 +1,202 @@
+//! Structural rules: vLLM's own startup checks (heads and TP, stages and layers, EP on
+//! dense models) and the topology's (TP across nodes or over PCIe, GPUs the cluster lacks).
+
+use super::*;
+
+/// vLLM's startup checks and the topology rules; no memory model needed.
+pub fn structural(s: &Scenario) -> Vec<Finding> {
+    let m = &s.model;
+    let l = &s.layout;
+    let t = &s.topology;
+    let mut out = Vec::new();
+    if !m.heads.is_multiple_of(l.tp.max(1)) {
+        let valid = valid_tp_sizes(m.heads, l.tp.max(t.gpus_per_node) * 2);
+        out.push(finding(
+            Code::HeadsNotDivisible,
+            Anchor::Layout,
+            format!("Total number of attention heads ({}) must be divisible by tensor parallel size ({})", m.heads, l.tp),
+            "vLLM refuses this TP size",
+            Some(format!("use tp {}", valid.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", tp "))),
+        ));
+    }
+    if l.pp > m.layers {
+        out.push(finding(
+            Code::TooManyStages,
+            Anchor::Layout,
+            format!("pp {} exceeds the model's {} layers", l.pp, m.layers),
+            "a stage would hold no layer",
+            Some(format!("use pp ≤ {}", m.layers)),
+        ));
+    }
+    if l.ep && m.experts == 0 {
+        out.push(finding(
+            Code::EpOnDense,
+            Anchor::Layout,
+            "expert parallelism on a dense model: Number of experts in the model must be greater than 0 when expert parallelism is enabled".into(),
+            "the model has no experts",
+            Some("remove `ep`; use dp replicas for throughput".into()),
+        ));
+    }
+    let total = t.total_gpus();
+    if l.gpus() > total {
+        out.push(finding(
+            Code::NotEnoughGpus,
+            Anchor::Layout,
+            format!(
+                "the layout needs {} GPUs (tp {} × pp {} × dp {}{}), the cluster has {}",
+                l.gpus(),
+                l.tp,
+                l.pp,
+                l.dp,
+                if l.pcp > 1 {
+                    format!(" × pcp {}", l.pcp)
+                } else {
+                    String::new()
+                },
+                total
+            ),
+            "more GPUs than the cluster has",
+            Some(format!(
+                "add nodes ({} × {} GPUs needed) or shrink dp",
+                l.gpus().div_ceil(t.gpus_per_node.max(1)),
+                t.gpus_per_node
+            )),
+        ));
+    }
+    let per_node = t.gpus_per_node.max(1);
+    let replica = l.replica_gpus();
+    if replica > per_node && !replica.is_multiple_of(per_node) {
+        out.push(finding(
+            Code::PartialNode,
+            Anchor::Layout,
+            format!("each replica's {replica} GPUs (tp × pp) span nodes but are not a whole number of {per_node}-GPU nodes"),
+            "vLLM's multi-node launch requires whole nodes per replica",
+            Some(format!("make tp × pp a multiple of {per_node}, or at most {per_node}")),
+        ));
+    } else if l.gpus() > per_node && !l.gpus().is_multiple_of(per_node) {
+        out.push(finding(
+            Code::PartialNode,
+            Anchor::Layout,
+            format!(
+                "the layout's {} GPUs span nodes but are not a whole number of {}-GPU nodes",
+                l.gpus(),
+                per_node
+            ),
+            "vLLM requires (dp × pp × tp) % nnodes == 0",
+            Some(format!("use a multiple of {per_node} GPUs")),
+        ));
+    }
+    if l.dcp > 1 {
+        if !l.tp.is_multiple_of(l.dcp) {
+            out.push(finding(
+                Code::InvalidDcp,
+                Anchor::Layout,
+                format!("tp_size={} must be divisible by dcp_size={}.", l.tp, l.dcp),
+                "vLLM's rule",
+                Some("choose dcp dividing tp".into()),
+            ));
+        } else if m.attention != crate::program::Attention::Mla && l.tp <= m.kv_heads {
+            out.push(finding(
+                Code::InvalidDcp,
+                Anchor::Layout,
+                format!("Decode context parallelism for GQA/MQA requires --tensor-parallel-size ({}) to be greater than the model's total number of KV heads ({})", l.tp, m.kv_heads),
+                "DCP shards KV heads that TP already split",
+                Some(format!("use tp > {} or drop dcp", m.kv_heads)),
+            ));
+        }
+    }
+    if l.tp > 1 {
+        let tp = tp_placement(s);
+        if tp.spans_nodes && !tp.within_scale_up_domain {
+            let nvlink = t
+                .scale_up
+                .as_ref()
+                .map(|x| format!("{:.0} GB/s {}", x.bandwidth / 1e9, x.name))
+                .unwrap_or_else(|| "the node's own link".into());
+            out.push(finding(
+                Code::TpAcrossNodes,
+                Anchor::Layout,
+                format!(
+                    "tp {} spans {} nodes over {} ({:.1} GB/s per GPU, vs {nvlink} inside a node)",
+                    l.tp,
+                    l.tp.div_ceil(t.gpus_per_node.max(1)),
+                    tp.link_name,
+                    tp.bandwidth / 0.8 / 1e9
+                ),
+                "TP all-reduces twice per layer per token: it belongs inside one NVLink domain",
+                Some(format!(
+                    "keep tp ≤ {} and cross nodes with pp: `tp {} × pp {}`",
+                    t.gpus_per_node,
+                    t.gpus_per_node.min(l.tp),
+                    (l.tp / t.gpus_per_node.max(1)).max(2) * l.pp
+                )),
+            ));
+        } else if tp.link_type == LinkType::Pcie {
+            out.push(finding(
+                Code::TpOverPcie,
+                Anchor::Layout,
+                format!(
+                    "tp {} runs over {} ({:.0} GB/s per direction) — no NVLink between these GPUs",
+                    l.tp,
+                    tp.link_name,
+                    tp.bandwidth / 0.8 / 1e9
+                ),
+                "every layer's all-reduces cross PCIe",
+                Some(
+                    "prefer fewer GPUs per replica (quantize, or pp over PCIe) and dp replicas"
+                        .into(),
+                ),
+            ));
+        }
+    }
+    if l.ep && m.experts > 0 && l.tp * l.dp > 1 {
+        let ep = ep_placement(s);
+        if ep.spans_nodes
+            && !ep.within_scale_up_domain
+            && !matches!(ep.link_type, LinkType::Infiniband)
+        {
+            out.push(finding(
+                Code::EpOverSlowFabric,
+                Anchor::Layout,
+                format!(
+                    "EP all-to-all crosses nodes over {} ({:.1} GB/s per GPU)",
+                    ep.link_name,
+                    ep.bandwidth / 0.8 / 1e9
+                ),
+                "every MoE layer dispatches and combines tokens across nodes",
+                Some(
+                    "keep the EP group inside a node or an NVLink domain, or use an RDMA fabric"
+                        .into(),
+                ),
+            ));
+        }
+    }
+    if s.engine.max_model_len as f64 > m.max_context && m.max_context > 0.0 {
+        out.push(finding(
+            Code::ModelLenTooLong,
+            Anchor::Engine("max_model_len"),
+            format!(
+                "User-specified max_model_len ({}) is greater than the derived max_model_len (max_position_embeddings={})",
+                s.engine.max_model_len, m.max_context as u64
+            ),
+            "vLLM refuses to start",
+            Some(format!("use max_model_len ≤ {}", m.max_context as u64)),
+        ));
+    }
+    if s.engine.max_num_batched_tokens < s.engine.max_num_seqs {
+        out.push(finding(
+            Code::BatchBelowSeqs,
+            Anchor::Engine("max_num_batched_tokens"),
+            format!(
+                "max_num_batched_tokens ({}) must be greater than or equal to max_num_seqs ({})",
+                s.engine.max_num_batched_tokens, s.engine.max_num_seqs
+            ),
+            "vLLM's scheduler check",
+            Some(format!(
+                "raise max_num_batched_tokens to {} or lower max_num_seqs",
+                s.engine.max_num_seqs
+            )),
+        ));
+    }
+    out
+}

@@ -69,31 +69,21 @@ pub fn run(file: &str, out: &str, check: bool, color: bool, width: usize) -> u8 
     }
 }
 
+/// Every file under `dir` by its path relative to `base`; a link or a device is never
+/// what dic wrote, so it is reported as such and never read through.
 fn list_files(dir: &Path, base: &Path, out: &mut BTreeMap<String, Vec<u8>>) -> std::io::Result<()> {
     if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
         return Ok(());
     }
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let p = entry.path();
-        if entry.file_type()?.is_dir() {
-            list_files(&p, base, out)?;
-        } else if !entry.file_type()?.is_file() {
-            // a link or a device is never what dic wrote: report it, never read through it
-            let rel = p
-                .strip_prefix(base)
-                .unwrap_or(&p)
-                .to_string_lossy()
-                .replace('\\', "/");
-            out.insert(rel, b"(not a plain file)".to_vec());
+    let mut found = Vec::new();
+    out_dir::walk(dir, base, &mut found)?;
+    for (rel, ty) in found {
+        let bytes = if ty.is_file() {
+            std::fs::read(base.join(&rel))?
         } else {
-            let rel = p
-                .strip_prefix(base)
-                .unwrap_or(&p)
-                .to_string_lossy()
-                .replace('\\', "/");
-            out.insert(rel, std::fs::read(&p)?);
-        }
+            b"(not a plain file)".to_vec()
+        };
+        out.insert(rel, bytes);
     }
     Ok(())
 }

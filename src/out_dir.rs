@@ -114,7 +114,7 @@ fn lock(out: &Path) -> io::Result<File> {
 }
 
 /// Files and links under `dir` (relative paths); folders are walked, never followed.
-fn walk(dir: &Path, base: &Path, out: &mut Vec<(String, fs::FileType)>) -> io::Result<()> {
+pub fn walk(dir: &Path, base: &Path, out: &mut Vec<(String, fs::FileType)>) -> io::Result<()> {
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let ty = entry.file_type()?;

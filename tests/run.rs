@@ -300,19 +300,7 @@ fn start_job(
     };
     let mut rank0 = start_rank(&plan_for(0), 0, 0, timeout);
     let mut out0 = BufReader::new(rank0.stdout.take().unwrap());
-    let port: u16 = loop {
-        let mut line = String::new();
-        assert!(
-            out0.read_line(&mut line).unwrap() > 0,
-            "rank 0 ended before listening"
-        );
-        if let Some(rest) = line.split("\"port\":").nth(1) {
-            break rest
-                .trim_end_matches(|c: char| !c.is_ascii_digit())
-                .parse()
-                .unwrap();
-        }
-    };
+    let port = read_port(&mut out0);
     let mut ticks = vec![drain(out0)];
     let mut children = vec![rank0];
     for &r in &ranks[1..] {
@@ -539,23 +527,28 @@ fn finishing_rank(plan: &Path, rank: usize, port: u16, secret: &str) -> Child {
         .unwrap()
 }
 
-/// Rank 0's announced rendezvous port (from its `--child` JSON lines); the rest of its
-/// stdout is drained on a thread.
-fn announced_port(rank0: &mut Child) -> u16 {
-    let mut out = BufReader::new(rank0.stdout.take().unwrap());
-    let port = loop {
+/// Reads rank 0's `--child` JSON lines up to the one announcing its rendezvous port.
+fn read_port(out: &mut BufReader<std::process::ChildStdout>) -> u16 {
+    loop {
         let mut line = String::new();
         assert!(
             out.read_line(&mut line).unwrap() > 0,
             "rank 0 ended before listening"
         );
         if let Some(rest) = line.split("\"port\":").nth(1) {
-            break rest
+            return rest
                 .trim_end_matches(|c: char| !c.is_ascii_digit())
                 .parse()
                 .unwrap();
         }
-    };
+    }
+}
+
+/// Rank 0's announced rendezvous port (from its `--child` JSON lines); the rest of its
+/// stdout is drained on a thread.
+fn announced_port(rank0: &mut Child) -> u16 {
+    let mut out = BufReader::new(rank0.stdout.take().unwrap());
+    let port = read_port(&mut out);
     std::thread::spawn(move || for _ in out.lines() {});
     port
 }

@@ -267,7 +267,6 @@ const EXPERTS: Ty = Ty::Int {
     min: 0,
     max: 1 << 16,
 };
-const EXPERTS0: Ty = EXPERTS;
 const FREE_TEXT: Ty = Ty::Str(TextRule::Free);
 
 /// Where a quantity's value (in base units) may lie. Beyond the physical meaning
@@ -433,7 +432,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("attention", Ty::Enum(&["mha", "gqa", "mla"]), "attention kind; inferred from kv_heads when absent"),
             f!("experts", EXPERTS, "routed experts (MoE); 0 or absent for a dense model"),
             f!("experts_per_token", HEADS, "routed experts per token (top-k)"),
-            f!("shared_experts", EXPERTS0, "shared experts per MoE layer"),
+            f!("shared_experts", EXPERTS, "shared experts per MoE layer"),
             f!("moe_intermediate", WIDTH, "intermediate size of one expert"),
             f!("dense_layers", LAYERS0, "leading layers with a dense MLP instead of experts"),
             f!("moe_layer_step", LAYERS, "every n-th layer is MoE (Llama 4 Maverick: 2)"),

@@ -147,10 +147,8 @@ fn evaluate(
     s.model.kv_cache = kv.to_string();
     let a = analyze_quick(&s, slo);
     let gpus = layout.gpus();
-    let per_node = s.topology.gpus_per_node.max(1);
-    let nodes = gpus.div_ceil(per_node);
-    let (cost_per_hour, priced) = match s.topology.price_per_node_hour {
-        Some(p) => (p * nodes as f64, true),
+    let (cost_per_hour, priced) = match s.topology.price_for(gpus) {
+        Some(p) => (p, true),
         None => (gpus as f64, false),
     };
     let error = a.findings.iter().find(|f| f.severity == Severity::Error);
@@ -161,7 +159,7 @@ fn evaluate(
         weights: weights.to_string(),
         kv_cache: kv.to_string(),
         gpus,
-        nodes,
+        nodes: s.topology.nodes_for(gpus),
         cost_per_hour,
         priced,
         cost_per_million_output: tps
@@ -225,11 +223,7 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
         }
     }
     families.sort_by_key(|(_, _, _, tp, pp)| tp * pp);
-    let per_node = t.gpus_per_node.max(1);
-    let family_cost = |gpus: u64| match t.price_per_node_hour {
-        Some(p) => p * gpus.div_ceil(per_node) as f64,
-        None => gpus as f64,
-    };
+    let family_cost = |gpus: u64| t.price_for(gpus).unwrap_or(gpus as f64);
     let mut best_cost = f64::INFINITY;
     for (w, kv, ep, tp, pp) in families {
         let max_dp = total / (tp * pp);
@@ -438,12 +432,9 @@ pub fn cheaper_layout(ds: &DeploymentScenario, search: &Search) -> Option<Findin
         .ranked
         .iter()
         .find(|c| c.weights == s.model.weights && c.kv_cache == s.model.kv_cache)?;
-    let per_node = s.topology.gpus_per_node.max(1);
-    let nodes = s.layout.gpus().div_ceil(per_node);
     let current = s
         .topology
-        .price_per_node_hour
-        .map(|p| p * nodes as f64)
+        .price_for(s.layout.gpus())
         .unwrap_or(s.layout.gpus() as f64);
     let cheaper = best.cost_per_hour < current - 1e-9
         || (best.cost_per_hour <= current + 1e-9 && best.gpus < s.layout.gpus());

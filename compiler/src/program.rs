@@ -246,6 +246,23 @@ pub enum SloMetric {
     RequestRate,
 }
 
+/// The interface NCCL and Gloo bootstrap over when the network profile names none.
+pub const DEFAULT_SOCKET_IFNAME: &str = "eth0";
+
+impl SloMetric {
+    /// The metric as written in a `.dist` file (`ttft`, `request_rate`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SloMetric::Ttft => "ttft",
+            SloMetric::Tpot => "tpot",
+            SloMetric::Itl => "itl",
+            SloMetric::E2e => "e2e",
+            SloMetric::Throughput => "throughput",
+            SloMetric::RequestRate => "request_rate",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct SloBound {
     pub metric: SloMetric,

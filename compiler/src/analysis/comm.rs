@@ -299,6 +299,10 @@ impl CommContext {
     }
 }
 
+/// Activations (and the tensors collectives move) travel in bf16: 2 bytes an element.
+pub const ACTIVATION_DTYPE: &str = "bf16";
+pub const ACTIVATION_DTYPE_BYTES: f64 = 2.0;
+
 /// The kind of a communicator group: the one vocabulary the analysis, the IR, the nccl
 /// target and the runtime share (serialized as `tp`, `pp`, …).
 #[derive(
@@ -377,7 +381,7 @@ pub fn step_comm(
 ) -> Vec<CommItem> {
     let m = &s.model;
     let l = &s.layout;
-    let act = 2.0; // activations travel in bf16
+    let act = ACTIVATION_DTYPE_BYTES;
     let mut items = Vec::new();
     if l.tp > 1 {
         let tp = &cx.tp;

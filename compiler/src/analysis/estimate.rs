@@ -133,8 +133,7 @@ pub fn run(s: &Scenario) -> Analysis {
 
 /// $/h of the nodes the layout occupies and $ per million output tokens, when priced.
 pub fn cost(s: &Scenario, a: &Analysis) -> (Option<f64>, Option<f64>) {
-    let nodes = s.layout.gpus().div_ceil(s.topology.gpus_per_node.max(1));
-    let per_hour = s.topology.price_per_node_hour.map(|p| p * nodes as f64);
+    let per_hour = s.topology.price_for(s.layout.gpus());
     let per_million = match (
         per_hour,
         a.prediction.as_ref().map(|p| p.output_tokens_per_s),

@@ -102,6 +102,17 @@ impl Topology {
     pub fn total_gpus(&self) -> u64 {
         self.gpus_per_node * self.nodes
     }
+
+    /// Nodes that `gpus` GPUs occupy (whole nodes: a node is rented whole).
+    pub fn nodes_for(&self, gpus: u64) -> u64 {
+        gpus.div_ceil(self.gpus_per_node.max(1))
+    }
+
+    /// $/h of the nodes `gpus` GPUs occupy, when the cluster is priced.
+    pub fn price_for(&self, gpus: u64) -> Option<f64> {
+        self.price_per_node_hour
+            .map(|p| p * self.nodes_for(gpus) as f64)
+    }
     /// The link between two GPUs of one node.
     pub fn intra_node_link(&self) -> &LinkSpec {
         self.scale_up.as_ref().unwrap_or(&self.gpu.pcie)

@@ -274,7 +274,9 @@ impl<'s, 'w> Checker<'s, 'w> {
                     capabilities: r.strings("capabilities"),
                     annotations,
                     env,
-                    socket_ifname: r.string("socket_ifname").unwrap_or_else(|| "eth0".into()),
+                    socket_ifname: r
+                        .string("socket_ifname")
+                        .unwrap_or_else(|| DEFAULT_SOCKET_IFNAME.into()),
                     host_network: r.boolean("host_network").unwrap_or(false),
                 })
             }

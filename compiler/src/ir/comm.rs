@@ -88,7 +88,7 @@ pub(super) fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
                         layers,
                         per_layer,
                         bytes: c.bytes.round() as u64,
-                        dtype: "bf16".into(),
+                        dtype: crate::analysis::comm::ACTIVATION_DTYPE.into(),
                         predicted_us: c.time * 1e6 / c.count.max(1) as f64,
                     }
                 })

@@ -216,7 +216,7 @@ pub(super) fn t_network(p: &Program, cluster: Option<crate::program::DefId>) -> 
             capabilities: Vec::new(),
             annotations: Vec::new(),
             env: Vec::new(),
-            socket_ifname: "eth0".into(),
+            socket_ifname: crate::program::DEFAULT_SOCKET_IFNAME.into(),
             host_network: false,
         },
     }

@@ -53,13 +53,9 @@ pub(super) fn report_data(
         .map(|r| {
             let t = &r.target;
             let (metric, scale, unit) = match t.metric {
-                SloMetric::Throughput => ("throughput".to_string(), 1.0, "tokens/s"),
-                SloMetric::RequestRate => ("request_rate".to_string(), 1.0, "req/s"),
-                m => (
-                    format!("{}.{}", format!("{m:?}").to_lowercase(), t.percentile),
-                    1e3,
-                    "ms",
-                ),
+                SloMetric::Throughput => (t.label(), 1.0, "tokens/s"),
+                SloMetric::RequestRate => (t.label(), 1.0, "req/s"),
+                _ => (t.label(), 1e3, "ms"),
             };
             let upper = matches!(
                 t.op,
@@ -106,8 +102,8 @@ pub(super) fn report_data(
             })
             .collect(),
     });
-    let nodes = l.gpus().div_ceil(per_node);
-    let per_hour = s.topology.price_per_node_hour.map(|v| v * nodes as f64);
+    let nodes = s.topology.nodes_for(l.gpus());
+    let per_hour = s.topology.price_for(l.gpus());
     let (prompt, output) = s
         .workload
         .map(|w| (w.prompt, w.output))

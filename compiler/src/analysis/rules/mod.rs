@@ -75,6 +75,16 @@ pub struct SloTarget {
     pub value: f64,
 }
 
+impl SloTarget {
+    /// The bound's name as written: `ttft.p95`, or `throughput` (rates have no percentile).
+    pub fn label(&self) -> String {
+        match self.metric {
+            SloMetric::Throughput | SloMetric::RequestRate => self.metric.name().to_string(),
+            m => format!("{}.{}", m.name(), self.percentile),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct SloResult {
     pub target: SloTarget,

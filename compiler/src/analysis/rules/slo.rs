@@ -28,14 +28,6 @@ pub(super) fn fmt_metric(metric: SloMetric, v: f64) -> String {
     }
 }
 
-pub(super) fn metric_name(t: &SloTarget) -> String {
-    match t.metric {
-        SloMetric::Throughput => "throughput".into(),
-        SloMetric::RequestRate => "request_rate".into(),
-        m => format!("{}.{}", format!("{m:?}").to_lowercase(), t.percentile),
-    }
-}
-
 /// SLO checks and the performance rules at the operating point.
 pub fn perf_rules(
     s: &Scenario,
@@ -85,7 +77,7 @@ pub fn perf_rules_at(
                 Anchor::Slo(i),
                 format!(
                     "{} is predicted at {}, {} the bound of {}{}",
-                    metric_name(t),
+                    t.label(),
                     fmt_metric(t.metric, v),
                     if matches!(t.op, Op::Le | Op::Lt) {
                         "over"

@@ -410,6 +410,20 @@ impl Program {
     getter!(deploy, Deploy, Deploy);
     getter!(network, Network, Network);
 
+    /// A cluster's node type (its first node group's; deployments run on one node type)
+    /// and that node's GPU definition: the one cluster → node → GPU lookup.
+    pub fn node_of_cluster(&self, cluster: Option<DefId>) -> Option<(&Cluster, &Node)> {
+        let c = cluster.and_then(|id| self.cluster(id))?;
+        let node = c.groups.first().and_then(|g| self.node(g.node))?;
+        Some((c, node))
+    }
+
+    /// The GPU definition of a cluster's node type.
+    pub fn gpu_def_of_cluster(&self, cluster: Option<DefId>) -> Option<&Def> {
+        let (_, node) = self.node_of_cluster(cluster)?;
+        node.gpu.and_then(|id| self.def(id))
+    }
+
     /// The user's definitions of one kind, in source order.
     pub fn user_defs_of(&self, kind: Kind) -> impl Iterator<Item = &Def> {
         self.user_defs

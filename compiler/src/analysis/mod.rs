@@ -177,21 +177,14 @@ pub fn scenarios_from_program(p: &Program) -> Vec<DeploymentScenario> {
             LayoutSpec::Explicit(l) => (l, false),
             LayoutSpec::Auto => (crate::program::Layout::default(), true),
         };
-        let (Some(model), Some(cluster)) = (
+        let (Some(model), Some((cluster, node)), Some(gdef)) = (
             d.model.and_then(|id| p.model(id)),
-            d.cluster.and_then(|id| p.cluster(id)),
+            p.node_of_cluster(d.cluster),
+            p.gpu_def_of_cluster(d.cluster),
         ) else {
             continue;
         };
-        let Some(group) = cluster.groups.first() else {
-            continue;
-        };
-        let Some(node) = p.node(group.node) else {
-            continue;
-        };
-        let Some(gdef) = node.gpu.and_then(|id| p.def(id)) else {
-            continue;
-        };
+        let group = &cluster.groups[0];
         let Body::Gpu(g) = &gdef.body else { continue };
         let pcie = g
             .pcie

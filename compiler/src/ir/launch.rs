@@ -109,12 +109,7 @@ pub(super) fn lower_one(
         (mode, l.dp, rg / per_node, per_node, 1)
     };
     let net = t_network(p, d.cluster);
-    let gpu_def = d
-        .cluster
-        .and_then(|id| p.cluster(id))
-        .and_then(|c| c.groups.first())
-        .and_then(|g| p.node(g.node))
-        .and_then(|n| n.gpu.and_then(|id| p.def(id)));
+    let gpu_def = p.gpu_def_of_cluster(d.cluster);
     let product = gpu_def
         .and_then(|g| match &g.body {
             Body::Gpu(x) => x.names.first().cloned(),
@@ -193,10 +188,7 @@ pub(super) fn lower_one(
 /// The network profile of a deployment's cluster (the cluster's, else its nodes').
 pub(super) fn t_network(p: &Program, cluster: Option<crate::program::DefId>) -> NetworkPlan {
     let c = cluster.and_then(|id| p.cluster(id));
-    let node_net = c
-        .and_then(|c| c.groups.first())
-        .and_then(|g| p.node(g.node))
-        .and_then(|n| n.network);
+    let node_net = p.node_of_cluster(cluster).and_then(|(_, n)| n.network);
     let id = c.and_then(|c| c.network).or(node_net);
     match id.and_then(|id| p.network(id)) {
         Some(n) => NetworkPlan {

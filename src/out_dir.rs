@@ -134,8 +134,10 @@ pub fn walk(dir: &Path, base: &Path, out: &mut Vec<(String, fs::FileType)>) -> i
 }
 
 /// Files in an existing deployment folder that dic did not write (empty when it may be
-/// replaced). A link, or anything else that is not a plain file, is never dic's.
-fn foreign_files(folder: &Path) -> io::Result<Vec<String>> {
+/// replaced). A link, or anything else that is not a plain file, is never dic's. A folder
+/// written by a dic from before `.dic-generated` existed has no list; there, the files dic
+/// is about to write (`generating`, relative paths) count as its own, and nothing else.
+fn foreign_files(folder: &Path, generating: &BTreeSet<String>) -> io::Result<Vec<String>> {
     let meta = match fs::symlink_metadata(folder) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -152,7 +154,7 @@ fn foreign_files(folder: &Path) -> io::Result<Vec<String>> {
             .filter(|l| !l.starts_with('#') && !l.is_empty())
             .map(String::from)
             .collect(),
-        _ => BTreeSet::new(),
+        _ => generating.clone(),
     };
     Ok(present
         .into_iter()
@@ -230,7 +232,12 @@ pub fn write(
     recover(out)?;
     for r in roots {
         let folder = out.join(r);
-        let foreign = foreign_files(&folder)?;
+        let prefix = format!("{r}/");
+        let generating: BTreeSet<String> = files
+            .keys()
+            .filter_map(|p| p.strip_prefix(&prefix).map(String::from))
+            .collect();
+        let foreign = foreign_files(&folder, &generating)?;
         if !foreign.is_empty() {
             return Err(WriteError::Refused { folder, foreign });
         }

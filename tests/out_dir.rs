@@ -117,6 +117,27 @@ fn foreign_files_are_never_replaced() {
     assert_eq!(compile(&out, &["--check"]).status.code(), Some(0));
 }
 
+/// A folder written by a dic from before `.dic-generated`: the files dic generates count as
+/// its own (they are replaced), anything else still makes it refuse.
+#[test]
+fn folders_from_before_the_manifest_are_replaced_only_when_all_files_are_dics() {
+    let dir = tmp("legacy");
+    let out = dir.join("out");
+    assert_eq!(compile(&out, &[]).status.code(), Some(0));
+    std::fs::remove_file(out.join("chat/.dic-generated")).unwrap();
+    assert_eq!(compile(&out, &[]).status.code(), Some(0));
+    assert!(out.join("chat/.dic-generated").exists());
+    std::fs::remove_file(out.join("chat/.dic-generated")).unwrap();
+    std::fs::write(out.join("chat/notes.md"), "mine").unwrap();
+    let o = compile(&out, &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("notes.md"));
+    assert_eq!(
+        std::fs::read_to_string(out.join("chat/notes.md")).unwrap(),
+        "mine"
+    );
+}
+
 #[test]
 fn concurrent_compiles_into_one_folder_all_succeed() {
     let dir = tmp("concurrent");

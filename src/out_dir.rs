@@ -45,11 +45,12 @@ impl std::fmt::Display for WriteError {
                 let shown: Vec<&str> = foreign.iter().take(5).map(String::as_str).collect();
                 write!(
                     f,
-                    "`{}` holds {} that dic did not generate ({}{}); dic replaces only folders it wrote, so nothing was written. Move them, or choose another --out",
+                    "`{}` holds {} that dic did not generate ({}{}); dic replaces only folders it wrote, so nothing was written. Move {}, or choose another --out",
                     folder.display(),
                     if foreign.len() == 1 { "a file" } else { "files" },
                     shown.join(", "),
-                    if foreign.len() > shown.len() { ", …" } else { "" }
+                    if foreign.len() > shown.len() { ", …" } else { "" },
+                    if foreign.len() == 1 { "it" } else { "them" }
                 )
             }
             WriteError::Io { error, replaced } if replaced.is_empty() => {

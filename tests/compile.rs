@@ -10,7 +10,7 @@ use common::dic;
 
 use dic::disk::DiskWorld;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 fn generate(path: &str) -> BTreeMap<String, String> {
@@ -183,16 +183,9 @@ fn every_emitted_flag_is_in_vllms_own_option_schema() {
     assert!(checked >= 7, "{checked}");
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("dic-compile-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[test]
 fn scripts_pass_hostile_values_through_literally() {
-    let dir = tmp("inject");
+    let dir = common::fresh_dir("inject");
     let marker = dir.join("pwned");
     let hostile = format!(
         "org/it's \"$(touch {m})\" `touch {m}` ; touch {m}",
@@ -295,7 +288,7 @@ fn copy(from: &Path, to: &Path) {
 
 #[test]
 fn check_detects_drift_and_writing_is_atomic() {
-    let dir = tmp("check");
+    let dir = common::fresh_dir("check");
     let out = dir.join("out");
     let check_exit = || {
         dic(&[
@@ -363,7 +356,7 @@ fn check_detects_drift_and_writing_is_atomic() {
         Some(1)
     );
     let listing = |p: &Path| {
-        let mut v: Vec<_> = walk(p)
+        let mut v: Vec<_> = common::files_under(p)
             .into_iter()
             .map(|f| {
                 (
@@ -412,19 +405,6 @@ fn check_detects_drift_and_writing_is_atomic() {
             || e.file_name() == ".dic-lock"),
         "no staging left behind"
     );
-}
-
-fn walk(p: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(p).unwrap().flatten() {
-        let q = e.path();
-        if q.is_dir() {
-            out.extend(walk(&q));
-        } else {
-            out.push(q);
-        }
-    }
-    out
 }
 
 #[test]
@@ -573,7 +553,7 @@ fn dic_estimate_validates_engine_options_through_the_schema() {
     assert_ne!(o.status.code(), Some(0));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("gpu_memory_utilization") && err.contains("out of range"),
+        err.contains("--gpu-memory-utilization") && err.contains("out of range"),
         "{err}"
     );
 }

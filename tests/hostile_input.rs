@@ -12,16 +12,9 @@
 mod common;
 
 use common::dic;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("dic-hostile-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// Runs `dic args…` with a deadline; panics if it does not end in time. Output is read
 /// while it runs (a full pipe would block the child).
@@ -57,7 +50,7 @@ fn no_panic(o: &std::process::Output) {
 #[cfg(unix)]
 #[test]
 fn inputs_that_are_not_files_are_refused_at_once() {
-    let dir = tmp("special");
+    let dir = common::fresh_dir("special");
     let fifo = dir.join("fifo.dist");
     assert!(Command::new("mkfifo")
         .arg(&fifo)
@@ -98,7 +91,7 @@ fn inputs_that_are_not_files_are_refused_at_once() {
 
 #[test]
 fn huge_files_are_refused_by_size() {
-    let dir = tmp("huge");
+    let dir = common::fresh_dir("huge");
     let big = dir.join("big.dist");
     let f = std::fs::File::create(&big).unwrap();
     f.set_len(64 << 20).unwrap(); // sparse: costs no disk
@@ -111,7 +104,7 @@ fn huge_files_are_refused_by_size() {
 #[cfg(unix)]
 #[test]
 fn links_to_the_same_folder_do_not_multiply_imports() {
-    let dir = tmp("links");
+    let dir = common::fresh_dir("links");
     std::os::unix::fs::symlink(".", dir.join("a")).unwrap();
     std::os::unix::fs::symlink(".", dir.join("b")).unwrap();
     // x imports itself through both links: lexically 2^N paths, one file in truth
@@ -131,7 +124,7 @@ fn links_to_the_same_folder_do_not_multiply_imports() {
 
 #[test]
 fn diagnostics_far_along_one_line_render_in_bounded_output() {
-    let dir = tmp("columns");
+    let dir = common::fresh_dir("columns");
     // one line of 200 KB: an unknown field past column 65,535, then 3,000 more
     let mut line = format!(
         "workload w {{ prompt = 1k tokens, output = 1k tokens, rate = 1 req/s, note = \"{}\"",
@@ -172,7 +165,7 @@ fn diagnostics_far_along_one_line_render_in_bounded_output() {
 
 #[test]
 fn absurd_numbers_are_refused_with_a_code() {
-    let dir = tmp("numbers");
+    let dir = common::fresh_dir("numbers");
     let cases = [
         (
             "engine = vllm { gpu_memory_utilization = 1000000 }",
@@ -263,7 +256,7 @@ fn absurd_numbers_are_refused_with_a_code() {
 /// strings.
 #[test]
 fn injection_payloads_execute_nothing() {
-    let dir = tmp("inject");
+    let dir = common::fresh_dir("inject");
     let marker = dir.join("pwned");
     let m = marker.display().to_string();
     let payloads = [
@@ -396,7 +389,7 @@ fn injection_payloads_execute_nothing() {
             }
             // every manifest parses, and a value the user wrote comes back as that string
             let mut strings = Vec::new();
-            for e in walk(&out.join("d/k8s")) {
+            for e in common::files_under(&out.join("d/k8s")) {
                 let text = std::fs::read_to_string(&e).unwrap();
                 let v: serde_json::Value = serde_yaml_ng::from_str(&text)
                     .unwrap_or_else(|err| panic!("{}: {err}\n{text}", e.display()));
@@ -420,7 +413,7 @@ fn injection_payloads_execute_nothing() {
     // what compiled also passes the Kubernetes schemas and API-server rules
     if let Some(shared) = common::shared_dir() {
         let manifests: Vec<PathBuf> = (1..=case)
-            .flat_map(|n| walk(&dir.join(format!("out{n}/d/k8s"))))
+            .flat_map(|n| common::files_under(&dir.join(format!("out{n}/d/k8s"))))
             .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
             .collect();
         for version in ["1.33", "1.37"] {
@@ -453,28 +446,13 @@ fn collect_strings(v: &serde_json::Value, out: &mut Vec<String>) {
     }
 }
 
-fn walk(p: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(p) {
-        for e in rd.flatten() {
-            let q = e.path();
-            if q.is_dir() {
-                out.extend(walk(&q));
-            } else {
-                out.push(q);
-            }
-        }
-    }
-    out
-}
-
 /// A 7 MB string literal used to cost 600 MB (a parser token per character) and 150,000
 /// diagnostics 16 s of column arithmetic; now memory stays small and diagnostics stop at
 /// 10,000 with a note saying how many more there were.
 #[cfg(unix)]
 #[test]
 fn big_strings_and_floods_of_diagnostics_stay_bounded() {
-    let dir = tmp("flood");
+    let dir = common::fresh_dir("flood");
     let big = dir.join("bigstr.dist");
     std::fs::write(
         &big,

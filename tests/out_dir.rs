@@ -11,13 +11,6 @@ use common::dic;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("dic-outdir-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 fn example() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("examples/prod.dist")
@@ -51,7 +44,7 @@ fn project(dir: &Path) -> PathBuf {
 
 #[test]
 fn foreign_files_are_never_replaced() {
-    let dir = tmp("foreign");
+    let dir = common::fresh_dir("foreign");
     let src = project(&dir);
     // `--out` at the project folder: `chat/` is the user's, not dic's
     let o = dic(&[
@@ -121,7 +114,7 @@ fn foreign_files_are_never_replaced() {
 /// its own (they are replaced), anything else still makes it refuse.
 #[test]
 fn folders_from_before_the_manifest_are_replaced_only_when_all_files_are_dics() {
-    let dir = tmp("legacy");
+    let dir = common::fresh_dir("legacy");
     let out = dir.join("out");
     assert_eq!(compile(&out, &[]).status.code(), Some(0));
     std::fs::remove_file(out.join("chat/.dic-generated")).unwrap();
@@ -140,7 +133,7 @@ fn folders_from_before_the_manifest_are_replaced_only_when_all_files_are_dics() 
 
 #[test]
 fn concurrent_compiles_into_one_folder_all_succeed() {
-    let dir = tmp("concurrent");
+    let dir = common::fresh_dir("concurrent");
     let out = dir.join("out");
     for round in 0..4 {
         let handles: Vec<_> = (0..6)
@@ -171,7 +164,7 @@ fn concurrent_compiles_into_one_folder_all_succeed() {
 
 #[test]
 fn a_killed_compile_is_recovered_and_reported() {
-    let dir = tmp("killed");
+    let dir = common::fresh_dir("killed");
     let out = dir.join("out");
     assert_eq!(compile(&out, &[]).status.code(), Some(0));
     // what a writer killed between its two renames leaves: the old folder parked, the
@@ -219,7 +212,7 @@ fn a_killed_compile_is_recovered_and_reported() {
 #[test]
 fn scripts_follow_the_umask() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = tmp("umask");
+    let dir = common::fresh_dir("umask");
     let out = dir.join("out");
     let o = Command::new("bash")
         .arg("-c")

@@ -28,22 +28,40 @@ pub fn rendered(checked: &Checked) -> String {
     out
 }
 
-/// Every `.dist` file under `dir`, sorted, as paths relative to the repository root.
-pub fn dist_files(dir: &str) -> Vec<String> {
+/// Every file under `dir` (an absent folder has none), folders walked recursively.
+pub fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let mut stack = vec![PathBuf::from(dir)];
+    let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("readable directory").flatten() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "dist") {
-                out.push(p.to_string_lossy().replace('\\', "/"));
+            } else {
+                out.push(p);
             }
         }
     }
+    out
+}
+
+/// Every `.dist` file under `dir`, sorted, as paths relative to the repository root.
+pub fn dist_files(dir: &str) -> Vec<String> {
+    let mut out: Vec<String> = files_under(std::path::Path::new(dir))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "dist"))
+        .map(|p| p.to_string_lossy().replace('\\', "/"))
+        .collect();
     out.sort();
     out
+}
+
+/// A fresh, empty temporary folder for one test (`name` unique within the test binary).
+pub fn fresh_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("dic-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a temporary folder");
+    dir
 }
 
 /// A snapshot-friendly name for a path: `examples/mistakes/units.dist` → `mistakes__units`.

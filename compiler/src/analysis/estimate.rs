@@ -101,7 +101,14 @@ pub fn scenario(
         ("max_num_batched_tokens", req.max_num_batched_tokens),
     ] {
         if let Some(v) = value {
-            crate::schema::check_engine_number(name, v)?;
+            // Said as the flag the user typed (`--gpu-memory-utilization`).
+            crate::schema::check_engine_number(name, v).map_err(|why| {
+                why.replacen(
+                    &format!("`{name}`"),
+                    &format!("--{}", name.replace('_', "-")),
+                    1,
+                )
+            })?;
         }
     }
     let engine = engine_settings(&model, &topology.gpu, &options);

@@ -40,9 +40,13 @@ fn flag(argv: &mut Vec<Arg>, name: &str, value: impl ToString) {
 /// ([`dic_compiler::schema::VLLM_OPTIONS`]) with the value dic resolved, so vLLM and dic's
 /// memory model agree. `port` is the replica's own port.
 fn serve(d: &DeploymentPlan, port: u64) -> Vec<Arg> {
-    use dic_compiler::ir::FlagValue;
+    use dic_compiler::ir::{EnginePlan, FlagValue};
     use dic_compiler::schema::{VllmFlag, VLLM_OPTIONS};
-    let e = &d.engine;
+    // The replica's own port, through the same table as every other option.
+    let e = EnginePlan {
+        port,
+        ..d.engine.clone()
+    };
     let mut a = vec![
         Arg::lit("vllm"),
         Arg::lit("serve"),
@@ -69,12 +73,7 @@ fn serve(d: &DeploymentPlan, port: u64) -> Vec<Arg> {
         flag(&mut a, "--quantization", q);
     }
     for option in VLLM_OPTIONS {
-        let value = if option.name == "port" {
-            Some(FlagValue::Text(port.to_string()))
-        } else {
-            e.flag_value(option.name)
-        };
-        match (option.vllm, value) {
+        match (option.vllm, e.flag_value(option.name)) {
             (Some(VllmFlag::Value(f)), Some(FlagValue::Text(v))) => flag(&mut a, f, v),
             (Some(VllmFlag::Switch { on, .. }), Some(FlagValue::Switch(true))) => {
                 a.push(Arg::lit(on))

@@ -5,7 +5,7 @@
 use dic::disk::DiskWorld;
 use dic::exit::{ERRORS, OK, USAGE};
 use dic::render;
-use dic_compiler::planner::{search, Candidate, SearchSpace};
+use dic_compiler::planner::{search, space_of, Candidate};
 
 fn ms(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "—".into())
@@ -51,10 +51,7 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
     let mut all = Vec::new();
     let mut code = OK;
     for ds in dic_compiler::analysis::scenarios_from_program(&checked.program) {
-        let space = SearchSpace {
-            weights: ds.allowed_weights.clone(),
-            kv_cache: ds.allowed_kv_cache.clone(),
-        };
+        let space = space_of(&ds);
         let started = std::time::Instant::now();
         let result = search(&ds.scenario, &ds.slo, &space);
         let elapsed = started.elapsed();

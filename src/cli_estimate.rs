@@ -2,7 +2,7 @@
 //! Hugging Face `config.json` (with `hf_quant_config.json` beside it when present).
 
 use dic::exit::{ERRORS, OK, USAGE};
-use dic_compiler::analysis::estimate::{cost, run, scenario, EstimateRequest};
+use dic_compiler::analysis::estimate::{cost, scenario, EstimateRequest};
 use dic_compiler::analysis::rules::Anchor;
 use dic_compiler::analysis::scenario::Load;
 use dic_compiler::analysis::{Analysis, Scenario};
@@ -64,7 +64,7 @@ pub fn run_cli(model_arg: &str, req: &EstimateRequest, json: bool) -> u8 {
             return USAGE;
         }
     };
-    let a = run(&s);
+    let a = dic_compiler::driver::analyze_and_advise(&s, &[]);
     if json {
         println!(
             "{}",

@@ -9,7 +9,8 @@
 //! the same document, so the language server recomputes only what an edit changed, and
 //! handed forward to diagnostics, lowering, the report and hovers.
 
-use crate::analysis::{self, Analysis, DeploymentScenario};
+use crate::analysis::rules::SloTarget;
+use crate::analysis::{self, Analysis, DeploymentScenario, Scenario};
 use crate::diagnostics::{self, Diagnostic, Severity};
 use crate::front::{self, FrontEnd};
 use crate::planner::{self, Search};
@@ -191,7 +192,7 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
         .iter()
         .filter(|(k, ds)| !ds.auto_layout && cache.entries[k].analysis.is_none())
         .collect();
-    let done = parallel_map(&missing, |(_, ds)| analysis::analyze(&ds.scenario, &ds.slo));
+    let done = parallel_map(&missing, |(_, ds)| analyze_and_advise(&ds.scenario, &ds.slo));
     for ((key, _), a) in missing.iter().copied().zip(done) {
         if let Some(e) = cache.entries.get_mut(key) {
             e.analysis = Some(a);
@@ -221,7 +222,7 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
                     chosen.scenario.model.weights = c.weights.clone();
                     chosen.scenario.model.kv_cache = c.kv_cache.clone();
                     chosen.auto_layout = false;
-                    let a = analysis::analyze(&chosen.scenario, &chosen.slo);
+                    let a = analyze_and_advise(&chosen.scenario, &chosen.slo);
                     (chosen, a)
                 })
             });
@@ -287,6 +288,15 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
     checked.diagnostics = diags;
     checked.deployments = decided;
     checked.plan = plan;
+}
+
+/// A written layout's analysis with the planner's advice on it (W0404, A0501, A0401):
+/// what `dic check` reports for one deployment and `dic estimate` for one scenario.
+pub fn analyze_and_advise(s: &Scenario, slo: &[SloTarget]) -> Analysis {
+    let mut a = analysis::analyze(s, slo);
+    let advice = planner::advise(s, &a);
+    a.findings.extend(advice);
+    a
 }
 
 /// `f` over `items` on up to `available_parallelism` threads, results in order.

@@ -5,9 +5,8 @@
 //! (PCIe-only cards get PCIe), as many nodes as the layout needs, an InfiniBand NDR rail
 //! per GPU between nodes, and vLLM 0.33's engine defaults.
 
-use super::rules::SloTarget;
 use super::scenario::*;
-use super::{analyze, catalog, Analysis};
+use super::{catalog, Analysis};
 use crate::program::{Layout, Model};
 use crate::schema::{KV_DTYPES, WEIGHT_DTYPES};
 
@@ -132,10 +131,6 @@ pub fn scenario(
         engine,
         workload: Some(workload),
     })
-}
-
-pub fn run(s: &Scenario) -> Analysis {
-    analyze(s, &[] as &[SloTarget])
 }
 
 /// $/h of the nodes the layout occupies and $ per million output tokens, when priced.

@@ -4,8 +4,9 @@
 //! Input: a [`Scenario`] (built from a checked deployment by [`scenarios_from_program`],
 //! or from `dic estimate`'s flags) and its SLO targets. Output: an [`Analysis`] — the
 //! memory breakdown, the predicted operating point, SLO results and [`rules::Finding`]s.
-//! Pure functions of their input; the planner (next milestone) evaluates every
-//! candidate through the same [`analyze`].
+//! Pure functions of their input, about one layout: whatever compares layouts (the
+//! search, the advice to change one) is the planner's, which evaluates every candidate
+//! through [`analyze_quick`].
 
 pub mod calibration;
 pub mod catalog;
@@ -42,8 +43,8 @@ pub fn analyze(s: &Scenario, slo: &[SloTarget]) -> Analysis {
     analyze_at(s, slo, true)
 }
 
-/// The planner's pass: the same models and rules, without advice, remedies and the
-/// "more GPUs" search (which evaluate further layouts themselves).
+/// The planner's pass: the same models and rules, without the remedies and the SLO break
+/// point (which evaluate further loads themselves).
 pub fn analyze_quick(s: &Scenario, slo: &[SloTarget]) -> Analysis {
     analyze_at(s, slo, false)
 }
@@ -62,7 +63,6 @@ fn analyze_at(s: &Scenario, slo: &[SloTarget], detailed: bool) -> Analysis {
         let (perf_findings, results) = rules::perf_rules_at(s, &mem, &p, slo, detailed);
         findings.extend(perf_findings);
         if detailed {
-            findings.extend(rules::advice(s, &p));
             slo_break = slo_break_concurrency(s, &mem, slo, p.running_cap);
         }
         slo_results = results;

@@ -8,18 +8,16 @@
 use super::comm::{ep_placement, tp_placement};
 use super::memory::{memory, MemoryReport};
 use super::perf::{max_throughput, percentile_factor, predict, Prediction, FITTED};
-use super::scenario::{Load, Scenario, GIB};
+use super::scenario::{Load, Scenario};
 use crate::diagnostics::{Code, Severity};
-use crate::program::{Layout, LinkType, SloMetric};
+use crate::program::{LinkType, SloMetric};
 use crate::syntax::ast::Op;
 use crate::units::fmt_bytes;
 use serde::Serialize;
 
-mod advice;
 mod memory_rules;
 mod slo;
 mod structural;
-pub use advice::advice;
 pub use memory_rules::memory_rules;
 pub use slo::{perf_rules, perf_rules_at, predicted};
 pub use structural::structural;
@@ -48,6 +46,27 @@ pub struct Finding {
     pub replacement: Option<String>,
 }
 
+impl Finding {
+    /// A finding at its code's default severity, with no quick fix.
+    pub fn new(
+        code: Code,
+        anchor: Anchor,
+        message: String,
+        label: &str,
+        help: Option<String>,
+    ) -> Finding {
+        Finding {
+            code,
+            severity: code.default_severity(),
+            message,
+            label: label.to_string(),
+            help,
+            anchor,
+            replacement: None,
+        }
+    }
+}
+
 fn finding(
     code: Code,
     anchor: Anchor,
@@ -55,15 +74,7 @@ fn finding(
     label: &str,
     help: Option<String>,
 ) -> Finding {
-    Finding {
-        code,
-        severity: code.default_severity(),
-        message,
-        label: label.to_string(),
-        help,
-        anchor,
-        replacement: None,
-    }
+    Finding::new(code, anchor, message, label, help)
 }
 
 /// An SLO bound to check.

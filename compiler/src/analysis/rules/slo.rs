@@ -1,7 +1,6 @@
 //! SLO rules: the predicted metric at the SLO's percentile against its bound, and the
 //! remedy in the escalation order when it misses.
 
-use super::advice::more_gpus_worse;
 use super::*;
 
 /// Predicted value of an SLO metric, percentile applied.
@@ -38,8 +37,8 @@ pub fn perf_rules(
     perf_rules_at(s, mem, p, slo, true)
 }
 
-/// As [`perf_rules`]; `detailed = false` skips the remedies and the "more GPUs" search
-/// (the planner evaluates many candidates and explains only the ones it shows).
+/// As [`perf_rules`]; `detailed = false` skips the remedies (the planner evaluates many
+/// candidates and explains only the ones it shows).
 pub fn perf_rules_at(
     s: &Scenario,
     mem: &MemoryReport,
@@ -110,9 +109,6 @@ pub fn perf_rules_at(
             "too few requests in flight to fill the stages",
             Some("fewer stages (quantize, or more TP inside a node), or more concurrency per replica".into()),
         ));
-    }
-    if detailed {
-        out.extend(more_gpus_worse(s, p));
     }
     (out, results)
 }

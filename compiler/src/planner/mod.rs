@@ -9,12 +9,16 @@
 //! Ranking: $/h, then $ per million output tokens, then the escalation order (quantize →
 //! TP inside a node → DP replicas → PP across nodes), then fewer GPUs.
 
-use crate::analysis::rules::{Anchor, Finding, SloTarget};
+use crate::analysis::rules::SloTarget;
 use crate::analysis::{analyze_quick, DeploymentScenario, Scenario};
-use crate::diagnostics::{Code, Diagnostic, Severity};
-use crate::program::{Body, Layout, Program};
+use crate::diagnostics::Severity;
+use crate::program::Layout;
 use serde::Serialize;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+mod advice;
+mod scaling;
+pub use advice::{advise, cheaper_layout, no_layout};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Candidate {
@@ -37,6 +41,9 @@ pub struct Candidate {
     pub rejected_code: Option<crate::diagnostics::Code>,
     /// Saturated output tokens/s (all replicas).
     pub max_output_tokens_per_s: Option<f64>,
+    /// The offered load exceeds what it can serve (open loop).
+    #[serde(skip)]
+    pub overloaded: bool,
 }
 
 impl Candidate {
@@ -122,6 +129,17 @@ pub struct SearchSpace {
     pub kv_cache: Vec<String>,
 }
 
+/// The TP sizes the planner considers: powers of two dividing the attention heads, up to
+/// twice the scale-up domain (one TP group may not span more) and the cluster's GPUs.
+fn tp_sizes(s: &Scenario) -> Vec<u64> {
+    let t = &s.topology;
+    let tp_max = t
+        .total_gpus()
+        .max(1)
+        .min(t.scale_up_domain.max(t.gpus_per_node) * 2);
+    powers_of_two_dividing(s.model.heads, tp_max)
+}
+
 fn powers_of_two_dividing(n: u64, max: u64) -> Vec<u64> {
     let mut v = Vec::new();
     let mut t = 1;
@@ -172,6 +190,7 @@ fn evaluate(
         rejected_because: error.map(|f| f.message.clone()),
         rejected_code: error.map(|f| f.code),
         max_output_tokens_per_s: p.map(|p| p.max_output_tokens_per_s),
+        overloaded: p.is_some_and(|p| p.overloaded),
     }
 }
 
@@ -190,8 +209,7 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
     let t = &base.topology;
     let total = t.total_gpus().max(1);
     let m = &base.model;
-    let tp_max = total.min(t.scale_up_domain.max(t.gpus_per_node) * 2);
-    let tps = powers_of_two_dividing(m.heads, tp_max);
+    let tps = tp_sizes(base);
     let max_pp = m.layers.min(8u64.max(t.nodes));
     let eps: Vec<bool> = if m.is_moe() {
         vec![false, true]
@@ -311,7 +329,7 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
             .then(a.escalation().cmp(&b.escalation()))
             .then(a.gpus.cmp(&b.gpus))
     });
-    let (scaling, worse_from_gpus) = scaling_curve(base, space, &tps);
+    let (scaling, worse_from_gpus) = scaling::scaling_curve(base, space, &tps);
     Search {
         chosen: feasible.first().cloned(),
         closest: if feasible.is_empty() { closest } else { None },
@@ -354,123 +372,6 @@ fn short(reason: &str) -> String {
     r.chars().take(140).collect()
 }
 
-/// Best single replica for each GPU count (lowest TPOT over TP × PP splits) at 8 requests
-/// in flight, with its saturated throughput per GPU; the first count at which TPOT rises
-/// marks "more GPUs make it worse".
-fn scaling_curve(
-    base: &Scenario,
-    space: &SearchSpace,
-    tps: &[u64],
-) -> (Vec<ScalingPoint>, Option<u64>) {
-    let total = base.topology.total_gpus().max(1);
-    // A fixed, moderate load so that points compare: 8 requests in flight per replica.
-    let mut base = base.clone();
-    base.workload = base.workload.map(|w| crate::analysis::WorkloadSpec {
-        load: crate::analysis::Load::Concurrency(8),
-        ..w
-    });
-    let base = &base;
-    let w = space
-        .weights
-        .first()
-        .cloned()
-        .unwrap_or_else(|| base.model.weights.clone());
-    let kv = space
-        .kv_cache
-        .first()
-        .cloned()
-        .unwrap_or_else(|| base.model.kv_cache.clone());
-    let mut points: Vec<ScalingPoint> = Vec::new();
-    let mut g = 1;
-    while g <= total {
-        let mut best: Option<(Candidate, Layout)> = None;
-        for &tp in tps.iter().filter(|t| g % **t == 0) {
-            let pp = g / tp;
-            if pp > base.model.layers || pp > 8 {
-                continue;
-            }
-            let layout = Layout {
-                tp,
-                pp,
-                ep: base.model.is_moe() && tp > 1,
-                ..Layout::default()
-            };
-            let c = evaluate(base, &[], layout, &w, &kv);
-            if let (Some(tpot), true) = (c.tpot_ms, c.rejected_because.is_none()) {
-                if best
-                    .as_ref()
-                    .is_none_or(|(b, _)| tpot < b.tpot_ms.unwrap_or(f64::MAX))
-                {
-                    best = Some((c, layout));
-                }
-            }
-        }
-        if let Some((c, layout)) = best {
-            points.push(ScalingPoint {
-                gpus: g,
-                layout,
-                output_tokens_per_s_per_gpu: c.max_output_tokens_per_s.unwrap_or(0.0) / g as f64,
-                tpot_ms: c.tpot_ms.unwrap_or(0.0),
-                cost_per_million_output: c.cost_per_million_output,
-            });
-        }
-        g *= 2;
-    }
-    let worse = points
-        .windows(2)
-        .find(|w| w[1].tpot_ms > w[0].tpot_ms)
-        .map(|w| w[1].gpus);
-    (points, worse)
-}
-
-/// A0701, the planner second-guessing an explicit layout: advice when a cheaper one (by
-/// $/h, then GPUs) meets the same SLOs with the same weight and KV formats — the best
-/// such candidate of the deployment's one search.
-pub fn cheaper_layout(ds: &DeploymentScenario, search: &Search) -> Option<Finding> {
-    let s = &ds.scenario;
-    let best = search
-        .ranked
-        .iter()
-        .find(|c| c.weights == s.model.weights && c.kv_cache == s.model.kv_cache)?;
-    let current = s
-        .topology
-        .price_for(s.layout.gpus())
-        .unwrap_or(s.layout.gpus() as f64);
-    let cheaper = best.cost_per_hour < current - 1e-9
-        || (best.cost_per_hour <= current + 1e-9 && best.gpus < s.layout.gpus());
-    if !cheaper || best.layout == s.layout {
-        return None;
-    }
-    let money = |v: f64| {
-        if best.priced {
-            format!(" (${v:.2}/h)")
-        } else {
-            String::new()
-        }
-    };
-    Some(Finding {
-        code: Code::CheaperLayout,
-        severity: Severity::Advice,
-        message: format!(
-            "`{}` also meets every SLO on {} GPUs{} instead of {}{}: TTFT {:.0} ms, TPOT {:.1} ms",
-            best.layout,
-            best.gpus,
-            money(best.cost_per_hour),
-            s.layout.gpus(),
-            money(current),
-            best.ttft_ms.unwrap_or(f64::NAN),
-            best.tpot_ms.unwrap_or(f64::NAN)
-        ),
-        label: "the planner found a cheaper layout".into(),
-        help: Some(format!(
-            "use `layout = {}` (or `layout = auto`); `dic plan` shows the alternatives",
-            best.layout
-        )),
-        replacement: Some(best.layout.to_string()),
-        anchor: Anchor::Layout,
-    })
-}
-
 /// Every search run in this process: a test counts them (one per deployment per check).
 pub static SEARCHES: AtomicUsize = AtomicUsize::new(0);
 
@@ -488,32 +389,3 @@ pub fn space_of(ds: &DeploymentScenario) -> SearchSpace {
     }
 }
 
-/// E0701 for a `layout = auto` deployment whose search found nothing that meets every SLO.
-pub fn no_layout(p: &Program, ds: &DeploymentScenario, search: &Search) -> Option<Diagnostic> {
-    let def = p.def(ds.deploy)?;
-    let Body::Deploy(d) = &def.body else {
-        return None;
-    };
-    let closest = match &search.closest {
-        Some(c) => format!(
-            "; the closest, `{}`, misses by: {}",
-            c.describe(),
-            c.rejected_because
-                .as_deref()
-                .map(|r| r.split_once(": ").map(|x| x.1).unwrap_or(r))
-                .unwrap_or("?")
-        ),
-        None => String::new(),
-    };
-    Some(
-        Diagnostic::new(
-            Code::NoLayout,
-            format!(
-                "deploy `{}`: no layout of the {} candidates evaluated meets every SLO{closest}",
-                def.name, search.evaluated
-            ),
-        )
-        .primary(d.layout_at.file, d.layout_at.span, "here")
-        .help("`dic plan` lists every family and why it was rejected; relax an SLO, allow `fp8` weights, or add GPUs"),
-    )
-}

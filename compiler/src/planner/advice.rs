@@ -1,0 +1,164 @@
+//! The planner's advice: comparisons of a deployment with other layouts, each decided by
+//! evaluating those layouts through the same models as the search. A0701 (a cheaper layout
+//! meets the SLOs), E0701 (no layout does), and for a written layout that works, the
+//! escalation order: W0404 (more GPUs make it worse), A0501 (FP8 would fit on half the
+//! TP), A0401 (DP replicas would beat the wider TP).
+
+use super::scaling::more_gpus_worse;
+use super::{evaluate, Search};
+use crate::analysis::rules::{Anchor, Finding};
+use crate::analysis::{Analysis, DeploymentScenario, Scenario};
+use crate::diagnostics::{Code, Diagnostic, Severity};
+use crate::program::{Body, Program};
+
+/// The advice on a written layout that analysed without error: W0404, A0501, A0401, in
+/// that order. Nothing for a layout that does not fit (its errors say what would).
+pub fn advise(s: &Scenario, a: &Analysis) -> Vec<Finding> {
+    let Some(p) = &a.prediction else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    out.extend(more_gpus_worse(s, p.tpot * 1e3, p.overloaded));
+    out.extend(quantize_to_fit(s));
+    out.extend(dp_beats_tp(s, p.max_output_tokens_per_s));
+    out
+}
+
+/// A0501: with FP8 weights (on a GPU with FP8) the model fits with half the TP.
+fn quantize_to_fit(s: &Scenario) -> Option<Finding> {
+    let l = s.layout;
+    let bf16 = matches!(s.model.weights.as_str(), "bf16" | "fp16" | "fp32");
+    if !(bf16 && s.topology.gpu.fp8.is_some() && l.tp > 1 && l.tp.is_multiple_of(2)) {
+        return None;
+    }
+    let half = crate::program::Layout { tp: l.tp / 2, ..l };
+    let q = evaluate(s, &[], half, "fp8", &s.model.kv_cache);
+    if q.rejected_because.is_some() {
+        return None;
+    }
+    Some(Finding::new(
+        Code::QuantizeToFit,
+        Anchor::Model,
+        format!(
+            "with FP8 weights the model fits on tp {} ({} GPUs instead of {})",
+            half.tp,
+            half.gpus(),
+            l.gpus()
+        ),
+        "quantization comes first in the escalation order",
+        Some("set `weights = fp8` on the model and halve tp (check quality for your task)".into()),
+    ))
+}
+
+/// A0401: the same GPUs as twice the replicas of half the TP serve over 10% more tokens/s
+/// saturated.
+fn dp_beats_tp(s: &Scenario, max_output_tokens_per_s: f64) -> Option<Finding> {
+    let l = s.layout;
+    if !(l.tp > 1 && l.tp.is_multiple_of(2)) {
+        return None;
+    }
+    let wider_dp = crate::program::Layout {
+        tp: l.tp / 2,
+        dp: l.dp * 2,
+        ..l
+    };
+    let d = evaluate(s, &[], wider_dp, &s.model.weights, &s.model.kv_cache);
+    let dt = d
+        .max_output_tokens_per_s
+        .filter(|_| d.rejected_because.is_none())?;
+    if dt <= max_output_tokens_per_s * 1.1 {
+        return None;
+    }
+    Some(Finding::new(
+        Code::DpBeatsTp,
+        Anchor::Layout,
+        format!(
+            "`{}` would serve {:.0} tokens/s saturated, {:.0}% more than `{}` ({:.0} tokens/s) on the same GPUs",
+            wider_dp,
+            dt,
+            (dt / max_output_tokens_per_s - 1.0) * 100.0,
+            l,
+            max_output_tokens_per_s
+        ),
+        "DP replicas need no per-token communication",
+        Some(format!("use `{wider_dp}` unless TPOT needs the wider TP")),
+    ))
+}
+
+/// A0701, the planner second-guessing an explicit layout: advice when a cheaper one (by
+/// $/h, then GPUs) meets the same SLOs with the same weight and KV formats — the best
+/// such candidate of the deployment's one search.
+pub fn cheaper_layout(ds: &DeploymentScenario, search: &Search) -> Option<Finding> {
+    let s = &ds.scenario;
+    let best = search
+        .ranked
+        .iter()
+        .find(|c| c.weights == s.model.weights && c.kv_cache == s.model.kv_cache)?;
+    let current = s
+        .topology
+        .price_for(s.layout.gpus())
+        .unwrap_or(s.layout.gpus() as f64);
+    let cheaper = best.cost_per_hour < current - 1e-9
+        || (best.cost_per_hour <= current + 1e-9 && best.gpus < s.layout.gpus());
+    if !cheaper || best.layout == s.layout {
+        return None;
+    }
+    let money = |v: f64| {
+        if best.priced {
+            format!(" (${v:.2}/h)")
+        } else {
+            String::new()
+        }
+    };
+    Some(Finding {
+        code: Code::CheaperLayout,
+        severity: Severity::Advice,
+        message: format!(
+            "`{}` also meets every SLO on {} GPUs{} instead of {}{}: TTFT {:.0} ms, TPOT {:.1} ms",
+            best.layout,
+            best.gpus,
+            money(best.cost_per_hour),
+            s.layout.gpus(),
+            money(current),
+            best.ttft_ms.unwrap_or(f64::NAN),
+            best.tpot_ms.unwrap_or(f64::NAN)
+        ),
+        label: "the planner found a cheaper layout".into(),
+        help: Some(format!(
+            "use `layout = {}` (or `layout = auto`); `dic plan` shows the alternatives",
+            best.layout
+        )),
+        replacement: Some(best.layout.to_string()),
+        anchor: Anchor::Layout,
+    })
+}
+
+/// E0701 for a `layout = auto` deployment whose search found nothing that meets every SLO.
+pub fn no_layout(p: &Program, ds: &DeploymentScenario, search: &Search) -> Option<Diagnostic> {
+    let def = p.def(ds.deploy)?;
+    let Body::Deploy(d) = &def.body else {
+        return None;
+    };
+    let closest = match &search.closest {
+        Some(c) => format!(
+            "; the closest, `{}`, misses by: {}",
+            c.describe(),
+            c.rejected_because
+                .as_deref()
+                .map(|r| r.split_once(": ").map(|x| x.1).unwrap_or(r))
+                .unwrap_or("?")
+        ),
+        None => String::new(),
+    };
+    Some(
+        Diagnostic::new(
+            Code::NoLayout,
+            format!(
+                "deploy `{}`: no layout of the {} candidates evaluated meets every SLO{closest}",
+                def.name, search.evaluated
+            ),
+        )
+        .primary(d.layout_at.file, d.layout_at.span, "here")
+        .help("`dic plan` lists every family and why it was rejected; relax an SLO, allow `fp8` weights, or add GPUs"),
+    )
+}

@@ -1,0 +1,70 @@
+//! The planner's advice agrees with its own search: "more GPUs make it worse" is one
+//! algorithm, so a layout on the scaling curve that the curve marks as slower than the
+//! point before it gets W0404 when written with the curve's load.
+
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
+use dic_compiler::diagnostics::Code;
+use dic_compiler::driver;
+use dic_compiler::source::MemoryWorld;
+
+/// (node, model) pairs whose curves differ: NVSwitch, PCIe, two nodes.
+const CASES: &[(&str, &str, &str)] = &[
+    ("1 × dgx_h100", "llama_3_1_8b", "tp 1"),
+    ("1 × l40s_server_8", "llama_3_1_8b", "tp 1"),
+    ("1 × hgx_h100_pcie_8", "llama_3_1_8b", "tp 1"),
+    ("2 × dgx_h100", "llama_3_1_70b", "tp 4"),
+    ("1 × hgx_h100_pcie_8", "qwen3_30b_a3b", "tp 1"),
+    ("1 × l40s_server_8", "qwen3_0_6b", "tp 1"),
+    ("4 × l40s_server_4", "qwen3_0_6b", "tp 1"),
+    ("4 × dgx_h100", "qwen3_0_6b", "tp 1"),
+    ("18 × gb200_nvl72_tray", "kimi_k2", "tp 4 × dp 18 × ep"),
+];
+
+fn source(nodes: &str, model: &str, layout: &str) -> String {
+    format!(
+        "import std.nodes.*\nimport std.models.*\n\
+cluster c {{ nodes = {nodes} }}\n\
+workload w {{ prompt = 1k tokens, output = 256 tokens, concurrency = 8 }}\n\
+deploy d {{ model = {model}, cluster = c, workload = w, layout = {layout}, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
+    )
+}
+
+#[test]
+fn a_slower_point_on_the_scaling_curve_is_w0404() {
+    let mut slower_points = 0;
+    for (nodes, model, first) in CASES {
+        let world = MemoryWorld::new().with("p.dist", &source(nodes, model, first));
+        let checked = driver::compile_file(&world, "p.dist").unwrap();
+        assert!(!checked.has_errors(), "{:?}", checked.diagnostics);
+        let search = checked.deployments[0].search.clone().unwrap();
+        assert!(search.scaling.len() >= 2, "{nodes} {model}: a curve");
+        for pair in search.scaling.windows(2) {
+            let (before, point) = (&pair[0], &pair[1]);
+            let marked = search.worse_from_gpus == Some(point.gpus);
+            let clearly_slower = before.tpot_ms < point.tpot_ms * 0.98;
+            let world =
+                MemoryWorld::new().with("p.dist", &source(nodes, model, &point.layout.to_string()));
+            let checked = driver::check_file(&world, "p.dist").unwrap();
+            let w0404 = checked
+                .diagnostics
+                .iter()
+                .find(|d| d.code == Code::MoreGpusWorse);
+            if clearly_slower {
+                slower_points += 1;
+                let d = w0404.unwrap_or_else(|| {
+                    panic!(
+                        "{nodes} {model}: the curve has `{}` ({:.1} ms) slower than `{}` ({:.1} ms) but no W0404",
+                        point.layout, point.tpot_ms, before.layout, before.tpot_ms
+                    )
+                });
+                // it names a layout at least as fast as the curve's smaller point
+                assert!(d.message.contains("more GPUs make it worse"), "{}", d.message);
+            }
+            if marked {
+                assert!(clearly_slower, "the curve marks only a clearly slower point");
+            }
+        }
+    }
+    assert!(slower_points > 0, "no case exercises a slower point");
+}

@@ -557,3 +557,86 @@ fn dic_estimate_validates_engine_options_through_the_schema() {
         "{err}"
     );
 }
+
+/// One rank placement, read by every output: a replica that fits a node stays on one
+/// node even when it does not divide the node's GPUs (`pp 3` on 8-GPU nodes, two replicas
+/// per node, 4 nodes for 8 replicas), and the report's node count, the NCCL plan's ranks,
+/// the launch commands' nodes and CUDA_VISIBLE_DEVICES all say the same.
+#[test]
+fn every_output_reads_the_same_rank_placement() {
+    use dic_compiler::source::MemoryWorld;
+    for (layout, nodes) in [
+        ("tp 1 × pp 3 × dp 8", 4),
+        ("tp 2 × dp 8", 2),
+        ("tp 8 × pp 2", 2),
+    ] {
+        let src = format!(
+            "import std.nodes.dgx_h100\nimport std.models.llama_3_1_8b\n\
+cluster c {{ nodes = 4 × dgx_h100, price = $98/h }}\n\
+workload w {{ prompt = 1k tokens, output = 256 tokens, rate = 2 req/s }}\n\
+deploy d {{ model = llama_3_1_8b, cluster = c, workload = w, layout = {layout}, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
+        );
+        let world = MemoryWorld::new().with("p.dist", &src);
+        let checked = dic_compiler::driver::compile_file(&world, "p.dist").unwrap();
+        assert!(!checked.has_errors(), "{}", common::rendered(&checked));
+        let d = &checked.plan.deployments[0];
+        let ranks = &d.comm.ranks;
+        let used = ranks.iter().map(|k| k.node).max().unwrap() + 1;
+        assert_eq!(used, nodes, "{layout}: nodes the ranks occupy");
+        assert_eq!(d.report.cost.nodes, nodes, "{layout}: the report's nodes");
+        assert_eq!(d.nodes(), nodes, "{layout}: the plan's nodes");
+        assert!(
+            (d.report.cost.per_hour.unwrap() - 98.0 * nodes as f64).abs() < 1e-9,
+            "{layout}: priced by the nodes it occupies"
+        );
+        // no two ranks on one GPU
+        let mut gpus: Vec<(u64, u64)> = ranks.iter().map(|k| (k.node, k.local_gpu)).collect();
+        gpus.sort();
+        gpus.dedup();
+        assert_eq!(gpus.len(), ranks.len(), "{layout}: one rank per GPU");
+        // a replica that fits a node is on one node
+        let per_replica = d.layout.replica_gpus() as usize;
+        if per_replica <= 8 {
+            for replica in ranks.chunks(per_replica) {
+                assert!(
+                    replica.iter().all(|k| k.node == replica[0].node),
+                    "{layout}: replica {} spans nodes",
+                    replica[0].dp_replica
+                );
+            }
+        }
+        // the launch commands run where the ranks are
+        let commands = dic_targets::vllm::commands(d);
+        for c in &commands {
+            assert!(
+                c.node_rank < nodes,
+                "{layout}: a command on node {}",
+                c.node_rank
+            );
+            if let Some(devices) = c.env.get("CUDA_VISIBLE_DEVICES") {
+                let on_node: Vec<String> = ranks
+                    .iter()
+                    .filter(|k| k.node == c.node_rank)
+                    .map(|k| k.local_gpu.to_string())
+                    .collect();
+                for g in devices.split(',') {
+                    assert!(
+                        on_node.iter().any(|x| x == g),
+                        "{layout}: GPU {g} of node {} has no rank",
+                        c.node_rank
+                    );
+                }
+            }
+        }
+        let nccl: toml::Value = toml::from_str(&dic_targets::nccl::plan_toml(d).unwrap()).unwrap();
+        let plan_nodes = nccl["ranks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["node"].as_integer().unwrap())
+            .max()
+            .unwrap()
+            + 1;
+        assert_eq!(plan_nodes as u64, nodes, "{layout}: the NCCL plan's nodes");
+    }
+}

@@ -5,7 +5,8 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use dic_compiler::analysis::catalog;
-use dic_compiler::analysis::estimate::{run, scenario, EstimateRequest};
+use dic_compiler::analysis::estimate::{scenario, EstimateRequest};
+use dic_compiler::driver::analyze_and_advise;
 use dic_compiler::program::Layout;
 
 fn bench(c: &mut Criterion) {
@@ -24,7 +25,7 @@ fn bench(c: &mut Criterion) {
     };
     let s = scenario("llama_3_1_70b", model.clone(), &req).expect("valid");
     c.bench_function("estimate one point (70B, H100, tp 4, 4 req/s)", |b| {
-        b.iter(|| run(black_box(&s)))
+        b.iter(|| analyze_and_advise(black_box(&s), &[]))
     });
     let moe = catalog::model("deepseek_v3").expect("stdlib");
     let req = EstimateRequest {
@@ -41,7 +42,7 @@ fn bench(c: &mut Criterion) {
     let s = scenario("deepseek_v3", moe, &req).expect("valid");
     c.bench_function(
         "estimate one point (DeepSeek-V3, H200, tp 8 × ep, 64 in flight)",
-        |b| b.iter(|| run(black_box(&s))),
+        |b| b.iter(|| analyze_and_advise(black_box(&s), &[])),
     );
 }
 

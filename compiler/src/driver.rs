@@ -192,7 +192,9 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
         .iter()
         .filter(|(k, ds)| !ds.auto_layout && cache.entries[k].analysis.is_none())
         .collect();
-    let done = parallel_map(&missing, |(_, ds)| analyze_and_advise(&ds.scenario, &ds.slo));
+    let done = parallel_map(&missing, |(_, ds)| {
+        analyze_and_advise(&ds.scenario, &ds.slo)
+    });
     for ((key, _), a) in missing.iter().copied().zip(done) {
         if let Some(e) = cache.entries.get_mut(key) {
             e.analysis = Some(a);

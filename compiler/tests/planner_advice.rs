@@ -59,10 +59,17 @@ fn a_slower_point_on_the_scaling_curve_is_w0404() {
                     )
                 });
                 // it names a layout at least as fast as the curve's smaller point
-                assert!(d.message.contains("more GPUs make it worse"), "{}", d.message);
+                assert!(
+                    d.message.contains("more GPUs make it worse"),
+                    "{}",
+                    d.message
+                );
             }
             if marked {
-                assert!(clearly_slower, "the curve marks only a clearly slower point");
+                assert!(
+                    clearly_slower,
+                    "the curve marks only a clearly slower point"
+                );
             }
         }
     }

@@ -54,7 +54,7 @@ pub fn plan_toml(d: &DeploymentPlan) -> Result<String, String> {
             port: RENDEZVOUS_PORT,
             timeout_seconds: 300,
         },
-        ranks: &d.report.ranks,
+        ranks: &d.comm.ranks,
         groups: &d.comm.groups,
         decode_step: &d.comm.decode_step,
         prefill_chunk: &d.comm.prefill_chunk,

@@ -45,7 +45,16 @@ struct ReportJson<'a> {
     launch: dic_compiler::ir::LaunchMode,
     engine: &'a dic_compiler::ir::EnginePlan,
     predicted: &'a dic_compiler::ir::PredictedPlan,
-    report: &'a ReportData,
+    report: ReportView<'a>,
+}
+
+/// The report data with the deployment's rank placement (from the communication plan)
+/// first, as `report.json` has always had it.
+#[derive(Serialize)]
+struct ReportView<'a> {
+    ranks: &'a [dic_compiler::ir::RankPlacement],
+    #[serde(flatten)]
+    data: &'a ReportData,
 }
 
 const COLORS: [(&str, &str); 6] = [
@@ -212,9 +221,13 @@ fn scaling_svg(r: &ReportData) -> String {
 pub fn files(d: &DeploymentPlan) -> Result<Vec<(String, String)>, String> {
     let e = env();
     let layout = format!("{}", d.layout);
+    let view = ReportView {
+        ranks: &d.comm.ranks,
+        data: &d.report,
+    };
     let ctx = minijinja::context! {
         d => Value::from_serialize(d),
-        r => Value::from_serialize(&d.report),
+        r => Value::from_serialize(&view),
         layout => layout.clone(),
         memory_svg => Value::from_safe_string(memory_svg(&d.report)),
         step_svg => Value::from_safe_string(step_svg(&d.report)),
@@ -239,7 +252,7 @@ pub fn files(d: &DeploymentPlan) -> Result<Vec<(String, String)>, String> {
         launch: d.launch,
         engine: &d.engine,
         predicted: &d.predicted,
-        report: &d.report,
+        report: view,
     };
     let mut json = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
     json.push('\n');

@@ -122,18 +122,20 @@ pub fn commands(d: &DeploymentPlan) -> Vec<NodeCommand> {
     let port = d.engine.port;
     match d.launch {
         LaunchMode::Replicas => {
-            let per_node = (d.gpus_per_node / d.gpus_per_pod.max(1)).max(1);
-            for r in 0..d.groups {
-                let node = r / per_node;
-                let slot = r % per_node;
-                let first = slot * d.gpus_per_pod;
-                let devices: Vec<String> = (first..first + d.gpus_per_pod)
-                    .map(|g| g.to_string())
-                    .collect();
+            // One server per replica, on the GPUs the rank placement gives its ranks; the
+            // k-th replica of a node listens on the k-th port.
+            let per_replica = d.layout.replica_gpus().max(1) as usize;
+            for replica in d.comm.ranks.chunks(per_replica) {
+                let Some(first) = replica.first() else {
+                    continue;
+                };
+                let slot = first.local_gpu / d.gpus_per_pod.max(1);
+                let devices: Vec<String> =
+                    replica.iter().map(|k| k.local_gpu.to_string()).collect();
                 let mut e = env.clone();
                 e.insert("CUDA_VISIBLE_DEVICES".into(), devices.join(","));
                 out.push(NodeCommand {
-                    node_rank: node,
+                    node_rank: first.node,
                     argv: serve(d, port + slot),
                     env: e,
                     blocking: false,

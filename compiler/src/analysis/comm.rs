@@ -1,13 +1,14 @@
 //! Communication: where each parallel group sits on the topology, and what its
 //! collectives cost (α-β model, ../shared/reference/comm-and-hardware.md §2).
 //!
-//! Ranks are laid out DP × PP × TP with TP fastest (vLLM's order), one rank per GPU,
-//! GPUs numbered node by node. A group's link is the slowest one it crosses: the
+//! Ranks are laid out DP × PP × PCP × TP with TP fastest (vLLM's order), one rank per
+//! GPU, GPUs numbered node by node: [`rank_placements`] is that placement, computed here
+//! once for the report, the NCCL plan and the launch scripts. A group's link is the slowest one it crosses: the
 //! scale-up link (NVLink/NVSwitch) inside a node or a rack-scale NVLink domain, PCIe
 //! inside a node without one, the scale-out fabric across nodes.
 
 use super::scenario::{LinkSpec, Scenario};
-use crate::program::LinkType;
+use crate::program::{Layout, LinkType};
 use serde::Serialize;
 
 /// Achievable fraction of a link's nominal bandwidth for large collectives. Sources:
@@ -108,12 +109,12 @@ pub struct Placement {
     pub latency: f64,
 }
 
-/// Placement of groups of `size` consecutive ranks, strided by `stride` (TP groups:
-/// stride 1; EP groups cover TP × DP ranks of one stage).
+/// Where one kind of group sits (`ranks`: every group of that kind) and the slowest link
+/// any of them crosses.
 pub fn place(s: &Scenario, ranks: &[Vec<u64>]) -> Placement {
     let t = &s.topology;
     let size = ranks.first().map(|g| g.len() as u64).unwrap_or(1);
-    let node_of = |r: u64| r / t.gpus_per_node.max(1);
+    let node_of = |r: u64| node_of(s, r).0;
     let domain_of = |r: u64| r / t.scale_up_domain.max(1);
     let spans_nodes = ranks
         .iter()
@@ -163,24 +164,95 @@ pub fn place(s: &Scenario, ranks: &[Vec<u64>]) -> Placement {
     }
 }
 
+/// Where one rank runs and what it is in each parallel dimension: the one placement the
+/// groups below, the report, the NCCL plan and the launch scripts all read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RankPlacement {
+    pub rank: u64,
+    pub node: u64,
+    pub local_gpu: u64,
+    pub dp_replica: u64,
+    pub pp_stage: u64,
+    pub tp_rank: u64,
+    /// Position in the PCP group, when prefill context parallelism is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pcp_rank: Option<u64>,
+    /// EP group (one per PP stage) when expert parallelism is on.
+    pub ep_group: Option<u64>,
+}
+
+/// The rank of a replica's stage, PCP and TP position. Ranks are laid out
+/// DP × PP × PCP × TP, TP fastest, as vLLM's `initialize_model_parallel` does.
+pub fn rank_of(l: &Layout, replica: u64, stage: u64, pcp: u64, tp: u64) -> u64 {
+    replica * l.replica_gpus() + stage * stage_gpus(l) + pcp * l.tp.max(1) + tp
+}
+
+/// The node a rank runs on and its GPU there. A replica that fits a node runs whole on
+/// one node, as many replicas per node as fit (GPUs left over stay idle); a larger one
+/// fills whole nodes, GPUs numbered node by node. [`Topology::nodes_for_layout`] counts
+/// the same nodes.
+///
+/// [`Topology::nodes_for_layout`]: super::scenario::Topology::nodes_for_layout
+pub fn node_of(s: &Scenario, rank: u64) -> (u64, u64) {
+    let per_node = s.topology.gpus_per_node.max(1);
+    let replica = s.layout.replica_gpus().max(1);
+    if replica <= per_node {
+        let per_node_replicas = per_node / replica;
+        let (r, within) = (rank / replica, rank % replica);
+        (
+            r / per_node_replicas,
+            (r % per_node_replicas) * replica + within,
+        )
+    } else {
+        (rank / per_node, rank % per_node)
+    }
+}
+
+/// Every rank of the deployment, in rank order ([`rank_of`] inverted).
+pub fn rank_placements(s: &Scenario) -> Vec<RankPlacement> {
+    let l = s.layout;
+    let per_replica = l.replica_gpus().max(1);
+    let per_stage = stage_gpus(&l);
+    (0..l.gpus())
+        .map(|rank| {
+            let within = rank % per_replica;
+            let (node, local_gpu) = node_of(s, rank);
+            RankPlacement {
+                rank,
+                node,
+                local_gpu,
+                dp_replica: rank / per_replica,
+                pp_stage: within / per_stage,
+                tp_rank: within % l.tp.max(1),
+                pcp_rank: (l.pcp > 1).then_some(within % per_stage / l.tp.max(1)),
+                ep_group: l.ep.then_some(within / per_stage),
+            }
+        })
+        .collect()
+}
+
+/// Every (replica, stage, PCP position) of the deployment, in rank order.
+fn stage_slices(l: &Layout) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+    (0..l.dp.max(1)).flat_map(move |d| {
+        (0..l.pp.max(1)).flat_map(move |st| (0..l.pcp.max(1)).map(move |c| (d, st, c)))
+    })
+}
+
 /// The TP groups of the whole deployment.
 pub fn tp_groups(s: &Scenario) -> Vec<Vec<u64>> {
     let l = &s.layout;
-    let tp = l.tp.max(1);
-    let n = l.gpus() / tp;
-    (0..n).map(|g| (g * tp..(g + 1) * tp).collect()).collect()
+    stage_slices(l)
+        .map(|(d, st, c)| (0..l.tp.max(1)).map(|t| rank_of(l, d, st, c, t)).collect())
+        .collect()
 }
 
 /// The EP groups (TP × DP ranks of the same PP stage), when EP is on.
 pub fn ep_groups(s: &Scenario) -> Vec<Vec<u64>> {
     let l = &s.layout;
-    let per_replica = l.replica_gpus();
     (0..l.pp.max(1))
         .map(|stage| {
             (0..l.dp.max(1))
-                .flat_map(|d| {
-                    (0..l.tp.max(1)).map(move |t| d * per_replica + stage * stage_gpus(l) + t)
-                })
+                .flat_map(|d| (0..l.tp.max(1)).map(move |t| rank_of(l, d, stage, 0, t)))
                 .collect()
         })
         .collect()
@@ -189,45 +261,49 @@ pub fn ep_groups(s: &Scenario) -> Vec<Vec<u64>> {
 /// The pairs of ranks at each PP stage boundary (stage s's rank i sends to stage s+1's rank i).
 pub fn pp_pairs(s: &Scenario) -> Vec<Vec<u64>> {
     let l = &s.layout;
-    let mut out = Vec::new();
-    for d in 0..l.dp.max(1) {
-        for stage in 0..l.pp.max(1).saturating_sub(1) {
-            for c in 0..l.pcp.max(1) {
-                for t in 0..l.tp.max(1) {
-                    let a = d * l.replica_gpus() + stage * stage_gpus(l) + c * l.tp.max(1) + t;
-                    out.push(vec![a, a + stage_gpus(l)]);
-                }
-            }
-        }
-    }
-    out
+    stage_slices(l)
+        .filter(|(_, st, _)| st + 1 < l.pp.max(1))
+        .flat_map(|(d, st, c)| {
+            (0..l.tp.max(1))
+                .map(move |t| vec![rank_of(l, d, st, c, t), rank_of(l, d, st + 1, c, t)])
+        })
+        .collect()
 }
 
-/// Ranks of one PP stage of one replica: TP × PCP (ranks are laid out DP × PP × PCP × TP,
-/// TP fastest, as vLLM's `initialize_model_parallel` does).
-pub fn stage_gpus(l: &crate::program::Layout) -> u64 {
+/// Ranks of one PP stage of one replica: TP × PCP.
+pub fn stage_gpus(l: &Layout) -> u64 {
     l.tp.max(1) * l.pcp.max(1)
 }
 
 /// The DCP groups: `dcp` consecutive ranks of each TP group (vLLM splits the TP group).
 pub fn dcp_groups(s: &Scenario) -> Vec<Vec<u64>> {
     let d = s.layout.dcp.max(1);
-    (0..s.layout.gpus() / d)
-        .map(|g| (g * d..(g + 1) * d).collect())
+    tp_groups(s)
+        .into_iter()
+        .flat_map(|g| {
+            g.chunks(d as usize)
+                .map(<[u64]>::to_vec)
+                .collect::<Vec<_>>()
+        })
         .collect()
 }
 
 /// The PCP groups: the ranks with the same replica, stage and TP rank.
 pub fn pcp_groups(s: &Scenario) -> Vec<Vec<u64>> {
     let l = &s.layout;
-    let tp = l.tp.max(1);
-    let mut out = Vec::new();
-    for base in (0..l.gpus()).step_by(stage_gpus(l) as usize) {
-        for t in 0..tp {
-            out.push((0..l.pcp.max(1)).map(|c| base + c * tp + t).collect());
-        }
-    }
-    out
+    (0..l.dp.max(1))
+        .flat_map(|d| (0..l.pp.max(1)).map(move |st| (d, st)))
+        .flat_map(|(d, st)| {
+            (0..l.tp.max(1))
+                .map(move |t| (0..l.pcp.max(1)).map(|c| rank_of(l, d, st, c, t)).collect())
+        })
+        .collect()
+}
+
+/// The DP "group": rank 0 of every replica, for start-up and weight checks.
+pub fn dp_group(s: &Scenario) -> Vec<u64> {
+    let l = &s.layout;
+    (0..l.dp.max(1)).map(|d| rank_of(l, d, 0, 0, 0)).collect()
 }
 
 pub fn tp_placement(s: &Scenario) -> Placement {

@@ -135,7 +135,7 @@ pub fn scenario(
 
 /// $/h of the nodes the layout occupies and $ per million output tokens, when priced.
 pub fn cost(s: &Scenario, a: &Analysis) -> (Option<f64>, Option<f64>) {
-    let per_hour = s.topology.price_for(s.layout.gpus());
+    let per_hour = s.topology.price_for_layout(&s.layout);
     let per_million = match (
         per_hour,
         a.prediction.as_ref().map(|p| p.output_tokens_per_s),

@@ -103,15 +103,35 @@ impl Topology {
         self.gpus_per_node * self.nodes
     }
 
-    /// Nodes that `gpus` GPUs occupy (whole nodes: a node is rented whole).
+    /// The fewest nodes that `gpus` GPUs can occupy (whole nodes: a node is rented whole);
+    /// a layout may need more ([`Topology::nodes_for_layout`]).
     pub fn nodes_for(&self, gpus: u64) -> u64 {
         gpus.div_ceil(self.gpus_per_node.max(1))
     }
 
-    /// $/h of the nodes `gpus` GPUs occupy, when the cluster is priced.
+    /// The nodes a layout occupies as dic places it: a replica that fits a node runs
+    /// whole on one node (as many per node as fit), a larger one on whole nodes of its
+    /// own. `tp 1 × pp 3 × dp 8` on 8-GPU nodes is two replicas per node: 4 nodes.
+    pub fn nodes_for_layout(&self, l: &crate::program::Layout) -> u64 {
+        let per_node = self.gpus_per_node.max(1);
+        let replica = l.replica_gpus().max(1);
+        if replica <= per_node {
+            l.dp.max(1).div_ceil(per_node / replica)
+        } else {
+            self.nodes_for(l.gpus())
+        }
+    }
+
+    /// $/h of the fewest nodes `gpus` GPUs can occupy, when the cluster is priced.
     pub fn price_for(&self, gpus: u64) -> Option<f64> {
         self.price_per_node_hour
             .map(|p| p * self.nodes_for(gpus) as f64)
+    }
+
+    /// $/h of the nodes a layout occupies, when the cluster is priced.
+    pub fn price_for_layout(&self, l: &crate::program::Layout) -> Option<f64> {
+        self.price_per_node_hour
+            .map(|p| p * self.nodes_for_layout(l) as f64)
     }
     /// The link between two GPUs of one node.
     pub fn intra_node_link(&self) -> &LinkSpec {

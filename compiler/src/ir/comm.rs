@@ -5,7 +5,8 @@ use super::*;
 /// The communicators and the per-step collective schedule the NCCL runtime replays.
 pub(super) fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
     use crate::analysis::comm::{
-        dcp_groups, ep_groups, pcp_groups, pp_pairs, step_comm, tp_groups, CommContext,
+        dcp_groups, dp_group, ep_groups, pcp_groups, pp_pairs, rank_placements, step_comm,
+        tp_groups, CommContext,
     };
     let s = &ds.scenario;
     let l = s.layout;
@@ -52,12 +53,7 @@ pub(super) fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
     }
     if l.dp > 1 {
         // rank 0 of every replica: the DP "group" used for start-up and weight checks
-        add(
-            GroupKind::Dp,
-            None,
-            vec![(0..l.dp).map(|d| d * l.replica_gpus()).collect()],
-            false,
-        );
+        add(GroupKind::Dp, None, vec![dp_group(s)], false);
     }
     let parts = crate::analysis::memory::pp_partition(s.model.layers, l.pp);
     let schedule = |tokens: f64| {
@@ -110,6 +106,7 @@ pub(super) fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
     let micro = (running / l.pp.max(1) as f64).max(1.0);
     CommPlan {
         world_size: l.gpus(),
+        ranks: rank_placements(s),
         groups,
         decode_step: schedule(micro.ceil()),
         prefill_chunk: schedule(s.engine.max_num_batched_tokens as f64),

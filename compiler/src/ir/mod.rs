@@ -161,21 +161,7 @@ pub struct PredictedPlan {
     pub weights_bytes_per_gpu: u64,
 }
 
-/// Where one rank sits and which groups it belongs to.
-#[derive(Debug, Clone, Serialize)]
-pub struct RankPlacement {
-    pub rank: u64,
-    pub node: u64,
-    pub local_gpu: u64,
-    pub dp_replica: u64,
-    pub pp_stage: u64,
-    pub tp_rank: u64,
-    /// Position in the PCP group, when prefill context parallelism is on.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pcp_rank: Option<u64>,
-    /// EP group (one per PP stage) when expert parallelism is on.
-    pub ep_group: Option<u64>,
-}
+pub use crate::analysis::comm::RankPlacement;
 
 /// Memory of one GPU of a PP stage, in bytes; `free` is what gpu_memory_utilization leaves.
 #[derive(Debug, Clone, Serialize)]
@@ -253,7 +239,6 @@ pub struct AlternativeRow {
 /// Everything the cost report shows, computed once here so the report target only renders.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReportData {
-    pub ranks: Vec<RankPlacement>,
     pub memory: Vec<MemoryRow>,
     pub kv_cache_tokens: u64,
     pub max_concurrency: f64,
@@ -317,6 +302,9 @@ pub struct StepSchedule {
 #[derive(Debug, Clone, Serialize)]
 pub struct CommPlan {
     pub world_size: u64,
+    /// Every rank's node, GPU and position: the report, the NCCL plan and the launch
+    /// scripts read this one placement.
+    pub ranks: Vec<RankPlacement>,
     pub groups: Vec<GroupPlan>,
     pub decode_step: StepSchedule,
     pub prefill_chunk: StepSchedule,
@@ -350,9 +338,9 @@ impl DeploymentPlan {
     /// Nodes the deployment occupies.
     pub fn nodes(&self) -> u64 {
         match self.launch {
-            LaunchMode::Replicas => {
-                (self.groups * self.gpus_per_pod).div_ceil(self.gpus_per_node.max(1))
-            }
+            LaunchMode::Replicas => self
+                .groups
+                .div_ceil((self.gpus_per_node / self.gpus_per_pod.max(1)).max(1)),
             _ => self.groups * self.nodes_per_group,
         }
     }

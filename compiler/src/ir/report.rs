@@ -8,27 +8,9 @@ pub(super) fn report_data(
     a: &Analysis,
     search: Option<&crate::planner::Search>,
 ) -> ReportData {
-    use crate::analysis::comm::stage_gpus;
     use crate::program::SloMetric;
     let s = &ds.scenario;
     let l = s.layout;
-    let per_node = s.topology.gpus_per_node.max(1);
-    let per_replica = l.replica_gpus().max(1);
-    let ranks = (0..l.gpus())
-        .map(|r| {
-            let within = r % per_replica;
-            RankPlacement {
-                rank: r,
-                node: r / per_node,
-                local_gpu: r % per_node,
-                dp_replica: r / per_replica,
-                pp_stage: within / stage_gpus(&l),
-                tp_rank: within % l.tp.max(1),
-                pcp_rank: (l.pcp > 1).then_some(within % stage_gpus(&l) / l.tp.max(1)),
-                ep_group: l.ep.then_some(within / stage_gpus(&l)),
-            }
-        })
-        .collect();
     let total = s.topology.gpu.memory as u64;
     let memory = a
         .memory
@@ -102,8 +84,8 @@ pub(super) fn report_data(
             })
             .collect(),
     });
-    let nodes = s.topology.nodes_for(l.gpus());
-    let per_hour = s.topology.price_for(l.gpus());
+    let nodes = s.topology.nodes_for_layout(&l);
+    let per_hour = s.topology.price_for_layout(&l);
     let (prompt, output) = s
         .workload
         .map(|w| (w.prompt, w.output))
@@ -119,7 +101,7 @@ pub(super) fn report_data(
         per_million_output_tokens: per_million(p.map(|p| p.output_tokens_per_s)),
         nodes,
         gpus_used: l.gpus(),
-        gpus_idle: nodes * per_node - l.gpus(),
+        gpus_idle: nodes * s.topology.gpus_per_node.max(1) - l.gpus(),
     };
     let no_search;
     let search = match search {
@@ -160,7 +142,6 @@ pub(super) fn report_data(
         );
     }
     ReportData {
-        ranks,
         memory,
         kv_cache_tokens: a.memory.kv_cache_tokens,
         max_concurrency: a.memory.max_concurrency,

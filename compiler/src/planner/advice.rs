@@ -96,7 +96,7 @@ pub fn cheaper_layout(ds: &DeploymentScenario, search: &Search) -> Option<Findin
         .find(|c| c.weights == s.model.weights && c.kv_cache == s.model.kv_cache)?;
     let current = s
         .topology
-        .price_for(s.layout.gpus())
+        .price_for_layout(&s.layout)
         .unwrap_or(s.layout.gpus() as f64);
     let cheaper = best.cost_per_hour < current - 1e-9
         || (best.cost_per_hour <= current + 1e-9 && best.gpus < s.layout.gpus());

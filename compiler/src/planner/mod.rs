@@ -165,7 +165,7 @@ fn evaluate(
     s.model.kv_cache = kv.to_string();
     let a = analyze_quick(&s, slo);
     let gpus = layout.gpus();
-    let (cost_per_hour, priced) = match s.topology.price_for(gpus) {
+    let (cost_per_hour, priced) = match s.topology.price_for_layout(&layout) {
         Some(p) => (p, true),
         None => (gpus as f64, false),
     };
@@ -177,7 +177,7 @@ fn evaluate(
         weights: weights.to_string(),
         kv_cache: kv.to_string(),
         gpus,
-        nodes: s.topology.nodes_for(gpus),
+        nodes: s.topology.nodes_for_layout(&layout),
         cost_per_hour,
         priced,
         cost_per_million_output: tps
@@ -241,6 +241,7 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
         }
     }
     families.sort_by_key(|(_, _, _, tp, pp)| tp * pp);
+    // A lower bound: a layout of `gpus` GPUs occupies at least this many nodes.
     let family_cost = |gpus: u64| t.price_for(gpus).unwrap_or(gpus as f64);
     let mut best_cost = f64::INFINITY;
     for (w, kv, ep, tp, pp) in families {
@@ -388,4 +389,3 @@ pub fn space_of(ds: &DeploymentScenario) -> SearchSpace {
         kv_cache: ds.allowed_kv_cache.clone(),
     }
 }
-

@@ -35,14 +35,10 @@ pub(super) fn fastest_replica(
             ep: base.layout.ep && tp * base.layout.dp > 1,
             ..base.layout
         };
-        let c = evaluate(
-            base,
-            &[],
-            layout,
-            &base.model.weights,
-            &base.model.kv_cache,
-        );
-        let Some(tpot) = c.tpot_ms.filter(|_| c.rejected_because.is_none() && !c.overloaded)
+        let c = evaluate(base, &[], layout, &base.model.weights, &base.model.kv_cache);
+        let Some(tpot) = c
+            .tpot_ms
+            .filter(|_| c.rejected_because.is_none() && !c.overloaded)
         else {
             continue;
         };

@@ -93,3 +93,26 @@ fn estimated_memory_terms_can_be_overridden() {
     assert_eq!((act, nt, cg), (10.0 * 1073741824.0, 1073741824.0, 0.0));
     assert!(kv_over < kv_base);
 }
+
+/// The vocabulary `nccl/plan.toml` shares with the runtime: every serialized name is the
+/// one the runtime parses back.
+#[test]
+fn plan_vocabulary_round_trips() {
+    use dic_compiler::analysis::comm::{DType, GroupKind};
+    let name_of = |v: serde_json::Value| v.as_str().unwrap().to_string();
+    for c in Collective::ALL {
+        let n = name_of(serde_json::to_value(c).unwrap());
+        assert_eq!(n, c.name());
+        assert_eq!(Collective::parse(&n), Some(c));
+    }
+    for k in GroupKind::ALL {
+        let n = name_of(serde_json::to_value(k).unwrap());
+        assert_eq!(n, k.name());
+        assert_eq!(GroupKind::parse(&n), Some(k));
+    }
+    for d in [DType::F32, DType::Bf16, DType::F16, DType::Fp8, DType::I32] {
+        let n = name_of(serde_json::to_value(d).unwrap());
+        assert_eq!(n, d.name());
+        assert_eq!(DType::parse(&n), Some(d));
+    }
+}

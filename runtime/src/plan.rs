@@ -101,44 +101,9 @@ pub use dic_compiler::analysis::comm::GroupKind;
 /// vocabulary and one cost model.
 pub use dic_compiler::analysis::comm::Collective;
 
-/// Element types the schedule moves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum DType {
-    F32,
-    Bf16,
-    F16,
-    Fp8,
-    I32,
-}
-
-impl DType {
-    pub fn parse(s: &str) -> Option<DType> {
-        Some(match s {
-            "fp32" | "f32" | "float32" => DType::F32,
-            "bf16" | "bfloat16" => DType::Bf16,
-            "fp16" | "f16" | "float16" => DType::F16,
-            "fp8" | "fp8_e4m3" | "e4m3" => DType::Fp8,
-            "int32" | "i32" => DType::I32,
-            _ => return None,
-        })
-    }
-    pub fn size(self) -> usize {
-        match self {
-            DType::F32 | DType::I32 => 4,
-            DType::Bf16 | DType::F16 => 2,
-            DType::Fp8 => 1,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            DType::F32 => "fp32",
-            DType::Bf16 => "bf16",
-            DType::F16 => "fp16",
-            DType::Fp8 => "fp8",
-            DType::I32 => "int32",
-        }
-    }
-}
+/// Element types the schedule moves: the compiler's, so writer and reader share one
+/// vocabulary.
+pub use dic_compiler::analysis::comm::DType;
 
 #[derive(Debug, Clone, Deserialize)]
 struct Schedule {

@@ -376,8 +376,60 @@ impl CommContext {
 }
 
 /// Activations (and the tensors collectives move) travel in bf16: 2 bytes an element.
-pub const ACTIVATION_DTYPE: &str = "bf16";
-pub const ACTIVATION_DTYPE_BYTES: f64 = 2.0;
+pub const ACTIVATION_DTYPE: DType = DType::Bf16;
+pub const ACTIVATION_DTYPE_BYTES: f64 = ACTIVATION_DTYPE.size() as f64;
+
+/// Element types a collective moves: the one vocabulary the IR, `nccl/plan.toml` and the
+/// runtime share (serialized as `bf16`, `fp32`, …; the runtime also reads the aliases
+/// [`DType::parse`] accepts).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
+pub enum DType {
+    #[serde(rename = "fp32")]
+    F32,
+    #[serde(rename = "bf16")]
+    Bf16,
+    #[serde(rename = "fp16")]
+    F16,
+    #[serde(rename = "fp8")]
+    Fp8,
+    #[serde(rename = "int32")]
+    I32,
+}
+
+impl DType {
+    pub fn parse(s: &str) -> Option<DType> {
+        Some(match s {
+            "fp32" | "f32" | "float32" => DType::F32,
+            "bf16" | "bfloat16" => DType::Bf16,
+            "fp16" | "f16" | "float16" => DType::F16,
+            "fp8" | "fp8_e4m3" | "e4m3" => DType::Fp8,
+            "int32" | "i32" => DType::I32,
+            _ => return None,
+        })
+    }
+
+    /// Bytes per element.
+    pub const fn size(self) -> usize {
+        match self {
+            DType::F32 | DType::I32 => 4,
+            DType::Bf16 | DType::F16 => 2,
+            DType::Fp8 => 1,
+        }
+    }
+
+    /// The name in `nccl/plan.toml`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "fp32",
+            DType::Bf16 => "bf16",
+            DType::F16 => "fp16",
+            DType::Fp8 => "fp8",
+            DType::I32 => "int32",
+        }
+    }
+}
 
 /// The kind of a communicator group: the one vocabulary the analysis, the IR, the nccl
 /// target and the runtime share (serialized as `tp`, `pp`, …).

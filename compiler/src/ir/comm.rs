@@ -80,11 +80,11 @@ pub(super) fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
                     };
                     CollectiveStep {
                         group_kind: c.group,
-                        collective: c.collective.name().to_string(),
+                        collective: c.collective,
                         layers,
                         per_layer,
                         bytes: c.bytes.round() as u64,
-                        dtype: crate::analysis::comm::ACTIVATION_DTYPE.into(),
+                        dtype: crate::analysis::comm::ACTIVATION_DTYPE,
                         predicted_us: c.time * 1e6 / c.count.max(1) as f64,
                     }
                 })

@@ -272,13 +272,13 @@ pub struct GroupPlan {
 #[derive(Debug, Clone, Serialize)]
 pub struct CollectiveStep {
     pub group_kind: crate::analysis::comm::GroupKind,
-    pub collective: String,
+    pub collective: crate::analysis::comm::Collective,
     /// Inclusive layer range (for the stage hand-off: the stage's last layer).
     pub layers: [u64; 2],
     pub per_layer: u64,
     /// Bytes per call, per rank (AllReduce buffer, All-to-All send total, message size).
     pub bytes: u64,
-    pub dtype: String,
+    pub dtype: crate::analysis::comm::DType,
     /// dic's predicted time of one call, microseconds.
     pub predicted_us: f64,
 }

@@ -1,42 +1,39 @@
-//! Fits the performance constants on ../shared/calibration and prints them with the
-//! error summary: `cargo run --release -p dic-compiler --example fit`.
-use dic_compiler::analysis::calibration::{fit, objective, parse_rows, summary, Metric};
-use dic_compiler::analysis::perf::FITTED;
+//! Fits the performance constants on vLLM's measured serving (../shared/calibration/
+//! vllm-silicon) from the round starting values, and prints them with the objective of the
+//! stored ones: `cargo run --release -p dic-compiler --example fit`. `ROWS=1` also prints
+//! every row's measured and predicted TTFT and TPOT.
+use dic_compiler::analysis::calibration::silicon::{
+    fit_silicon, parse_silicon, predict_run, silicon_objective, START, STORED,
+};
 
 fn main() {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/calibration/trtllm-0.17-throughput-a100-h100-l40s.csv"
+        "/../../shared/calibration/vllm-silicon/vllm-silicon-train.csv"
     );
-    let csv = std::fs::read_to_string(path).expect("../shared/calibration present");
-    let (rows, skipped) = parse_rows(&csv);
+    let Ok(csv) = std::fs::read_to_string(path) else {
+        eprintln!("{path}: not found (../shared/calibration must be present)");
+        std::process::exit(1);
+    };
+    let (rows, skipped) = parse_silicon(&csv);
     println!("{} rows, {skipped} skipped", rows.len());
     if std::env::var("ROWS").is_ok() {
         for r in &rows {
-            let p = dic_compiler::analysis::calibration::predict_row(r, &FITTED);
+            let p = predict_run(r, &STORED.constants, STORED.requests_per_slot);
             println!(
-                "{} {:?} {} {} tp{} {} {}/{} rate {:?}: measured {:.1} predicted {:?}",
-                r.id, r.metric, r.model, r.gpu, r.tp, r.precision, r.isl, r.osl, r.rate, r.value, p
+                "{}: TTFT {:.1} ms TPOT {:.2} ms, predicted {:?}",
+                r.id,
+                r.ttft * 1e3,
+                r.tpot * 1e3,
+                p.map(|(t, p)| (t * 1e3, p * 1e3))
             );
         }
     }
-    for (name, c) in [("stored", FITTED), ("fit", fit(&rows))] {
-        println!("{name}: {c:?} objective {:.4}", objective(&rows, &c));
-        for m in [
-            Metric::MaxOutputThroughput,
-            Metric::OnlineOutputThroughput,
-            Metric::MeanTtft,
-            Metric::MeanItl,
-        ] {
-            let (med, worst, n) = summary(&rows, &c, m);
-            println!(
-                "  {m:?}: n={n} median {:.1}% worst {:.1}%",
-                med * 100.0,
-                worst * 100.0
-            );
-        }
+    let fit = fit_silicon(&rows, START);
+    for (name, f) in [("stored", STORED), ("fit", fit)] {
+        println!(
+            "{name}: {f:?} objective {:.4}",
+            silicon_objective(&rows, &f.constants, f.requests_per_slot)
+        );
     }
 }
-
-#[allow(dead_code)]
-fn unused() {}

@@ -10,8 +10,11 @@
 //! Prefill is chunked (vLLM's chunked prefill, `max_num_batched_tokens` per step) and
 //! shares steps with decodes. The operating point under an arrival rate solves Little's
 //! law, `running = rate × (TTFT + output × TPOT)`, by fixed-point iteration; queueing
-//! before prefill uses an M/D/1 wait. The efficiency constants are fitted on public
-//! measurements (`calibration.rs`), never per row.
+//! before prefill uses an M/D/1 wait. TTFT adds a fixed per-request latency and half a
+//! step (a request arrives mid-step); in a closed loop, requests past the running cap
+//! (KV blocks, `max_num_seqs`) wait for a slot, and a finite benchmark run's first wave
+//! arrives at once and queues its prefills. The constants are fitted on vLLM measured
+//! end to end (`calibration::silicon`), never per row.
 
 use super::comm::{step_comm, CommContext, CommItem};
 use super::memory::{
@@ -31,22 +34,26 @@ pub struct PerfConstants {
     pub compute_efficiency: f64,
     /// Fixed time per step (scheduling, kernel launches), seconds.
     pub step_overhead: f64,
-    /// Time per token in a step (sampling, detokenisation, per-sequence scheduling,
+    /// Time per sequence in a step (sampling, detokenisation, per-sequence scheduling,
     /// attention-kernel inefficiency at large batches), seconds.
     pub token_overhead: f64,
+    /// Fixed latency of every request before its first token, outside the GPU steps:
+    /// HTTP, tokenisation, admission, detokenising and streaming the first token.
+    pub request_latency: f64,
 }
 
-/// Fitted on ../shared/calibration (TensorRT-LLM 0.17 measurements on A100, H100 and L40S)
-/// by `calibration::fit`; the test `calibration_constants_are_the_fit` re-runs the fit and
-/// `calibration_table_is_current` regenerates the error table in `calibration/errors.md`.
-/// TensorRT-LLM is usually faster than vLLM on the same hardware; with no vLLM
-/// measurements to separate the two, these constants describe a TensorRT-LLM-class engine
-/// and vLLM predictions may be optimistic.
+/// Fitted on vLLM measured end to end (../shared/calibration/vllm-silicon: H100, H200 and
+/// B200; Llama-3.1 8B/70B, Qwen3-32B, Qwen3-235B-A22B; BF16, FP8, NVFP4) by
+/// `calibration::silicon::fit_silicon`, from round starting values, minimising the mean
+/// |log error| of TTFT and TPOT. The test `calibration_constants_are_the_fit` re-runs the
+/// fit; `calibration_table_is_current` regenerates `calibration/errors.md`, with the
+/// leave-one-GPU-out and leave-one-model-out errors.
 pub const FITTED: PerfConstants = PerfConstants {
-    memory_efficiency: 0.65,
-    compute_efficiency: 0.55,
-    step_overhead: 0.0020,
-    token_overhead: 7.5e-6,
+    memory_efficiency: 0.685,
+    compute_efficiency: 0.505,
+    step_overhead: 0.0021,
+    token_overhead: 46.5e-6,
+    request_latency: 0.054,
 };
 
 /// Percentile ÷ mean factors for latencies. [heuristic, not fitted: the public
@@ -208,7 +215,9 @@ fn stage_step(
     let memory = bytes / (gpu.hbm_bandwidth * c.memory_efficiency);
     let comm_items = step_comm(s, &sm.comm, tokens, f.layers, f.moe_layers, f.last);
     let comm: f64 = comm_items.iter().map(|i| i.time).sum();
-    let overhead = (c.step_overhead + c.token_overhead * tokens) / l.pp.max(1) as f64;
+    // Per sequence, not per token: sampling, detokenising and scheduling happen once per
+    // sequence in the step; a prompt chunk's tokens cost GEMM time, above.
+    let overhead = (c.step_overhead + c.token_overhead * sequences) / l.pp.max(1) as f64;
     StepCost {
         compute,
         memory,
@@ -326,6 +335,21 @@ impl StepModel<'_> {
         }
         total
     }
+}
+
+/// Mean time to the first token of `k` prompts that arrive at once: the scheduler fills
+/// each step's token budget with them in order, so the i-th finishes after the steps that
+/// carry the first i + 1 prompts.
+fn burst_prefill(sm: &StepModel, k: f64, prompt: f64, ctx: f64, c: &PerfConstants) -> f64 {
+    let budget = sm.s.engine.max_num_batched_tokens.max(1) as f64;
+    let per_step = budget.min(k.max(1.0) * prompt);
+    let step = sm.prefill_time(per_step, 0.0, ctx, c);
+    let n = k.max(1.0).round() as u64;
+    let steps: f64 = (1..=n)
+        .map(|i| (i as f64 * prompt / budget).ceil())
+        .sum::<f64>()
+        / n as f64;
+    steps * step
 }
 
 /// Predictions at an operating point.
@@ -453,15 +477,33 @@ pub fn predict_with_backlog(
                 let rho = (r * service).min(0.99);
                 ttft += rho * service / (2.0 * (1.0 - rho));
             }
+            ttft += c.request_latency + step.tpot / 2.0;
         }
         Load::Concurrency(n) => {
-            running = (n as f64 / dp).min(cap).max(1.0);
+            let in_flight = (n as f64 / dp).max(1.0);
+            running = in_flight.min(cap).max(1.0);
             rate_per_replica = 0.0;
+            let mut pf = ttft;
             for _ in 0..30 {
-                let pf = sm.prefill_time(prompt, running, ctx, c);
+                pf = sm.prefill_time(prompt, running, ctx, c);
                 let rate = running / (pf + output * step.tpot);
                 step = sm.token_step(running, ctx, rate * prompt * step.tpot, prompt / 2.0, c);
-                ttft = pf;
+            }
+            // A request arrives while a step runs and waits for it to end (half a step on
+            // average) before its first chunk is scheduled.
+            ttft = c.request_latency + step.tpot / 2.0 + pf;
+            // Admission: past the running cap (KV blocks, max_num_seqs) a request waits
+            // for a slot; in the closed loop (Little's law) that is the excess requests'
+            // share of a request's time in service.
+            if in_flight > running {
+                ttft += (in_flight - running) / running * (pf + output * step.tpot);
+            }
+            // A benchmark run of `requests` starts with one request per slot at once:
+            // that first wave queues its prefills behind each other.
+            if let Some(total) = finite_requests {
+                let total = (total / dp).max(in_flight);
+                let burst = c.request_latency + burst_prefill(&sm, running, prompt, ctx, c);
+                ttft = (running * burst + (total - running) * ttft) / total;
             }
         }
     }

@@ -1,18 +1,22 @@
-//! Calibration of the performance model on public measurements
-//! (../shared/calibration/trtllm-0.17-throughput-a100-h100-l40s.csv).
+//! Calibration of the performance model on public measurements.
 //!
 //! Pure: CSV text in, rows, predictions, errors and fitted constants out (the tests and
-//! the error table in `calibration/errors.md` drive it). Every row is mapped to a
-//! scenario from its own columns — model, GPU (by its `nvidia-smi` name), TP, precision,
-//! lengths, load — with the engine limits TensorRT-LLM's benchmark used; no row is
-//! special-cased. The fit searches the three efficiency constants of
-//! [`super::perf::PerfConstants`] for the least mean absolute log error over all rows.
+//! the error table in `calibration/errors.md` drive it). [`silicon`] holds vLLM measured
+//! end to end, on which [`super::perf::FITTED`] is fitted and cross-validated. This module
+//! reads TensorRT-LLM 0.17's published tables
+//! (../shared/calibration/trtllm-0.17-throughput-a100-h100-l40s.csv), a different engine
+//! on older GPUs (A100, L40S): dic reports its error there with the vLLM constants, as a
+//! reference, and does not fit on it. Every row is mapped to a scenario from its own
+//! columns — model, GPU (by its `nvidia-smi` name), TP, precision, lengths, load — with the
+//! engine limits TensorRT-LLM's benchmark used; no row is special-cased.
 
 use super::catalog;
 use super::memory::memory;
 use super::perf::{max_throughput, predict_with_backlog, PerfConstants};
 use super::scenario::*;
 use crate::program::Layout;
+
+pub mod silicon;
 
 /// What a row measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +49,7 @@ pub struct Row {
 }
 
 /// Minimal CSV parsing (quoted fields with doubled quotes), enough for this file.
-fn split_csv(text: &str) -> Vec<Vec<String>> {
+pub(crate) fn split_csv(text: &str) -> Vec<Vec<String>> {
     let mut rows = Vec::new();
     let mut row = Vec::new();
     let mut field = String::new();
@@ -271,100 +275,7 @@ pub fn errors(rows: &[Row], c: &PerfConstants) -> Vec<(usize, Option<f64>, Optio
         .collect()
 }
 
-/// Mean |log(pred / measured)| over rows that could be modelled, plus a penalty per row
-/// that could not.
-pub fn objective(rows: &[Row], c: &PerfConstants) -> f64 {
-    let mut sum = 0.0;
-    let mut n: f64 = 0.0;
-    for r in rows {
-        match predict_row(r, c) {
-            Some(p) if p > 0.0 && p.is_finite() => sum += (p / r.value).ln().abs(),
-            _ => sum += 3.0,
-        }
-        n += 1.0;
-    }
-    sum / n.max(1.0)
-}
-
-/// `n` evenly spaced values from `lo` to `hi`.
-fn grid(lo: f64, hi: f64, n: usize) -> impl Iterator<Item = f64> {
-    (0..n).map(move |i| lo + (hi - lo) * i as f64 / (n - 1).max(1) as f64)
-}
-
-/// Tries every combination of the four constants' (lo, hi, n) ranges, keeping the best.
-fn search_grid(rows: &[Row], best: &mut (f64, PerfConstants), ranges: [(f64, f64, usize); 4]) {
-    let [me, ce, oh, to] = ranges.map(|(lo, hi, n)| grid(lo, hi, n).collect::<Vec<f64>>());
-    for &memory_efficiency in &me {
-        for &compute_efficiency in &ce {
-            for &step_overhead in &oh {
-                for &token_overhead in &to {
-                    let c = PerfConstants {
-                        memory_efficiency,
-                        compute_efficiency,
-                        step_overhead,
-                        token_overhead,
-                    };
-                    let o = objective(rows, &c);
-                    if o < best.0 {
-                        *best = (o, c);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Grid search over the four constants, then one refinement around the best point.
-pub fn fit(rows: &[Row]) -> PerfConstants {
-    let mut best = (
-        f64::INFINITY,
-        PerfConstants {
-            memory_efficiency: 0.7,
-            compute_efficiency: 0.6,
-            step_overhead: 0.004,
-            token_overhead: 0.0,
-        },
-    );
-    // Coarse grid over plausible ranges, then one finer grid around the best point.
-    search_grid(
-        rows,
-        &mut best,
-        [
-            (0.4, 1.0, 7),
-            (0.3, 0.9, 7),
-            (0.0, 0.010, 6),
-            (0.0, 20e-6, 5),
-        ],
-    );
-    let b = best.1;
-    search_grid(
-        rows,
-        &mut best,
-        [
-            (b.memory_efficiency - 0.05, b.memory_efficiency + 0.05, 3),
-            (b.compute_efficiency - 0.05, b.compute_efficiency + 0.05, 3),
-            (
-                (b.step_overhead - 0.001).max(0.0),
-                b.step_overhead + 0.001,
-                3,
-            ),
-            (
-                (b.token_overhead - 2.5e-6).max(0.0),
-                b.token_overhead + 2.5e-6,
-                3,
-            ),
-        ],
-    );
-    let round = |v: f64, step: f64| (v / step).round() * step;
-    PerfConstants {
-        memory_efficiency: round(best.1.memory_efficiency, 0.005),
-        compute_efficiency: round(best.1.compute_efficiency, 0.005),
-        step_overhead: round(best.1.step_overhead, 0.0001),
-        token_overhead: round(best.1.token_overhead, 1e-7),
-    }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }
@@ -381,16 +292,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 pub fn error_table(rows: &[Row], c: &PerfConstants) -> String {
     let errs = errors(rows, c);
     let mut out = String::new();
-    out.push_str("# Calibration error table\n\n");
-    out.push_str("Generated by `cargo test --workspace` (test `calibration_table_is_current` in\n");
-    out.push_str("`tests/calibration.rs`) from ../shared/calibration/trtllm-0.17-throughput-a100-h100-l40s.csv\n");
-    out.push_str(&format!(
-        "with the fitted constants: memory efficiency {:.3}, compute efficiency {:.3}, step overhead {:.1} ms,\ntoken overhead {:.1} µs.\n\n",
-        c.memory_efficiency,
-        c.compute_efficiency,
-        c.step_overhead * 1e3,
-        c.token_overhead * 1e6
-    ));
+    out.push_str("## Reference: TensorRT-LLM 0.17's published tables\n\n");
+    out.push_str("../shared/calibration/trtllm-0.17-throughput-a100-h100-l40s.csv, predicted with the vLLM\nconstants above (not fitted here: a different, usually faster engine, on A100, H100 and L40S).\n\n");
     out.push_str("Absolute percentage error |predicted − measured| / measured. A row dic's memory model says\ncannot run counts as a miss.\n\n");
     out.push_str("| metric | rows | modelled | median APE | worst APE |\n|---|---|---|---|---|\n");
     for (metric, name) in [

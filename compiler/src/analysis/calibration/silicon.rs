@@ -1,0 +1,493 @@
+//! vLLM measured end to end (../shared/calibration/vllm-silicon/vllm-silicon-train.csv):
+//! closed-loop serving at a fixed number of requests in flight, mean TTFT and TPOT, on
+//! H100, H200 and B200 for dense and MoE models in BF16, FP8 and NVFP4.
+//!
+//! Every row becomes a [`Scenario`] from its own columns — model, GPU, weight format,
+//! TP/PP, EP, lengths, concurrency — with vLLM's own engine defaults for that GPU, as a
+//! user who wrote only those numbers would get. Disaggregated rows (prefill and decode
+//! pools) are counted and skipped. Errors are reported per GPU, model, format and load
+//! regime, and cross-validated: [`cross_validate`] refits the serving constants without
+//! one GPU (or one model) and predicts the rows left out.
+
+use super::{median, split_csv};
+use crate::analysis::catalog;
+use crate::analysis::memory::memory;
+use crate::analysis::perf::{predict, PerfConstants};
+use crate::analysis::scenario::*;
+use crate::program::{Layout, VllmOptions};
+
+/// One measured configuration.
+#[derive(Debug, Clone)]
+pub struct SiliconRow {
+    pub id: String,
+    /// The Hugging Face id (`meta-llama/Llama-3.1-70B`).
+    pub model: String,
+    /// `h100_sxm`, `h200_sxm`, `b200_sxm`.
+    pub gpu: String,
+    /// Weight format of the GEMMs: the model's own when the column is empty.
+    pub weights: Option<String>,
+    pub isl: f64,
+    pub osl: f64,
+    /// Requests in flight (closed loop).
+    pub concurrency: u64,
+    pub tp: u64,
+    pub pp: u64,
+    /// vLLM's expert parallelism (`--enable-expert-parallel`): experts over the TP group.
+    pub ep: bool,
+    /// Mean TTFT and TPOT, seconds.
+    pub ttft: f64,
+    pub tpot: f64,
+}
+
+/// Parses the aggregated-serving rows; returns them and how many rows were skipped
+/// (disaggregated, or a column missing).
+pub fn parse_silicon(csv: &str) -> (Vec<SiliconRow>, usize) {
+    let table = split_csv(csv);
+    let Some(header) = table.first() else {
+        return (Vec::new(), 0);
+    };
+    let col = |name: &str| header.iter().position(|h| h == name);
+    let cols = [
+        "id",
+        "model_path",
+        "system",
+        "mode",
+        "gemm_quant_mode",
+        "isl",
+        "osl",
+        "batch_size",
+        "tp_size",
+        "pp_size",
+        "moe_ep_size",
+        "silicon_ttft_ms",
+        "silicon_tpot_ms",
+    ]
+    .map(col);
+    let Some([id, model, system, mode, quant, isl, osl, batch, tp, pp, ep, ttft, tpot]) = cols
+        .iter()
+        .copied()
+        .collect::<Option<Vec<usize>>>()
+        .and_then(|v| <[usize; 13]>::try_from(v).ok())
+    else {
+        return (Vec::new(), table.len().saturating_sub(1));
+    };
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    for r in table.iter().skip(1) {
+        if r.len() < header.len() || r[mode] != "agg" {
+            skipped += 1;
+            continue;
+        }
+        let num = |i: usize| r[i].trim().parse::<f64>().ok();
+        let (Some(i), Some(o), Some(b), Some(t), Some(ft), Some(pt)) = (
+            num(isl),
+            num(osl),
+            num(batch),
+            num(tp),
+            num(ttft),
+            num(tpot),
+        ) else {
+            skipped += 1;
+            continue;
+        };
+        out.push(SiliconRow {
+            id: r[id].clone(),
+            model: r[model].clone(),
+            gpu: r[system].clone(),
+            weights: Some(r[quant].trim().to_string()).filter(|q| !q.is_empty()),
+            isl: i,
+            osl: o,
+            concurrency: b.max(1.0) as u64,
+            tp: t.max(1.0) as u64,
+            pp: num(pp).unwrap_or(1.0).max(1.0) as u64,
+            ep: num(ep).unwrap_or(1.0) > 1.0,
+            ttft: ft * 1e-3,
+            tpot: pt * 1e-3,
+        });
+    }
+    (out, skipped)
+}
+
+/// The stdlib model a Hugging Face id names, and the weight format its checkpoint has.
+fn stdlib_model(hf: &str) -> Option<(&'static str, Option<&'static str>)> {
+    Some(match hf {
+        "meta-llama/Llama-3.1-70B" => ("llama_3_1_70b", None),
+        "nvidia/Llama-3.1-8B-Instruct-FP8" => ("llama_3_1_8b", Some("fp8")),
+        "Qwen/Qwen3-32B" => ("qwen3_32b", None),
+        "Qwen/Qwen3-235B-A22B-FP8" => ("qwen3_235b_a22b_fp8", None),
+        _ => return None,
+    })
+}
+
+/// The GPU a `system` column names, as `nvidia-smi` would print it.
+fn gpu_query(system: &str) -> Option<&'static str> {
+    Some(match system {
+        "h100_sxm" => "NVIDIA H100 80GB HBM3",
+        "h200_sxm" => "NVIDIA H200",
+        "b200_sxm" => "NVIDIA B200",
+        _ => return None,
+    })
+}
+
+/// The row's model family, for the leave-one-model-out split and the table.
+pub fn model_label(r: &SiliconRow) -> &str {
+    r.model.rsplit('/').next().unwrap_or(&r.model)
+}
+
+/// The scenario a row describes: one 8-GPU node of its GPU with the GPU's NVLink, the
+/// row's layout, vLLM's defaults for everything the row does not say.
+pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
+    let (name, checkpoint_format) = stdlib_model(&r.model)?;
+    let mut model = catalog::model(name)?;
+    if let Some(w) = r.weights.as_deref().or(checkpoint_format) {
+        model.weights = match w {
+            "fp8" | "fp8_block" => "fp8",
+            "nvfp4" => "nvfp4",
+            "bfloat16" | "bf16" => "bf16",
+            _ => return None,
+        }
+        .into();
+    }
+    let (gpu, scale_up) = catalog::gpu(gpu_query(&r.gpu)?)?;
+    let gpus = (r.tp * r.pp).max(8);
+    let topology = Topology {
+        gpus_per_node: gpus,
+        nodes: 1,
+        scale_up_domain: gpus,
+        scale_up,
+        scale_out: None,
+        price_per_node_hour: None,
+        gpu,
+    };
+    let options = VllmOptions {
+        max_model_len: Some(r.isl + r.osl),
+        ..VllmOptions::default()
+    };
+    let engine = engine_settings(&model, &topology.gpu, &options);
+    Some(Scenario {
+        model_name: name.to_string(),
+        model,
+        topology,
+        layout: Layout {
+            tp: r.tp,
+            pp: r.pp,
+            ep: r.ep,
+            ..Layout::default()
+        },
+        engine,
+        workload: Some(WorkloadSpec {
+            prompt: r.isl,
+            output: r.osl,
+            load: Load::Concurrency(r.concurrency),
+        }),
+    })
+}
+
+/// Predicted (TTFT, TPOT) in seconds; `None` when dic cannot model the row or its memory
+/// model says the row cannot run (a miss).
+pub fn predict_silicon(r: &SiliconRow, c: &PerfConstants) -> Option<(f64, f64)> {
+    let s = scenario(r)?;
+    let mem = memory(&s);
+    if mem.kv_cache_tokens < s.engine.max_model_len {
+        return None;
+    }
+    let p = predict(&s, &mem, c);
+    Some((p.ttft, p.tpot))
+}
+
+/// Signed relative errors (predicted / measured − 1) of TTFT and TPOT per row; `None`
+/// where the row could not be modelled.
+pub fn silicon_errors(rows: &[SiliconRow], c: &PerfConstants) -> Vec<Option<(f64, f64)>> {
+    rows.iter()
+        .map(|r| predict_silicon(r, c).map(|(t, p)| (t / r.ttft - 1.0, p / r.tpot - 1.0)))
+        .collect()
+}
+
+/// A load regime, for the error breakdown.
+pub fn regime(r: &SiliconRow) -> &'static str {
+    match r.concurrency {
+        0..=8 => "≤ 8 in flight",
+        9..=48 => "9–48 in flight",
+        _ => "≥ 49 in flight",
+    }
+}
+
+/// Median and 90th percentile of |error|, and the median signed error (bias).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ErrorStats {
+    pub rows: usize,
+    pub modelled: usize,
+    pub median_abs: f64,
+    pub p90_abs: f64,
+    pub bias: f64,
+}
+
+pub fn stats(errors: &[Option<f64>]) -> ErrorStats {
+    let got: Vec<f64> = errors.iter().flatten().copied().collect();
+    let mut abs: Vec<f64> = got.iter().map(|e| e.abs()).collect();
+    abs.sort_by(f64::total_cmp);
+    let p90 = if abs.is_empty() {
+        f64::NAN
+    } else {
+        abs[((abs.len() as f64 * 0.9).ceil() as usize).clamp(1, abs.len()) - 1]
+    };
+    ErrorStats {
+        rows: errors.len(),
+        modelled: got.len(),
+        median_abs: median(abs),
+        p90_abs: p90,
+        bias: median(got),
+    }
+}
+
+/// Leave-one-group-out: for each group (a GPU, a model), fit the constants on the other
+/// groups' rows with `fit` and predict the group's rows. Returns each row's
+/// cross-validated errors, in row order.
+pub fn cross_validate(
+    rows: &[SiliconRow],
+    group_of: impl Fn(&SiliconRow) -> String,
+    fit: impl Fn(&[SiliconRow]) -> SiliconFit,
+) -> Vec<Option<(f64, f64)>> {
+    let mut groups: Vec<String> = rows.iter().map(&group_of).collect();
+    groups.sort();
+    groups.dedup();
+    let mut out = vec![None; rows.len()];
+    for g in groups {
+        let train: Vec<SiliconRow> = rows.iter().filter(|r| group_of(r) != g).cloned().collect();
+        let c = fit(&train);
+        for (i, r) in rows.iter().enumerate().filter(|(_, r)| group_of(r) == g) {
+            out[i] = predict_run(r, &c.constants, c.requests_per_slot)
+                .map(|(t, p)| (t / r.ttft - 1.0, p / r.tpot - 1.0));
+        }
+    }
+    out
+}
+
+/// Requests per benchmark run, per slot of concurrency. The dataset does not say how many
+/// requests each run sent; a run starts with one request per slot at once, so this sets
+/// the weight of that first wave in the mean TTFT. Fitted with the constants
+/// ([`fit_silicon`]); it describes the benchmark, not the engine.
+pub const REQUESTS_PER_SLOT: f64 = 9.8;
+
+/// Predicted (TTFT, TPOT) for a run of `requests_per_slot` × concurrency requests.
+pub fn predict_run(
+    r: &SiliconRow,
+    c: &PerfConstants,
+    requests_per_slot: f64,
+) -> Option<(f64, f64)> {
+    let s = scenario(r)?;
+    let mem = memory(&s);
+    if mem.kv_cache_tokens < s.engine.max_model_len {
+        return None;
+    }
+    let p = crate::analysis::perf::predict_with_backlog(
+        &s,
+        &mem,
+        c,
+        Some(requests_per_slot * r.concurrency as f64),
+    );
+    Some((p.ttft, p.tpot))
+}
+
+/// Mean |log(predicted / measured)| of TTFT and TPOT over the rows (a row dic cannot
+/// model costs 3, as if off by a factor of 20).
+pub fn silicon_objective(rows: &[SiliconRow], c: &PerfConstants, requests_per_slot: f64) -> f64 {
+    let mut sum = 0.0;
+    for r in rows {
+        match predict_run(r, c, requests_per_slot) {
+            Some((t, p)) if t > 0.0 && p > 0.0 && t.is_finite() && p.is_finite() => {
+                sum += (t / r.ttft).ln().abs() + (p / r.tpot).ln().abs();
+            }
+            _ => sum += 6.0,
+        }
+    }
+    sum / (2.0 * rows.len().max(1) as f64)
+}
+
+/// The fitted constants and run length.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SiliconFit {
+    pub constants: PerfConstants,
+    pub requests_per_slot: f64,
+}
+
+/// Coordinate descent on the five constants and the run length, each step multiplying
+/// one of them by a factor that shrinks from 2 to 1.02; deterministic, from `start`.
+pub fn fit_silicon(rows: &[SiliconRow], start: SiliconFit) -> SiliconFit {
+    let get = |f: &SiliconFit, i: usize| match i {
+        0 => f.constants.memory_efficiency,
+        1 => f.constants.compute_efficiency,
+        2 => f.constants.step_overhead,
+        3 => f.constants.token_overhead,
+        4 => f.constants.request_latency,
+        _ => f.requests_per_slot,
+    };
+    let set = |f: &mut SiliconFit, i: usize, v: f64| match i {
+        0 => f.constants.memory_efficiency = v.clamp(0.05, 1.0),
+        1 => f.constants.compute_efficiency = v.clamp(0.05, 1.0),
+        2 => f.constants.step_overhead = v.clamp(0.0, 0.05),
+        3 => f.constants.token_overhead = v.clamp(0.0, 1e-4),
+        4 => f.constants.request_latency = v.clamp(0.0, 1.0),
+        _ => f.requests_per_slot = v.clamp(1.0, 1000.0),
+    };
+    // Values that start at 0 move additively from these floors.
+    let floor = [0.05, 0.05, 1e-4, 1e-7, 1e-3, 1.0];
+    let mut best = start;
+    let mut best_o = silicon_objective(rows, &best.constants, best.requests_per_slot);
+    let mut factor: f64 = 2.0;
+    while factor > 1.02 {
+        let mut improved = false;
+        for (i, lowest) in floor.iter().enumerate() {
+            for up in [true, false] {
+                let mut f = best;
+                let v = get(&f, i).max(*lowest);
+                set(&mut f, i, if up { v * factor } else { v / factor });
+                let o = silicon_objective(rows, &f.constants, f.requests_per_slot);
+                if o < best_o - 1e-6 {
+                    best = f;
+                    best_o = o;
+                    improved = true;
+                }
+            }
+        }
+        if !improved {
+            factor = factor.sqrt();
+        }
+    }
+    best
+}
+
+/// `calibration/errors.md`'s vLLM section: the fitted constants, the errors on the
+/// training rows and in cross-validation, the breakdown by GPU, model, format and load,
+/// and every row. `logo` and `lomo` are [`cross_validate`]'s errors leaving one GPU and
+/// one model out.
+pub fn silicon_table(
+    rows: &[SiliconRow],
+    skipped: usize,
+    fit: &SiliconFit,
+    logo: &[Option<(f64, f64)>],
+    lomo: &[Option<(f64, f64)>],
+) -> String {
+    let c = &fit.constants;
+    let fitted: Vec<Option<(f64, f64)>> = rows
+        .iter()
+        .map(|r| {
+            predict_run(r, c, fit.requests_per_slot)
+                .map(|(t, p)| (t / r.ttft - 1.0, p / r.tpot - 1.0))
+        })
+        .collect();
+    let ttft = |e: &[Option<(f64, f64)>]| e.iter().map(|x| x.map(|x| x.0)).collect::<Vec<_>>();
+    let tpot = |e: &[Option<(f64, f64)>]| e.iter().map(|x| x.map(|x| x.1)).collect::<Vec<_>>();
+    let pct = |v: f64| format!("{:.1}%", v * 100.0);
+    let signed = |v: f64| format!("{:+.1}%", v * 100.0);
+    let mut out = String::new();
+    out.push_str("## vLLM measured end to end\n\n");
+    out.push_str(&format!(
+        "../shared/calibration/vllm-silicon/vllm-silicon-train.csv: {} aggregated-serving rows ({skipped} skipped: \
+disaggregated or incomplete); closed loop at a fixed number of requests in flight, mean TTFT and TPOT.\n\n",
+        rows.len()
+    ));
+    out.push_str(&format!(
+        "Fitted constants (`perf::FITTED`): memory efficiency {:.3}, compute efficiency {:.3}, step overhead \
+{:.2} ms, per-sequence overhead {:.1} µs, request latency {:.1} ms; benchmark run length {:.1} requests per \
+slot of concurrency (the dataset does not say; it weighs the first wave, which arrives at once).\n\n",
+        c.memory_efficiency,
+        c.compute_efficiency,
+        c.step_overhead * 1e3,
+        c.token_overhead * 1e6,
+        c.request_latency * 1e3,
+        fit.requests_per_slot
+    ));
+    out.push_str("Error = predicted / measured − 1. Median and 90th percentile of |error|; bias = median signed error. \
+A row dic's memory model says cannot run counts as not modelled.\n\n");
+    out.push_str("| evaluation | metric | rows | modelled | median \\|error\\| | p90 \\|error\\| | bias |\n|---|---|---|---|---|---|---|\n");
+    for (name, e) in [
+        ("fitted on every row", &fitted[..]),
+        ("leave one GPU out", logo),
+        ("leave one model out", lomo),
+    ] {
+        for (metric, v) in [("TTFT", ttft(e)), ("TPOT", tpot(e))] {
+            let s = stats(&v);
+            out.push_str(&format!(
+                "| {name} | {metric} | {} | {} | {} | {} | {} |\n",
+                s.rows,
+                s.modelled,
+                pct(s.median_abs),
+                pct(s.p90_abs),
+                signed(s.bias)
+            ));
+        }
+    }
+    out.push_str("\n### By GPU, model, weight format and load (fitted on every row)\n\n");
+    out.push_str("| GPU | model | weights | load | rows | TTFT median \\|error\\| | TTFT bias | TPOT median \\|error\\| | TPOT bias |\n|---|---|---|---|---|---|---|---|---|\n");
+    let key = |r: &SiliconRow| {
+        (
+            r.gpu.clone(),
+            model_label(r).to_string(),
+            r.weights.clone().unwrap_or_else(|| "model's own".into()),
+            regime(r),
+        )
+    };
+    let mut keys: Vec<_> = rows.iter().map(key).collect();
+    keys.sort();
+    keys.dedup();
+    for k in keys {
+        let group: Vec<Option<(f64, f64)>> = rows
+            .iter()
+            .zip(&fitted)
+            .filter(|(r, _)| key(r) == k)
+            .map(|(_, e)| *e)
+            .collect();
+        let (t, p) = (stats(&ttft(&group)), stats(&tpot(&group)));
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            k.0,
+            k.1,
+            k.2,
+            k.3,
+            group.len(),
+            pct(t.median_abs),
+            signed(t.bias),
+            pct(p.median_abs),
+            signed(p.bias)
+        ));
+    }
+    out.push_str("\n### Every row (fitted on every row)\n\n");
+    out.push_str(
+        "| id | TTFT measured | predicted | TPOT measured | predicted |\n|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let p = predict_run(r, c, fit.requests_per_slot);
+        let (pt, pp) = match p {
+            Some((t, p)) => (format!("{:.1} ms", t * 1e3), format!("{:.2} ms", p * 1e3)),
+            None => ("does not fit".into(), "—".into()),
+        };
+        out.push_str(&format!(
+            "| {} | {:.1} ms | {pt} | {:.2} ms | {pp} |\n",
+            r.id,
+            r.ttft * 1e3,
+            r.tpot * 1e3
+        ));
+    }
+    out
+}
+
+/// Where every fit starts (the full fit and each cross-validation fold alike): round
+/// values, not a previous fit, so that no fold starts from what the rows it leaves out
+/// taught.
+pub const START: SiliconFit = SiliconFit {
+    constants: PerfConstants {
+        memory_efficiency: 0.7,
+        compute_efficiency: 0.6,
+        step_overhead: 0.002,
+        token_overhead: 10e-6,
+        request_latency: 0.02,
+    },
+    requests_per_slot: 10.0,
+};
+
+/// The stored fit: [`crate::analysis::perf::FITTED`] and [`REQUESTS_PER_SLOT`].
+pub const STORED: SiliconFit = SiliconFit {
+    constants: crate::analysis::perf::FITTED,
+    requests_per_slot: REQUESTS_PER_SLOT,
+};

@@ -116,3 +116,48 @@ fn plan_vocabulary_round_trips() {
         assert_eq!(DType::parse(&n), Some(d));
     }
 }
+
+/// The expert layers' traffic in the three EP cases, by hand: Qwen3-30B-A3B (hidden
+/// 2048, top-8 of 128 experts, 48 MoE layers), a step of 64 tokens per replica.
+#[test]
+fn moe_traffic_follows_the_moe_group() {
+    use dic_compiler::analysis::comm::{moe_comm, CommContext, GroupKind};
+    let scenario = |layout: &str| {
+        let src = format!(
+            "import std.nodes.dgx_h100\nimport std.models.qwen3_30b_a3b\n\
+cluster c {{ nodes = 1 × dgx_h100 }}\n\
+deploy d {{ model = qwen3_30b_a3b, cluster = c, layout = {layout}, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
+        );
+        let world = MemoryWorld::new().with("p.dist", &src);
+        let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
+        assert!(!checked.has_errors(), "{layout}: {:?}", checked.diagnostics);
+        checked.deployments[0].scenario.scenario.clone()
+    };
+    // EP inside one DP rank: the MoE group is the TP group; its AllReduce combines.
+    let s = scenario("tp 4 × ep");
+    assert!(moe_comm(&s, &CommContext::new(&s), 64.0, 48).is_empty());
+    // EP over tp 2 × dp 2 (4 ranks): each rank sends its 32 tokens to the expected
+    // 4 (1 − (3/4)^8) = 3.5995 distinct ranks of their experts, 3/4 of them remote:
+    // 32 × 3.59954833984375 × 2048 × 2 B × 3/4 = 353,850 B, dispatch and combine.
+    let s = scenario("tp 2 × dp 2 × ep");
+    let items = moe_comm(&s, &CommContext::new(&s), 64.0, 48);
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].group, GroupKind::Ep);
+    assert_eq!(items[0].collective, Collective::AllToAll);
+    assert_eq!(items[0].count, 96);
+    assert_eq!(items[0].ranks, 4);
+    assert!(
+        (items[0].bytes - 353_850.0).abs() < 1e-6,
+        "{}",
+        items[0].bytes
+    );
+    // No EP, dp 2: experts sharded over all 4 ranks; both replicas' 2 × 64 tokens are
+    // gathered (128 × 2048 × 2 B = 524,288 B) and the outputs reduce-scattered back.
+    let s = scenario("tp 2 × dp 2");
+    let items = moe_comm(&s, &CommContext::new(&s), 64.0, 48);
+    let kinds: Vec<Collective> = items.iter().map(|i| i.collective).collect();
+    assert_eq!(kinds, [Collective::AllGather, Collective::ReduceScatter]);
+    for i in &items {
+        assert_eq!((i.count, i.ranks, i.bytes), (48, 4, 524_288.0));
+    }
+}

@@ -360,6 +360,7 @@ pub fn collective_time(kind: Collective, bytes: f64, p: u64, link: &Placement) -
 #[derive(Debug, Clone)]
 pub struct CommContext {
     pub tp: Placement,
+    /// The MoE group (TP × DP ranks of a stage), when an MoE model has DP > 1.
     pub ep: Option<Placement>,
     pub pp: Option<Placement>,
 }
@@ -369,7 +370,9 @@ impl CommContext {
         let l = &s.layout;
         CommContext {
             tp: tp_placement(s),
-            ep: (l.ep && s.model.experts > 0 && l.tp * l.dp > 1).then(|| ep_placement(s)),
+            // The MoE group couples the DP ranks (vLLM flattens TP × DP for the experts);
+            // with one DP rank it is the TP group, whose AllReduce already combines.
+            ep: (s.model.experts > 0 && l.dp > 1).then(|| ep_placement(s)),
             pp: if l.pp > 1 { pp_placement(s) } else { None },
         }
     }
@@ -499,6 +502,48 @@ pub struct CommItem {
 
 /// Communication of one forward pass of `tokens` tokens through one PP stage with
 /// `layers` layers (of which `moe_layers` are MoE), plus the hand-off to the next stage.
+/// The expert layers' traffic across DP ranks (vLLM's MoE group is TP × DP). With one DP
+/// rank there is none: the MoE group is the TP group, and the layer's TP AllReduce
+/// combines the experts' outputs. With EP, each rank sends its share of the replica's
+/// tokens (`tokens / tp`) to the distinct ranks that hold their top-k experts and back
+/// (dispatch and combine, All-to-All); without EP every expert is sharded over the whole
+/// group, so every rank's tokens are gathered to all and the outputs reduce-scattered
+/// back.
+pub fn moe_comm(s: &Scenario, cx: &CommContext, tokens: f64, moe_layers: u64) -> Vec<CommItem> {
+    let (m, l) = (&s.model, &s.layout);
+    let Some(group) = cx.ep.as_ref().filter(|_| moe_layers > 0 && l.dp > 1) else {
+        return Vec::new();
+    };
+    let act = ACTIVATION_DTYPE_BYTES;
+    let p = l.tp.max(1) * l.dp;
+    let pf = p as f64;
+    let hidden = m.hidden as f64;
+    let item = |collective: Collective, bytes: f64, per_layer: u64| CommItem {
+        group: GroupKind::Ep,
+        collective,
+        count: per_layer * moe_layers,
+        bytes,
+        ranks: p,
+        link: group.link_name.clone(),
+        time: (per_layer * moe_layers) as f64 * collective_time(collective, bytes, p, group),
+    };
+    if l.ep {
+        let local = tokens / l.tp.max(1) as f64;
+        // Expected distinct ranks among a token's k experts, spread evenly over p ranks.
+        let k = m.experts_per_token.max(1) as f64;
+        let distinct = pf * (1.0 - (1.0 - 1.0 / pf).powf(k));
+        let bytes = local * distinct * hidden * act * (pf - 1.0) / pf;
+        // dispatch and combine
+        vec![item(Collective::AllToAll, bytes, 2)]
+    } else {
+        let gathered = tokens * l.dp as f64 * hidden * act;
+        vec![
+            item(Collective::AllGather, gathered, 1),
+            item(Collective::ReduceScatter, gathered, 1),
+        ]
+    }
+}
+
 pub fn step_comm(
     s: &Scenario,
     cx: &CommContext,
@@ -526,22 +571,7 @@ pub fn step_comm(
             time: count as f64 * collective_time(Collective::AllReduce, bytes, l.tp, tp),
         });
     }
-    if let (true, Some(ep)) = (l.ep && moe_layers > 0 && l.tp * l.dp > 1, &cx.ep) {
-        let p = l.tp * l.dp;
-        // dispatch and combine: each token's hidden state to top-k experts and back
-        let bytes = tokens * m.experts_per_token as f64 * m.hidden as f64 * act * (p as f64 - 1.0)
-            / p as f64;
-        let count = 2 * moe_layers;
-        items.push(CommItem {
-            group: GroupKind::Ep,
-            collective: Collective::AllToAll,
-            count,
-            bytes,
-            ranks: p,
-            link: ep.link_name.clone(),
-            time: count as f64 * collective_time(Collective::AllToAll, bytes, p, ep),
-        });
-    }
+    items.extend(moe_comm(s, cx, tokens, moe_layers));
     if l.dcp > 1 {
         // Decode context parallelism: each rank attends over its shard of the KV cache;
         // partial outputs and log-sum-exps are gathered over the DCP group every layer.

@@ -173,11 +173,8 @@ fn stage_step(
     // Experts touched by the batch: each token picks k of E.
     let touched = if m.experts > 0 {
         let k_over_e = m.experts_per_token as f64 / m.experts as f64;
-        let routed_tokens = if l.ep {
-            tokens * l.dp.max(1) as f64
-        } else {
-            tokens
-        };
+        // Every rank of the MoE group (TP × DP) runs its experts on all DP ranks' tokens.
+        let routed_tokens = tokens * l.dp.max(1) as f64;
         1.0 - (1.0 - k_over_e).powf(routed_tokens)
     } else {
         0.0
@@ -201,11 +198,7 @@ fn stage_step(
     } else {
         0.0
     };
-    let routed_tokens = if l.ep {
-        tokens * l.dp.max(1) as f64
-    } else {
-        tokens
-    };
+    let routed_tokens = tokens * l.dp.max(1) as f64;
     let sequences = decode + if prefill > 0.0 { 1.0 } else { 0.0 };
     let flops = 2.0 * tokens * f.dense_params
         + 2.0 * routed_tokens * f.expert_params * expert_share

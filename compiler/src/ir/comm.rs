@@ -37,7 +37,7 @@ pub(super) fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
             true,
         );
     }
-    if l.ep && s.model.is_moe() {
+    if cx.ep.is_some() {
         add(
             GroupKind::Ep,
             cx.ep.as_ref().map(|p| p.link_name.as_str()),

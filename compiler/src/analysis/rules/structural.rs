@@ -149,7 +149,8 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
             ));
         }
     }
-    if l.ep && m.experts > 0 && l.tp * l.dp > 1 {
+    // With one DP rank the EP group is the TP group: no all-to-all (`comm::moe_comm`).
+    if l.ep && m.experts > 0 && l.dp > 1 {
         let ep = ep_placement(s);
         if ep.spans_nodes
             && !ep.within_scale_up_domain

@@ -107,6 +107,22 @@ fn to_json(s: &Scenario, a: &Analysis) -> Value {
         "output_tokens_per_s_per_gpu": p.map(|p| (p.output_tokens_per_s_per_gpu * 10.0).round() / 10.0),
         "requests_per_s": p.map(|p| (p.requests_per_s * 1000.0).round() / 1000.0),
         "max_output_tokens_per_s": p.map(|p| p.max_output_tokens_per_s.round()),
+        "num_requests": s.workload.and_then(|w| w.requests),
+        "decode_step_ms": p.map(|p| json!({
+            "compute": ms(Some(p.step.compute)),
+            "memory": ms(Some(p.step.memory)),
+            "communication": ms(Some(p.step.comm)),
+            "overhead": ms(Some(p.step.overhead)),
+            "bubble": ms(Some(p.step.bubble)),
+            "collectives": p.step.comm_items.iter().map(|c| json!({
+                "group": c.group.name(),
+                "collective": c.collective.name(),
+                "count": c.count,
+                "bytes": c.bytes.round(),
+                "ranks": c.ranks,
+                "ms": ms(Some(c.time)),
+            })).collect::<Vec<_>>(),
+        })),
         "cost_per_hour": cost_per_hour,
         "cost_per_million_output_tokens": cost_per_million_output_tokens,
         "diagnostics": a.findings.iter().map(|f| json!({
@@ -161,10 +177,13 @@ fn to_table(s: &Scenario, a: &Analysis) -> String {
     ));
     match &a.prediction {
         Some(p) => {
-            let load = match w.load {
+            let mut load = match w.load {
                 Load::Rate(r) => format!("{r} req/s"),
                 Load::Concurrency(c) => format!("concurrency {c}"),
             };
+            if let Some(n) = w.requests {
+                load.push_str(&format!(", a run of {n:.0} requests"));
+            }
             out.push_str(&format!(
                 "workload             {:.0} in / {:.0} out tokens, {load}\n",
                 w.prompt, w.output

@@ -306,6 +306,10 @@ struct EstimateArgs {
     /// Arrival rate in requests per second (open loop).
     #[arg(long)]
     rate: Option<f64>,
+    /// Requests in a finite run, as a benchmark sends them: the closed loop's first wave
+    /// arrives at once, an overloaded open loop's backlog is bounded (default: steady state).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    num_requests: Option<u64>,
     /// Price of one node in $/h (for cost figures).
     #[arg(long)]
     price_per_node: Option<f64>,
@@ -339,6 +343,7 @@ fn estimate(a: Box<EstimateArgs>) -> u8 {
         osl: a.osl,
         concurrency: a.concurrency,
         rate: a.rate,
+        num_requests: a.num_requests,
         price_per_node_hour: a.price_per_node,
     };
     cli_estimate::run_cli(&a.model, &req, a.json)

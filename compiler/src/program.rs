@@ -233,6 +233,8 @@ pub struct Workload {
     pub output: f64,
     pub rate: Option<f64>,
     pub concurrency: Option<u64>,
+    /// Requests in a finite run; `None` for steady state.
+    pub requests: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -458,6 +458,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("output", q(D::Tokens), req, "mean output length"),
             f!("rate", q(D::RequestRate), "arrival rate"),
             f!("concurrency", Ty::Int { min: 1, max: 1 << 24 }, "requests in flight (closed loop)"),
+            f!("requests", Ty::Int { min: 1, max: 1 << 30 }, "requests in a finite run (a benchmark): a closed loop's first wave arrives at once, an overloaded open loop's backlog is bounded; unset: steady state"),
         ],
     },
     KindSchema {

@@ -161,3 +161,62 @@ deploy d {{ model = qwen3_30b_a3b, cluster = c, layout = {layout}, engine = vllm
         assert_eq!((i.count, i.ranks, i.bytes), (48, 4, 524_288.0));
     }
 }
+
+/// TTFT's terms: at one request in flight, the fixed request latency + half a step of
+/// arrival wait + the prompt's prefill; past the running cap, the admission wait of
+/// Little's law; in a finite run, the first wave that arrives at once.
+#[test]
+fn ttft_at_low_load_under_admission_and_in_a_finite_run() {
+    use dic_compiler::analysis::perf::{predict, StepModel, FITTED};
+    use dic_compiler::analysis::{memory::memory, Load};
+    let src = |load: &str| {
+        format!(
+            "import std.nodes.dgx_h100\nimport std.models.llama_3_1_70b\n\
+cluster c {{ nodes = 1 × dgx_h100 }}\n\
+workload w {{ prompt = 8k tokens, output = 1k tokens, {load} }}\n\
+deploy d {{ model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, engine = vllm {{ max_model_len = 16k tokens }} }}\n"
+        )
+    };
+    let scenario = |load: &str| {
+        let world = MemoryWorld::new().with("p.dist", &src(load));
+        let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
+        checked.deployments[0].scenario.scenario.clone()
+    };
+    // one request at a time
+    let s = scenario("concurrency = 1");
+    let mem = memory(&s);
+    let p = predict(&s, &mem, &FITTED);
+    let w = s.workload.unwrap();
+    let (prompt, output) = (w.prompt, w.output);
+    let ctx = prompt + output / 2.0;
+    let prefill = StepModel::new(&s).prefill_time(prompt, 1.0, ctx, &FITTED);
+    let expected = FITTED.request_latency + p.step.tpot / 2.0 + prefill;
+    assert!((p.ttft - expected).abs() < 1e-9, "{} vs {expected}", p.ttft);
+    // past the KV cap: the excess waits (n − cap) / cap of a request's time in service
+    let s = scenario("concurrency = 4096");
+    let mem = memory(&s);
+    let p = predict(&s, &mem, &FITTED);
+    assert!((p.running - p.running_cap).abs() < 1e-9, "runs at the cap");
+    let sm = StepModel::new(&s);
+    let pf = sm.prefill_time(prompt, p.running, ctx, &FITTED);
+    let service = pf + output * p.step.tpot;
+    let expected = FITTED.request_latency
+        + p.step.tpot / 2.0
+        + pf
+        + (4096.0 - p.running) / p.running * service;
+    assert!(
+        (p.ttft - expected).abs() < 1e-6 * expected,
+        "{} vs {expected}",
+        p.ttft
+    );
+    // a run of 10 × 8 requests: the first 8 arrive at once and queue their prefills
+    let steady = {
+        let s = scenario("concurrency = 8");
+        predict(&s, &memory(&s), &FITTED).ttft
+    };
+    let s = scenario("concurrency = 8, requests = 80");
+    assert!(matches!(s.workload.unwrap().load, Load::Concurrency(8)));
+    assert_eq!(s.workload.unwrap().requests, Some(80.0));
+    let run = predict(&s, &memory(&s), &FITTED).ttft;
+    assert!(run > steady * 1.2, "first wave: {run} vs steady {steady}");
+}

@@ -212,6 +212,7 @@ fn datasheet_figures_alone_order_unseen_gpus() {
             prompt: 1000.0,
             output: 200.0,
             load: Load::Concurrency(8),
+            requests: None,
         });
         let mem = memory(&s);
         predict(&s, &mem, &FITTED).tpot

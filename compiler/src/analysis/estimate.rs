@@ -26,6 +26,8 @@ pub struct EstimateRequest {
     pub osl: Option<f64>,
     pub concurrency: Option<u64>,
     pub rate: Option<f64>,
+    /// Requests in a finite run (`--num-requests`); `None`: steady state.
+    pub num_requests: Option<u64>,
     /// $/h per node, for costs.
     pub price_per_node_hour: Option<f64>,
 }
@@ -122,6 +124,7 @@ pub fn scenario(
         prompt: req.isl.unwrap_or(1024.0),
         output: req.osl.unwrap_or(256.0).max(1.0),
         load,
+        requests: req.num_requests.map(|n| n as f64),
     };
     Ok(Scenario {
         model_name: model_name.to_string(),

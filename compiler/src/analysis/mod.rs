@@ -102,6 +102,7 @@ pub fn slo_break_concurrency(
         prompt: 1024.0,
         output: 256.0,
         load: Load::Concurrency(1),
+        requests: None,
     });
     let holds = |n: f64| {
         let mut v = s.clone();
@@ -223,6 +224,7 @@ pub fn scenarios_from_program(p: &Program) -> Vec<DeploymentScenario> {
                     (None, Some(c)) => Load::Concurrency(c),
                     (None, None) => Load::Concurrency(1),
                 },
+                requests: w.requests.map(|n| n as f64),
             });
         let mut slo = Vec::new();
         let mut slo_spans = Vec::new();

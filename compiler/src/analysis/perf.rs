@@ -408,24 +408,15 @@ pub fn saturated(
 }
 
 /// The operating point for the scenario's workload (or one request at a time without one).
+/// A workload with a finite number of `requests` is a benchmark run: an overloaded open
+/// loop reports the mean queueing delay of its backlog instead of an unbounded one, and a
+/// closed loop's first wave arrives at once.
 pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Prediction {
-    predict_with_backlog(s, mem, c, None)
-}
-
-/// As [`predict`]; with `finite_requests`, an overloaded open-loop run of that many
-/// requests reports the mean queueing delay of its backlog instead of an unbounded one
-/// (used to compare against benchmark runs of fixed length).
-pub fn predict_with_backlog(
-    s: &Scenario,
-    mem: &MemoryReport,
-    c: &PerfConstants,
-    finite_requests: Option<f64>,
-) -> Prediction {
     let dp = s.layout.dp.max(1) as f64;
     let gpus = s.layout.gpus().max(1) as f64;
-    let (prompt, output, load) = match s.workload {
-        Some(w) => (w.prompt, w.output.max(1.0), w.load),
-        None => (1024.0, 256.0, Load::Concurrency(1)),
+    let (prompt, output, load, finite_requests) = match s.workload {
+        Some(w) => (w.prompt, w.output.max(1.0), w.load, w.requests),
+        None => (1024.0, 256.0, Load::Concurrency(1), None),
     };
     let sm = StepModel::new(s);
     let cap = running_cap(s, mem, prompt, output).max(1.0);

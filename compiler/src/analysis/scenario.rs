@@ -157,6 +157,8 @@ pub struct WorkloadSpec {
     pub prompt: f64,
     pub output: f64,
     pub load: Load,
+    /// Requests in a finite run (a benchmark of that many requests); `None`: steady state.
+    pub requests: Option<f64>,
 }
 
 /// Overrides for the memory terms that are estimated rather than exact.

@@ -133,6 +133,7 @@ impl<'s, 'w> Checker<'s, 'w> {
                     output: r.num("output").unwrap_or(0.0),
                     rate: r.num("rate"),
                     concurrency: r.uint("concurrency"),
+                    requests: r.uint("requests"),
                 };
                 let written = raw
                     .body

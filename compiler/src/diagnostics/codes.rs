@@ -105,6 +105,7 @@ codes! {
     EpOverSlowFabric = "W0402", Warning, "expert all-to-all across nodes on a slow fabric";
     PipelineBubble = "W0403", Warning, "pipeline bubble dominates";
     MoreGpusWorse = "W0404", Warning, "more GPUs make it worse";
+    LoadNotAdmitted = "W0501", Warning, "the declared load cannot be admitted";
 
     DpBeatsTp = "A0401", Advice, "DP replicas would beat a wider TP";
     QuantizeToFit = "A0501", Advice, "quantization would fit on fewer GPUs";

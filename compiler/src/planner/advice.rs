@@ -18,7 +18,7 @@ pub fn advise(s: &Scenario, a: &Analysis) -> Vec<Finding> {
         return Vec::new();
     };
     let mut out = Vec::new();
-    out.extend(more_gpus_worse(s, p.tpot * 1e3, p.overloaded));
+    out.extend(more_gpus_worse(s, p.tpot * 1e3, p.overloaded, p.running));
     out.extend(quantize_to_fit(s));
     out.extend(dp_beats_tp(s, p.max_output_tokens_per_s));
     out

@@ -44,6 +44,10 @@ pub struct Candidate {
     /// The offered load exceeds what it can serve (open loop).
     #[serde(skip)]
     pub overloaded: bool,
+    /// Requests running per replica at the workload's load (fewer than offered when the
+    /// KV cache or max_num_seqs caps them).
+    #[serde(skip)]
+    pub running: Option<f64>,
 }
 
 impl Candidate {
@@ -191,6 +195,7 @@ fn evaluate(
         rejected_code: error.map(|f| f.code),
         max_output_tokens_per_s: p.map(|p| p.max_output_tokens_per_s),
         overloaded: p.is_some_and(|p| p.overloaded),
+        running: p.map(|p| p.running),
     }
 }
 

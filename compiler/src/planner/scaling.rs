@@ -101,11 +101,19 @@ pub(super) fn scaling_curve(
 /// W0404 for a written layout: the fastest replica on fewer GPUs (half as many, or one
 /// pipeline stage fewer; any TP × PP split of them the search would consider), at the
 /// deployment's own load and DP, when it is clearly faster per token. Both must carry the
-/// offered load, so that like is compared with like. On the scaling curve's own layouts
+/// offered load and admit as many of its requests, so that like is compared with like. On the scaling curve's own layouts
 /// and load this is the curve's verdict: a point clearly slower than the one before it is
 /// a written layout that gets W0404.
-pub(super) fn more_gpus_worse(s: &Scenario, tpot_ms: f64, overloaded: bool) -> Option<Finding> {
+pub(super) fn more_gpus_worse(
+    s: &Scenario,
+    tpot_ms: f64,
+    overloaded: bool,
+    running: f64,
+) -> Option<Finding> {
     let l = s.layout;
+    let closed_loop = s
+        .workload
+        .is_some_and(|w| matches!(w.load, crate::analysis::Load::Concurrency(_)));
     let replica = l.tp * l.pp;
     if replica <= 1 || overloaded {
         return None;
@@ -122,6 +130,10 @@ pub(super) fn more_gpus_worse(s: &Scenario, tpot_ms: f64, overloaded: bool) -> O
         .into_iter()
         .filter_map(|g| fastest_replica(s, g, &tps, l.pp.max(8)))
         .filter(|c| c.tpot_ms.is_some_and(|t| clearly_faster(t, tpot_ms)))
+        // In a closed loop, a replica that admits fewer of the requests in flight is
+        // faster per token for serving fewer (an open loop's are all served, or it is
+        // overloaded).
+        .filter(|c| !closed_loop || c.running.is_some_and(|r| r >= running * 0.99))
         .min_by(|a, b| {
             a.tpot_ms
                 .unwrap_or(f64::MAX)

@@ -12,7 +12,7 @@
 
 use super::catalog;
 use super::memory::memory;
-use super::perf::{max_throughput, predict_with_backlog, PerfConstants};
+use super::perf::{max_throughput, predict, PerfConstants};
 use super::scenario::*;
 use crate::program::Layout;
 
@@ -229,6 +229,7 @@ pub fn scenario(row: &Row) -> Option<Scenario> {
         prompt: row.isl,
         output: row.osl,
         load: Load::Rate(if r.is_finite() { r } else { 1e6 }),
+        requests: Some(row.num_requests),
     });
     Some(Scenario {
         model_name: model_name.to_string(),
@@ -254,7 +255,7 @@ pub fn predict_row(row: &Row, c: &PerfConstants) -> Option<f64> {
     match row.metric {
         Metric::MaxOutputThroughput => Some(max_throughput(&s, &mem, row.isl, row.osl, c).0),
         _ => {
-            let p = predict_with_backlog(&s, &mem, c, Some(row.num_requests));
+            let p = predict(&s, &mem, c);
             Some(match row.metric {
                 Metric::MeanTtft => p.ttft,
                 Metric::MeanItl => p.tpot,

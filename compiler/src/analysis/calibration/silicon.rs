@@ -179,6 +179,7 @@ pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
             prompt: r.isl,
             output: r.osl,
             load: Load::Concurrency(r.concurrency),
+            requests: None,
         }),
     })
 }
@@ -275,17 +276,15 @@ pub fn predict_run(
     c: &PerfConstants,
     requests_per_slot: f64,
 ) -> Option<(f64, f64)> {
-    let s = scenario(r)?;
+    let mut s = scenario(r)?;
+    if let Some(w) = s.workload.as_mut() {
+        w.requests = Some(requests_per_slot * r.concurrency as f64);
+    }
     let mem = memory(&s);
     if mem.kv_cache_tokens < s.engine.max_model_len {
         return None;
     }
-    let p = crate::analysis::perf::predict_with_backlog(
-        &s,
-        &mem,
-        c,
-        Some(requests_per_slot * r.concurrency as f64),
-    );
+    let p = predict(&s, &mem, c);
     Some((p.ttft, p.tpot))
 }
 

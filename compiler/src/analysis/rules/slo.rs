@@ -2,6 +2,7 @@
 //! remedy in the escalation order when it misses.
 
 use super::*;
+use crate::analysis::scenario::WorkloadSpec;
 
 /// Predicted value of an SLO metric, percentile applied.
 pub fn predicted(p: &Prediction, t: &SloTarget, output: f64) -> f64 {
@@ -92,6 +93,38 @@ pub fn perf_rules_at(
                 ),
                 "not met",
                 detailed.then(|| slo_remedy(s, mem, t)),
+            ));
+        }
+    }
+    // A closed loop past the running cap: the excess requests wait for a slot.
+    if let Some(WorkloadSpec {
+        load: Load::Concurrency(n),
+        prompt,
+        output,
+        ..
+    }) = s.workload
+    {
+        let per_replica = n as f64 / s.layout.dp.max(1) as f64;
+        if per_replica > p.running_cap + 0.5 {
+            let by_kv = p.running_cap < s.engine.max_num_seqs as f64;
+            out.push(finding(
+                Code::LoadNotAdmitted,
+                Anchor::Deploy,
+                format!(
+                    "{per_replica:.0} requests in flight per replica, but {} admits {:.0} at a time ({:.0} + {:.0} tokens each): {:.0} wait for a slot, and TTFT includes that wait ({})",
+                    if by_kv { "the KV cache" } else { "max_num_seqs" },
+                    p.running_cap.floor(),
+                    prompt,
+                    output,
+                    per_replica - p.running_cap.floor(),
+                    fmt_metric(SloMetric::Ttft, p.ttft)
+                ),
+                "requests beyond the running cap queue before their prefill",
+                Some(if by_kv {
+                    "more KV cache per replica (FP8 KV cache, more TP, or more memory) or more dp replicas".into()
+                } else {
+                    "raise max_num_seqs, or add dp replicas".into()
+                }),
             ));
         }
     }

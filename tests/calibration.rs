@@ -119,3 +119,91 @@ fn trtllm_reference_errors_are_bounded() {
         median * 100.0
     );
 }
+
+/// vLLM's custom all-reduce against its kernel tables: each architecture's stored fixed
+/// latency is the median of its GPUs' CUDA-graph runs at ≤ 8 KiB, and the model (that
+/// latency plus the ring's bytes over the GPU's NVLink) stays within a median 35% of every
+/// measured size it is used for (≤ 8 MiB), per GPU.
+#[test]
+fn custom_all_reduce_matches_its_kernel_tables() {
+    use dic_compiler::analysis::comm::{
+        custom_all_reduce_latency, vllm_all_reduce_time, Placement, CUSTOM_ALL_REDUCE_MAX_BYTES,
+        LINK_EFFICIENCY,
+    };
+    use std::io::Read;
+    let Some(shared) = common::shared_dir() else {
+        return;
+    };
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    let mut small: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+    for (dir, gpu, arch) in [
+        ("h100_sxm", "NVIDIA H100 80GB HBM3", "hopper"),
+        ("h200_sxm", "NVIDIA H200", "hopper"),
+        ("b200_sxm", "NVIDIA B200", "blackwell"),
+    ] {
+        let mut text = String::new();
+        let path = shared.join(format!("calibration/kernels/{dir}/allreduce.csv.gz"));
+        flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap())
+            .read_to_string(&mut text)
+            .unwrap();
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let col = |n: &str| header.iter().position(|h| *h == n).unwrap();
+        let (src, gpus, size, lat) = (
+            col("kernel_source"),
+            col("num_gpus"),
+            col("message_size"),
+            col("latency"),
+        );
+        let (spec, scale_up) = dic_compiler::analysis::catalog::gpu(gpu).unwrap();
+        let link = scale_up.unwrap();
+        let mut errors = Vec::new();
+        for l in lines {
+            let f: Vec<&str> = l.split(',').collect();
+            if f[src] != "vLLM_custom_graph" {
+                continue;
+            }
+            let p: u64 = f[gpus].parse().unwrap();
+            // message_size counts bf16 elements
+            let bytes = f[size].parse::<f64>().unwrap() * 2.0;
+            let measured = f[lat].parse::<f64>().unwrap() * 1e-3;
+            if bytes <= 8192.0 {
+                small.entry(arch).or_default().push(measured);
+            }
+            if bytes > CUSTOM_ALL_REDUCE_MAX_BYTES {
+                continue;
+            }
+            let placement = Placement {
+                size: p,
+                spans_nodes: false,
+                within_scale_up_domain: true,
+                link_name: link.name.clone(),
+                link_type: link.link_type,
+                bandwidth: link.bandwidth * LINK_EFFICIENCY,
+                latency: link.latency,
+            };
+            let predicted =
+                vllm_all_reduce_time(bytes, p, &placement, spec.architecture.as_deref());
+            errors.push((predicted / measured - 1.0).abs());
+        }
+        let m = median(errors);
+        eprintln!("{dir}: custom all-reduce median |error| {:.1}%", m * 100.0);
+        assert!(m < 0.35, "{dir}: median |error| {:.1}%", m * 100.0);
+    }
+    for (arch, latencies) in small {
+        let m = median(latencies);
+        let stored = custom_all_reduce_latency(Some(arch));
+        assert!(
+            (m - stored).abs() < 1e-9,
+            "{arch}: stored {stored:e} s, the tables' median {m:e} s"
+        );
+    }
+}

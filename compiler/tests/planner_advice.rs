@@ -19,6 +19,8 @@ const CASES: &[(&str, &str, &str)] = &[
     ("4 × l40s_server_4", "qwen3_0_6b", "tp 1"),
     ("4 × dgx_h100", "qwen3_0_6b", "tp 1"),
     ("4 × workstation_2x_rtx_3090", "qwen3_0_6b", "tp 1"),
+    ("8 × workstation_rtx_4090", "qwen3_0_6b", "tp 1"),
+    ("2 × hgx_h100_pcie_8", "qwen3_0_6b", "tp 1"),
     ("2 × l40s_server_4", "llama_3_1_8b", "tp 1"),
     ("18 × gb200_nvl72_tray", "kimi_k2", "tp 4 × dp 18 × ep"),
 ];

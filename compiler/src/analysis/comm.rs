@@ -356,6 +356,50 @@ pub fn collective_time(kind: Collective, bytes: f64, p: u64, link: &Placement) -
         }
 }
 
+/// vLLM's custom all-reduce (`custom_all_reduce.py`): one-shot and two-shot kernels over
+/// NVLink peer memory, used instead of NCCL for 2, 4, 6 or 8 GPUs of one fully
+/// NVLink-connected node and messages up to 8 MiB. Its fixed latency, per architecture, is
+/// the median of the kernel tables' CUDA-graph runs at ≤ 8 KiB
+/// (../shared/calibration/kernels/*/allreduce.csv.gz: H100 and H200 for Hopper, B200 for
+/// Blackwell); other architectures take Hopper's. `tests/calibration.rs` re-derives them
+/// and bounds the residual.
+pub const CUSTOM_ALL_REDUCE_LATENCY_HOPPER: f64 = 4.569e-6;
+pub const CUSTOM_ALL_REDUCE_LATENCY_BLACKWELL: f64 = 7.034e-6;
+pub const CUSTOM_ALL_REDUCE_MAX_BYTES: f64 = 8.0 * 1024.0 * 1024.0;
+
+/// The custom all-reduce's fixed latency on a GPU architecture.
+pub fn custom_all_reduce_latency(architecture: Option<&str>) -> f64 {
+    match architecture {
+        Some(a) if a.starts_with("blackwell") => CUSTOM_ALL_REDUCE_LATENCY_BLACKWELL,
+        _ => CUSTOM_ALL_REDUCE_LATENCY_HOPPER,
+    }
+}
+
+/// A TP all-reduce as vLLM runs it: its custom all-reduce where that applies (and is
+/// faster), NCCL otherwise. The NCCL plan keeps [`collective_time`]: `dic run` replays
+/// with NCCL.
+pub fn vllm_all_reduce_time(
+    bytes: f64,
+    p: u64,
+    link: &Placement,
+    architecture: Option<&str>,
+) -> f64 {
+    let nccl = collective_time(Collective::AllReduce, bytes, p, link);
+    let custom = matches!(p, 2 | 4 | 6 | 8)
+        && !link.spans_nodes
+        && matches!(link.link_type, LinkType::Nvlink | LinkType::Nvswitch)
+        && bytes <= CUSTOM_ALL_REDUCE_MAX_BYTES;
+    if custom {
+        let pf = p as f64;
+        nccl.min(
+            custom_all_reduce_latency(architecture)
+                + 2.0 * (pf - 1.0) / pf * bytes / link.bandwidth.max(1.0),
+        )
+    } else {
+        nccl
+    }
+}
+
 /// The placements a step's communication uses, computed once per scenario.
 #[derive(Debug, Clone)]
 pub struct CommContext {
@@ -568,7 +612,8 @@ pub fn step_comm(
             bytes,
             ranks: l.tp,
             link: tp.link_name.clone(),
-            time: count as f64 * collective_time(Collective::AllReduce, bytes, l.tp, tp),
+            time: count as f64
+                * vllm_all_reduce_time(bytes, l.tp, tp, s.topology.gpu.architecture.as_deref()),
         });
     }
     items.extend(moe_comm(s, cx, tokens, moe_layers));

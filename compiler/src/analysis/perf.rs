@@ -49,11 +49,11 @@ pub struct PerfConstants {
 /// fit; `calibration_table_is_current` regenerates `calibration/errors.md`, with the
 /// leave-one-GPU-out and leave-one-model-out errors.
 pub const FITTED: PerfConstants = PerfConstants {
-    memory_efficiency: 0.670,
-    compute_efficiency: 0.538,
-    step_overhead: 0.00196,
-    token_overhead: 51.9e-6,
-    request_latency: 0.053,
+    memory_efficiency: 0.747,
+    compute_efficiency: 0.550,
+    step_overhead: 0.0040,
+    token_overhead: 53.0e-6,
+    request_latency: 0.0497,
 };
 
 /// Percentile ÷ mean factors for latencies. [heuristic, not fitted: the public
@@ -202,11 +202,11 @@ fn stage_step(
     let sequences = decode + if prefill > 0.0 { 1.0 } else { 0.0 };
     // The layers' GEMMs run in the weights' format; attention (QK and PV over the cache)
     // and the LM head (left unquantized by FP8/FP4 checkpoints) in the activations' bf16.
-    let gemm_flops = 2.0 * tokens * f.dense_params
-        + 2.0 * routed_tokens * f.expert_params * expert_share;
+    let gemm_flops =
+        2.0 * tokens * f.dense_params + 2.0 * routed_tokens * f.expert_params * expert_share;
     let bf16_flops = attention_flops + 2.0 * sequences * f.lm_head_params;
-    let compute = (gemm_flops / gpu.matmul_flops(&m.weights) + bf16_flops / gpu.bf16)
-        / c.compute_efficiency;
+    let compute =
+        (gemm_flops / gpu.matmul_flops(&m.weights) + bf16_flops / gpu.bf16) / c.compute_efficiency;
     let memory = bytes / (gpu.hbm_bandwidth * c.memory_efficiency);
     let comm_items = step_comm(s, &sm.comm, tokens, f.layers, f.moe_layers, f.last);
     let comm: f64 = comm_items.iter().map(|i| i.time).sum();

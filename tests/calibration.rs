@@ -134,15 +134,7 @@ fn custom_all_reduce_matches_its_kernel_tables() {
     let Some(shared) = common::shared_dir() else {
         return;
     };
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        }
-    };
+    use dic_compiler::analysis::calibration::median;
     let mut small: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
     for (dir, gpu, arch) in [
         ("h100_sxm", "NVIDIA H100 80GB HBM3", "hopper"),

@@ -61,19 +61,8 @@ pub struct Rendezvous {
     pub timeout_seconds: u64,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-pub struct RankPlacement {
-    pub rank: u64,
-    pub node: u64,
-    pub local_gpu: u64,
-    pub dp_replica: u64,
-    pub pp_stage: u64,
-    pub tp_rank: u64,
-    #[serde(default)]
-    pub pcp_rank: Option<u64>,
-    #[serde(default)]
-    pub ep_group: Option<u64>,
-}
+/// Every rank's node, GPU and position: the compiler's type, so writer and reader share it.
+pub use dic_compiler::analysis::comm::RankPlacement;
 
 #[derive(Debug, Clone, Deserialize)]
 struct RawGroup {

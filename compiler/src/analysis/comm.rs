@@ -166,7 +166,7 @@ pub fn place(s: &Scenario, ranks: &[Vec<u64>]) -> Placement {
 
 /// Where one rank runs and what it is in each parallel dimension: the one placement the
 /// groups below, the report, the NCCL plan and the launch scripts all read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct RankPlacement {
     pub rank: u64,
     pub node: u64,
@@ -175,9 +175,10 @@ pub struct RankPlacement {
     pub pp_stage: u64,
     pub tp_rank: u64,
     /// Position in the PCP group, when prefill context parallelism is on.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pcp_rank: Option<u64>,
     /// EP group (one per PP stage) when expert parallelism is on.
+    #[serde(default)]
     pub ep_group: Option<u64>,
 }
 

@@ -276,7 +276,8 @@ pub fn errors(rows: &[Row], c: &PerfConstants) -> Vec<(usize, Option<f64>, Optio
         .collect()
 }
 
-pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+/// The median (NaN for no values).
+pub fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }

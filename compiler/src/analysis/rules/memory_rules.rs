@@ -70,7 +70,7 @@ pub fn memory_rules(s: &Scenario, mem: &MemoryReport) -> Vec<Finding> {
     let mut out = Vec::new();
     let st = mem.tightest();
     if st.kv_cache <= 0.0 {
-        out.push(finding(
+        out.push(Finding::new(
             Code::DoesNotFit,
             Anchor::Layout,
             format!(
@@ -85,7 +85,7 @@ pub fn memory_rules(s: &Scenario, mem: &MemoryReport) -> Vec<Finding> {
         ));
     } else if mem.kv_cache_tokens < s.engine.max_model_len {
         let est = mem.kv_cache_tokens;
-        out.push(finding(
+        out.push(Finding::new(
             Code::RequestDoesNotFit,
             Anchor::Engine("max_model_len"),
             format!(

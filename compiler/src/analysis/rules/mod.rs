@@ -67,16 +67,6 @@ impl Finding {
     }
 }
 
-fn finding(
-    code: Code,
-    anchor: Anchor,
-    message: String,
-    label: &str,
-    help: Option<String>,
-) -> Finding {
-    Finding::new(code, anchor, message, label, help)
-}
-
 /// An SLO bound to check.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SloTarget {

@@ -72,7 +72,7 @@ pub fn perf_rules_at(
             } else {
                 0.0
             };
-            out.push(finding(
+            out.push(Finding::new(
                 Code::SloInfeasible,
                 Anchor::Slo(i),
                 format!(
@@ -107,7 +107,7 @@ pub fn perf_rules_at(
         let per_replica = n as f64 / s.layout.dp.max(1) as f64;
         if per_replica > p.running_cap + 0.5 {
             let by_kv = p.running_cap < s.engine.max_num_seqs as f64;
-            out.push(finding(
+            out.push(Finding::new(
                 Code::LoadNotAdmitted,
                 Anchor::Deploy,
                 format!(
@@ -130,7 +130,7 @@ pub fn perf_rules_at(
     }
     // PP bubble at the workload's concurrency.
     if s.layout.pp > 1 && p.step.bubble > 0.3 * p.step.tpot {
-        out.push(finding(
+        out.push(Finding::new(
             Code::PipelineBubble,
             Anchor::Layout,
             format!(

@@ -11,7 +11,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
     let mut out = Vec::new();
     if !m.heads.is_multiple_of(l.tp.max(1)) {
         let valid = valid_tp_sizes(m.heads, l.tp.max(t.gpus_per_node) * 2);
-        out.push(finding(
+        out.push(Finding::new(
             Code::HeadsNotDivisible,
             Anchor::Layout,
             format!("Total number of attention heads ({}) must be divisible by tensor parallel size ({})", m.heads, l.tp),
@@ -20,7 +20,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
         ));
     }
     if l.pp > m.layers {
-        out.push(finding(
+        out.push(Finding::new(
             Code::TooManyStages,
             Anchor::Layout,
             format!("pp {} exceeds the model's {} layers", l.pp, m.layers),
@@ -29,7 +29,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
         ));
     }
     if l.ep && m.experts == 0 {
-        out.push(finding(
+        out.push(Finding::new(
             Code::EpOnDense,
             Anchor::Layout,
             "expert parallelism on a dense model: Number of experts in the model must be greater than 0 when expert parallelism is enabled".into(),
@@ -39,7 +39,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
     }
     let total = t.total_gpus();
     if l.gpus() > total {
-        out.push(finding(
+        out.push(Finding::new(
             Code::NotEnoughGpus,
             Anchor::Layout,
             format!(
@@ -66,7 +66,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
     let per_node = t.gpus_per_node.max(1);
     let replica = l.replica_gpus();
     if replica > per_node && !replica.is_multiple_of(per_node) {
-        out.push(finding(
+        out.push(Finding::new(
             Code::PartialNode,
             Anchor::Layout,
             format!("each replica's {replica} GPUs (tp × pp) span nodes but are not a whole number of {per_node}-GPU nodes"),
@@ -74,7 +74,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
             Some(format!("make tp × pp a multiple of {per_node}, or at most {per_node}")),
         ));
     } else if l.gpus() > per_node && !l.gpus().is_multiple_of(per_node) {
-        out.push(finding(
+        out.push(Finding::new(
             Code::PartialNode,
             Anchor::Layout,
             format!(
@@ -88,7 +88,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
     }
     if l.dcp > 1 {
         if !l.tp.is_multiple_of(l.dcp) {
-            out.push(finding(
+            out.push(Finding::new(
                 Code::InvalidDcp,
                 Anchor::Layout,
                 format!("tp_size={} must be divisible by dcp_size={}.", l.tp, l.dcp),
@@ -96,7 +96,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
                 Some("choose dcp dividing tp".into()),
             ));
         } else if m.attention != crate::program::Attention::Mla && l.tp <= m.kv_heads {
-            out.push(finding(
+            out.push(Finding::new(
                 Code::InvalidDcp,
                 Anchor::Layout,
                 format!("Decode context parallelism for GQA/MQA requires --tensor-parallel-size ({}) to be greater than the model's total number of KV heads ({})", l.tp, m.kv_heads),
@@ -113,7 +113,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
                 .as_ref()
                 .map(|x| format!("{:.0} GB/s {}", x.bandwidth / 1e9, x.name))
                 .unwrap_or_else(|| "the node's own link".into());
-            out.push(finding(
+            out.push(Finding::new(
                 Code::TpAcrossNodes,
                 Anchor::Layout,
                 format!(
@@ -132,7 +132,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
                 )),
             ));
         } else if tp.link_type == LinkType::Pcie {
-            out.push(finding(
+            out.push(Finding::new(
                 Code::TpOverPcie,
                 Anchor::Layout,
                 format!(
@@ -156,7 +156,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
             && !ep.within_scale_up_domain
             && !matches!(ep.link_type, LinkType::Infiniband)
         {
-            out.push(finding(
+            out.push(Finding::new(
                 Code::EpOverSlowFabric,
                 Anchor::Layout,
                 format!(
@@ -173,7 +173,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
         }
     }
     if s.engine.max_model_len as f64 > m.max_context && m.max_context > 0.0 {
-        out.push(finding(
+        out.push(Finding::new(
             Code::ModelLenTooLong,
             Anchor::Engine("max_model_len"),
             format!(
@@ -185,7 +185,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
         ));
     }
     if s.engine.max_num_batched_tokens < s.engine.max_num_seqs {
-        out.push(finding(
+        out.push(Finding::new(
             Code::BatchBelowSeqs,
             Anchor::Engine("max_num_batched_tokens"),
             format!(

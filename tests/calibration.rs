@@ -83,8 +83,8 @@ fn calibration_table_is_current() {
 fn calibration_constants_are_the_fit() {
     let Some(s) = silicon() else { return };
     let refit = fit_silicon(&s.rows, START);
-    let stored = silicon_objective(&s.rows, &STORED.constants, STORED.requests_per_slot);
-    let found = silicon_objective(&s.rows, &refit.constants, refit.requests_per_slot);
+    let stored = silicon_objective(&s.rows, &STORED);
+    let found = silicon_objective(&s.rows, &refit);
     assert!(
         stored <= found + 1e-3,
         "stored {STORED:?} (objective {stored:.4}) is not the fit {refit:?} (objective {found:.4})"

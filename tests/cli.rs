@@ -257,6 +257,67 @@ fn estimate_errors_and_usage() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("KV cache tokens"));
 }
 
+/// `--num-requests`: a benchmark run of N requests, whose closed loop starts with a wave
+/// of `--concurrency` requests at once (a longer mean TTFT than steady state); the JSON
+/// says N and breaks the decode step down by cause with its collectives; N = 0 is a usage
+/// error naming the range.
+#[test]
+fn estimate_predicts_a_finite_run() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "estimate",
+            "--model",
+            "llama_3_1_70b",
+            "--gpu",
+            "h100_sxm",
+            "--tp",
+            "4",
+            "--max-model-len",
+            "8192",
+            "--isl",
+            "4000",
+            "--osl",
+            "200",
+            "--concurrency",
+            "16",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let o = dic(&args);
+        assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let steady = run(&[]);
+    let finite = run(&["--num-requests", "64"]);
+    assert!(steady["num_requests"].is_null());
+    assert_eq!(finite["num_requests"], 64.0);
+    let ttft = |v: &serde_json::Value| v["ttft_ms"].as_f64().unwrap();
+    assert!(
+        ttft(&finite) > ttft(&steady),
+        "{} vs {}",
+        ttft(&finite),
+        ttft(&steady)
+    );
+    let step = &finite["decode_step_ms"];
+    for cause in ["compute", "memory", "communication", "overhead", "bubble"] {
+        assert!(step[cause].is_f64(), "missing {cause}");
+    }
+    let collectives = step["collectives"].as_array().unwrap();
+    assert_eq!(collectives[0]["group"], "tp");
+    assert_eq!(collectives[0]["collective"], "all_reduce");
+    let o = dic(&[
+        "estimate",
+        "--model",
+        "llama_3_1_8b",
+        "--gpu",
+        "h100_sxm",
+        "--num-requests",
+        "0",
+    ]);
+    assert_eq!(code(&o), 2);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--num-requests"));
+}
+
 #[test]
 fn estimate_takes_a_hugging_face_config() {
     let Some(shared) = common::shared_dir() else {

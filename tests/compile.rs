@@ -584,7 +584,7 @@ deploy d {{ model = llama_3_1_8b, cluster = c, workload = w, layout = {layout}, 
         let used = ranks.iter().map(|k| k.node).max().unwrap() + 1;
         assert_eq!(used, nodes, "{layout}: nodes the ranks occupy");
         assert_eq!(d.report.cost.nodes, nodes, "{layout}: the report's nodes");
-        assert_eq!(d.nodes(), nodes, "{layout}: the plan's nodes");
+        assert_eq!(d.nodes, nodes, "{layout}: the plan's nodes");
         assert!(
             (d.report.cost.per_hour.unwrap() - 98.0 * nodes as f64).abs() < 1e-9,
             "{layout}: priced by the nodes it occupies"

@@ -19,7 +19,7 @@ fn main() {
     println!("{} rows, {skipped} skipped", rows.len());
     if std::env::var("ROWS").is_ok() {
         for r in &rows {
-            let p = predict_run(r, &STORED.constants, STORED.requests_per_slot);
+            let p = predict_run(r, &STORED);
             println!(
                 "{}: TTFT {:.1} ms TPOT {:.2} ms, predicted {:?}",
                 r.id,
@@ -33,7 +33,7 @@ fn main() {
     for (name, f) in [("stored", STORED), ("fit", fit)] {
         println!(
             "{name}: {f:?} objective {:.4}",
-            silicon_objective(&rows, &f.constants, f.requests_per_slot)
+            silicon_objective(&rows, &f)
         );
     }
 }

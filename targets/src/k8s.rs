@@ -452,7 +452,7 @@ fn preflight(
         }),
         ..Default::default()
     };
-    let nodes = d.nodes().max(1);
+    let nodes = d.nodes.max(1);
     let gpus = d.comm.world_size.min(d.gpus_per_node.max(1));
     let mut template = pod(d, cmd, &[], false, None);
     let labels = template.metadata.get_or_insert_with(Default::default);

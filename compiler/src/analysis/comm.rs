@@ -115,7 +115,9 @@ pub fn place(s: &Scenario, ranks: &[Vec<u64>]) -> Placement {
     let t = &s.topology;
     let size = ranks.first().map(|g| g.len() as u64).unwrap_or(1);
     let node_of = |r: u64| node_of(s, r).0;
-    let domain_of = |r: u64| r / t.scale_up_domain.max(1);
+    // Scale-up domains are whole nodes (an NVL72 rack is 18 trays of 4).
+    let nodes_per_domain = (t.scale_up_domain / t.gpus_per_node.max(1)).max(1);
+    let domain_of = |r: u64| node_of(r) / nodes_per_domain;
     let spans_nodes = ranks
         .iter()
         .any(|g| g.iter().any(|r| node_of(*r) != node_of(g[0])));
@@ -541,12 +543,37 @@ pub struct CommItem {
     pub bytes: f64,
     pub ranks: u64,
     pub link: String,
-    /// Seconds for all `count` of them.
+    /// Seconds for all `count` of them, as vLLM runs them.
     pub time: f64,
+    /// Seconds for all of them with NCCL, what `dic run` replays: `time`, except where
+    /// vLLM runs its own kernel (the custom all-reduce).
+    pub nccl_time: f64,
 }
 
-/// Communication of one forward pass of `tokens` tokens through one PP stage with
-/// `layers` layers (of which `moe_layers` are MoE), plus the hand-off to the next stage.
+impl CommItem {
+    /// `count` NCCL calls of `collective` on `ranks` ranks placed at `at`.
+    fn nccl(
+        group: GroupKind,
+        collective: Collective,
+        count: u64,
+        bytes: f64,
+        ranks: u64,
+        at: &Placement,
+    ) -> CommItem {
+        let time = count as f64 * collective_time(collective, bytes, ranks, at);
+        CommItem {
+            group,
+            collective,
+            count,
+            bytes,
+            ranks,
+            link: at.link_name.clone(),
+            time,
+            nccl_time: time,
+        }
+    }
+}
+
 /// The expert layers' traffic across DP ranks (vLLM's MoE group is TP × DP). With one DP
 /// rank there is none: the MoE group is the TP group, and the layer's TP AllReduce
 /// combines the experts' outputs. With EP, each rank sends its share of the replica's
@@ -563,14 +590,15 @@ pub fn moe_comm(s: &Scenario, cx: &CommContext, tokens: f64, moe_layers: u64) ->
     let p = l.tp.max(1) * l.dp;
     let pf = p as f64;
     let hidden = m.hidden as f64;
-    let item = |collective: Collective, bytes: f64, per_layer: u64| CommItem {
-        group: GroupKind::Ep,
-        collective,
-        count: per_layer * moe_layers,
-        bytes,
-        ranks: p,
-        link: group.link_name.clone(),
-        time: (per_layer * moe_layers) as f64 * collective_time(collective, bytes, p, group),
+    let item = |collective: Collective, bytes: f64, per_layer: u64| {
+        CommItem::nccl(
+            GroupKind::Ep,
+            collective,
+            per_layer * moe_layers,
+            bytes,
+            p,
+            group,
+        )
     };
     if l.ep {
         let local = tokens / l.tp.max(1) as f64;
@@ -589,6 +617,8 @@ pub fn moe_comm(s: &Scenario, cx: &CommContext, tokens: f64, moe_layers: u64) ->
     }
 }
 
+/// Communication of one forward pass of `tokens` tokens through one PP stage with
+/// `layers` layers (of which `moe_layers` are MoE), plus the hand-off to the next stage.
 pub fn step_comm(
     s: &Scenario,
     cx: &CommContext,
@@ -606,16 +636,10 @@ pub fn step_comm(
         let bytes = tokens * m.hidden as f64 * act;
         // Megatron TP: attention out-projection and MLP down-projection end in an AllReduce.
         let count = 2 * layers;
-        items.push(CommItem {
-            group: GroupKind::Tp,
-            collective: Collective::AllReduce,
-            count,
-            bytes,
-            ranks: l.tp,
-            link: tp.link_name.clone(),
-            time: count as f64
-                * vllm_all_reduce_time(bytes, l.tp, tp, s.topology.gpu.architecture.as_deref()),
-        });
+        let mut item = CommItem::nccl(GroupKind::Tp, Collective::AllReduce, count, bytes, l.tp, tp);
+        item.time = count as f64
+            * vllm_all_reduce_time(bytes, l.tp, tp, s.topology.gpu.architecture.as_deref());
+        items.push(item);
     }
     items.extend(moe_comm(s, cx, tokens, moe_layers));
     if l.dcp > 1 {
@@ -623,15 +647,14 @@ pub fn step_comm(
         // partial outputs and log-sum-exps are gathered over the DCP group every layer.
         let tp = &cx.tp;
         let bytes = tokens * m.hidden as f64 * act / l.tp.max(1) as f64 * l.dcp as f64;
-        items.push(CommItem {
-            group: GroupKind::Dcp,
-            collective: Collective::AllGather,
-            count: layers,
+        items.push(CommItem::nccl(
+            GroupKind::Dcp,
+            Collective::AllGather,
+            layers,
             bytes,
-            ranks: l.dcp,
-            link: tp.link_name.clone(),
-            time: layers as f64 * collective_time(Collective::AllGather, bytes, l.dcp, tp),
-        });
+            l.dcp,
+            tp,
+        ));
     }
     if l.pcp > 1 {
         // Prefill context parallelism: keys and values of the step's tokens circulate
@@ -639,29 +662,27 @@ pub fn step_comm(
         let tp = &cx.tp;
         let kv = (m.kv_heads / l.tp.max(1)).max(1) as f64 * m.head_dim as f64;
         let bytes = tokens * 2.0 * kv * act;
-        items.push(CommItem {
-            group: GroupKind::Pcp,
-            collective: Collective::AllGather,
-            count: layers,
+        items.push(CommItem::nccl(
+            GroupKind::Pcp,
+            Collective::AllGather,
+            layers,
             bytes,
-            ranks: l.pcp,
-            link: tp.link_name.clone(),
-            time: layers as f64 * collective_time(Collective::AllGather, bytes, l.pcp, tp),
-        });
+            l.pcp,
+            tp,
+        ));
     }
     if l.pp > 1 && !last_stage {
         if let Some(pp) = &cx.pp {
             // hidden_states + residual (vLLM IntermediateTensors)
             let bytes = 2.0 * tokens * m.hidden as f64 * act / l.tp.max(1) as f64;
-            items.push(CommItem {
-                group: GroupKind::Pp,
-                collective: Collective::SendRecv,
-                count: 1,
+            items.push(CommItem::nccl(
+                GroupKind::Pp,
+                Collective::SendRecv,
+                1,
                 bytes,
-                ranks: 2,
-                link: pp.link_name.clone(),
-                time: collective_time(Collective::SendRecv, bytes, 2, pp),
-            });
+                2,
+                pp,
+            ));
         }
     }
     items

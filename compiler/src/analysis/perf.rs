@@ -170,12 +170,17 @@ fn stage_step(
     let l = &s.layout;
     let gpu = &s.topology.gpu;
     let tokens = (decode + prefill).max(1e-9);
-    // Experts touched by the batch: each token picks k of E.
+    // Every rank of the MoE group (TP × DP) runs its experts on all DP ranks' tokens; each
+    // token picks k of the E experts.
+    let routed_tokens = tokens * l.dp.max(1) as f64;
+    let expert_share = if m.experts > 0 {
+        m.experts_per_token as f64 / m.experts as f64
+    } else {
+        0.0
+    };
+    // Experts touched by the batch.
     let touched = if m.experts > 0 {
-        let k_over_e = m.experts_per_token as f64 / m.experts as f64;
-        // Every rank of the MoE group (TP × DP) runs its experts on all DP ranks' tokens.
-        let routed_tokens = tokens * l.dp.max(1) as f64;
-        1.0 - (1.0 - k_over_e).powf(routed_tokens)
+        1.0 - (1.0 - expert_share).powf(routed_tokens)
     } else {
         0.0
     };
@@ -193,12 +198,6 @@ fn stage_step(
     };
     let attention_flops =
         4.0 * (decode * ctx + prefill * prefill_ctx) * heads_local * attn_dim * f.layers as f64;
-    let expert_share = if m.experts > 0 {
-        m.experts_per_token as f64 / m.experts as f64
-    } else {
-        0.0
-    };
-    let routed_tokens = tokens * l.dp.max(1) as f64;
     let sequences = decode + if prefill > 0.0 { 1.0 } else { 0.0 };
     // The layers' GEMMs run in the weights' format; attention (QK and PV over the cache)
     // and the LM head (left unquantized by FP8/FP4 checkpoints) in the activations' bf16.
@@ -281,6 +280,7 @@ impl StepModel<'_> {
                     Some(x) => {
                         x.count += item.count;
                         x.time += item.time;
+                        x.nccl_time += item.nccl_time;
                     }
                     None => out.comm_items.push(item),
                 }

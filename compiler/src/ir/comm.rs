@@ -12,7 +12,7 @@ pub(super) fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
     let l = s.layout;
     let cx = CommContext::new(s);
     let mut groups = Vec::new();
-    use crate::analysis::comm::{collective_time, Collective, GroupKind};
+    use crate::analysis::comm::GroupKind;
     let mut add = |kind: GroupKind, link: Option<&str>, members: Vec<Vec<u64>>, indexed: bool| {
         for (i, g) in members.into_iter().enumerate() {
             groups.push(GroupPlan {
@@ -72,14 +72,8 @@ pub(super) fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
             let collectives = step_comm(s, &cx, tokens, count, moe, last_stage)
                 .into_iter()
                 .map(|c| {
-                    // `dic run` replays with NCCL: a TP all-reduce that vLLM would run
-                    // with its custom all-reduce is predicted as NCCL's here.
-                    let time = match (c.group, c.collective) {
-                        (GroupKind::Tp, Collective::AllReduce) => {
-                            c.count as f64 * collective_time(c.collective, c.bytes, c.ranks, &cx.tp)
-                        }
-                        _ => c.time,
-                    };
+                    // `dic run` replays with NCCL: the plan predicts NCCL's time.
+                    let time = c.nccl_time;
                     total += time * 1e6;
                     let (layers, per_layer) = match c.group {
                         GroupKind::Pp => ([last, last], 1),

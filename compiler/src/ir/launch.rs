@@ -142,6 +142,7 @@ pub(super) fn lower_one(
         },
         layout: l,
         gpus_per_node: per_node,
+        nodes: t.nodes_for_layout(&l),
         launch,
         groups,
         nodes_per_group,

@@ -317,6 +317,9 @@ pub struct DeploymentPlan {
     pub gpu: GpuPlan,
     pub layout: Layout,
     pub gpus_per_node: u64,
+    /// Nodes the deployment occupies, as the rank placement uses them
+    /// (`Topology::nodes_for_layout`).
+    pub nodes: u64,
     pub launch: LaunchMode,
     /// Independent launch groups (Kubernetes replicas): DP replicas, or 1 for wide EP.
     pub groups: u64,
@@ -332,18 +335,6 @@ pub struct DeploymentPlan {
     pub price_per_hour: Option<f64>,
     pub report: ReportData,
     pub comm: CommPlan,
-}
-
-impl DeploymentPlan {
-    /// Nodes the deployment occupies.
-    pub fn nodes(&self) -> u64 {
-        match self.launch {
-            LaunchMode::Replicas => self
-                .groups
-                .div_ceil((self.gpus_per_node / self.gpus_per_pod.max(1)).max(1)),
-            _ => self.groups * self.nodes_per_group,
-        }
-    }
 }
 
 /// Load-time model for the startup probe: a fixed part for engine start, torch.compile

@@ -6,6 +6,7 @@
 
 use super::scaling::more_gpus_worse;
 use super::{evaluate, Search};
+use crate::analysis::perf::Prediction;
 use crate::analysis::rules::{Anchor, Finding};
 use crate::analysis::{Analysis, DeploymentScenario, Scenario};
 use crate::diagnostics::{Code, Diagnostic, Severity};
@@ -18,8 +19,8 @@ pub fn advise(s: &Scenario, a: &Analysis) -> Vec<Finding> {
         return Vec::new();
     };
     let mut out = Vec::new();
-    out.extend(more_gpus_worse(s, p.tpot * 1e3, p.overloaded, p.running));
-    out.extend(quantize_to_fit(s, p.running, p.overloaded));
+    out.extend(more_gpus_worse(s, p));
+    out.extend(quantize_to_fit(s, p));
     out.extend(dp_beats_tp(s, p.max_output_tokens_per_s));
     out
 }
@@ -27,7 +28,7 @@ pub fn advise(s: &Scenario, a: &Analysis) -> Vec<Finding> {
 /// A0501: with FP8 weights (on a GPU with FP8) the model fits with half the TP, and the
 /// half-TP layout still carries the workload: not overloaded where this one is not, and in
 /// a closed loop admitting as many requests (a fit that halves the KV cache is no advice).
-fn quantize_to_fit(s: &Scenario, running: f64, overloaded: bool) -> Option<Finding> {
+fn quantize_to_fit(s: &Scenario, p: &Prediction) -> Option<Finding> {
     let l = s.layout;
     let bf16 = matches!(s.model.weights.as_str(), "bf16" | "fp16" | "fp32");
     if !(bf16 && s.topology.gpu.fp8.is_some() && l.tp > 1 && l.tp.is_multiple_of(2)) {
@@ -35,13 +36,7 @@ fn quantize_to_fit(s: &Scenario, running: f64, overloaded: bool) -> Option<Findi
     }
     let half = crate::program::Layout { tp: l.tp / 2, ..l };
     let q = evaluate(s, &[], half, "fp8", &s.model.kv_cache);
-    let closed_loop = s
-        .workload
-        .is_some_and(|w| matches!(w.load, crate::analysis::Load::Concurrency(_)));
-    if q.rejected_because.is_some()
-        || (q.overloaded && !overloaded)
-        || (closed_loop && q.running.is_none_or(|r| r < running * 0.99))
-    {
+    if q.rejected_because.is_some() || !q.carries_load_of(s, p) {
         return None;
     }
     Some(Finding::new(

@@ -51,6 +51,22 @@ pub struct Candidate {
 }
 
 impl Candidate {
+    /// Whether this candidate carries the load the deployment `s` carries at its
+    /// prediction `p`: not overloaded where that one is not and, in a closed loop,
+    /// admitting as many requests (a layout that admits fewer is faster per token for
+    /// serving fewer). Advice compares like with like only.
+    pub(crate) fn carries_load_of(
+        &self,
+        s: &Scenario,
+        p: &crate::analysis::perf::Prediction,
+    ) -> bool {
+        let closed_loop = s
+            .workload
+            .is_some_and(|w| matches!(w.load, crate::analysis::Load::Concurrency(_)));
+        (!self.overloaded || p.overloaded)
+            && (!closed_loop || self.running.is_some_and(|r| r >= p.running * 0.99))
+    }
+
     /// The escalation order as a sort key: quantized first, then TP, DP, PP.
     fn escalation(&self) -> (u64, u64, u64, u8) {
         (

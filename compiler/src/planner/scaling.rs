@@ -3,6 +3,7 @@
 //! curve and decides W0404 for a written layout.
 
 use super::{evaluate, tp_sizes, Candidate, ScalingPoint, SearchSpace};
+use crate::analysis::perf::Prediction;
 use crate::analysis::rules::{Anchor, Finding};
 use crate::analysis::{Load, Scenario, WorkloadSpec};
 use crate::diagnostics::Code;
@@ -100,22 +101,15 @@ pub(super) fn scaling_curve(
 
 /// W0404 for a written layout: the fastest replica on fewer GPUs (half as many, or one
 /// pipeline stage fewer; any TP × PP split of them the search would consider), at the
-/// deployment's own load and DP, when it is clearly faster per token. Both must carry the
-/// offered load and admit as many of its requests, so that like is compared with like. On the scaling curve's own layouts
-/// and load this is the curve's verdict: a point clearly slower than the one before it is
-/// a written layout that gets W0404.
-pub(super) fn more_gpus_worse(
-    s: &Scenario,
-    tpot_ms: f64,
-    overloaded: bool,
-    running: f64,
-) -> Option<Finding> {
+/// deployment's own load and DP, when it is clearly faster per token and carries the same
+/// load ([`Candidate::carries_load_of`]). On the scaling curve's own layouts and load this
+/// is the curve's verdict: a point clearly slower than the one before it is a written
+/// layout that gets W0404.
+pub(super) fn more_gpus_worse(s: &Scenario, p: &Prediction) -> Option<Finding> {
     let l = s.layout;
-    let closed_loop = s
-        .workload
-        .is_some_and(|w| matches!(w.load, crate::analysis::Load::Concurrency(_)));
+    let tpot_ms = p.tpot * 1e3;
     let replica = l.tp * l.pp;
-    if replica <= 1 || overloaded {
+    if replica <= 1 || p.overloaded {
         return None;
     }
     let tps = tp_sizes(s);
@@ -130,10 +124,7 @@ pub(super) fn more_gpus_worse(
         .into_iter()
         .filter_map(|g| fastest_replica(s, g, &tps, l.pp.max(8)))
         .filter(|c| c.tpot_ms.is_some_and(|t| clearly_faster(t, tpot_ms)))
-        // In a closed loop, a replica that admits fewer of the requests in flight is
-        // faster per token for serving fewer (an open loop's are all served, or it is
-        // overloaded).
-        .filter(|c| !closed_loop || c.running.is_some_and(|r| r >= running * 0.99))
+        .filter(|c| c.carries_load_of(s, p))
         .min_by(|a, b| {
             a.tpot_ms
                 .unwrap_or(f64::MAX)

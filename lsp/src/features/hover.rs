@@ -139,7 +139,7 @@ fn deployment_section(d: &DeploymentPlan) -> String {
         d.layout,
         d.layout.gpus(),
         d.gpu.name,
-        d.nodes()
+        d.nodes
     );
     let _ = writeln!(
         out,

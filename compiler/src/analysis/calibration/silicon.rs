@@ -184,26 +184,6 @@ pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
     })
 }
 
-/// Predicted (TTFT, TPOT) in seconds; `None` when dic cannot model the row or its memory
-/// model says the row cannot run (a miss).
-pub fn predict_silicon(r: &SiliconRow, c: &PerfConstants) -> Option<(f64, f64)> {
-    let s = scenario(r)?;
-    let mem = memory(&s);
-    if mem.kv_cache_tokens < s.engine.max_model_len {
-        return None;
-    }
-    let p = predict(&s, &mem, c);
-    Some((p.ttft, p.tpot))
-}
-
-/// Signed relative errors (predicted / measured − 1) of TTFT and TPOT per row; `None`
-/// where the row could not be modelled.
-pub fn silicon_errors(rows: &[SiliconRow], c: &PerfConstants) -> Vec<Option<(f64, f64)>> {
-    rows.iter()
-        .map(|r| predict_silicon(r, c).map(|(t, p)| (t / r.ttft - 1.0, p / r.tpot - 1.0)))
-        .collect()
-}
-
 /// A load regime, for the error breakdown.
 pub fn regime(r: &SiliconRow) -> &'static str {
     match r.concurrency {
@@ -257,8 +237,7 @@ pub fn cross_validate(
         let train: Vec<SiliconRow> = rows.iter().filter(|r| group_of(r) != g).cloned().collect();
         let c = fit(&train);
         for (i, r) in rows.iter().enumerate().filter(|(_, r)| group_of(r) == g) {
-            out[i] = predict_run(r, &c.constants, c.requests_per_slot)
-                .map(|(t, p)| (t / r.ttft - 1.0, p / r.tpot - 1.0));
+            out[i] = row_error(r, &c);
         }
     }
     out
@@ -270,30 +249,33 @@ pub fn cross_validate(
 /// ([`fit_silicon`]); it describes the benchmark, not the engine.
 pub const REQUESTS_PER_SLOT: f64 = 9.17;
 
-/// Predicted (TTFT, TPOT) for a run of `requests_per_slot` × concurrency requests.
-pub fn predict_run(
-    r: &SiliconRow,
-    c: &PerfConstants,
-    requests_per_slot: f64,
-) -> Option<(f64, f64)> {
+/// Predicted (TTFT, TPOT) in seconds for a run of `requests_per_slot` × concurrency
+/// requests; `None` when dic cannot model the row or its memory model says the row cannot
+/// run (a miss).
+pub fn predict_run(r: &SiliconRow, fit: &SiliconFit) -> Option<(f64, f64)> {
     let mut s = scenario(r)?;
     if let Some(w) = s.workload.as_mut() {
-        w.requests = Some(requests_per_slot * r.concurrency as f64);
+        w.requests = Some(fit.requests_per_slot * r.concurrency as f64);
     }
     let mem = memory(&s);
     if mem.kv_cache_tokens < s.engine.max_model_len {
         return None;
     }
-    let p = predict(&s, &mem, c);
+    let p = predict(&s, &mem, &fit.constants);
     Some((p.ttft, p.tpot))
+}
+
+/// Signed relative errors (predicted / measured − 1) of a row's TTFT and TPOT.
+pub fn row_error(r: &SiliconRow, fit: &SiliconFit) -> Option<(f64, f64)> {
+    predict_run(r, fit).map(|(t, p)| (t / r.ttft - 1.0, p / r.tpot - 1.0))
 }
 
 /// Mean |log(predicted / measured)| of TTFT and TPOT over the rows (a row dic cannot
 /// model costs 3, as if off by a factor of 20).
-pub fn silicon_objective(rows: &[SiliconRow], c: &PerfConstants, requests_per_slot: f64) -> f64 {
+pub fn silicon_objective(rows: &[SiliconRow], fit: &SiliconFit) -> f64 {
     let mut sum = 0.0;
     for r in rows {
-        match predict_run(r, c, requests_per_slot) {
+        match predict_run(r, fit) {
             Some((t, p)) if t > 0.0 && p > 0.0 && t.is_finite() && p.is_finite() => {
                 sum += (t / r.ttft).ln().abs() + (p / r.tpot).ln().abs();
             }
@@ -332,7 +314,7 @@ pub fn fit_silicon(rows: &[SiliconRow], start: SiliconFit) -> SiliconFit {
     // Values that start at 0 move additively from these floors.
     let floor = [0.05, 0.05, 1e-4, 1e-7, 1e-3, 1.0];
     let mut best = start;
-    let mut best_o = silicon_objective(rows, &best.constants, best.requests_per_slot);
+    let mut best_o = silicon_objective(rows, &best);
     let mut factor: f64 = 2.0;
     while factor > 1.02 {
         let mut improved = false;
@@ -341,7 +323,7 @@ pub fn fit_silicon(rows: &[SiliconRow], start: SiliconFit) -> SiliconFit {
                 let mut f = best;
                 let v = get(&f, i).max(*lowest);
                 set(&mut f, i, if up { v * factor } else { v / factor });
-                let o = silicon_objective(rows, &f.constants, f.requests_per_slot);
+                let o = silicon_objective(rows, &f);
                 if o < best_o - 1e-6 {
                     best = f;
                     best_o = o;
@@ -368,13 +350,7 @@ pub fn silicon_table(
     lomo: &[Option<(f64, f64)>],
 ) -> String {
     let c = &fit.constants;
-    let fitted: Vec<Option<(f64, f64)>> = rows
-        .iter()
-        .map(|r| {
-            predict_run(r, c, fit.requests_per_slot)
-                .map(|(t, p)| (t / r.ttft - 1.0, p / r.tpot - 1.0))
-        })
-        .collect();
+    let fitted: Vec<Option<(f64, f64)>> = rows.iter().map(|r| row_error(r, fit)).collect();
     let ttft = |e: &[Option<(f64, f64)>]| e.iter().map(|x| x.map(|x| x.0)).collect::<Vec<_>>();
     let tpot = |e: &[Option<(f64, f64)>]| e.iter().map(|x| x.map(|x| x.1)).collect::<Vec<_>>();
     let pct = |v: f64| format!("{:.1}%", v * 100.0);
@@ -456,7 +432,7 @@ A row dic's memory model says cannot run counts as not modelled.\n\n");
         "| id | TTFT measured | predicted | TPOT measured | predicted |\n|---|---|---|---|---|\n",
     );
     for r in rows {
-        let p = predict_run(r, c, fit.requests_per_slot);
+        let p = predict_run(r, fit);
         let (pt, pp) = match p {
             Some((t, p)) => (format!("{:.1} ms", t * 1e3), format!("{:.2} ms", p * 1e3)),
             None => ("does not fit".into(), "—".into()),

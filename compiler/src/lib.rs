@@ -14,6 +14,7 @@ pub mod driver;
 pub mod front;
 pub mod import_hf;
 pub mod ir;
+pub mod layers;
 pub mod planner;
 pub mod program;
 pub mod resolve;

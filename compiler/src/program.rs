@@ -180,6 +180,8 @@ pub struct Cluster {
     pub network: Option<DefId>,
 }
 
+pub use crate::layers::{Ffn, LayerKind, Mixer};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Attention {
@@ -219,11 +221,183 @@ pub struct Model {
     pub weights: String,
     pub kv_cache: String,
     pub prequantized: bool,
+    /// Everything hybrid, multimodal and mixed-precision models add; the default for a
+    /// uniform full-attention model written with the fields above.
+    #[serde(flatten)]
+    pub detail: Box<ModelDetail>,
+}
+
+/// Per-layer kinds and their dimensions, encoders, and per-component weight formats.
+/// Every field's default is "absent": a model without them is a uniform transformer.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize)]
+pub struct ModelDetail {
+    /// One entry per layer (`layers` long) when the model has a `layer_pattern`; empty
+    /// means every layer is derived from `sliding_layers`, `dense_layers` and
+    /// `moe_layer_step` ([`Model::layer`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub layer_kinds: Vec<LayerKind>,
+    /// KV heads and head size of the sliding-window layers (0: as the full layers).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub sliding_kv_heads: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub sliding_head_dim: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub linear: Option<LinearAttention>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mamba: Option<Mamba2>,
+    /// Dtype of recurrent (SSM / linear-attention) states; `auto` = the model's dtype.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_dtype: Option<String>,
+    /// DeepSeek sparse attention's lightning indexer: its key size (0: none) and heads.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub indexer_head_dim: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub indexer_heads: u64,
+    /// Intermediate size of a shared expert when it differs from a routed one (0: same).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub shared_expert_intermediate: u64,
+    /// MLPs and experts without a gate (ReLU²: up and down only) instead of SwiGLU's three
+    /// matrices.
+    #[serde(skip_serializing_if = "is_false")]
+    pub ungated_mlp: bool,
+    /// Parameters of vision/audio encoders and projectors (served beside the LM).
+    #[serde(skip_serializing_if = "is_zero_f")]
+    pub encoder_parameters: f64,
+    /// Per-component weight formats of a mixed-precision checkpoint (`None`: `weights`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attention_weights: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expert_weights: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mlp_weights: Option<String>,
+    /// Leading layers the checkpoint keeps wholly in `dtype`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unquantized_layers: u64,
+    /// Layers whose attention or mixer the checkpoint keeps in `dtype`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unquantized_mixer_layers: Vec<u64>,
+    /// Weights per quantization scale group (AWQ/GPTQ/INT4; 0: the format's default).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub quant_group: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+fn is_zero_f(v: &f64) -> bool {
+    *v == 0.0
+}
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+
+/// Gated DeltaNet (linear attention) dimensions.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+pub struct LinearAttention {
+    pub key_heads: u64,
+    pub value_heads: u64,
+    pub key_dim: u64,
+    pub value_dim: u64,
+    pub conv_kernel: u64,
+}
+
+/// Mamba-2 mixer dimensions.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+pub struct Mamba2 {
+    pub heads: u64,
+    pub head_dim: u64,
+    pub state: u64,
+    pub groups: u64,
+    pub conv_kernel: u64,
+}
+
+/// The components a checkpoint may store in different formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Component {
+    /// Attention projections and recurrent mixers.
+    Mixer,
+    /// Routed experts.
+    Experts,
+    /// Dense MLPs and shared experts.
+    Mlp,
+    /// Embedding, LM head, routers, norms, encoders.
+    Unquantized,
 }
 
 impl Model {
     pub fn is_moe(&self) -> bool {
         self.experts > 0
+    }
+
+    /// Layer `l` (0-based): from the pattern when the model has one, else the uniform
+    /// rules (windowed layers spread evenly, which is exact for gpt-oss's alternation;
+    /// MoE from `dense_layers` on, every `moe_layer_step`-th layer).
+    pub fn layer(&self, l: u64) -> LayerKind {
+        if let Some(k) = self.detail.layer_kinds.get(l as usize) {
+            return *k;
+        }
+        let sliding = self.sliding_layers > 0
+            && self.layers > 0
+            && ((l + 1) * self.sliding_layers) / self.layers > (l * self.sliding_layers) / self.layers;
+        LayerKind {
+            mixer: if sliding { Mixer::Sliding } else { Mixer::Full },
+            ffn: self.default_ffn(l),
+        }
+    }
+
+    /// The FFN of layer `l` when the pattern does not say.
+    pub fn default_ffn(&self, l: u64) -> Ffn {
+        if self.experts > 0
+            && l >= self.dense_layers
+            && (l + 1).is_multiple_of(self.moe_layer_step.max(1))
+        {
+            Ffn::Moe
+        } else {
+            Ffn::Dense
+        }
+    }
+
+    /// True when some layer is not plain full attention (the hybrid KV-cache manager's case).
+    pub fn is_hybrid(&self) -> bool {
+        (0..self.layers).any(|l| self.layer(l).mixer != Mixer::Full)
+    }
+
+    /// The format a component's weights are served in.
+    pub fn format_of(&self, c: Component, layer: Option<u64>) -> &str {
+        if layer.is_some_and(|l| l < self.detail.unquantized_layers) {
+            return &self.dtype;
+        }
+        if c == Component::Mixer
+            && layer.is_some_and(|l| self.detail.unquantized_mixer_layers.contains(&l))
+        {
+            return &self.dtype;
+        }
+        // MXFP4 checkpoints (gpt-oss) quantize only the experts.
+        let experts_only = self.weights == "mxfp4";
+        let d = &self.detail;
+        match c {
+            Component::Unquantized => &self.dtype,
+            Component::Experts => d.expert_weights.as_deref().unwrap_or(&self.weights),
+            Component::Mixer => d.attention_weights.as_deref().unwrap_or(if experts_only {
+                &self.dtype
+            } else {
+                &self.weights
+            }),
+            Component::Mlp => d.mlp_weights.as_deref().unwrap_or(if experts_only {
+                &self.dtype
+            } else {
+                &self.weights
+            }),
+        }
+    }
+
+    /// Matrices per MLP or expert: 3 when gated (SwiGLU), 2 otherwise.
+    pub fn mlp_matrices(&self) -> f64 {
+        if self.detail.ungated_mlp {
+            2.0
+        } else {
+            3.0
+        }
     }
 }
 

@@ -268,6 +268,7 @@ const EXPERTS: Ty = Ty::Int {
     max: 1 << 16,
 };
 const FREE_TEXT: Ty = Ty::Str(TextRule::Free);
+const CONV_KERNEL: Ty = Ty::Int { min: 1, max: 64 };
 
 /// Where a quantity's value (in base units) may lie. Beyond the physical meaning
 /// (no negative bandwidth), the upper ends keep arithmetic finite and refuse typos that
@@ -448,6 +449,31 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("weights", Ty::Enum(WEIGHT_DTYPES), "weight precision when served (quantization)"),
             f!("kv_cache", Ty::Enum(KV_DTYPES), "KV-cache dtype when served"),
             f!("prequantized", Ty::Bool, "the checkpoint is already quantized to `weights` (vLLM reads its quantization config)"),
+            f!("layer_pattern", FREE_TEXT, "per-layer kinds, e.g. \"(3 linear, full) × 16\": full, sliding, linear, mamba, none or compressedN, each optionally `+dense`/`+moe`/`+none`; an FFN alone (`dense`, `moe`) is a block without attention"),
+            f!("sliding_kv_heads", HEADS, "KV heads of the sliding-window layers when they differ from the full layers'"),
+            f!("sliding_head_dim", WIDTH, "head size of the sliding-window layers when it differs"),
+            f!("linear_key_heads", HEADS, "linear-attention (Gated DeltaNet) key heads (linear_num_key_heads)"),
+            f!("linear_value_heads", HEADS, "linear-attention value heads (linear_num_value_heads)"),
+            f!("linear_key_dim", WIDTH, "linear-attention key head size (linear_key_head_dim)"),
+            f!("linear_value_dim", WIDTH, "linear-attention value head size (linear_value_head_dim)"),
+            f!("linear_conv_kernel", CONV_KERNEL, "linear-attention causal-conv width (linear_conv_kernel_dim)"),
+            f!("mamba_heads", HEADS, "Mamba-2 heads (mamba_num_heads)"),
+            f!("mamba_head_dim", WIDTH, "Mamba-2 head size (mamba_head_dim)"),
+            f!("mamba_state", WIDTH, "Mamba-2 SSM state size (ssm_state_size)"),
+            f!("mamba_groups", HEADS, "Mamba-2 B/C groups (n_groups)"),
+            f!("mamba_conv_kernel", CONV_KERNEL, "Mamba-2 causal-conv width (conv_kernel)"),
+            f!("state_dtype", Ty::Enum(&["auto", "bf16", "fp16", "fp32"]), "dtype of the recurrent (SSM) state; `auto` = the model's dtype"),
+            f!("indexer_head_dim", WIDTH, "sparse-attention indexer key size (index_head_dim; DeepSeek V3.2, GLM-5)"),
+            f!("indexer_heads", HEADS, "sparse-attention indexer heads (index_n_heads)"),
+            f!("shared_expert_intermediate", WIDTH, "intermediate size of a shared expert when it differs from moe_intermediate"),
+            f!("ungated_mlp", Ty::Bool, "MLPs and experts have no gate (ReLU²: up and down only)"),
+            f!("encoder_parameters", Ty::Quantity(D::Ratio, Range::closed(0.0, 1e15)), "parameters of vision/audio encoders and projectors, e.g. `0.4B`"),
+            f!("attention_weights", Ty::Enum(WEIGHT_DTYPES), "format of the attention and mixer weights when it differs from `weights` (mixed precision)"),
+            f!("expert_weights", Ty::Enum(WEIGHT_DTYPES), "format of the routed experts when it differs from `weights`"),
+            f!("mlp_weights", Ty::Enum(WEIGHT_DTYPES), "format of dense MLPs and shared experts when it differs from `weights`"),
+            f!("unquantized_layers", LAYERS0, "leading layers the checkpoint keeps wholly in `dtype`"),
+            f!("unquantized_mixer_layers", Ty::List(&LAYERS0), "layers (0-based) whose attention or mixer the checkpoint keeps in `dtype`"),
+            f!("quant_group", Ty::Int { min: 1, max: 1 << 20 }, "weights per quantization scale (AWQ/GPTQ/INT4 group size)"),
         ],
     },
     KindSchema {

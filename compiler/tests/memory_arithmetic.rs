@@ -6,7 +6,7 @@
 use dic_compiler::analysis::catalog;
 use dic_compiler::analysis::estimate::{self, EstimateRequest};
 use dic_compiler::analysis::memory::{
-    kv_bytes, kv_bytes_per_token_layer, memory, pp_partition, rank_params, weight_bytes,
+    kv_bytes_per_token_layer, memory, pp_partition, rank_weights, weight_bytes,
 };
 use dic_compiler::analysis::scenario::*;
 use dic_compiler::program::Layout;
@@ -34,7 +34,7 @@ fn llama_3_1_70b_bf16_tp4_kv_bytes_per_token() {
     let m = catalog::model("llama_3_1_70b").unwrap();
     // 8 KV heads / TP 4 = 2 per rank; K and V: 2 × 2 × 128 head_dim × 2 bytes = 1,024 B per layer
     assert_eq!(
-        kv_bytes_per_token_layer(&m, 4, kv_bytes("auto", "bf16")),
+        kv_bytes_per_token_layer(&m, 4),
         1024.0
     );
     // × 80 layers = 81,920 B per token per GPU
@@ -50,7 +50,7 @@ fn llama_3_1_70b_bf16_tp4_kv_bytes_per_token() {
     let mem = memory(&s);
     assert_eq!(mem.stages[0].kv_bytes_per_token, 81920.0);
     // TP 16 replicates KV heads (8 < 16): 1 head per rank, not 0.5
-    assert_eq!(kv_bytes_per_token_layer(&m, 16, 2.0), 512.0);
+    assert_eq!(kv_bytes_per_token_layer(&m, 16), 512.0);
 }
 
 #[test]
@@ -58,7 +58,7 @@ fn llama_3_1_8b_matches_the_public_vllm_log() {
     // vllm-project/vllm#10517 (reference §4.2): Llama-3.1-8B, RTX 3090, 32 layers × 2 × 8 × 128 × 2 B
     // = 131,072 B (128 KiB) per token; 1,478 blocks × 16 = 23,648 tokens × 128 KiB = 2.887 GiB.
     let m = catalog::model("llama_3_1_8b").unwrap();
-    assert_eq!(32.0 * kv_bytes_per_token_layer(&m, 1, 2.0), 131072.0);
+    assert_eq!(32.0 * kv_bytes_per_token_layer(&m, 1), 131072.0);
     assert!((1478.0 * 16.0 * 131072.0 / GIB - 2.887).abs() < 0.001);
 }
 
@@ -66,13 +66,12 @@ fn llama_3_1_8b_matches_the_public_vllm_log() {
 fn deepseek_v3_mla_latent_is_not_split_by_tp() {
     let m = catalog::model("deepseek_v3").unwrap();
     // (kv_lora_rank 512 + qk_rope_head_dim 64) × 2 bytes = 1,152 B per token per layer, any TP
-    assert_eq!(kv_bytes_per_token_layer(&m, 1, 2.0), 1152.0);
-    assert_eq!(kv_bytes_per_token_layer(&m, 8, 2.0), 1152.0);
+    assert_eq!(kv_bytes_per_token_layer(&m, 1), 1152.0);
+    assert_eq!(kv_bytes_per_token_layer(&m, 8), 1152.0);
     // FP8 KV: 576 B
-    assert_eq!(
-        kv_bytes_per_token_layer(&m, 8, kv_bytes("fp8", "bf16")),
-        576.0
-    );
+    let mut fp8 = m.clone();
+    fp8.kv_cache = "fp8".into();
+    assert_eq!(kv_bytes_per_token_layer(&fp8, 8), 576.0);
     // the default block size for MLA is 64 (FlashMLA)
     let s = scenario(
         "deepseek_v3",
@@ -95,7 +94,7 @@ fn mixtral_experts_with_and_without_ep() {
     let h = 4096.0;
     let expert = 3.0 * h * 14336.0; // one expert: gate, up, down
                                     // EP over tp 2 × dp 2 = 4 ranks: 8 experts / 4 = 2 whole experts per rank per layer
-    let ep = rank_params(
+    let ep = rank_weights(
         &m,
         &Layout {
             tp: 2,
@@ -107,9 +106,9 @@ fn mixtral_experts_with_and_without_ep() {
         false,
         false,
     );
-    assert_eq!(ep.experts, 2.0 * expert);
+    assert_eq!(ep.expert_params, 2.0 * expert);
     // without EP the experts are TP-sharded over tp × dp = 4 ranks: 8/4 experts' worth
-    let tp = rank_params(
+    let tp = rank_weights(
         &m,
         &Layout {
             tp: 2,
@@ -120,9 +119,9 @@ fn mixtral_experts_with_and_without_ep() {
         false,
         false,
     );
-    assert_eq!(tp.experts, 8.0 * expert / 4.0);
+    assert_eq!(tp.expert_params, 8.0 * expert / 4.0);
     // uneven EP: 8 experts over 3 ranks → the first ranks hold ceil(8/3) = 3 (vLLM determine_expert_map)
-    let uneven = rank_params(
+    let uneven = rank_weights(
         &m,
         &Layout {
             tp: 3,
@@ -133,7 +132,7 @@ fn mixtral_experts_with_and_without_ep() {
         false,
         false,
     );
-    assert_eq!(uneven.experts, 3.0 * expert);
+    assert_eq!(uneven.expert_params, 3.0 * expert);
 }
 
 #[test]
@@ -169,8 +168,10 @@ fn weights_per_gpu_follow_the_shards() {
         "27 layers + embedding vs 26 layers + LM head"
     );
     // FP8 halves the quantized linear layers but not the embeddings
-    assert_eq!(weight_bytes("fp8"), 1.0);
-    assert_eq!(weight_bytes("awq"), 0.5 + 4.0 / 128.0);
+    // FP8 block scales: one fp32 per 128 × 128 weights.
+    assert_eq!(weight_bytes("fp8"), 1.0 + 4.0 / 16384.0);
+    // AWQ group 128: an fp16 scale and a packed 4-bit zero per group.
+    assert_eq!(weight_bytes("awq"), 0.5 + 2.5 / 128.0);
 }
 
 #[test]

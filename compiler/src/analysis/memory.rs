@@ -14,9 +14,10 @@
 //! the activation, non-torch and CUDA-graph terms are estimates from named constants
 //! (below) and can be overridden per deployment.
 
+use super::kv_pool::{self, KvPool};
 use super::scenario::{Scenario, GIB};
-use crate::architecture::is_moe_layer;
-use crate::program::{Attention, Model};
+use crate::architecture;
+use crate::program::{Component, Ffn, Mixer, Model};
 use serde::Serialize;
 
 /// Estimated memory constants. Sources: vLLM 0.33 profiling
@@ -41,17 +42,26 @@ pub mod constants {
     pub const CUDA_GRAPH_BYTES_PER_CAPTURE_PER_LAYER: f64 = 64.0 * 1024.0;
 }
 
-/// Bytes per parameter of a weight format, including quantization scales.
+/// Bytes per parameter of a weight format, including quantization scales, with the
+/// format's default group size.
 pub fn weight_bytes(dtype: &str) -> f64 {
+    weight_bytes_grouped(dtype, 0)
+}
+
+/// Bytes per parameter of a weight format with `group` weights per scale (0: the
+/// format's default): AWQ/GPTQ keep an fp16 scale and a packed 4-bit zero per group of
+/// 128; symmetric INT4 (compressed-tensors W4A16) only the scale; NVFP4 one FP8 scale
+/// per 16; MXFP4 one 8-bit scale per 32; block FP8 one fp32 scale per 128 × 128.
+pub fn weight_bytes_grouped(dtype: &str, group: u64) -> f64 {
+    let g = |default: u64| if group > 0 { group } else { default } as f64;
     match dtype {
         "fp32" => 4.0,
-        "fp8" | "int8" => 1.0,
-        // 4-bit with one fp16 scale and zero per 128 weights (AWQ/GPTQ group 128)
-        "int4" | "awq" | "gptq" => 0.5 + 4.0 / 128.0,
-        // NVFP4: one fp8 scale per 16 weights
-        "nvfp4" => 0.5 + 1.0 / 16.0,
-        // MXFP4: one 8-bit scale per 32 weights
-        "mxfp4" => 0.5 + 1.0 / 32.0,
+        "fp8" => 1.0 + 4.0 / (128.0 * 128.0),
+        "int8" => 1.0,
+        "awq" | "gptq" => 0.5 + 2.5 / g(128),
+        "int4" => 0.5 + 2.0 / g(128),
+        "nvfp4" => 0.5 + 1.0 / g(16),
+        "mxfp4" => 0.5 + 1.0 / g(32),
         _ => 2.0,
     }
 }
@@ -84,109 +94,93 @@ pub fn pp_partition(layers: u64, pp: u64) -> Vec<u64> {
     parts
 }
 
-/// True when layer `l` uses a sliding window (windowed layers spread evenly, which is
-/// exact for gpt-oss's alternation).
-pub fn is_sliding_layer(m: &Model, l: u64) -> bool {
-    if m.sliding_layers == 0 || m.layers == 0 {
-        return false;
-    }
-    ((l + 1) * m.sliding_layers) / m.layers > (l * m.sliding_layers) / m.layers
-}
-
-/// KV-cache bytes per token for one attention layer on one rank.
-pub fn kv_bytes_per_token_layer(m: &Model, tp: u64, kv_elem: f64) -> f64 {
-    match m.attention {
-        // MLA stores the latent (kv_lora_rank + rope dims) once per token, unsplit by TP.
-        Attention::Mla => (m.kv_lora_rank + m.qk_rope_head_dim) as f64 * kv_elem,
-        _ => {
-            let kv_per_rank = (m.kv_heads / tp.max(1)).max(1);
-            2.0 * kv_per_rank as f64 * m.head_dim as f64 * kv_elem
-        }
+/// KV-cache bytes per token of one full-attention layer on one rank.
+pub fn kv_bytes_per_token_layer(m: &Model, tp: u64) -> f64 {
+    match kv_pool::cache_spec(m, Mixer::Full, tp) {
+        Some(kv_pool::CacheSpec::Full { per_token }) => per_token,
+        _ => 0.0,
     }
 }
 
-/// Parameters (by precision class) held by one rank of one stage.
+/// The weights one rank of one stage holds, in bytes and parameters.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct RankParams {
-    /// Linear layers in the serving precision.
-    pub quantized: f64,
-    /// Embeddings, LM head, routers, and layers a format leaves unquantized.
-    pub unquantized: f64,
-    /// Routed-expert parameters on this rank (included in the above).
-    pub experts: f64,
+pub struct RankWeights {
+    pub bytes: f64,
+    pub params: f64,
+    /// Routed experts (included in the above).
+    pub expert_bytes: f64,
+    pub expert_params: f64,
+    /// The embedding (first stage) and LM head (last stage), included above.
+    pub embedding_bytes: f64,
+    pub embedding_params: f64,
+    pub lm_head_params: f64,
+    /// Vision/audio encoders (first stage), included above; they run only on media.
+    pub encoder_bytes: f64,
+    pub encoder_params: f64,
 }
 
-pub fn rank_params(
+/// Weights of one rank of the stage holding `layers`, sharded the way vLLM's layers
+/// shard them, each component in its own format ([`Model::format_of`]).
+pub fn rank_weights(
     m: &Model,
     l: &crate::program::Layout,
     layers: std::ops::Range<u64>,
     is_first: bool,
     is_last: bool,
-) -> RankParams {
-    let (tp, dp, ep) = (l.tp, l.dp, l.ep);
-    let tp_f = tp.max(1) as f64;
+) -> RankWeights {
+    let (tp, dp, ep) = (l.tp.max(1), l.dp.max(1), l.ep);
+    let tp_f = tp as f64;
     let h = m.hidden as f64;
-    let mut p = RankParams::default();
-    // mxfp4 checkpoints (gpt-oss) quantize only the experts.
-    let experts_only = m.weights == "mxfp4";
-    let attention = match m.attention {
-        Attention::Mla => {
-            let heads = m.heads as f64;
-            let qk = (m.qk_nope_head_dim + m.qk_rope_head_dim) as f64;
-            let replicated = if m.q_lora_rank > 0 {
-                h * m.q_lora_rank as f64
-            } else {
-                0.0
-            } + h * (m.kv_lora_rank + m.qk_rope_head_dim) as f64;
-            let q = if m.q_lora_rank > 0 {
-                m.q_lora_rank as f64 * heads * qk
-            } else {
-                h * heads * qk
-            };
-            let kv_b = m.kv_lora_rank as f64 * heads * (m.qk_nope_head_dim + m.v_head_dim) as f64;
-            let o = heads * m.v_head_dim as f64 * h;
-            replicated + (q + kv_b + o) / tp_f
-        }
-        _ => {
-            let q_o = 2.0 * h * (m.heads * m.head_dim) as f64 / tp_f;
-            let kv = 2.0 * h * m.head_dim as f64 * (m.kv_heads / tp.max(1)).max(1) as f64;
-            q_o + kv
-        }
+    let group = m.detail.quant_group;
+    let bytes_of = |c: Component, layer: Option<u64>| weight_bytes_grouped(m.format_of(c, layer), group);
+    let mut w = RankWeights::default();
+    let add = |w: &mut RankWeights, params: f64, per: f64| {
+        w.params += params;
+        w.bytes += params * per;
     };
-    let expert = 3.0 * h * m.moe_intermediate as f64;
+    let expert = architecture::expert_params(m);
+    let (shared, router) = architecture::shared_params(m);
+    let dense = architecture::dense_params(m) / tp_f;
     for layer in layers {
-        if experts_only {
-            p.unquantized += attention;
-        } else {
-            p.quantized += attention;
-        }
-        if is_moe_layer(m, layer) {
-            let routed = if ep {
-                let ep_size = (tp * dp).max(1);
-                m.experts.div_ceil(ep_size) as f64 * expert
-            } else {
-                m.experts as f64 * expert / (tp * dp).max(1) as f64
-            };
-            p.quantized += routed + m.shared_experts as f64 * expert / tp_f;
-            p.experts += routed;
-            p.unquantized += h * m.experts as f64; // router, replicated
-        } else {
-            let dense = 3.0 * h * m.intermediate as f64 / tp_f;
-            if experts_only {
-                p.unquantized += dense;
-            } else {
-                p.quantized += dense;
+        let k = m.layer(layer);
+        let mixer = architecture::mixer_params(m, k.mixer, tp).on_rank();
+        add(&mut w, mixer, bytes_of(Component::Mixer, Some(layer)));
+        match k.ffn {
+            Ffn::Moe => {
+                let routed = if ep {
+                    m.experts.div_ceil(tp * dp) as f64 * expert
+                } else {
+                    m.experts as f64 * expert / (tp * dp) as f64
+                };
+                let per = bytes_of(Component::Experts, Some(layer));
+                add(&mut w, routed, per);
+                w.expert_params += routed;
+                w.expert_bytes += routed * per;
+                add(&mut w, shared / tp_f, bytes_of(Component::Mlp, Some(layer)));
+                add(&mut w, router, bytes_of(Component::Unquantized, None));
             }
+            Ffn::Dense => add(&mut w, dense, bytes_of(Component::Mlp, Some(layer))),
+            Ffn::None => {}
         }
     }
+    let unq = bytes_of(Component::Unquantized, None);
     let vocab_shard = m.vocab as f64 * h / tp_f;
     if is_first {
-        p.unquantized += vocab_shard;
+        add(&mut w, vocab_shard, unq);
+        w.embedding_params += vocab_shard;
+        w.embedding_bytes += vocab_shard * unq;
+        let encoder = m.detail.encoder_parameters / tp_f;
+        add(&mut w, encoder, unq);
+        w.encoder_params += encoder;
+        w.encoder_bytes += encoder * unq;
     }
     if is_last && !(m.tied_embeddings && is_first) {
-        p.unquantized += vocab_shard;
+        add(&mut w, vocab_shard, unq);
     }
-    p
+    if is_last {
+        w.lm_head_params = vocab_shard;
+    }
+    w
 }
 
 /// One PP stage's memory on each of its GPUs.
@@ -201,9 +195,12 @@ pub struct StageMemory {
     pub cuda_graphs: f64,
     /// May be negative: the stage does not fit.
     pub kv_cache: f64,
-    /// KV bytes per token on this stage's GPUs (full-attention layers).
+    /// KV bytes per token on this stage's GPUs (the layers whose cache grows with context).
     pub kv_bytes_per_token: f64,
     pub num_blocks: u64,
+    /// How the stage's KV cache is laid out (groups, block size, per-request needs).
+    #[serde(skip)]
+    pub pool: KvPool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -225,6 +222,17 @@ impl MemoryReport {
             .iter()
             .min_by(|a, b| a.kv_cache.total_cmp(&b.kv_cache))
             .expect("at least one stage")
+    }
+
+    /// Requests with `len` tokens of context each that fit at once while decoding (the
+    /// tightest stage deciding): a sliding window holds its window, a recurrent layer one
+    /// state, full attention every token.
+    pub fn requests_at(&self, len: f64) -> f64 {
+        self.stages
+            .iter()
+            .map(|st| st.pool.requests(len.max(1.0), false))
+            .fold(f64::INFINITY, f64::min)
+            .max(0.0)
     }
 }
 
@@ -248,23 +256,15 @@ pub fn memory(s: &Scenario) -> MemoryReport {
     let gpu = &s.topology.gpu;
     let budget = (gpu.memory * e.gpu_memory_utilization).ceil();
     let parts = pp_partition(m.layers, l.pp);
-    let kv_elem = kv_bytes(&m.kv_cache, &m.dtype);
-    let per_layer = kv_bytes_per_token_layer(m, l.tp, kv_elem);
     let distributed = l.tp * l.pp * l.pcp > 1 || (l.ep && l.dp > 1) || (m.is_moe() && l.dp > 1);
-    let bs = e.block_size.max(1);
+    let len = e.max_model_len as f64;
     let mut stages = Vec::new();
     let mut first = 0;
-    let mut per_request_max: f64 = 0.0;
-    let mut blocks_min = u64::MAX;
-    let mut concurrency_min = f64::INFINITY;
     for (i, &count) in parts.iter().enumerate() {
         let is_first = i == 0;
         let is_last = i + 1 == parts.len();
-        let p = rank_params(m, l, first..first + count, is_first, is_last);
-        let weights = (p.quantized * weight_bytes(&m.weights)
-            + p.unquantized * weight_bytes(&m.dtype)
-            - e.cpu_offload)
-            .max(0.0);
+        let w = rank_weights(m, l, first..first + count, is_first, is_last);
+        let weights = (w.bytes - e.cpu_offload).max(0.0);
         let activations = e
             .overrides
             .activation
@@ -291,37 +291,16 @@ pub fn memory(s: &Scenario) -> MemoryReport {
             Some(fixed) => fixed,
             None => budget - weights - activations - non_torch - cuda_graphs,
         };
-        let sliding = (first..first + count)
-            .filter(|x| is_sliding_layer(m, *x))
-            .count() as u64;
-        let full = count - sliding;
-        // DCP shards each request's KV over dcp ranks: a rank holds 1/dcp of the tokens.
-        let dcp = l.dcp.max(1) as f64;
-        let full_bpt = full as f64 * per_layer / dcp;
-        let sliding_bpt = sliding as f64 * per_layer / dcp;
-        let block_bytes = if full_bpt > 0.0 {
-            full_bpt
-        } else {
-            sliding_bpt
-        } * bs as f64;
-        let num_blocks = if kv_cache > 0.0 && block_bytes > 0.0 {
-            (kv_cache / block_bytes).floor() as u64
-        } else {
-            0
-        };
-        let len = e.max_model_len as f64;
-        let rounded = (len / bs as f64).ceil() * bs as f64;
-        let window = m.sliding_window.unwrap_or(0.0);
-        let sliding_len = ((len.min(window + bs as f64)) / bs as f64).ceil() * bs as f64;
-        let per_request = full_bpt * rounded + sliding_bpt * sliding_len;
-        per_request_max = per_request_max.max(per_request);
-        blocks_min = blocks_min.min(num_blocks);
-        let conc = if per_request > 0.0 {
-            kv_cache.max(0.0) / per_request
-        } else {
-            f64::INFINITY
-        };
-        concurrency_min = concurrency_min.min(conc);
+        let specs: Vec<kv_pool::CacheSpec> = (first..first + count)
+            .filter_map(|x| kv_pool::cache_spec(m, m.layer(x).mixer, l.tp))
+            .collect();
+        let pool = KvPool::new(
+            &specs,
+            kv_cache,
+            e.block_size,
+            e.max_num_batched_tokens,
+            l.dcp,
+        );
         stages.push(StageMemory {
             stage: i as u64,
             layers: count,
@@ -331,30 +310,41 @@ pub fn memory(s: &Scenario) -> MemoryReport {
             non_torch,
             cuda_graphs,
             kv_cache,
-            kv_bytes_per_token: full_bpt + sliding_bpt,
-            num_blocks,
+            kv_bytes_per_token: pool.growing_bytes_per_token,
+            num_blocks: pool.num_blocks,
+            pool,
         });
         first += count;
     }
-    let blocks = if blocks_min == u64::MAX {
-        0
+    // Requests of max_model_len the tightest stage holds (vLLM's "Maximum concurrency").
+    let (tightest, max_concurrency) = stages
+        .iter()
+        .map(|st| (st, st.pool.requests(len, true)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(st, c)| (st.stage as usize, c.max(0.0)))
+        .unwrap_or((0, 0.0));
+    let pool = &stages[tightest].pool;
+    let kv_cache_tokens = if pool.hybrid {
+        // vLLM logs `max_concurrency × max_model_len` for a hybrid model.
+        if max_concurrency.is_finite() {
+            (max_concurrency * len).floor() as u64
+        } else {
+            u64::MAX
+        }
     } else {
-        blocks_min
-    };
-    // Whole requests' worth of blocks, as vLLM reports them.
-    let max_concurrency = if concurrency_min.is_finite() {
-        let per_req_blocks = (e.max_model_len as f64 / bs as f64).ceil();
-        let by_blocks = blocks as f64 / per_req_blocks.max(1.0);
-        by_blocks.min(concurrency_min.max(0.0)).max(0.0)
-    } else {
-        0.0
+        let blocks = stages.iter().map(|st| st.num_blocks).min().unwrap_or(0);
+        blocks * pool.block_size * l.dcp.max(1)
     };
     MemoryReport {
+        block_size: pool.block_size,
+        bytes_per_max_request: pool.bytes_per_request(len),
         stages,
-        block_size: bs,
-        kv_cache_tokens: blocks * bs * l.dcp.max(1),
-        max_concurrency,
-        bytes_per_max_request: per_request_max,
+        kv_cache_tokens,
+        max_concurrency: if max_concurrency.is_finite() {
+            max_concurrency
+        } else {
+            f64::MAX
+        },
     }
 }
 

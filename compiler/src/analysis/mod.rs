@@ -12,6 +12,7 @@ pub mod calibration;
 pub mod catalog;
 pub mod comm;
 pub mod estimate;
+pub mod kv_pool;
 pub mod memory;
 pub mod perf;
 pub mod rules;

@@ -17,12 +17,11 @@
 //! end to end (`calibration::silicon`), never per row.
 
 use super::comm::{step_comm, CommContext, CommItem};
-use super::memory::{
-    kv_bytes, kv_bytes_per_token_layer, pp_partition, rank_params, weight_bytes, MemoryReport,
-};
+use super::kv_pool::{cache_spec, CacheSpec};
+use super::memory::{pp_partition, rank_weights, MemoryReport};
 use super::scenario::{Load, Scenario};
 use crate::architecture::is_moe_layer;
-use crate::program::Attention;
+use crate::program::{Attention, Component, Mixer};
 use serde::Serialize;
 
 /// Efficiency constants of the roofline.
@@ -96,8 +95,22 @@ struct StageFacts {
     /// Parameters multiplied per token (non-expert, excluding the embedding lookup).
     dense_params: f64,
     expert_params: f64,
-    kv_per_token: f64,
     lm_head_params: f64,
+    /// KV bytes per token of context read by a decoding sequence in the layers whose cache
+    /// grows (full attention; compressed attention's entries per token).
+    growing_kv: f64,
+    /// Attention work per token of context in those layers: Σ local heads × head size.
+    growing_attn: f64,
+    /// Sliding-window layers: the window and, per token inside it, KV bytes and work.
+    window: f64,
+    window_kv: f64,
+    window_attn: f64,
+    /// Recurrent layers: state bytes per sequence (read and written every step) and state
+    /// elements (updated per token).
+    state_bytes: f64,
+    state_elements: f64,
+    /// KV bytes written per new token.
+    kv_write: f64,
 }
 
 /// What every step of one scenario shares: per-stage facts and group placements.
@@ -120,35 +133,96 @@ impl<'a> StepModel<'a> {
 fn stage_facts(s: &Scenario) -> Vec<StageFacts> {
     let m = &s.model;
     let l = &s.layout;
+    let tp = l.tp.max(1);
+    let dcp = l.dcp.max(1) as f64;
+    let heads_local = m.heads as f64 / tp as f64;
     let parts = pp_partition(m.layers, l.pp);
-    let kv_layer = kv_bytes_per_token_layer(m, l.tp, kv_bytes(&m.kv_cache, &m.dtype));
     let mut first = 0;
     let mut out = Vec::new();
     for (i, &count) in parts.iter().enumerate() {
         let is_first = i == 0;
         let last = i + 1 == parts.len();
-        let p = rank_params(m, l, first..first + count, is_first, last);
-        let wq = weight_bytes(&m.weights);
-        let wu = weight_bytes(&m.dtype);
-        let vocab_shard = m.vocab as f64 * m.hidden as f64 / l.tp.max(1) as f64;
-        let embed = if is_first { vocab_shard } else { 0.0 };
-        let lm_head = if last { vocab_shard } else { 0.0 };
-        let expert_bytes = p.experts * wq;
-        let total_bytes = p.quantized * wq + p.unquantized * wu;
-        let moe_layers = (first..first + count)
-            .filter(|x| is_moe_layer(m, *x))
-            .count() as u64;
-        out.push(StageFacts {
+        let w = rank_weights(m, l, first..first + count, is_first, last);
+        let mut f = StageFacts {
             layers: count,
-            moe_layers,
+            moe_layers: (first..first + count)
+                .filter(|x| is_moe_layer(m, *x))
+                .count() as u64,
             last,
-            dense_bytes: total_bytes - expert_bytes - embed * wu,
-            expert_bytes,
-            dense_params: p.quantized + p.unquantized - p.experts - embed - lm_head,
-            expert_params: p.experts,
-            kv_per_token: count as f64 * kv_layer / l.dcp.max(1) as f64,
-            lm_head_params: lm_head,
-        });
+            // The embedding is a lookup and the encoders run only on media: neither is
+            // streamed by a text step.
+            dense_bytes: w.bytes - w.expert_bytes - w.embedding_bytes - w.encoder_bytes,
+            expert_bytes: w.expert_bytes,
+            dense_params: w.params
+                - w.expert_params
+                - w.embedding_params
+                - w.encoder_params
+                - w.lm_head_params,
+            expert_params: w.expert_params,
+            lm_head_params: w.lm_head_params,
+            growing_kv: 0.0,
+            growing_attn: 0.0,
+            window: 0.0,
+            window_kv: 0.0,
+            window_attn: 0.0,
+            state_bytes: 0.0,
+            state_elements: 0.0,
+            kv_write: 0.0,
+        };
+        for layer in first..first + count {
+            let mixer = m.layer(layer).mixer;
+            let attn_dim = match (mixer, m.attention) {
+                (Mixer::Full, Attention::Mla) => (m.kv_lora_rank + m.qk_rope_head_dim) as f64,
+                (Mixer::Sliding, _) if m.detail.sliding_head_dim > 0 => {
+                    m.detail.sliding_head_dim as f64
+                }
+                _ => m.head_dim as f64,
+            };
+            match cache_spec(m, mixer, tp) {
+                Some(CacheSpec::Full { per_token }) => {
+                    f.growing_kv += per_token / dcp;
+                    f.growing_attn += heads_local * attn_dim;
+                    f.kv_write += per_token / dcp;
+                }
+                Some(CacheSpec::Compressed {
+                    per_token,
+                    window_per_token,
+                    window,
+                }) => {
+                    let ratio = match mixer {
+                        Mixer::Compressed(r) => r as f64,
+                        _ => 1.0,
+                    };
+                    f.growing_kv += per_token / dcp;
+                    f.growing_attn += heads_local * attn_dim / ratio;
+                    f.window = f.window.max(window);
+                    f.window_kv += window_per_token;
+                    f.window_attn += heads_local * attn_dim;
+                    f.kv_write += per_token + window_per_token;
+                }
+                Some(CacheSpec::Sliding { per_token, window }) => {
+                    f.window = f.window.max(window);
+                    f.window_kv += per_token;
+                    f.window_attn += heads_local * attn_dim;
+                    f.kv_write += per_token;
+                }
+                Some(CacheSpec::State { bytes }) => {
+                    f.state_bytes += bytes;
+                    f.state_elements += match mixer {
+                        Mixer::Linear => {
+                            let la = m.detail.linear.unwrap_or_default();
+                            (la.value_heads / tp) as f64 * la.key_dim as f64 * la.value_dim as f64
+                        }
+                        _ => {
+                            let mb = m.detail.mamba.unwrap_or_default();
+                            (mb.heads / tp) as f64 * mb.head_dim as f64 * mb.state as f64
+                        }
+                    };
+                }
+                None => {}
+            }
+        }
+        out.push(f);
         first += count;
     }
     out
@@ -188,24 +262,29 @@ fn stage_step(
     // prefix once (flash attention keeps the chunk's queries on chip) and every new token
     // writes its entry.
     let prefill_prefix = if prefill > 0.0 { prefill_ctx } else { 0.0 };
+    let prefilling = if prefill > 0.0 { 1.0 } else { 0.0 };
+    let sequences = decode + prefilling;
+    // Windowed layers see at most their window; recurrent layers read and write one state
+    // per sequence.
+    let in_window = |c: f64| c.min(f.window);
     let bytes = f.dense_bytes
         + f.expert_bytes * touched
-        + (decode * ctx + prefill_prefix + tokens) * f.kv_per_token;
-    let heads_local = m.heads as f64 / l.tp.max(1) as f64;
-    let attn_dim = match m.attention {
-        Attention::Mla => (m.kv_lora_rank + m.qk_rope_head_dim) as f64,
-        _ => m.head_dim as f64,
-    };
-    let attention_flops =
-        4.0 * (decode * ctx + prefill * prefill_ctx) * heads_local * attn_dim * f.layers as f64;
-    let sequences = decode + if prefill > 0.0 { 1.0 } else { 0.0 };
-    // The layers' GEMMs run in the weights' format; attention (QK and PV over the cache)
-    // and the LM head (left unquantized by FP8/FP4 checkpoints) in the activations' bf16.
-    let gemm_flops =
-        2.0 * tokens * f.dense_params + 2.0 * routed_tokens * f.expert_params * expert_share;
+        + (decode * ctx + prefill_prefix) * f.growing_kv
+        + (decode * in_window(ctx) + in_window(prefill_prefix)) * f.window_kv
+        + tokens * f.kv_write
+        + 2.0 * sequences * f.state_bytes;
+    let attention_flops = 4.0
+        * ((decode * ctx + prefill * prefill_ctx) * f.growing_attn
+            + (decode * in_window(ctx) + prefill * in_window(prefill_ctx)) * f.window_attn)
+        + 4.0 * tokens * f.state_elements;
+    // The layers' GEMMs run in their weights' formats; attention (QK and PV over the
+    // cache) and the LM head (left unquantized by FP8/FP4 checkpoints) in bf16.
+    let dense_rate = gpu.matmul_flops(m.format_of(Component::Mixer, None));
+    let expert_rate = gpu.matmul_flops(m.format_of(Component::Experts, None));
+    let gemm_time = 2.0 * tokens * f.dense_params / dense_rate
+        + 2.0 * routed_tokens * f.expert_params * expert_share / expert_rate;
     let bf16_flops = attention_flops + 2.0 * sequences * f.lm_head_params;
-    let compute =
-        (gemm_flops / gpu.matmul_flops(&m.weights) + bf16_flops / gpu.bf16) / c.compute_efficiency;
+    let compute = (gemm_time + bf16_flops / gpu.bf16) / c.compute_efficiency;
     let memory = bytes / (gpu.hbm_bandwidth * c.memory_efficiency);
     let comm_items = step_comm(s, &sm.comm, tokens, f.layers, f.moe_layers, f.last);
     let comm: f64 = comm_items.iter().map(|i| i.time).sum();
@@ -371,7 +450,13 @@ pub struct Prediction {
 /// context, and the step's token budget.
 pub fn running_cap(s: &Scenario, mem: &MemoryReport, prompt: f64, output: f64) -> f64 {
     let per_request = prompt + output;
-    let by_kv = mem.kv_cache_tokens as f64 / per_request.max(1.0);
+    // A hybrid model's windows and states do not grow with the context: count requests
+    // by the pool's groups.
+    let by_kv = if mem.stages.iter().any(|st| st.pool.hybrid) {
+        mem.requests_at(per_request)
+    } else {
+        mem.kv_cache_tokens as f64 / per_request.max(1.0)
+    };
     (s.engine.max_num_seqs as f64).min(by_kv).max(0.0)
 }
 

@@ -123,7 +123,42 @@ impl<'s, 'w> Checker<'s, 'w> {
                     dtype,
                     kv_cache: r.word("kv_cache").unwrap_or_else(|| "auto".into()),
                     prequantized: r.boolean("prequantized").unwrap_or(false),
+                    detail: Box::new(ModelDetail {
+                        layer_kinds: Vec::new(),
+                        sliding_kv_heads: r.uint("sliding_kv_heads").unwrap_or(0),
+                        sliding_head_dim: r.uint("sliding_head_dim").unwrap_or(0),
+                        linear: r.uint("linear_value_heads").map(|vh| LinearAttention {
+                            key_heads: r.uint("linear_key_heads").unwrap_or(vh),
+                            value_heads: vh,
+                            key_dim: r.uint("linear_key_dim").unwrap_or(0),
+                            value_dim: r.uint("linear_value_dim").unwrap_or(0),
+                            conv_kernel: r.uint("linear_conv_kernel").unwrap_or(4),
+                        }),
+                        mamba: r.uint("mamba_heads").map(|heads| Mamba2 {
+                            heads,
+                            head_dim: r.uint("mamba_head_dim").unwrap_or(0),
+                            state: r.uint("mamba_state").unwrap_or(0),
+                            groups: r.uint("mamba_groups").unwrap_or(1),
+                            conv_kernel: r.uint("mamba_conv_kernel").unwrap_or(4),
+                        }),
+                        state_dtype: r.word("state_dtype").filter(|d| d != "auto"),
+                        indexer_head_dim: r.uint("indexer_head_dim").unwrap_or(0),
+                        indexer_heads: r.uint("indexer_heads").unwrap_or(0),
+                        shared_expert_intermediate: r
+                            .uint("shared_expert_intermediate")
+                            .unwrap_or(0),
+                        ungated_mlp: r.boolean("ungated_mlp").unwrap_or(false),
+                        encoder_parameters: r.num("encoder_parameters").unwrap_or(0.0),
+                        attention_weights: r.word("attention_weights"),
+                        expert_weights: r.word("expert_weights"),
+                        mlp_weights: r.word("mlp_weights"),
+                        unquantized_layers: r.uint("unquantized_layers").unwrap_or(0),
+                        unquantized_mixer_layers: r.uints("unquantized_mixer_layers"),
+                        quant_group: r.uint("quant_group").unwrap_or(0),
+                    }),
                 };
+                let mut model = model;
+                ok &= self.layer_pattern(file, raw, f, &mut model);
                 ok &= self.model_rules(file, raw, f, &model);
                 Body::Model(model)
             }
@@ -325,6 +360,18 @@ impl Reader<'_> {
         match self.get(k)? {
             Value::Str(s) => Some(s.clone()),
             _ => None,
+        }
+    }
+    fn uints(&self, k: &str) -> Vec<u64> {
+        match self.get(k) {
+            Some(Value::List(items)) => items
+                .iter()
+                .filter_map(|v| match v {
+                    Value::Int(i) => u64::try_from(*i).ok(),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
         }
     }
     fn strings(&self, k: &str) -> Vec<String> {

@@ -1,4 +1,5 @@
-//! Consistency rules inside one model definition (heads, MoE, MLA fields).
+//! Consistency rules inside one model definition (heads, MoE, MLA fields), and its
+//! layer pattern expanded to one kind per layer.
 
 use super::*;
 
@@ -100,5 +101,112 @@ impl<'s, 'w> Checker<'s, 'w> {
             );
         }
         ok
+    }
+}
+
+impl<'s, 'w> Checker<'s, 'w> {
+    /// Expands `layer_pattern` into `m.detail.layer_kinds` (one per layer, FFNs resolved)
+    /// and checks it against the model: its length, and that every kind it uses has the
+    /// dimensions it needs.
+    pub(super) fn layer_pattern(
+        &mut self,
+        file: FileId,
+        raw: &RawDef,
+        f: &BTreeMap<String, FieldValue>,
+        m: &mut Model,
+    ) -> bool {
+        let Some(field) = f.get("layer_pattern") else {
+            return true;
+        };
+        let Value::Str(text) = &field.value else {
+            return true;
+        };
+        let at = field.at;
+        let fail = |this: &mut Self, msg: String, label: &str, help: &str| {
+            this.push(
+                Diagnostic::new(Code::InvalidLayerPattern, msg)
+                    .primary(at.file, at.span, label)
+                    .help(help.to_string()),
+            );
+            false
+        };
+        let written = match crate::layers::parse(text) {
+            Ok(w) => w,
+            Err(e) => {
+                return fail(
+                    self,
+                    format!("layer pattern: {} (at character {})", e.message, e.offset + 1),
+                    "cannot read this pattern",
+                    "e.g. \"(3 linear, full) × 16\"; kinds: full, sliding, linear, mamba, none, compressedN, optionally +dense/+moe/+none",
+                )
+            }
+        };
+        if written.len() as u64 != m.layers {
+            return fail(
+                self,
+                format!(
+                    "the layer pattern lists {} layers, the model has {} (`layers`)",
+                    written.len(),
+                    m.layers
+                ),
+                "wrong number of layers",
+                "a count after `×` repeats the parenthesised group before it: `(3 linear, full) × 16` is 64 layers",
+            );
+        }
+        let uses = |k: Mixer| written.iter().any(|w| w.mixer == k);
+        let _ = (file, raw);
+        let mut missing: Vec<&str> = Vec::new();
+        if uses(Mixer::Sliding) && m.sliding_window.is_none() {
+            missing.push("`sliding_window` (sliding layers)");
+        }
+        if uses(Mixer::Linear)
+            && m
+                .detail
+                .linear
+                .is_none_or(|la| la.key_dim == 0 || la.value_dim == 0)
+        {
+            missing.push("`linear_value_heads`, `linear_key_dim` and `linear_value_dim` (linear layers)");
+        }
+        if uses(Mixer::Mamba)
+            && m
+                .detail
+                .mamba
+                .is_none_or(|mb| mb.head_dim == 0 || mb.state == 0)
+        {
+            missing.push("`mamba_heads`, `mamba_head_dim` and `mamba_state` (mamba layers)");
+        }
+        if written.iter().any(|w| w.ffn == Some(Ffn::Moe)) && m.experts == 0 {
+            missing.push("`experts` (moe layers)");
+        }
+        if !missing.is_empty() {
+            return fail(
+                self,
+                format!("the layer pattern needs {}", missing.join(", ")),
+                "kinds without their dimensions",
+                "copy them from config.json",
+            );
+        }
+        let sliding = written.iter().filter(|w| w.mixer == Mixer::Sliding).count() as u64;
+        if f.contains_key("sliding_layers") && m.sliding_layers != sliding {
+            return fail(
+                self,
+                format!(
+                    "`sliding_layers` = {} but the layer pattern has {sliding} sliding layers",
+                    m.sliding_layers
+                ),
+                "disagrees with sliding_layers",
+                "drop `sliding_layers`: the pattern says which layers are windowed",
+            );
+        }
+        m.sliding_layers = sliding;
+        m.detail.layer_kinds = written
+            .iter()
+            .enumerate()
+            .map(|(l, w)| LayerKind {
+                mixer: w.mixer,
+                ffn: w.ffn.unwrap_or_else(|| m.default_ffn(l as u64)),
+            })
+            .collect();
+        true
     }
 }

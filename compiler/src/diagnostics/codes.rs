@@ -77,6 +77,7 @@ codes! {
     WrongOperator = "E0310", Error, "wrong operator for this field";
     InvalidLayout = "E0311", Error, "invalid layout";
     InvalidText = "E0312", Error, "string not allowed in this field";
+    InvalidLayerPattern = "E0313", Error, "invalid layer pattern";
 
     TpAcrossNodes = "E0401", Error, "tensor parallelism across nodes";
     HeadsNotDivisible = "E0402", Error, "attention heads not divisible by TP";
@@ -106,6 +107,7 @@ codes! {
     PipelineBubble = "W0403", Warning, "pipeline bubble dominates";
     MoreGpusWorse = "W0404", Warning, "more GPUs make it worse";
     LoadNotAdmitted = "W0501", Warning, "the declared load cannot be admitted";
+    FormatNotNative = "W0502", Warning, "weight format not native on this GPU";
 
     DpBeatsTp = "A0401", Advice, "DP replicas would beat a wider TP";
     QuantizeToFit = "A0501", Advice, "quantization would fit on fewer GPUs";

@@ -385,13 +385,21 @@ fn family_name(layout: Layout, w: &str, kv: &str, model_weights: &str, n_formats
     )
 }
 
-/// One line: the message up to the first sentence end, without the deployment prefix.
+/// One line: the message without the deployment prefix. A message past 300 characters
+/// is cut at a word boundary with `…` — never inside a number (a cut figure reads as a
+/// different, wrong figure: "maximum model length is 65" for 6512).
 fn short(reason: &str) -> String {
     let r = reason
         .split_once(": ")
         .map(|(a, b)| if a.starts_with("deploy") { b } else { reason })
         .unwrap_or(reason);
-    r.chars().take(140).collect()
+    const MAX: usize = 300;
+    if r.chars().count() <= MAX {
+        return r.to_string();
+    }
+    let head: String = r.chars().take(MAX).collect();
+    let cut = head.rfind(' ').unwrap_or(head.len());
+    format!("{}…", head[..cut].trim_end_matches([',', ';', ':']))
 }
 
 /// Every search run in this process: a test counts them (one per deployment per check).
@@ -408,5 +416,19 @@ pub fn space_of(ds: &DeploymentScenario) -> SearchSpace {
     SearchSpace {
         weights: ds.allowed_weights.clone(),
         kv_cache: ds.allowed_kv_cache.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_reasons_keep_numbers_whole() {
+        let long = "one request of max_model_len (8000) needs 1.22 GiB of KV cache, more than the 1018.2 MiB available; the estimated maximum model length is 6512";
+        assert_eq!(short(long), long);
+        let huge = format!("{} 123456789", "word ".repeat(70));
+        let cut = short(&huge);
+        assert!(cut.ends_with('…') && !cut.contains("1234"), "{cut}");
     }
 }

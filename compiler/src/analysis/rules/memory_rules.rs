@@ -66,8 +66,44 @@ pub(super) fn what_would_fit(s: &Scenario) -> String {
     }
 }
 
+/// W0502: a weight format this GPU has no tensor-core path for. vLLM still loads it —
+/// NVFP4 without Blackwell and FP8 without Ada/Hopper run as weight-only Marlin kernels:
+/// the weights stay small in memory, the GEMMs run at the BF16 rate — which is what the
+/// performance model charges ([`crate::analysis::scenario::GpuSpec::matmul_flops`]).
+fn format_support(s: &Scenario) -> Option<Finding> {
+    use crate::program::Component;
+    let m = &s.model;
+    let gpu = &s.topology.gpu;
+    let formats = [Component::Mixer, Component::Experts, Component::Mlp]
+        .map(|c| m.format_of(c, None).to_string());
+    let missing = formats.iter().find(|f| match f.as_str() {
+        "nvfp4" => gpu.fp4.is_none(),
+        "fp8" => gpu.fp8.is_none(),
+        _ => false,
+    })?;
+    let native = if missing == "nvfp4" {
+        "Blackwell (B200, GB200, B300)"
+    } else {
+        "Ada, Hopper or Blackwell"
+    };
+    Some(Finding::new(
+        Code::FormatNotNative,
+        Anchor::Model,
+        format!(
+            "{} has no {} tensor cores: vLLM serves {} weights as weight-only (Marlin) kernels, so the GEMMs run at the BF16 rate and only the memory saving remains",
+            gpu.name,
+            missing.to_uppercase(),
+            missing.to_uppercase()
+        ),
+        "not native on this GPU",
+        Some(format!(
+            "the prediction charges BF16 compute for these GEMMs; {missing} runs natively on {native}, or serve a BF16/FP8 checkpoint here"
+        )),
+    ))
+}
+
 pub fn memory_rules(s: &Scenario, mem: &MemoryReport) -> Vec<Finding> {
-    let mut out = Vec::new();
+    let mut out: Vec<Finding> = format_support(s).into_iter().collect();
     let st = mem.tightest();
     if st.kv_cache <= 0.0 {
         out.push(Finding::new(

@@ -269,6 +269,9 @@ fn read_quantization(
         )
     };
     if modelopt.is_some() || method == "modelopt" || (algo.is_some() && producer_modelopt) {
+        // The format excluded modules keep: the checkpoint's own (FP8 blocks when a
+        // mixed-precision ModelOpt checkpoint starts from one), else `dtype`.
+        let mut kept = dtype;
         match algo {
             Some("FP8") | Some("FP8_PER_CHANNEL_PER_TOKEN") | Some("FP8_PB_WO") => {
                 q.weights = Some("fp8".into())
@@ -298,6 +301,7 @@ fn read_quantization(
                 // What the list leaves out keeps the base checkpoint's format: FP8 blocks
                 // when config.json says `quant_method: fp8` (DeepSeek V4), else `dtype`.
                 let base = if method == "fp8" { "fp8" } else { dtype };
+                kept = base;
                 if only_experts {
                     q.weights = Some(base.into());
                     q.experts = Some(fmt.into());
@@ -340,7 +344,7 @@ fn read_quantization(
             .or(in_config.and_then(|c| c.get("ignore")))
             .and_then(Value::as_array);
         if let Some(list) = exclusions {
-            read_exclusions(list, layers, &mut q, dtype);
+            read_exclusions(list, layers, &mut q, kept);
         }
         return Ok(q);
     }

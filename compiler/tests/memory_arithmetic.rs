@@ -221,3 +221,171 @@ fn datasheet_figures_alone_order_unseen_gpus() {
     let (h100, h200, b200) = (tpot("h100_sxm"), tpot("h200_sxm"), tpot("b200"));
     assert!(h200 < h100 && b200 < h200, "{h100} {h200} {b200}");
 }
+
+/// A scenario on one B200 with the KV cache fixed at `blocks` blocks of the model's pool,
+/// so the arithmetic below is exact.
+fn hybrid_scenario(model: dic_compiler::program::Model, max_model_len: f64) -> Scenario {
+    let req = EstimateRequest {
+        gpu: "b200".into(),
+        gpus_per_node: Some(8),
+        nodes: Some(1),
+        layout: Layout::default(),
+        max_model_len: Some(max_model_len),
+        max_num_seqs: Some(256),
+        max_num_batched_tokens: Some(8192.0),
+        ..EstimateRequest::default()
+    };
+    let mut s = estimate::scenario("m", model, &req).expect("valid request");
+    s.workload = None;
+    s
+}
+
+fn all_full(mut m: dic_compiler::program::Model) -> dic_compiler::program::Model {
+    for k in m.detail.layer_kinds.iter_mut() {
+        k.mixer = dic_compiler::program::Mixer::Full;
+    }
+    m
+}
+
+#[test]
+fn gpt_oss_sliding_layers_hold_their_window() {
+    // gpt-oss-120b, TP 1, bf16 KV: 8 KV heads × (64 + 64) × 2 B = 2,048 B per token per layer.
+    // 18 full + 18 sliding (window 128) → two groups of 18 layers; page = 16 × 2,048 =
+    // 32,768 B; one block = 18 × 32,768 = 589,824 B. With 10,000 blocks of cache and
+    // max_model_len 131,072 (max_num_batched_tokens 8,192): full needs 131,072 / 16 = 8,192
+    // blocks, a window min(127 + 8,192, 131,072) → ceil(8,319 / 16) + 1 = 521 → 8,713 per
+    // request: 10,000 / 8,713 = 1.1477 requests, 150,432 tokens.
+    let m = catalog::model("gpt_oss_120b").unwrap();
+    let mut s = hybrid_scenario(m.clone(), 131_072.0);
+    s.engine.kv_cache_memory = Some(589_824.0 * 10_000.0);
+    let mem = memory(&s);
+    assert_eq!(mem.stages[0].num_blocks, 10_000);
+    assert!((mem.max_concurrency - 10_000.0 / 8_713.0).abs() < 1e-9);
+    assert_eq!(mem.kv_cache_tokens, 150_432);
+    // All 36 layers as full attention: a block is 36 × 32,768 B → 5,000 blocks, 80,000
+    // tokens, 0.61 requests. The windows nearly double the capacity (36 / 18 = 2, less
+    // the window and the chunk it holds).
+    let mut f = hybrid_scenario(all_full(m), 131_072.0);
+    f.engine.kv_cache_memory = s.engine.kv_cache_memory;
+    let full = memory(&f);
+    assert_eq!(full.kv_cache_tokens, 80_000);
+    let ratio = mem.max_concurrency / full.max_concurrency;
+    assert!((ratio - (10_000.0 / 8_713.0) / (5_000.0 / 8_192.0)).abs() < 1e-9, "{ratio}");
+}
+
+#[test]
+fn qwen3_5_linear_layers_hold_one_state_per_request() {
+    // Qwen3.5-27B, TP 1, bf16: full attention 4 KV heads × (256 + 256) × 2 B = 4,096 B per
+    // token per layer. A Gated DeltaNet state: conv (4 − 1) × (2·16·128 + 48·128 = 10,240)
+    // = 30,720 elements + recurrent 48 × 128 × 128 = 786,432 elements, × 2 B = 1,634,304 B.
+    // vLLM raises the attention block to 16 × ceil(1,634,304 / (16 × 4,096)) = 400 tokens:
+    // page 1,638,400 B, the state padded to it. 48 linear / 16 full → group size 16, groups
+    // 3 linear + 1 full; one block = 16 × 1,638,400 = 26,214,400 B. At max_model_len 32,768 a
+    // request needs ceil(32,768 / 400) = 82 full blocks + 3 state blocks = 85: with 1,000
+    // blocks, 11.7647 requests, 385,505 tokens.
+    let m = catalog::model("qwen3_5_27b").unwrap();
+    let mut s = hybrid_scenario(m.clone(), 32_768.0);
+    s.engine.kv_cache_memory = Some(26_214_400.0 * 1_000.0);
+    let mem = memory(&s);
+    assert_eq!(mem.block_size, 400);
+    assert_eq!(mem.stages[0].num_blocks, 1_000);
+    assert!((mem.max_concurrency - 1_000.0 / 85.0).abs() < 1e-9);
+    assert_eq!(mem.kv_cache_tokens, 385_505);
+    // All 64 layers full: a 16-token block is 64 × 4,096 × 16 = 4,194,304 B → 6,250 blocks,
+    // 100,000 tokens, 3.05 requests. The 1:3 hybrid holds 3.86× as many (the layer ratio,
+    // 64 / 16 = 4, less the states).
+    let mut f = hybrid_scenario(all_full(m), 32_768.0);
+    f.engine.kv_cache_memory = s.engine.kv_cache_memory;
+    let full = memory(&f);
+    assert_eq!(full.kv_cache_tokens, 100_000);
+    let ratio = mem.max_concurrency / full.max_concurrency;
+    assert!((ratio - (1_000.0 / 85.0) / (6_250.0 / 2_048.0)).abs() < 1e-9, "{ratio}");
+    assert!(ratio > 3.8 && ratio < 4.0);
+}
+
+#[test]
+fn nemotron_mamba_layers_hold_one_fp32_state_per_request() {
+    // Nemotron 3 Nano, TP 1: 6 attention layers, 2 KV heads × (128 + 128) × 2 B = 1,024 B per
+    // token; 23 Mamba-2 layers: conv (4 − 1) × (64·64 + 2·8·128 = 6,144) × 2 B = 36,864 B +
+    // SSM 64 × 64 × 128 × 4 B (fp32) = 2,097,152 B → 2,134,016 B. Block raised to
+    // 16 × ceil(2,134,016 / 16,384) = 2,096 tokens, page 2,146,304 B. 23 Mamba / 6 attention
+    // → group size 6: 1 attention group + 4 Mamba groups (one padding layer); one block =
+    // 6 × 2,146,304 = 12,877,824 B. At 32,768 tokens a request needs ceil(32,768 / 2,096) =
+    // 16 + 4 = 20 blocks: 1,000 blocks hold 50 requests, 1,638,400 tokens.
+    let m = catalog::model("nemotron_3_nano").unwrap();
+    let mut s = hybrid_scenario(m, 32_768.0);
+    s.engine.kv_cache_memory = Some(12_877_824.0 * 1_000.0);
+    let mem = memory(&s);
+    assert_eq!(mem.block_size, 2_096);
+    assert_eq!(mem.stages[0].num_blocks, 1_000);
+    assert!((mem.max_concurrency - 50.0).abs() < 1e-9);
+    assert_eq!(mem.kv_cache_tokens, 1_638_400);
+}
+
+/// Whole-checkpoint bytes on one GPU (TP 1, one stage).
+fn checkpoint_bytes(m: &dic_compiler::program::Model) -> f64 {
+    rank_weights(m, &Layout::default(), 0..m.layers, true, true).bytes
+}
+
+#[test]
+fn weight_bytes_per_format_follow_the_components() {
+    use dic_compiler::architecture::parameters;
+    // gpt-oss-120b: MXFP4 experts (4 bits + one 8-bit scale per 32 = 0.53125 B), the rest
+    // (attention, router, embeddings) bf16. OpenAI's model card lists a 60.8 GiB checkpoint.
+    let oss = catalog::model("gpt_oss_120b").unwrap();
+    let p = parameters(&oss);
+    let expect = p.experts * 0.53125 + (p.total - p.experts) * 2.0;
+    assert!((checkpoint_bytes(&oss) - expect).abs() / expect < 1e-9);
+    let gib = checkpoint_bytes(&oss) / GIB;
+    assert!((gib - 60.8).abs() / 60.8 < 0.01, "{gib:.2} GiB vs 60.8 GiB published");
+
+    // NVFP4 with BF16 attention (nvidia/DeepSeek-V3.1-NVFP4's exclude_modules): experts,
+    // shared experts and dense MLPs at 4 bits + one FP8 scale per 16 (0.5625 B); attention,
+    // routers and embeddings at 2 B.
+    let ds = catalog::model("deepseek_v3_1_nvfp4").unwrap();
+    let p = parameters(&ds);
+    let routers = 58.0 * 7168.0 * 256.0; // 58 MoE layers, one router each (bf16)
+    let expect = (p.experts + p.mlps - routers) * 0.5625 + (p.mixers + routers + p.embedding + p.lm_head) * 2.0;
+    assert!((checkpoint_bytes(&ds) - expect).abs() / expect < 1e-9);
+
+    // ModelOpt MIXED_PRECISION (nvidia/DeepSeek-V4-Flash-NVFP4): NVFP4 experts, block-FP8
+    // everything else that is quantized (1 B + one fp32 scale per 128 × 128).
+    let v4 = catalog::model("deepseek_v4_flash_nvfp4").unwrap();
+    let p = parameters(&v4);
+    let routers = 43.0 * 4096.0 * 256.0;
+    let fp8 = 1.0 + 4.0 / 16384.0;
+    let expect = p.experts * 0.5625 + (p.mixers + p.mlps - routers) * fp8 + (routers + p.embedding + p.lm_head) * 2.0;
+    assert!((checkpoint_bytes(&v4) - expect).abs() / expect < 1e-9);
+
+    // Leading layers kept in BF16 (GLM-5.1-NVFP4: layers 0-2 wholly excluded) cost 2 B for
+    // every parameter of those layers.
+    // (Its shared experts are BF16 too; quantize them here so only the leading layers differ.)
+    let mut glm = catalog::model("glm_5_1_nvfp4").unwrap();
+    glm.detail.mlp_weights = None;
+    let mut all_quant = glm.clone();
+    all_quant.detail.unquantized_layers = 0;
+    let dense_layer_mlp = 3.0 * 6144.0 * 12288.0; // layers 0-2 are dense (first_k_dense_replace 3)
+    let extra = 3.0 * dense_layer_mlp * (2.0 - 0.5625);
+    assert!((checkpoint_bytes(&glm) - checkpoint_bytes(&all_quant) - extra).abs() < 1.0);
+
+    // Group-quantized INT4: compressed-tensors W4A16 (symmetric: a bf16 scale per group) and
+    // AWQ (a scale and a packed 4-bit zero per group), groups of 128 unless said.
+    let mut int4 = catalog::model("llama_3_1_8b").unwrap();
+    let p = parameters(&int4);
+    let linear = p.mixers + p.mlps;
+    for (format, group, per) in [
+        ("int4", 0, 0.5 + 2.0 / 128.0),
+        ("int4", 32, 0.5 + 2.0 / 32.0),
+        ("awq", 0, 0.5 + 2.5 / 128.0),
+        ("gptq", 64, 0.5 + 2.5 / 64.0),
+        ("fp8", 0, fp8),
+    ] {
+        int4.weights = format.into();
+        int4.detail.quant_group = group;
+        let expect = linear * per + (p.embedding + p.lm_head) * 2.0;
+        assert!(
+            (checkpoint_bytes(&int4) - expect).abs() / expect < 1e-9,
+            "{format} group {group}"
+        );
+    }
+}

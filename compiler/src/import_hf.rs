@@ -882,9 +882,16 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
             groups: get_u("n_groups").unwrap_or(1),
             conv_kernel: get_u("conv_kernel").unwrap_or(4),
         });
-        if cfg.get("mamba_ssm_cache_dtype").and_then(Value::as_str) == Some("float32") {
-            d.state_dtype = Some("fp32".into());
-        }
+    }
+    // Recurrent states kept in fp32 by the model's own config (Nemotron-H
+    // `mamba_ssm_cache_dtype`, Qwen3.5 `mamba_ssm_dtype`); the launch pins the same with
+    // `--mamba-ssm-cache-dtype float32`.
+    if (uses(Mixer::Mamba) || uses(Mixer::Linear))
+        && ["mamba_ssm_cache_dtype", "mamba_ssm_dtype"]
+            .iter()
+            .any(|k| cfg.get(*k).and_then(Value::as_str) == Some("float32"))
+    {
+        d.state_dtype = Some("fp32".into());
     }
     if (kv_lora_rank > 0 || uses_compressed) && cfg.contains_key("index_head_dim") {
         d.indexer_head_dim = need("index_head_dim")?;
@@ -1053,7 +1060,7 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
         out.push(line("mamba_conv_kernel", mb.conv_kernel, "conv_kernel"));
     }
     if let Some(sd) = &d.state_dtype {
-        out.push(line("state_dtype", sd, "mamba_ssm_cache_dtype"));
+        out.push(line("state_dtype", sd, "mamba_ssm_cache_dtype / mamba_ssm_dtype"));
     }
     if m.tied_embeddings {
         out.push(line("tied_embeddings", "true", "tie_word_embeddings"));

@@ -277,30 +277,30 @@ fn gpt_oss_sliding_layers_hold_their_window() {
 fn qwen3_5_linear_layers_hold_one_state_per_request() {
     // Qwen3.5-27B, TP 1, bf16: full attention 4 KV heads × (256 + 256) × 2 B = 4,096 B per
     // token per layer. A Gated DeltaNet state: conv (4 − 1) × (2·16·128 + 48·128 = 10,240)
-    // = 30,720 elements + recurrent 48 × 128 × 128 = 786,432 elements, × 2 B = 1,634,304 B.
-    // vLLM raises the attention block to 16 × ceil(1,634,304 / (16 × 4,096)) = 400 tokens:
-    // page 1,638,400 B, the state padded to it. 48 linear / 16 full → group size 16, groups
-    // 3 linear + 1 full; one block = 16 × 1,638,400 = 26,214,400 B. At max_model_len 32,768 a
-    // request needs ceil(32,768 / 400) = 82 full blocks + 3 state blocks = 85: with 1,000
-    // blocks, 11.7647 requests, 385,505 tokens.
+    // = 30,720 elements × 2 B + recurrent 48 × 128 × 128 = 786,432 elements × 4 B (the
+    // config's mamba_ssm_dtype float32) = 3,207,168 B. vLLM raises the attention block to
+    // 16 × ceil(3,207,168 / (16 × 4,096)) = 784 tokens: page 3,211,264 B, the state padded to
+    // it. 48 linear / 16 full → group size 16, groups 3 linear + 1 full; one block = 16 ×
+    // 3,211,264 = 51,380,224 B. At max_model_len 32,768 a request needs ceil(32,768 / 784) =
+    // 42 full blocks + 3 state blocks = 45: with 1,000 blocks, 22.22 requests, 728,177 tokens.
     let m = catalog::model("qwen3_5_27b").unwrap();
     let mut s = hybrid_scenario(m.clone(), 32_768.0);
-    s.engine.kv_cache_memory = Some(26_214_400.0 * 1_000.0);
+    s.engine.kv_cache_memory = Some(51_380_224.0 * 1_000.0);
     let mem = memory(&s);
-    assert_eq!(mem.block_size, 400);
+    assert_eq!(mem.block_size, 784);
     assert_eq!(mem.stages[0].num_blocks, 1_000);
-    assert!((mem.max_concurrency - 1_000.0 / 85.0).abs() < 1e-9);
-    assert_eq!(mem.kv_cache_tokens, 385_505);
-    // All 64 layers full: a 16-token block is 64 × 4,096 × 16 = 4,194,304 B → 6,250 blocks,
-    // 100,000 tokens, 3.05 requests. The 1:3 hybrid holds 3.86× as many (the layer ratio,
+    assert!((mem.max_concurrency - 1_000.0 / 45.0).abs() < 1e-9);
+    assert_eq!(mem.kv_cache_tokens, 728_177);
+    // All 64 layers full: a 16-token block is 64 × 4,096 × 16 = 4,194,304 B → 12,250 blocks,
+    // 196,000 tokens, 5.98 requests. The 1:3 hybrid holds 3.7× as many (the layer ratio,
     // 64 / 16 = 4, less the states).
     let mut f = hybrid_scenario(all_full(m), 32_768.0);
     f.engine.kv_cache_memory = s.engine.kv_cache_memory;
     let full = memory(&f);
-    assert_eq!(full.kv_cache_tokens, 100_000);
+    assert_eq!(full.kv_cache_tokens, 196_000);
     let ratio = mem.max_concurrency / full.max_concurrency;
-    assert!((ratio - (1_000.0 / 85.0) / (6_250.0 / 2_048.0)).abs() < 1e-9, "{ratio}");
-    assert!(ratio > 3.8 && ratio < 4.0);
+    assert!((ratio - (1_000.0 / 45.0) / (12_250.0 / 2_048.0)).abs() < 1e-9, "{ratio}");
+    assert!(ratio > 3.6 && ratio < 4.0);
 }
 
 #[test]

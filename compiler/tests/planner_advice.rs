@@ -79,3 +79,19 @@ fn a_slower_point_on_the_scaling_curve_is_w0404() {
     }
     assert!(slower_points > 0, "no case exercises a slower point");
 }
+
+fn codes(nodes: &str, model: &str, layout: &str) -> Vec<Code> {
+    let world = MemoryWorld::new().with("a.dist", &source(nodes, model, layout));
+    let checked = driver::check_file(&world, "a.dist").unwrap();
+    checked.diagnostics.iter().map(|d| d.code).collect()
+}
+
+/// A0501 advises FP8 only where the half-TP layout needs it: an 8B model at tp 8 fits at
+/// tp 4 in BF16 already (issue: "A0501 advises FP8 to halve TP when BF16 already fits"),
+/// while Llama 3.1 70B at tp 2 on H100 needs FP8 to fit on one GPU.
+#[test]
+fn a0501_only_when_quantization_is_what_makes_it_fit() {
+    assert!(!codes("1 × dgx_h100", "llama_3_1_8b", "tp 8").contains(&Code::QuantizeToFit));
+    assert!(!codes("1 × dgx_h200", "qwen3_5_35b_a3b", "tp 2 × dp 4").contains(&Code::QuantizeToFit));
+    assert!(codes("1 × dgx_h200", "llama_3_1_70b", "tp 2").contains(&Code::QuantizeToFit));
+}

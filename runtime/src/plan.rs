@@ -114,6 +114,9 @@ struct RawCollective {
     collective: String,
     layers: [u64; 2],
     per_layer: u64,
+    /// Calls per step; plans written before hybrid models had only `per_layer`.
+    #[serde(default)]
+    calls: Option<u64>,
     bytes: u64,
     dtype: String,
     predicted_us: f64,
@@ -517,7 +520,9 @@ fn schedule(
                     format!("{table}: layers {:?}, first after last", rc.layers),
                 ));
             }
-            let calls = (rc.layers[1] - rc.layers[0] + 1).saturating_mul(rc.per_layer);
+            let calls = rc
+                .calls
+                .unwrap_or_else(|| (rc.layers[1] - rc.layers[0] + 1).saturating_mul(rc.per_layer));
             if calls > 1_000_000 || rc.bytes > MAX_CALL_BYTES {
                 return Err(PlanError::at(
                     cspan,

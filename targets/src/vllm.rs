@@ -72,6 +72,9 @@ fn serve(d: &DeploymentPlan, port: u64) -> Vec<Arg> {
     if let Some(q) = &d.model.quantization {
         flag(&mut a, "--quantization", q);
     }
+    if let Some(dt) = &d.model.mamba_ssm_cache_dtype {
+        flag(&mut a, "--mamba-ssm-cache-dtype", dt);
+    }
     for option in VLLM_OPTIONS {
         match (option.vllm, e.flag_value(option.name)) {
             (Some(VllmFlag::Value(f)), Some(FlagValue::Text(v))) => flag(&mut a, f, v),

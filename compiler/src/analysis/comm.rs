@@ -617,16 +617,47 @@ pub fn moe_comm(s: &Scenario, cx: &CommContext, tokens: f64, moe_layers: u64) ->
     }
 }
 
-/// Communication of one forward pass of `tokens` tokens through one PP stage with
-/// `layers` layers (of which `moe_layers` are MoE), plus the hand-off to the next stage.
+/// What one PP stage's layers hold, for counting collectives: each mixer and each FFN
+/// ends in a TP AllReduce (a Nemotron-H block has one of the two, a transformer layer
+/// both), each attention layer gathers over DCP/PCP, each MoE layer exchanges tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageBlocks {
+    pub layers: u64,
+    /// Layers with a mixer (attention, linear attention, Mamba).
+    pub mixers: u64,
+    /// Layers with an FFN (dense or MoE).
+    pub ffns: u64,
+    /// Layers with attention over a KV cache (full, sliding, compressed).
+    pub attention: u64,
+    pub moe: u64,
+}
+
+impl StageBlocks {
+    pub fn of(m: &crate::program::Model, layers: std::ops::Range<u64>) -> StageBlocks {
+        use crate::program::{Ffn, Mixer};
+        let mut b = StageBlocks::default();
+        for l in layers {
+            let k = m.layer(l);
+            b.layers += 1;
+            b.mixers += u64::from(k.mixer != Mixer::None);
+            b.ffns += u64::from(k.ffn != Ffn::None);
+            b.attention += u64::from(!matches!(k.mixer, Mixer::None | Mixer::Linear | Mixer::Mamba));
+            b.moe += u64::from(k.ffn == Ffn::Moe);
+        }
+        b
+    }
+}
+
+/// Communication of one forward pass of `tokens` tokens through one PP stage holding
+/// `blocks`, plus the hand-off to the next stage.
 pub fn step_comm(
     s: &Scenario,
     cx: &CommContext,
     tokens: f64,
-    layers: u64,
-    moe_layers: u64,
+    blocks: &StageBlocks,
     last_stage: bool,
 ) -> Vec<CommItem> {
+    let layers = blocks.attention;
     let m = &s.model;
     let l = &s.layout;
     let act = ACTIVATION_DTYPE_BYTES;
@@ -635,13 +666,13 @@ pub fn step_comm(
         let tp = &cx.tp;
         let bytes = tokens * m.hidden as f64 * act;
         // Megatron TP: attention out-projection and MLP down-projection end in an AllReduce.
-        let count = 2 * layers;
+        let count = blocks.mixers + blocks.ffns;
         let mut item = CommItem::nccl(GroupKind::Tp, Collective::AllReduce, count, bytes, l.tp, tp);
         item.time = count as f64
             * vllm_all_reduce_time(bytes, l.tp, tp, s.topology.gpu.architecture.as_deref());
         items.push(item);
     }
-    items.extend(moe_comm(s, cx, tokens, moe_layers));
+    items.extend(moe_comm(s, cx, tokens, blocks.moe));
     if l.dcp > 1 {
         // Decode context parallelism: each rank attends over its shard of the KV cache;
         // partial outputs and log-sum-exps are gathered over the DCP group every layer.

@@ -16,11 +16,10 @@
 //! arrives at once and queues its prefills. The constants are fitted on vLLM measured
 //! end to end (`calibration::silicon`), never per row.
 
-use super::comm::{step_comm, CommContext, CommItem};
+use super::comm::{step_comm, CommContext, CommItem, StageBlocks};
 use super::kv_pool::{cache_spec, CacheSpec};
 use super::memory::{pp_partition, rank_weights, MemoryReport};
 use super::scenario::{Load, Scenario};
-use crate::architecture::is_moe_layer;
 use crate::program::{Attention, Component, Mixer};
 use serde::Serialize;
 
@@ -85,8 +84,7 @@ pub struct StepCost {
 /// Per-stage static facts used by every step.
 #[derive(Debug, Clone)]
 struct StageFacts {
-    layers: u64,
-    moe_layers: u64,
+    blocks: StageBlocks,
     last: bool,
     /// Bytes of non-expert weights on one GPU of the stage.
     dense_bytes: f64,
@@ -144,10 +142,7 @@ fn stage_facts(s: &Scenario) -> Vec<StageFacts> {
         let last = i + 1 == parts.len();
         let w = rank_weights(m, l, first..first + count, is_first, last);
         let mut f = StageFacts {
-            layers: count,
-            moe_layers: (first..first + count)
-                .filter(|x| is_moe_layer(m, *x))
-                .count() as u64,
+            blocks: StageBlocks::of(m, first..first + count),
             last,
             // The embedding is a lookup and the encoders run only on media: neither is
             // streamed by a text step.
@@ -286,7 +281,7 @@ fn stage_step(
     let bf16_flops = attention_flops + 2.0 * sequences * f.lm_head_params;
     let compute = (gemm_time + bf16_flops / gpu.bf16) / c.compute_efficiency;
     let memory = bytes / (gpu.hbm_bandwidth * c.memory_efficiency);
-    let comm_items = step_comm(s, &sm.comm, tokens, f.layers, f.moe_layers, f.last);
+    let comm_items = step_comm(s, &sm.comm, tokens, &f.blocks, f.last);
     let comm: f64 = comm_items.iter().map(|i| i.time).sum();
     // Per sequence, not per token: sampling, detokenising and scheduling happen once per
     // sequence in the step; a prompt chunk's tokens cost GEMM time, above.

@@ -5,7 +5,7 @@ use super::*;
 /// The communicators and the per-step collective schedule the NCCL runtime replays.
 pub(super) fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
     use crate::analysis::comm::{
-        dcp_groups, dp_group, ep_groups, pcp_groups, pp_pairs, rank_placements, step_comm,
+        dcp_groups, dp_group, ep_groups, pcp_groups, pp_pairs, rank_placements, step_comm, StageBlocks,
         tp_groups, CommContext,
     };
     let s = &ds.scenario;
@@ -62,29 +62,31 @@ pub(super) fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
         let mut total = 0.0;
         for (i, &count) in parts.iter().enumerate() {
             let last_stage = i + 1 == parts.len();
-            let moe = (first..first + count)
-                .filter(|x| crate::architecture::is_moe_layer(&s.model, *x))
-                .count() as u64;
+            let blocks = StageBlocks::of(&s.model, first..first + count);
+            let moe = blocks.moe;
             let moe_first = (first..first + count)
                 .find(|x| crate::architecture::is_moe_layer(&s.model, *x))
                 .unwrap_or(first);
             let last = first + count.saturating_sub(1);
-            let collectives = step_comm(s, &cx, tokens, count, moe, last_stage)
+            let collectives = step_comm(s, &cx, tokens, &blocks, last_stage)
                 .into_iter()
                 .map(|c| {
                     // `dic run` replays with NCCL: the plan predicts NCCL's time.
                     let time = c.nccl_time;
                     total += time * 1e6;
+                    // Where it runs and how often per layer that has it; `calls` is the
+                    // count (a hybrid model's layers do not all have every block).
                     let (layers, per_layer) = match c.group {
                         GroupKind::Pp => ([last, last], 1),
-                        GroupKind::Ep => ([moe_first, last], c.count / moe.max(1)),
-                        _ => ([first, last], c.count / count.max(1)),
+                        GroupKind::Ep => ([moe_first, last], c.count.div_ceil(moe.max(1))),
+                        _ => ([first, last], c.count.div_ceil(count.max(1))),
                     };
                     CollectiveStep {
                         group_kind: c.group,
                         collective: c.collective,
                         layers,
                         per_layer,
+                        calls: c.count,
                         bytes: c.bytes.round() as u64,
                         dtype: crate::analysis::comm::ACTIVATION_DTYPE,
                         predicted_us: time * 1e6 / c.count.max(1) as f64,

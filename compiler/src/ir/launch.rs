@@ -132,6 +132,17 @@ pub(super) fn lower_one(
             weights: m.weights.clone(),
             kv_cache_dtype: (m.kv_cache != "auto").then(|| m.kv_cache.clone()),
             quantization,
+            mamba_ssm_cache_dtype: m
+                .detail
+                .state_dtype
+                .as_deref()
+                .filter(|_| (0..m.layers).any(|x| m.layer(x).mixer.is_recurrent()))
+                .map(|d| match d {
+                    "fp32" => "float32",
+                    "fp16" => "float16",
+                    _ => "bfloat16",
+                })
+                .map(str::to_string),
             is_moe: m.is_moe(),
             parameters: m.parameters,
         },

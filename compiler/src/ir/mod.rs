@@ -56,6 +56,10 @@ pub struct ModelPlan {
     pub kv_cache_dtype: Option<String>,
     /// `--quantization` value, for on-the-fly quantization of a 16-bit checkpoint.
     pub quantization: Option<String>,
+    /// `--mamba-ssm-cache-dtype` value when the model keeps its recurrent (Mamba / linear
+    /// attention) states in a dtype of its own (the memory model assumes the same).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mamba_ssm_cache_dtype: Option<String>,
     pub is_moe: bool,
     pub parameters: f64,
 }
@@ -268,7 +272,7 @@ pub struct GroupPlan {
     pub members: Vec<u64>,
 }
 
-/// One collective that every layer in `layers` runs `per_layer` times.
+/// One collective that the layers in `layers` run `per_layer` times each, `calls` in all.
 #[derive(Debug, Clone, Serialize)]
 pub struct CollectiveStep {
     pub group_kind: crate::analysis::comm::GroupKind,
@@ -276,6 +280,9 @@ pub struct CollectiveStep {
     /// Inclusive layer range (for the stage hand-off: the stage's last layer).
     pub layers: [u64; 2],
     pub per_layer: u64,
+    /// Calls per step on the stage: `layers × per_layer` for a uniform model, fewer when
+    /// some layers lack the block (a hybrid model's attention-only or FFN-only layers).
+    pub calls: u64,
     /// Bytes per call, per rank (AllReduce buffer, All-to-All send total, message size).
     pub bytes: u64,
     pub dtype: crate::analysis::comm::DType,

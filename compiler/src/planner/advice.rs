@@ -25,9 +25,10 @@ pub fn advise(s: &Scenario, a: &Analysis) -> Vec<Finding> {
     out
 }
 
-/// A0501: with FP8 weights (on a GPU with FP8) the model fits with half the TP, and the
-/// half-TP layout still carries the workload: not overloaded where this one is not, and in
-/// a closed loop admitting as many requests (a fit that halves the KV cache is no advice).
+/// A0501: with FP8 weights (on a GPU with FP8) the model fits with half the TP where it
+/// does not in its own format, and the half-TP layout still carries the workload: not
+/// overloaded where this one is not, and in a closed loop admitting as many requests (a
+/// fit that halves the KV cache is no advice).
 fn quantize_to_fit(s: &Scenario, p: &Prediction) -> Option<Finding> {
     let l = s.layout;
     let bf16 = matches!(s.model.weights.as_str(), "bf16" | "fp16" | "fp32");
@@ -35,6 +36,12 @@ fn quantize_to_fit(s: &Scenario, p: &Prediction) -> Option<Finding> {
         return None;
     }
     let half = crate::program::Layout { tp: l.tp / 2, ..l };
+    // Half the TP that already works in the current format needs no quantization (A0401
+    // and A0701 speak for fewer GPUs then).
+    let same = evaluate(s, &[], half, &s.model.weights, &s.model.kv_cache);
+    if same.rejected_because.is_none() && same.carries_load_of(s, p) {
+        return None;
+    }
     let q = evaluate(s, &[], half, "fp8", &s.model.kv_cache);
     if q.rejected_because.is_some() || !q.carries_load_of(s, p) {
         return None;
@@ -43,9 +50,10 @@ fn quantize_to_fit(s: &Scenario, p: &Prediction) -> Option<Finding> {
         Code::QuantizeToFit,
         Anchor::Model,
         format!(
-            "with FP8 weights the model fits on tp {} ({} GPUs instead of {})",
+            "with FP8 weights the model fits on tp {} ({} GPU{} instead of {})",
             half.tp,
             half.gpus(),
+            if half.gpus() == 1 { "" } else { "s" },
             l.gpus()
         ),
         "quantization comes first in the escalation order",

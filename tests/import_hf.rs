@@ -322,3 +322,87 @@ fn every_shared_config_estimates() {
     }
     assert!(checked >= 35, "only {checked} configs");
 }
+
+/// Shapes of configs from the same families that ../shared does not hold: each imports and
+/// checks clean without changes to dic, with the layer kinds its fields say.
+#[test]
+fn family_variants_import() {
+    let base = r#""num_hidden_layers": 12, "hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 32000, "max_position_embeddings": 32768, "intermediate_size": 4096, "torch_dtype": "bfloat16""#;
+    let cases: &[(&str, String, &str)] = &[
+        // Gemma 3: sliding_window_pattern instead of layer_types.
+        (
+            "gemma3",
+            format!(r#"{{ {base}, "sliding_window": 1024, "sliding_window_pattern": 6 }}"#),
+            "(5 sliding, full) × 2",
+        ),
+        // Qwen3-Next: full_attention_interval with Gated DeltaNet dimensions.
+        (
+            "qwen3_next",
+            format!(r#"{{ {base}, "full_attention_interval": 4, "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4 }}"#),
+            "(3 linear, full) × 3",
+        ),
+        // MiniMax-M1: attn_type_list, lightning attention.
+        (
+            "minimax_m1",
+            format!(r#"{{ {base}, "attn_type_list": [0,0,0,0,0,0,0,1,0,0,0,1] }}"#),
+            "7 linear, full, 3 linear, full",
+        ),
+        // A Nemotron-H with dense MLP blocks and NaN/Infinity in the JSON.
+        (
+            "nemotron_h",
+            format!(r#"{{ {base}, "hybrid_override_pattern": "M-M*M-M-M*M-", "mamba_num_heads": 32, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "time_step_limit": [0.0, Infinity], "rescale": NaN }}"#),
+            "(mamba+none, dense, mamba+none, full+none, mamba+none, dense) × 2",
+        ),
+    ];
+    for (name, config, pattern) in cases {
+        let text = import(&ImportRequest {
+            config,
+            quant_config: None,
+            name,
+            repo: None,
+            source_name: "config.json",
+        })
+        .unwrap_or_else(|d| panic!("{name}: {}", d.message));
+        assert!(text.contains(&format!("layer_pattern = \"{pattern}\"")), "{name}:\n{text}");
+        imported_model(&text);
+    }
+    // Quantization formats without a config in ../shared: compressed-tensors W4A16 (int4,
+    // group 128), AWQ, GPTQ with its group, DeepSeek V3.2's indexer over MLA.
+    let quantized: &[(&str, &str, &[&str])] = &[
+        (
+            "w4a16",
+            r#""quantization_config": {"quant_method": "compressed-tensors", "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int", "group_size": 128, "strategy": "group", "symmetric": true}, "targets": ["Linear"]}}, "ignore": ["lm_head"]}"#,
+            &["weights = int4", "quant_group = 128"],
+        ),
+        (
+            "awq",
+            r#""quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": true}"#,
+            &["weights = awq", "quant_group = 128"],
+        ),
+        (
+            "gptq",
+            r#""quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": false}"#,
+            &["weights = gptq", "quant_group = 32"],
+        ),
+        (
+            "dsa",
+            r#""kv_lora_rank": 512, "q_lora_rank": 768, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128, "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048"#,
+            &["attention = mla", "indexer_head_dim = 128", "indexer_heads = 64"],
+        ),
+    ];
+    for (name, extra, want) in quantized {
+        let config = format!(r#"{{ {base}, {extra} }}"#);
+        let text = import(&ImportRequest {
+            config: &config,
+            quant_config: None,
+            name,
+            repo: None,
+            source_name: "config.json",
+        })
+        .unwrap_or_else(|d| panic!("{name}: {}", d.message));
+        for w in *want {
+            assert!(text.contains(w), "{name}: no `{w}` in\n{text}");
+        }
+        imported_model(&text);
+    }
+}

@@ -672,6 +672,29 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
             };
         }
         pattern_src.push("layer_types");
+    } else if let Some(types) = cfg.get("attn_type_list").and_then(Value::as_array) {
+        // MiniMax-01/M1: 0 = lightning (linear) attention, 1 = softmax attention.
+        list_len_ok(types.len(), "attn_type_list")?;
+        for (l, t) in written.iter_mut().zip(types) {
+            l.mixer = if t.as_u64() == Some(0) {
+                Mixer::Linear
+            } else {
+                Mixer::Full
+            };
+        }
+        pattern_src.push("attn_type_list");
+    } else if let Some(every) = get_u("sliding_window_pattern")
+        .filter(|n| *n > 1 && window.is_some())
+    {
+        // Gemma 2/3: every n-th layer global, the others windowed.
+        for (i, l) in written.iter_mut().enumerate() {
+            l.mixer = if (i as u64 + 1).is_multiple_of(every) {
+                Mixer::Full
+            } else {
+                Mixer::Sliding
+            };
+        }
+        pattern_src.push("sliding_window_pattern");
     } else if let Some(every) = get_u("full_attention_interval").filter(|n| *n > 0) {
         for (i, l) in written.iter_mut().enumerate() {
             l.mixer = if (i as u64 + 1).is_multiple_of(every) {
@@ -865,7 +888,17 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
             d.sliding_head_dim = s;
         }
     }
-    if uses(Mixer::Linear) {
+    if uses(Mixer::Linear) && !cfg.contains_key("linear_num_value_heads") {
+        // Lightning attention (MiniMax): one heads × head_dim × head_dim state, no conv
+        // (`linear_attention_state_shape`).
+        d.linear = Some(LinearAttention {
+            key_heads: heads,
+            value_heads: heads,
+            key_dim: plain_dim,
+            value_dim: plain_dim,
+            conv_kernel: 1,
+        });
+    } else if uses(Mixer::Linear) {
         d.linear = Some(LinearAttention {
             key_heads: need("linear_num_key_heads")?,
             value_heads: need("linear_num_value_heads")?,

@@ -95,3 +95,25 @@ fn a0501_only_when_quantization_is_what_makes_it_fit() {
     assert!(!codes("1 × dgx_h200", "qwen3_5_35b_a3b", "tp 2 × dp 4").contains(&Code::QuantizeToFit));
     assert!(codes("1 × dgx_h200", "llama_3_1_70b", "tp 2").contains(&Code::QuantizeToFit));
 }
+
+/// W0402 reads the fabric's rate per GPU, not its name: 8 × 400G RoCE is as good as
+/// 8 × 400G InfiniBand for wide EP, 4 × 100G EFA (p4d) is not.
+#[test]
+fn w0402_follows_the_fabric_bandwidth() {
+    let with = |nics: &str| {
+        let src = format!(
+            "import std.gpus.*\nimport std.links.*\nimport std.models.mixtral_8x7b\n\
+node n {{ gpus = 8 × h100_sxm, scale_up = nvswitch_h100, nics = {nics} }}\n\
+cluster c {{ nodes = 2 × n }}\n\
+deploy d {{ model = mixtral_8x7b, cluster = c, layout = tp 8 × dp 2 × ep, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
+        );
+        let world = MemoryWorld::new().with("a.dist", &src);
+        let checked = driver::check_file(&world, "a.dist").unwrap();
+        assert!(!checked.has_errors(), "{nics}: {:?}", checked.diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>());
+        checked.diagnostics.iter().any(|d| d.code == Code::EpOverSlowFabric)
+    };
+    assert!(!with("8 × roce_400g"), "RoCE is RDMA: 400G per GPU is enough");
+    assert!(!with("8 × ib_ndr"));
+    assert!(with("4 × roce_100g"), "50 Gb/s per GPU");
+    assert!(with("8 × ethernet_25g"));
+}

@@ -3,6 +3,11 @@
 
 use super::*;
 
+/// Fabric rate per GPU (per direction) under which EP all-to-all across nodes dominates a
+/// step: one 200 Gb/s port per GPU. DeepSeek's and vLLM's wide-EP deployments run 400G per
+/// GPU (InfiniBand or RoCE); AWS p4d's EFA gives 50 Gb/s. [threshold, not fitted]
+const SLOW_EP_FABRIC_BYTES_PER_GPU: f64 = 25e9;
+
 /// vLLM's startup checks and the topology rules; no memory model needed.
 pub fn structural(s: &Scenario) -> Vec<Finding> {
     let m = &s.model;
@@ -152,21 +157,22 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
     // With one DP rank the EP group is the TP group: no all-to-all (`comm::moe_comm`).
     if l.ep && m.experts > 0 && l.dp > 1 {
         let ep = ep_placement(s);
-        if ep.spans_nodes
-            && !ep.within_scale_up_domain
-            && !matches!(ep.link_type, LinkType::Infiniband)
-        {
+        // The fabric's measured rate per GPU decides, not its name: 8 × 400G RoCE is as
+        // fast as 8 × 400G InfiniBand.
+        let per_gpu = ep.bandwidth / super::super::comm::LINK_EFFICIENCY;
+        if ep.spans_nodes && !ep.within_scale_up_domain && per_gpu < SLOW_EP_FABRIC_BYTES_PER_GPU {
             out.push(Finding::new(
                 Code::EpOverSlowFabric,
                 Anchor::Layout,
                 format!(
-                    "EP all-to-all crosses nodes over {} ({:.1} GB/s per GPU)",
+                    "EP all-to-all crosses nodes over {} at {:.1} GB/s per GPU, under the {:.0} GB/s (one 200G port per GPU) wide EP needs",
                     ep.link_name,
-                    ep.bandwidth / 0.8 / 1e9
+                    per_gpu / 1e9,
+                    SLOW_EP_FABRIC_BYTES_PER_GPU / 1e9
                 ),
                 "every MoE layer dispatches and combines tokens across nodes",
                 Some(
-                    "keep the EP group inside a node or an NVLink domain, or use an RDMA fabric"
+                    "keep the EP group inside a node or an NVLink domain, or give each GPU at least 200 Gb/s of fabric"
                         .into(),
                 ),
             ));

@@ -643,3 +643,39 @@ deploy d {{ model = llama_3_1_8b, cluster = c, workload = w, layout = {layout}, 
         assert_eq!(plan_nodes as u64, nodes, "{layout}: the NCCL plan's nodes");
     }
 }
+
+/// The report's token prices sum to the true cost of a request: an API-style price of
+/// `prompt × input + output × output` per million equals the hour over the requests it
+/// serves (issue: input and output each carried the whole hour, pricing a request twice).
+#[test]
+fn token_prices_sum_to_the_cost_of_a_request() {
+    let mut priced = 0;
+    for path in examples() {
+        for (file, text) in generate(&path) {
+            if !file.ends_with("report.json") {
+                continue;
+            }
+            let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let r = &json["report"];
+            let cost = &r["cost"];
+            let (Some(input), Some(output), Some(per_request)) = (
+                cost["per_million_input_tokens"].as_f64(),
+                cost["per_million_output_tokens"].as_f64(),
+                cost["per_request"].as_f64(),
+            ) else {
+                continue;
+            };
+            let prompt = r["prompt_tokens"].as_f64().unwrap();
+            let out = r["output_tokens"].as_f64().unwrap();
+            let api = (prompt * input + out * output) / 1e6;
+            assert!(
+                (api - per_request).abs() <= 1e-9 * per_request.max(1e-12),
+                "{file}: {api} vs {per_request}"
+            );
+            let share = cost["input_share"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&share), "{file}");
+            priced += 1;
+        }
+    }
+    assert!(priced >= 5, "only {priced} priced reports");
+}

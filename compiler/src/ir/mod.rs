@@ -221,8 +221,14 @@ pub struct StepRow {
 #[derive(Debug, Clone, Serialize)]
 pub struct CostRow {
     pub per_hour: Option<f64>,
+    /// Prices per million prompt and output tokens that sum to the true cost of a request
+    /// (the hour split by `input_share`).
     pub per_million_input_tokens: Option<f64>,
     pub per_million_output_tokens: Option<f64>,
+    /// The hour's cost over the requests it serves.
+    pub per_request: Option<f64>,
+    /// The share of GPU step time that prompt tokens take (prefill chunks in the steps).
+    pub input_share: f64,
     pub nodes: u64,
     pub gpus_used: u64,
     pub gpus_idle: u64,

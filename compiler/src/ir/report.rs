@@ -91,14 +91,39 @@ pub(super) fn report_data(
         .map(|w| (w.prompt, w.output))
         .unwrap_or((0.0, 0.0));
     let rps = p.map(|p| p.requests_per_s);
-    let per_million = |tokens_per_s: Option<f64>| match (per_hour, tokens_per_s) {
-        (Some(c), Some(t)) if t > 0.0 => Some(c / (t * 3600.0) * 1e6),
+    // The hour's cost is split between prompt and output tokens by their share of the
+    // GPU's step time: the decode step without prefill vs the step as served (prompt
+    // chunks ride along). The two prices sum to the true cost of a request:
+    // prompt × input + output × output = per_hour / (3600 × requests/s).
+    let input_share = p
+        .map(|p| {
+            let ctx = prompt + output / 2.0;
+            let decode_only = crate::analysis::perf::StepModel::new(s)
+                .token_step(p.running, ctx, 0.0, 0.0, &crate::analysis::perf::FITTED)
+                .tpot;
+            if p.tpot > 0.0 {
+                (1.0 - decode_only / p.tpot).clamp(0.0, 1.0)
+            } else {
+                0.0
+            }
+        })
+        .unwrap_or(0.0);
+    let per_million = |share: f64, tokens_per_s: Option<f64>| match (per_hour, tokens_per_s) {
+        (Some(c), Some(t)) if t > 0.0 => Some(c * share / (t * 3600.0) * 1e6),
         _ => None,
     };
     let cost = CostRow {
         per_hour,
-        per_million_input_tokens: per_million(rps.map(|r| r * prompt)),
-        per_million_output_tokens: per_million(p.map(|p| p.output_tokens_per_s)),
+        per_million_input_tokens: per_million(input_share, rps.map(|r| r * prompt)),
+        per_million_output_tokens: per_million(
+            1.0 - input_share,
+            p.map(|p| p.output_tokens_per_s),
+        ),
+        per_request: match (per_hour, rps) {
+            (Some(c), Some(r)) if r > 0.0 => Some(c / (r * 3600.0)),
+            _ => None,
+        },
+        input_share,
         nodes,
         gpus_used: l.gpus(),
         gpus_idle: nodes * s.topology.gpus_per_node.max(1) - l.gpus(),

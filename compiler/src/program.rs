@@ -573,6 +573,40 @@ macro_rules! getter {
 }
 
 impl Program {
+    /// True when the definition and everything it references, transitively (a
+    /// deployment's cluster, its nodes, their GPUs and links …), checked complete. An
+    /// analysis on anything less would quote numbers from a half-read definition.
+    pub fn complete_with_references(&self, id: DefId) -> bool {
+        fn refs(v: &Value, out: &mut Vec<DefId>) {
+            match v {
+                Value::Ref(id) | Value::CountOf(_, id) => out.push(*id),
+                Value::Groups(g) => out.extend(g.iter().map(|(_, id)| *id)),
+                Value::List(items) => items.iter().for_each(|i| refs(i, out)),
+                Value::Engine(_, fields) => fields.values().for_each(|f| refs(&f.value, out)),
+                _ => {}
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        let mut todo = vec![id];
+        while let Some(id) = todo.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            let Some(def) = self.def(id) else {
+                return false;
+            };
+            if !def.complete {
+                return false;
+            }
+            let mut next = Vec::new();
+            for f in def.fields.values() {
+                refs(&f.value, &mut next);
+            }
+            todo.extend(next);
+        }
+        true
+    }
+
     pub fn def(&self, id: DefId) -> Option<&Def> {
         self.defs.get(id).and_then(|d| d.as_ref())
     }

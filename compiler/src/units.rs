@@ -30,7 +30,7 @@ impl Dimension {
             Dimension::Bytes => "a size in bytes (e.g. `80 GiB`)",
             Dimension::Bandwidth => "a bandwidth (e.g. `3.35 TB/s` or `400 Gb/s`)",
             Dimension::Time => "a time (e.g. `800 ms`)",
-            Dimension::Tokens => "a number of tokens (e.g. `2k tokens`)",
+            Dimension::Tokens => "a number of tokens (e.g. `2k tokens`; `k` is 1,000, not 1,024)",
             Dimension::TokenRate => "a token rate (e.g. `2000 tokens/s`)",
             Dimension::RequestRate => "a request rate (e.g. `40 req/s`)",
             Dimension::FlopRate => "a compute rate (e.g. `989 TFLOPS`)",
@@ -38,6 +38,11 @@ impl Dimension {
             Dimension::MoneyRate => "a price per hour (e.g. `$98.32/h`)",
             Dimension::Ratio => "a plain number (e.g. `0.9` or `90%`)",
         }
+    }
+
+    /// The unit symbols of this dimension, for help texts: `ns, us, µs, ms, s, min, h`.
+    pub fn unit_list(self) -> String {
+        self.units().map(|u| u.symbol).collect::<Vec<_>>().join(", ")
     }
 
     /// The units of this dimension, for completion and suggestions.

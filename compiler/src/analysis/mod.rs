@@ -172,7 +172,7 @@ pub fn scenarios_from_program(p: &Program) -> Vec<DeploymentScenario> {
     let mut out = Vec::new();
     for def in p.user_defs.iter().filter_map(|id| p.def(*id)) {
         let Body::Deploy(d) = &def.body else { continue };
-        if !def.complete {
+        if !p.complete_with_references(def.id) {
             continue;
         }
         let (layout, auto_layout) = match d.layout {

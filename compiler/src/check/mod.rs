@@ -264,6 +264,16 @@ impl<'s, 'w> Checker<'s, 'w> {
                 &raw.name.node,
                 true,
             );
+            // A field written but not taken (an unknown name, a wrong value, a reference
+            // that does not resolve) has its diagnostic; the definition is incomplete, so
+            // nothing analyses it with that field silently missing.
+            let taken = |w: &str| {
+                own.keys()
+                    .any(|k| k == w || k.strip_prefix(w).is_some_and(|r| r.starts_with('.')))
+            };
+            if written.iter().any(|w| !taken(w)) {
+                complete = false;
+            }
             for (k, v) in own {
                 // An override of a bound replaces every percentile of that metric? No: keys
                 // are per percentile, so `ttft.p95` overrides only `ttft.p95`.
@@ -281,6 +291,16 @@ impl<'s, 'w> Checker<'s, 'w> {
             if !fields.contains_key(f.name) {
                 complete = false;
                 if written.iter().any(|w| w == f.name) {
+                    continue;
+                }
+                // A misspelt field (`hiden`) already has its E0302 with `did you mean
+                // hidden?`: one mistake, one error.
+                let misspelt = written.iter().any(|w| {
+                    !kind.schema().fields.iter().any(|g| g.name == w.as_str())
+                        && did_you_mean(w, kind.schema().fields.iter().map(|g| g.name))
+                            == Some(f.name)
+                });
+                if misspelt {
                     continue;
                 }
                 self.push(

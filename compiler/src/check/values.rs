@@ -49,7 +49,12 @@ impl<'s, 'w> Checker<'s, 'w> {
                     if let Some(h) = units::suggest(&u.node) {
                         d = d.help(h);
                     } else {
-                        d = d.help(format!("`{field}` expects {}", dim.describe()));
+                        let units = dim.unit_list();
+                        d = d.help(if units.is_empty() {
+                            format!("`{field}` expects {}", dim.describe())
+                        } else {
+                            format!("`{field}` expects {}; its units: {units}", dim.describe())
+                        });
                     }
                     self.push(d);
                     return None;

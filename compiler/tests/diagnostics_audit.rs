@@ -1,0 +1,61 @@
+//! Defects found by auditing the diagnostics against deployments an engineer writes
+//! (issue 16), each with the case that showed it.
+
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
+use dic_compiler::diagnostics::Code;
+use dic_compiler::driver;
+use dic_compiler::source::MemoryWorld;
+
+fn diagnostics(src: &str) -> Vec<(Code, String, Option<String>)> {
+    let world = MemoryWorld::new().with("a.dist", src);
+    let checked = driver::check_file(&world, "a.dist").unwrap();
+    checked
+        .diagnostics
+        .iter()
+        .map(|d| (d.code, d.message.clone(), d.help.clone()))
+        .collect()
+}
+
+/// One misspelt field is one error (E0302 with its suggestion), not also E0306 for the
+/// field it was meant to be.
+#[test]
+fn a_misspelt_field_is_one_error() {
+    let d = diagnostics("workload w { prompt = 1k tokens, ouput = 100 tokens, rate = 1 req/s }\n");
+    let codes: Vec<Code> = d.iter().map(|d| d.0).collect();
+    assert_eq!(codes, vec![Code::UnknownField], "{d:?}");
+    assert!(d[0].2.as_deref().unwrap_or("").contains("`output`"));
+    // A field that is simply absent is still missing.
+    let d = diagnostics("workload w { prompt = 1k tokens, rate = 1 req/s }\n");
+    assert!(d.iter().any(|d| d.0 == Code::MissingField), "{d:?}");
+}
+
+/// An unknown unit's help names the units of the dimension, `s` included.
+#[test]
+fn unit_help_lists_the_units() {
+    let d = diagnostics("slo s { ttft <= 5 parsecs }\n");
+    let help = d[0].2.clone().unwrap_or_default();
+    assert!(help.contains("ms, s, min"), "{help}");
+}
+
+/// A deployment whose cluster's node has an unresolved reference is not analysed: the
+/// analysis would run on a half-read node (here without its NICs) and quote its numbers.
+/// The same file with the reference fixed is analysed.
+#[test]
+fn no_analysis_on_definitions_that_failed_to_resolve() {
+    let src = |link: &str| {
+        format!(
+            "import std.models.llama_3_1_8b\nimport std.gpus.h100_sxm\nimport std.links.*\n\
+node n {{ gpus = 8 × h100_sxm, price = $20/h, nics = 8 × {link} }}\n\
+cluster c {{ nodes = 2 × n }}\n\
+workload w {{ prompt = 1k tokens, output = 100 tokens, rate = 100 req/s }}\n\
+slo s {{ ttft <= 1 ms }}\n\
+deploy d {{ model = llama_3_1_8b, cluster = c, workload = w, slo = s, layout = tp 1 }}\n"
+        )
+    };
+    let broken: Vec<Code> = diagnostics(&src("ib_nd")).iter().map(|d| d.0).collect();
+    assert!(broken.contains(&Code::UnknownName));
+    assert!(!broken.contains(&Code::SloInfeasible), "{broken:?}");
+    let fixed: Vec<Code> = diagnostics(&src("ib_ndr")).iter().map(|d| d.0).collect();
+    assert!(fixed.contains(&Code::SloInfeasible), "{fixed:?}");
+}

@@ -1,6 +1,8 @@
 //! The planner: Llama-3.1-70B over 64 H100s (8 nodes) with 4 weight formats, and
 //! DeepSeek-V3 (MoE, EP) over 128 H200s (16 nodes). Goal: under 50 ms per search.
-//! Prints the number of candidates evaluated and pruned once before timing.
+//! At scale, with the load growing with the cluster (2.5 req/s per node): 70B over 512
+//! and 4,096 GPUs, DeepSeek-V3 over 4,096. Goal: 4,096 GPUs under 100 ms, cost linear or
+//! better in GPUs. Prints the number of candidates evaluated and pruned once before timing.
 
 #![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
 
@@ -76,6 +78,29 @@ fn bench(c: &mut Criterion) {
     c.bench_function("plan DeepSeek-V3 over 128 H200 (EP)", |b| {
         b.iter(|| search(black_box(&ds), &slo(), &fp8))
     });
+
+    let bf16 = SearchSpace {
+        weights: vec!["bf16".into()],
+        kv_cache: vec!["auto".into()],
+    };
+    for (model, gpu, nodes, space) in [
+        ("llama_3_1_70b", "h100_sxm", 64, &bf16),
+        ("llama_3_1_70b", "h100_sxm", 512, &bf16),
+        ("deepseek_v3", "h200_sxm", 512, &fp8),
+    ] {
+        let s = scenario(model, gpu, nodes, 2.5 * nodes as f64);
+        let r = search(&s, &slo(), space);
+        eprintln!(
+            "{model} / {} GPUs: {} evaluated, {} pruned, chosen {:?}",
+            nodes * 8,
+            r.evaluated,
+            r.pruned,
+            r.chosen.as_ref().map(|c| c.describe())
+        );
+        c.bench_function(&format!("plan {model} over {} GPUs (load grows with the cluster)", nodes * 8), |b| {
+            b.iter(|| search(black_box(&s), &slo(), space))
+        });
+    }
 }
 
 criterion_group! {

@@ -117,3 +117,69 @@ deploy d {{ model = mixtral_8x7b, cluster = c, layout = tp 8 × dp 2 × ep, engi
     assert!(with("4 × roce_100g"), "50 Gb/s per GPU");
     assert!(with("8 × ethernet_25g"));
 }
+
+/// The planner tries MoE layouts that fit only with several DP ranks (the experts spread
+/// over TP × DP): DeepSeek-V3 at tp 1 × dp 8 on one 8 × H200 node fits, where dp 1 does
+/// not (issue: an out-of-memory result at dp 1 was treated as final for the family).
+#[test]
+fn moe_layouts_that_fit_only_with_dp_are_searched() {
+    use dic_compiler::analysis::estimate::{self, EstimateRequest};
+    use dic_compiler::analysis::{analyze, catalog};
+    use dic_compiler::planner::{search, SearchSpace};
+    use dic_compiler::program::Layout;
+    let req = |layout: Layout| EstimateRequest {
+        gpu: "h200_sxm".into(),
+        gpus_per_node: Some(8),
+        nodes: Some(1),
+        layout,
+        max_model_len: Some(8192.0),
+        isl: Some(1000.0),
+        osl: Some(200.0),
+        concurrency: Some(64),
+        ..EstimateRequest::default()
+    };
+    let model = catalog::model("deepseek_v3").unwrap();
+    let at = |tp, dp| {
+        let s = estimate::scenario("deepseek_v3", model.clone(), &req(Layout { tp, dp, ..Layout::default() })).unwrap();
+        analyze(&s, &[]).prediction.is_some()
+    };
+    assert!(!at(1, 1), "one H200 cannot hold DeepSeek-V3");
+    assert!(at(1, 8), "tp 1 × dp 8: the experts spread over 8 GPUs");
+    let s = estimate::scenario("deepseek_v3", model.clone(), &req(Layout::default())).unwrap();
+    let space = SearchSpace {
+        weights: vec!["fp8".into()],
+        kv_cache: vec!["auto".into()],
+    };
+    let r = search(&s, &[], &space);
+    assert!(
+        r.ranked.iter().any(|c| c.layout.tp == 1 && c.layout.dp > 1),
+        "{:?}",
+        r.ranked.iter().map(|c| c.describe()).collect::<Vec<_>>()
+    );
+}
+
+/// A declared rate the layout cannot carry is an error even without an SLO, and
+/// `layout = auto` never picks such a layout (issue: tp 1 serving 1 req/s of a declared 2).
+#[test]
+fn an_overloaded_layout_is_an_error_without_slo() {
+    let src = |layout: &str| {
+        format!(
+            "import std.nodes.dgx_h100\nimport std.models.llama_3_1_70b\n\
+cluster one {{ nodes = 1 × dgx_h100 }}\n\
+workload busy {{ prompt = 4k tokens, output = 1k tokens, rate = 20 req/s }}\n\
+deploy d {{ model = llama_3_1_70b, cluster = one, workload = busy, layout = {layout}, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
+        )
+    };
+    let world = MemoryWorld::new().with("a.dist", &src("tp 4"));
+    let checked = driver::check_file(&world, "a.dist").unwrap();
+    let d: Vec<_> = checked.diagnostics.iter().filter(|d| d.code == Code::Overloaded).collect();
+    assert_eq!(d.len(), 1, "{:?}", checked.diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>());
+    assert!(d[0].help.as_deref().unwrap_or("").contains("GPUs"), "{:?}", d[0].help);
+    // auto: no layout of one node carries 20 req/s of 4k + 1k on 70B BF16 → E0701, with no
+    // mention of SLOs the deployment does not have.
+    let world = MemoryWorld::new().with("a.dist", &src("auto"));
+    let checked = driver::check_file(&world, "a.dist").unwrap();
+    let e: Vec<_> = checked.diagnostics.iter().filter(|d| d.code == Code::NoLayout).collect();
+    assert_eq!(e.len(), 1);
+    assert!(!e[0].message.contains("SLO"), "{}", e[0].message);
+}

@@ -109,22 +109,22 @@ pub struct Placement {
     pub latency: f64,
 }
 
-/// Where one kind of group sits (`ranks`: every group of that kind) and the slowest link
-/// any of them crosses.
-pub fn place(s: &Scenario, ranks: &[Vec<u64>]) -> Placement {
+/// Where one kind of group sits and the slowest link any of them crosses. `spans` gives
+/// each group of `size` ranks as its lowest and highest rank: node and scale-up domain
+/// only grow with the rank ([`node_of`]), so a group stays on one node (domain) exactly
+/// when its two ends do — O(1) per group, whatever its size.
+pub fn place(s: &Scenario, size: u64, spans: impl Iterator<Item = (u64, u64)>) -> Placement {
     let t = &s.topology;
-    let size = ranks.first().map(|g| g.len() as u64).unwrap_or(1);
     let node_of = |r: u64| node_of(s, r).0;
     // Scale-up domains are whole nodes (an NVL72 rack is 18 trays of 4).
     let nodes_per_domain = (t.scale_up_domain / t.gpus_per_node.max(1)).max(1);
     let domain_of = |r: u64| node_of(r) / nodes_per_domain;
-    let spans_nodes = ranks
-        .iter()
-        .any(|g| g.iter().any(|r| node_of(*r) != node_of(g[0])));
-    let in_domain = t.scale_up.is_some()
-        && ranks
-            .iter()
-            .all(|g| g.iter().all(|r| domain_of(*r) == domain_of(g[0])));
+    let (mut spans_nodes, mut all_in_domain) = (false, true);
+    for (lo, hi) in spans {
+        spans_nodes |= node_of(lo) != node_of(hi);
+        all_in_domain &= domain_of(lo) == domain_of(hi);
+    }
+    let in_domain = t.scale_up.is_some() && all_in_domain;
     let (link, bw): (LinkSpec, f64) = if !spans_nodes {
         let l = t.intra_node_link().clone();
         let bw = l.bandwidth;
@@ -309,17 +309,58 @@ pub fn dp_group(s: &Scenario) -> Vec<u64> {
     (0..l.dp.max(1)).map(|d| rank_of(l, d, 0, 0, 0)).collect()
 }
 
+/// Replicas whose placement differs: the rest repeat them. A replica inside a node is
+/// like any other; a larger one starts on node `r × nodes_per_replica`, and its position
+/// in the scale-up domain repeats every `domain / gcd(domain, nodes_per_replica)` replicas.
+fn distinct_replicas(s: &Scenario) -> u64 {
+    let t = &s.topology;
+    let l = &s.layout;
+    let per_node = t.gpus_per_node.max(1);
+    let replica = l.replica_gpus().max(1);
+    if replica <= per_node {
+        return 1;
+    }
+    let nodes_per_domain = (t.scale_up_domain / per_node).max(1);
+    let nodes_per_replica = replica.div_ceil(per_node);
+    let mut a = nodes_per_domain;
+    let mut b = nodes_per_replica;
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    (nodes_per_domain / a).clamp(1, l.dp.max(1))
+}
+
 pub fn tp_placement(s: &Scenario) -> Placement {
-    place(s, &tp_groups(s))
+    let l = &s.layout;
+    let tp = l.tp.max(1);
+    let spans = (0..distinct_replicas(s)).flat_map(move |d| {
+        (0..l.pp.max(1)).flat_map(move |st| {
+            (0..l.pcp.max(1)).map(move |c| (rank_of(l, d, st, c, 0), rank_of(l, d, st, c, tp - 1)))
+        })
+    });
+    place(s, tp, spans)
 }
 
 pub fn ep_placement(s: &Scenario) -> Placement {
-    place(s, &ep_groups(s))
+    let l = &s.layout;
+    let (tp, dp) = (l.tp.max(1), l.dp.max(1));
+    let spans = (0..l.pp.max(1)).map(move |st| (rank_of(l, 0, st, 0, 0), rank_of(l, dp - 1, st, 0, tp - 1)));
+    place(s, tp * dp, spans)
 }
 
 pub fn pp_placement(s: &Scenario) -> Option<Placement> {
-    let pairs = pp_pairs(s);
-    (!pairs.is_empty()).then(|| place(s, &pairs))
+    let l = &s.layout;
+    if l.pp <= 1 {
+        return None;
+    }
+    let spans = (0..distinct_replicas(s)).flat_map(move |d| {
+        (0..l.pp - 1).flat_map(move |st| {
+            (0..l.pcp.max(1)).flat_map(move |c| {
+                (0..l.tp.max(1)).map(move |t| (rank_of(l, d, st, c, t), rank_of(l, d, st + 1, c, t)))
+            })
+        })
+    });
+    Some(place(s, 2, spans))
 }
 
 /// NCCL's base latency per collective call (LL protocol, `baseLatencies` in

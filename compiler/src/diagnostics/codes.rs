@@ -93,6 +93,7 @@ codes! {
     BatchBelowSeqs = "E0504", Error, "max_num_batched_tokens below max_num_seqs";
 
     SloInfeasible = "E0601", Error, "SLO cannot be met";
+    Overloaded = "E0602", Error, "the declared load exceeds what the layout serves";
 
     NoLayout = "E0701", Error, "no layout to compile";
 

@@ -150,7 +150,32 @@ pub fn no_layout(p: &Program, ds: &DeploymentScenario, search: &Search) -> Optio
     let Body::Deploy(d) = &def.body else {
         return None;
     };
+    let s = &ds.scenario;
+    let has_slo = !ds.slo.is_empty();
+    let rate = s.workload.and_then(|w| match w.load {
+        crate::analysis::Load::Rate(r) => Some((r, w.output)),
+        _ => None,
+    });
     let closest = match &search.closest {
+        // Overloaded: how much it serves, and how many GPUs of it would carry the rate.
+        Some(c) if c.overloaded && rate.is_some() => {
+            let (r, output) = rate.unwrap_or((0.0, 1.0));
+            let served = c.max_output_tokens_per_s.unwrap_or(0.0) / output.max(1.0);
+            let per_replica = served / c.layout.dp.max(1) as f64;
+            let replicas = if per_replica > 0.0 {
+                (r / per_replica).ceil() as u64
+            } else {
+                0
+            };
+            let gpus = replicas * c.layout.replica_gpus();
+            let per_node = s.topology.gpus_per_node.max(1);
+            format!(
+                "; the closest, `{}`, serves {served:.2} of the {r:.2} req/s offered; {replicas} of its replicas would carry the load: {gpus} GPUs ({} nodes), the cluster has {}",
+                c.describe(),
+                gpus.div_ceil(per_node),
+                s.topology.total_gpus()
+            )
+        }
         Some(c) => format!(
             "; the closest, `{}`, misses by: {}",
             c.describe(),
@@ -161,15 +186,24 @@ pub fn no_layout(p: &Program, ds: &DeploymentScenario, search: &Search) -> Optio
         ),
         None => String::new(),
     };
+    let goal = if has_slo {
+        "meets every SLO"
+    } else {
+        "carries the workload"
+    };
     Some(
         Diagnostic::new(
             Code::NoLayout,
             format!(
-                "deploy `{}`: no layout of the {} candidates evaluated meets every SLO{closest}",
+                "deploy `{}`: no layout of the {} candidates evaluated {goal}{closest}",
                 def.name, search.evaluated
             ),
         )
         .primary(d.layout_at.file, d.layout_at.span, "here")
-        .help("`dic plan` lists every family and why it was rejected; relax an SLO, allow `fp8` weights, or add GPUs"),
+        .help(if has_slo {
+            "`dic plan` lists every family and why it was rejected; relax an SLO, allow `fp8` weights, or add GPUs"
+        } else {
+            "`dic plan` lists every family and why it was rejected; allow `fp8` weights, add GPUs, or declare a lighter load"
+        }),
     )
 }

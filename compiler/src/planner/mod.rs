@@ -48,6 +48,11 @@ pub struct Candidate {
     /// KV cache or max_num_seqs caps them).
     #[serde(skip)]
     pub running: Option<f64>,
+    /// How far it is from meeting the deployment's bounds, for "the closest" layout: an
+    /// overloaded candidate by the offered rate over what it serves, any other by its worst
+    /// bound (predicted ÷ bound, ≥ 1 when missed); `None` without a prediction.
+    #[serde(skip)]
+    pub shortfall: Option<(bool, f64)>,
 }
 
 impl Candidate {
@@ -67,13 +72,15 @@ impl Candidate {
             && (!closed_loop || self.running.is_some_and(|r| r >= p.running * 0.99))
     }
 
-    /// The escalation order as a sort key: quantized first, then TP, DP, PP.
-    fn escalation(&self) -> (u64, u64, u64, u8) {
+    /// The escalation order as a sort key: quantized first, then TP, DP, PP; without
+    /// EP before with it when nothing else differs.
+    fn escalation(&self) -> (u64, u64, u64, u8, bool) {
         (
             self.layout.pp,
             self.layout.dp,
             self.layout.tp,
             u8::from(matches!(self.weights.as_str(), "bf16" | "fp16" | "fp32")),
+            self.layout.ep,
         )
     }
 
@@ -192,6 +199,32 @@ fn evaluate(
     let error = a.findings.iter().find(|f| f.severity == Severity::Error);
     let p = a.prediction.as_ref();
     let tps = p.map(|p| p.output_tokens_per_s);
+    let shortfall = p.map(|p| {
+        let rate = s.workload.and_then(|w| match w.load {
+            crate::analysis::Load::Rate(r) => Some((r, w.output)),
+            _ => None,
+        });
+        match rate {
+            Some((r, output)) if p.overloaded => {
+                let served = p.max_output_tokens_per_s / output.max(1.0);
+                (true, if served > 0.0 { r / served } else { f64::INFINITY })
+            }
+            _ => (
+                false,
+                a.slo
+                    .iter()
+                    .map(|r| {
+                        let (v, b) = (r.predicted, r.target.value);
+                        match r.target.op {
+                            crate::syntax::ast::Op::Le | crate::syntax::ast::Op::Lt => v / b,
+                            _ => b / v,
+                        }
+                    })
+                    .filter(|x| !x.is_nan())
+                    .fold(0.0, f64::max),
+            ),
+        }
+    });
     Candidate {
         layout,
         weights: weights.to_string(),
@@ -212,17 +245,20 @@ fn evaluate(
         max_output_tokens_per_s: p.map(|p| p.max_output_tokens_per_s),
         overloaded: p.is_some_and(|p| p.overloaded),
         running: p.map(|p| p.running),
+        shortfall,
     }
 }
 
-/// True when more DP replicas cannot fix the failure (topology, memory, vLLM's checks);
-/// SLO misses and whole-node rules depend on DP.
-fn dp_independent(code: Option<crate::diagnostics::Code>) -> bool {
-    use crate::diagnostics::Code;
-    !matches!(
-        code,
-        Some(Code::SloInfeasible) | Some(Code::PartialNode) | Some(Code::NotEnoughGpus) | None
-    )
+/// True when a replica of `replica` GPUs times `dp` can launch: a replica inside a node,
+/// or whole nodes per replica; the whole layout within a node or whole nodes (vLLM's
+/// `(dp × pp × tp) % nnodes == 0`).
+fn whole_nodes(replica: u64, dp: u64, per_node: u64) -> bool {
+    let gpus = replica * dp;
+    if replica > per_node {
+        replica.is_multiple_of(per_node)
+    } else {
+        gpus <= per_node || gpus.is_multiple_of(per_node)
+    }
 }
 
 pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search {
@@ -285,60 +321,91 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
             });
             continue;
         }
-        // The family's most informative failure: not the whole-node rule
-        // that the last DP counts trip over.
-        let mut family_reason: Option<String> = None;
-        for dp in 1..=max_dp {
-            if family_cost(tp * pp * dp) > 2.0 * best_cost {
-                pruned += (max_dp - dp + 1) as usize;
-                break;
-            }
-            let layout = Layout {
-                tp,
-                pp,
-                dp,
-                ep,
-                ..Layout::default()
+        // Replica counts that can launch, ascending. Meeting the bounds is monotone in DP
+        // (more replicas carry more load, a MoE model's experts spread thinner), so the
+        // smallest DP that meets them is found by bisection: at most 2 + log2(N)
+        // evaluations per family instead of one per replica count.
+        let per_node = t.gpus_per_node.max(1);
+        let dps: Vec<u64> = (1..=max_dp)
+            .filter(|dp| whole_nodes(tp * pp, *dp, per_node))
+            .take_while(|dp| family_cost(tp * pp * dp) <= 2.0 * best_cost)
+            .collect();
+        pruned += (max_dp as usize).saturating_sub(dps.len());
+        let layout_at = |dp: u64| Layout {
+            tp,
+            pp,
+            dp,
+            ep,
+            ..Layout::default()
+        };
+        let family = family_name(layout_at(1), w, kv, &m.weights, space.weights.len());
+        let Some(&first_dp) = dps.first() else {
+            rejected.push(Rejection {
+                family,
+                reason: format!(
+                    "{} GPUs per replica are neither inside one {per_node}-GPU node nor whole nodes",
+                    tp * pp
+                ),
+            });
+            continue;
+        };
+        let consider = |c: &Candidate, closest: &mut Option<Candidate>| {
+            let better = match (&c.shortfall, closest.as_ref().and_then(|b| b.shortfall)) {
+                (Some(x), Some(y)) => (x.0, x.1, c.gpus) < (y.0, y.1, closest.as_ref().map_or(0, |b| b.gpus)),
+                (Some(_), None) => true,
+                _ => false,
             };
-            let c = evaluate(base, slo, layout, w, kv);
+            if better {
+                *closest = Some(c.clone());
+            }
+        };
+        // The largest affordable replica count first: if it misses, no smaller one meets
+        // (meeting the bounds is taken as monotone in DP: more replicas carry more load,
+        // a MoE model's experts spread thinner; its DP-coupled expert traffic could in
+        // principle make the largest DP slower again — the examples choose as a scan of
+        // every DP does). Then the smallest, then bisection between them: at most
+        // 2 + log2(N) evaluations per family, one for a family that cannot work.
+        let top_idx = dps.len() - 1;
+        let top = evaluate(base, slo, layout_at(dps[top_idx]), w, kv);
+        evaluated += 1;
+        if !top.meets_slo {
+            consider(&top, &mut closest);
+            rejected.push(Rejection {
+                family,
+                reason: short(top.rejected_because.as_deref().unwrap_or("")),
+            });
+            continue;
+        }
+        if top_idx == 0 {
+            best_cost = best_cost.min(top.cost_per_hour);
+            feasible.push(top);
+            continue;
+        }
+        let first = evaluate(base, slo, layout_at(first_dp), w, kv);
+        evaluated += 1;
+        if first.meets_slo {
+            best_cost = best_cost.min(first.cost_per_hour);
+            feasible.push(first);
+            continue;
+        }
+        consider(&first, &mut closest);
+        let mut lo = 0;
+        let mut hi = top_idx;
+        let mut best = top;
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            let c = evaluate(base, slo, layout_at(dps[mid]), w, kv);
             evaluated += 1;
             if c.meets_slo {
-                best_cost = best_cost.min(c.cost_per_hour);
-                feasible.push(c);
-                pruned += (max_dp - dp) as usize;
-                break;
-            }
-            let reason = c.rejected_because.clone().unwrap_or_default();
-            use crate::diagnostics::Code;
-            if !matches!(
-                c.rejected_code,
-                Some(Code::PartialNode) | Some(Code::NotEnoughGpus)
-            ) && family_reason.is_none()
-            {
-                family_reason = Some(reason.clone());
-            }
-            // Closest to meeting the bounds: the lowest TPOT, then the most throughput.
-            let better = c.tpot_ms.is_some()
-                && match &closest {
-                    None => true,
-                    Some(b) => {
-                        (c.tpot_ms, -c.output_tokens_per_s.unwrap_or(0.0))
-                            < (b.tpot_ms, -b.output_tokens_per_s.unwrap_or(0.0))
-                    }
-                };
-            if better {
-                closest = Some(c.clone());
-            }
-            if dp_independent(c.rejected_code) || dp == max_dp {
-                let family = family_name(layout, w, kv, &m.weights, space.weights.len());
-                rejected.push(Rejection {
-                    family,
-                    reason: short(family_reason.as_deref().unwrap_or(&reason)),
-                });
-                pruned += (max_dp - dp) as usize;
-                break;
+                hi = mid;
+                best = c;
+            } else {
+                consider(&c, &mut closest);
+                lo = mid;
             }
         }
+        best_cost = best_cost.min(best.cost_per_hour);
+        feasible.push(best);
     }
     feasible.sort_by(|a, b| {
         a.cost_per_hour

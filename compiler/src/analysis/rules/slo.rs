@@ -96,6 +96,50 @@ pub fn perf_rules_at(
             ));
         }
     }
+    // An arrival rate past what the layout serves saturated: the queue grows without bound.
+    // With a TTFT bound that is E0601 already; without one it must not pass silently.
+    if let Some(WorkloadSpec {
+        load: Load::Rate(rate),
+        output,
+        ..
+    }) = s.workload
+    {
+        let reported = out.iter().any(|f| f.code == Code::SloInfeasible);
+        if p.overloaded && !reported {
+            let max_rps = p.max_output_tokens_per_s / output.max(1.0);
+            let per_replica = max_rps / s.layout.dp.max(1) as f64;
+            let replicas = if per_replica > 0.0 {
+                (rate / per_replica).ceil().max(1.0) as u64
+            } else {
+                0
+            };
+            out.push(Finding::new(
+                Code::Overloaded,
+                Anchor::Deploy,
+                format!(
+                    "the workload offers {rate:.2} req/s but `{}` serves at most {max_rps:.2} req/s saturated: the queue grows without bound",
+                    s.layout
+                ),
+                "more load than the layout carries",
+                Some(if replicas > 0 {
+                    let gpus = replicas * s.layout.replica_gpus();
+                    let per_node = s.topology.gpus_per_node.max(1);
+                    let have = s.topology.total_gpus();
+                    format!(
+                        "dp {replicas} of this replica would carry it: {gpus} GPUs ({} nodes){}; or a faster layout (FP8, more TP)",
+                        gpus.div_ceil(per_node),
+                        if gpus > have {
+                            format!(", the cluster has {have}")
+                        } else {
+                            String::new()
+                        }
+                    )
+                } else {
+                    "a layout that runs at all under this load".into()
+                }),
+            ));
+        }
+    }
     // A closed loop past the running cap: the excess requests wait for a slot.
     if let Some(WorkloadSpec {
         load: Load::Concurrency(n),

@@ -59,3 +59,26 @@ deploy d {{ model = llama_3_1_8b, cluster = c, workload = w, slo = s, layout = t
     let fixed: Vec<Code> = diagnostics(&src("ib_ndr")).iter().map(|d| d.0).collect();
     assert!(fixed.contains(&Code::SloInfeasible), "{fixed:?}");
 }
+
+/// E0401's help follows the escalation order on the same GPUs instead of always
+/// prescribing PP: DP for a model that fits a smaller TP, PP only when none does, and a TP
+/// that divides the NVL72 rack when a group straddles two racks.
+#[test]
+fn e0401_help_follows_the_escalation_order() {
+    let help = |model: &str, nodes: &str, layout: &str| {
+        let src = format!(
+            "import std.nodes.*\nimport std.models.*\ncluster c {{ nodes = {nodes} }}\n\
+deploy d {{ model = {model}, cluster = c, layout = {layout}, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
+        );
+        let d = diagnostics(&src);
+        let e = d.iter().find(|d| d.0 == Code::TpAcrossNodes).expect("E0401");
+        (e.1.clone(), e.2.clone().unwrap_or_default())
+    };
+    let (_, h) = help("llama_3_1_8b", "2 × dgx_h100", "tp 16");
+    assert!(h.contains("`tp 1 × pp 1 × dp 16`"), "{h}");
+    let (_, h) = help("llama_3_1_405b", "2 × dgx_h100", "tp 16");
+    assert!(h.contains("`tp 8 × pp 2 × dp 1`"), "{h}");
+    let (m, h) = help("kimi_k2", "36 × gb200_nvl72_tray", "tp 16 × dp 9 × ep");
+    assert!(m.contains("straddles two 72-GPU NVLink domains"), "{m}");
+    assert!(h.contains("`tp 8 × pp 1 × dp 18 × ep`"), "{h}");
+}

@@ -118,23 +118,25 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
                 .as_ref()
                 .map(|x| format!("{:.0} GB/s {}", x.bandwidth / 1e9, x.name))
                 .unwrap_or_else(|| "the node's own link".into());
+            let domain = t.scale_up_domain.max(t.gpus_per_node).max(1);
+            let what = if l.tp > domain {
+                format!("tp {} spans {} nodes", l.tp, l.tp.div_ceil(t.gpus_per_node.max(1)))
+            } else {
+                format!(
+                    "a tp {} group straddles two {domain}-GPU NVLink domains (tp does not divide the domain)",
+                    l.tp
+                )
+            };
             out.push(Finding::new(
                 Code::TpAcrossNodes,
                 Anchor::Layout,
                 format!(
-                    "tp {} spans {} nodes over {} ({:.1} GB/s per GPU, vs {nvlink} inside a node)",
-                    l.tp,
-                    l.tp.div_ceil(t.gpus_per_node.max(1)),
+                    "{what} over {} ({:.1} GB/s per GPU, vs {nvlink} inside a domain)",
                     tp.link_name,
                     tp.bandwidth / 0.8 / 1e9
                 ),
                 "TP all-reduces twice per layer per token: it belongs inside one NVLink domain",
-                Some(format!(
-                    "keep tp ≤ {} and cross nodes with pp: `tp {} × pp {}`",
-                    t.gpus_per_node,
-                    t.gpus_per_node.min(l.tp),
-                    (l.tp / t.gpus_per_node.max(1)).max(2) * l.pp
-                )),
+                Some(tp_inside_the_domain(s, domain)),
             ));
         } else if tp.link_type == LinkType::Pcie {
             out.push(Finding::new(
@@ -207,3 +209,56 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
     }
     out
 }
+
+/// E0401's remedy in the escalation order, on the same GPUs: the smallest TP that divides
+/// the NVLink domain and the heads and fits in memory, the rest as DP replicas; or, when
+/// no such TP fits, the largest such TP with pipeline stages across the domains.
+fn tp_inside_the_domain(s: &Scenario, domain: u64) -> String {
+    let l = s.layout;
+    let m = &s.model;
+    let gpus = l.gpus();
+    let valid: Vec<u64> = (0..=16)
+        .map(|k| 1u64 << k)
+        .filter(|t| *t <= l.tp && *t <= domain && domain.is_multiple_of(*t) && m.heads.is_multiple_of(*t))
+        .collect();
+    // A group that only straddles a domain boundary (tp ≤ domain): the nearest TP that
+    // divides the domain keeps the written intent (`tp 8 × dp 18` on NVL72 racks for tp 16).
+    // A TP wider than the domain: the escalation order, the smallest TP that fits.
+    let order: Vec<u64> = if l.tp <= domain {
+        valid.iter().rev().copied().collect()
+    } else {
+        valid.clone()
+    };
+    for &t in &order {
+        let dp = gpus / (t * l.pp.max(1));
+        if dp == 0 {
+            continue;
+        }
+        let mut q = s.clone();
+        q.layout = crate::program::Layout { tp: t, dp, ..l };
+        if super::memory_rules::fits(&q) {
+            return if l.tp <= domain {
+                format!(
+                    "`{}` keeps every TP group inside one {domain}-GPU domain on the same {gpus} GPUs",
+                    q.layout
+                )
+            } else {
+                format!(
+                    "`{}` fits on the same {gpus} GPUs: DP replicas need no per-token communication (the escalation order: DP before PP)",
+                    q.layout
+                )
+            };
+        }
+    }
+    match valid.last() {
+        Some(&t) => {
+            let pp = (l.tp * l.pp.max(1)).div_ceil(t);
+            format!(
+                "keep TP inside the domain and cross domains with pipeline stages: `{}`",
+                crate::program::Layout { tp: t, pp, ..l }
+            )
+        }
+        None => "keep each TP group inside one node".into(),
+    }
+}
+

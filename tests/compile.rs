@@ -454,7 +454,10 @@ fn nccl_plans_are_consistent() {
                         let calls = c["calls"].as_integer().unwrap();
                         // At most once per layer of the range times per_layer; exactly that
                         // for a uniform model.
-                        assert!(calls <= (b - a + 1) * c["per_layer"].as_integer().unwrap(), "{file}");
+                        assert!(
+                            calls <= (b - a + 1) * c["per_layer"].as_integer().unwrap(),
+                            "{file}"
+                        );
                         sum += calls as f64 * c["predicted_us"].as_float().unwrap();
                     }
                 }

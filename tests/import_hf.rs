@@ -47,8 +47,14 @@ const STDLIB_OF: &[(&str, &str)] = &[
     ("nvidia--MiniMax-M2.7-NVFP4", "minimax_m2_7_nvfp4"),
     ("XiaomiMiMo--MiMo-V2-Flash", "mimo_v2_flash"),
     ("nvidia--Gemma-4-31B-IT-NVFP4", "gemma_4_31b_nvfp4"),
-    ("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "nemotron_3_nano"),
-    ("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", "nemotron_3_nano_nvfp4"),
+    (
+        "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+        "nemotron_3_nano",
+    ),
+    (
+        "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4",
+        "nemotron_3_nano_nvfp4",
+    ),
 ];
 
 fn imported_model(text: &str) -> Model {
@@ -169,8 +175,14 @@ fn import_hf_maps_every_shared_config_and_agrees_with_the_stdlib() {
         // The encoder is an estimate of the importer; the stdlib may state the card's.
         got_detail.encoder_parameters = 0.0;
         want_detail.encoder_parameters = 0.0;
-        assert_eq!(got_detail, want_detail, "{std_name}: hybrid / precision fields");
-        assert_eq!(got.sliding_window, want.sliding_window, "{std_name}.sliding_window");
+        assert_eq!(
+            got_detail, want_detail,
+            "{std_name}: hybrid / precision fields"
+        );
+        assert_eq!(
+            got.sliding_window, want.sliding_window,
+            "{std_name}.sliding_window"
+        );
         assert_eq!(got.v_head_dim, want.v_head_dim, "{std_name}.v_head_dim");
         assert_eq!(
             got.tied_embeddings, want.tied_embeddings,
@@ -314,9 +326,18 @@ fn every_shared_config_estimates() {
         };
         let s = estimate::scenario(&name, model, &req).expect("valid request");
         let a = dic_compiler::analysis::analyze(&s, &[]);
-        assert!(a.memory.kv_cache_tokens > 32768, "{file_name}: {} KV tokens", a.memory.kv_cache_tokens);
-        let p = a.prediction.unwrap_or_else(|| panic!("{file_name}: no prediction: {:?}", a.findings));
-        assert!(p.tpot.is_finite() && p.tpot > 0.0 && p.ttft.is_finite(), "{file_name}");
+        assert!(
+            a.memory.kv_cache_tokens > 32768,
+            "{file_name}: {} KV tokens",
+            a.memory.kv_cache_tokens
+        );
+        let p = a
+            .prediction
+            .unwrap_or_else(|| panic!("{file_name}: no prediction: {:?}", a.findings));
+        assert!(
+            p.tpot.is_finite() && p.tpot > 0.0 && p.ttft.is_finite(),
+            "{file_name}"
+        );
         assert!(p.output_tokens_per_s > 0.0, "{file_name}");
         checked += 1;
     }
@@ -338,7 +359,9 @@ fn family_variants_import() {
         // Qwen3-Next: full_attention_interval with Gated DeltaNet dimensions.
         (
             "qwen3_next",
-            format!(r#"{{ {base}, "full_attention_interval": 4, "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4 }}"#),
+            format!(
+                r#"{{ {base}, "full_attention_interval": 4, "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4 }}"#
+            ),
             "(3 linear, full) × 3",
         ),
         // MiniMax-M1: attn_type_list, lightning attention.
@@ -350,7 +373,9 @@ fn family_variants_import() {
         // A Nemotron-H with dense MLP blocks and NaN/Infinity in the JSON.
         (
             "nemotron_h",
-            format!(r#"{{ {base}, "hybrid_override_pattern": "M-M*M-M-M*M-", "mamba_num_heads": 32, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "time_step_limit": [0.0, Infinity], "rescale": NaN }}"#),
+            format!(
+                r#"{{ {base}, "hybrid_override_pattern": "M-M*M-M-M*M-", "mamba_num_heads": 32, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "time_step_limit": [0.0, Infinity], "rescale": NaN }}"#
+            ),
             "(mamba+none, dense, mamba+none, full+none, mamba+none, dense) × 2",
         ),
     ];
@@ -363,7 +388,10 @@ fn family_variants_import() {
             source_name: "config.json",
         })
         .unwrap_or_else(|d| panic!("{name}: {}", d.message));
-        assert!(text.contains(&format!("layer_pattern = \"{pattern}\"")), "{name}:\n{text}");
+        assert!(
+            text.contains(&format!("layer_pattern = \"{pattern}\"")),
+            "{name}:\n{text}"
+        );
         imported_model(&text);
     }
     // Quantization formats without a config in ../shared: compressed-tensors W4A16 (int4,
@@ -387,7 +415,11 @@ fn family_variants_import() {
         (
             "dsa",
             r#""kv_lora_rank": 512, "q_lora_rank": 768, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128, "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048"#,
-            &["attention = mla", "indexer_head_dim = 128", "indexer_heads = 64"],
+            &[
+                "attention = mla",
+                "indexer_head_dim = 128",
+                "indexer_heads = 64",
+            ],
         ),
     ];
     for (name, extra, want) in quantized {

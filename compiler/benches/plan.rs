@@ -97,9 +97,13 @@ fn bench(c: &mut Criterion) {
             r.pruned,
             r.chosen.as_ref().map(|c| c.describe())
         );
-        c.bench_function(&format!("plan {model} over {} GPUs (load grows with the cluster)", nodes * 8), |b| {
-            b.iter(|| search(black_box(&s), &slo(), space))
-        });
+        c.bench_function(
+            &format!(
+                "plan {model} over {} GPUs (load grows with the cluster)",
+                nodes * 8
+            ),
+            |b| b.iter(|| search(black_box(&s), &slo(), space)),
+        );
     }
 }
 

@@ -73,7 +73,11 @@ fn indexer(m: &Model) -> f64 {
         return 0.0;
     }
     let h = m.hidden as f64;
-    let q_in = if m.q_lora_rank > 0 { m.q_lora_rank } else { m.hidden } as f64;
+    let q_in = if m.q_lora_rank > 0 {
+        m.q_lora_rank
+    } else {
+        m.hidden
+    } as f64;
     let idx = d.indexer_head_dim as f64;
     q_in * d.indexer_heads as f64 * idx + h * idx + h * d.indexer_heads as f64
 }
@@ -89,10 +93,7 @@ pub fn mixer_params(m: &Model, mixer: Mixer, tp: u64) -> MixerParams {
             let heads = m.heads as f64;
             let qk = (m.qk_nope_head_dim + m.qk_rope_head_dim) as f64;
             let (q_down, q_up) = if m.q_lora_rank > 0 {
-                (
-                    h * m.q_lora_rank as f64,
-                    m.q_lora_rank as f64 * heads * qk,
-                )
+                (h * m.q_lora_rank as f64, m.q_lora_rank as f64 * heads * qk)
             } else {
                 (0.0, h * heads * qk)
             };
@@ -132,7 +133,8 @@ pub fn mixer_params(m: &Model, mixer: Mixer, tp: u64) -> MixerParams {
             );
             let conv_dim = 2.0 * kh * kd + vh * vd;
             // in_proj_qkvz, in_proj_ba, the causal conv, out_proj.
-            let total = h * (conv_dim + vh * vd) + h * 2.0 * vh
+            let total = h * (conv_dim + vh * vd)
+                + h * 2.0 * vh
                 + conv_dim * la.conv_kernel as f64
                 + vh * vd * h;
             MixerParams {

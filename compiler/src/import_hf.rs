@@ -155,7 +155,10 @@ fn scheme_format(w: &Value) -> Option<(String, Option<u64>)> {
 /// The layer a module path names (`model.layers.12.self_attn*` → 12).
 fn module_layer(pattern: &str) -> Option<u64> {
     let at = pattern.find("layers.")? + "layers.".len();
-    let digits: String = pattern[at..].chars().take_while(char::is_ascii_digit).collect();
+    let digits: String = pattern[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
     digits.parse().ok()
 }
 
@@ -177,12 +180,29 @@ fn read_exclusions(list: &[Value], layers: u64, q: &mut Quant, dtype: &str) {
             }
             None => p,
         };
-        let is_mixer = ["self_attn", ".attn", "linear_attn", "q_proj", "k_proj", "v_proj", "o_proj", "kv_a_proj", "kv_b_proj", "q_a_proj", "q_b_proj", "mixer.in_proj", "mixer.out_proj"]
-            .iter()
-            .any(|k| after.contains(k));
+        let is_mixer = [
+            "self_attn",
+            ".attn",
+            "linear_attn",
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "kv_a_proj",
+            "kv_b_proj",
+            "q_a_proj",
+            "q_b_proj",
+            "mixer.in_proj",
+            "mixer.out_proj",
+        ]
+        .iter()
+        .any(|k| after.contains(k));
         let is_shared = after.contains("shared_expert");
         let is_experts = !is_shared && after.contains("experts");
-        let is_dense_mlp = !is_shared && !is_experts && (after.contains(".mlp") || after.contains(".ffn")) && !after.contains("gate");
+        let is_dense_mlp = !is_shared
+            && !is_experts
+            && (after.contains(".mlp") || after.contains(".ffn"))
+            && !after.contains("gate");
         match layer {
             // `layers.3*` / `layers.3.*` / `layers.3`: the whole layer.
             Some(l) if matches!(after, "" | "*" | ".*") => {
@@ -287,8 +307,8 @@ fn read_quantization(
                     .flat_map(|m| m.values())
                     .filter_map(|v| v.get("quant_algo").and_then(Value::as_str))
                     .collect();
-                let only_experts = layers_map
-                    .is_some_and(|m| m.keys().all(|k| k.contains("experts")));
+                let only_experts =
+                    layers_map.is_some_and(|m| m.keys().all(|k| k.contains("experts")));
                 let fmt = match algos.iter().next().copied() {
                     Some("NVFP4") if algos.len() == 1 => "nvfp4",
                     Some("FP8") if algos.len() == 1 => "fp8",
@@ -382,7 +402,9 @@ fn read_quantization(
                 })
                 .collect::<Result<_, _>>()?;
             let Some((fmt, group)) = formats.first().cloned() else {
-                return Err(unsupported("compressed-tensors without config_groups".into()));
+                return Err(unsupported(
+                    "compressed-tensors without config_groups".into(),
+                ));
             };
             if formats.iter().any(|f| f.0 != fmt) {
                 return Err(unsupported(format!(
@@ -683,8 +705,8 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
             };
         }
         pattern_src.push("attn_type_list");
-    } else if let Some(every) = get_u("sliding_window_pattern")
-        .filter(|n| *n > 1 && window.is_some())
+    } else if let Some(every) =
+        get_u("sliding_window_pattern").filter(|n| *n > 1 && window.is_some())
     {
         // Gemma 2/3: every n-th layer global, the others windowed.
         for (i, l) in written.iter_mut().enumerate() {
@@ -708,10 +730,22 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
         list_len_ok(p.chars().count(), "hybrid_override_pattern")?;
         for (l, c) in written.iter_mut().zip(p.chars()) {
             *l = match c {
-                'M' => WrittenLayer { mixer: Mixer::Mamba, ffn: Some(Ffn::None) },
-                '*' => WrittenLayer { mixer: Mixer::Full, ffn: Some(Ffn::None) },
-                'E' => WrittenLayer { mixer: Mixer::None, ffn: Some(Ffn::Moe) },
-                '-' => WrittenLayer { mixer: Mixer::None, ffn: Some(Ffn::Dense) },
+                'M' => WrittenLayer {
+                    mixer: Mixer::Mamba,
+                    ffn: Some(Ffn::None),
+                },
+                '*' => WrittenLayer {
+                    mixer: Mixer::Full,
+                    ffn: Some(Ffn::None),
+                },
+                'E' => WrittenLayer {
+                    mixer: Mixer::None,
+                    ffn: Some(Ffn::Moe),
+                },
+                '-' => WrittenLayer {
+                    mixer: Mixer::None,
+                    ffn: Some(Ffn::Dense),
+                },
                 other => {
                     return Err(fail(
                         format!(
@@ -769,7 +803,13 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
             Some((
                 types
                     .iter()
-                    .map(|t| if t.as_str() == Some("sparse") { Ffn::Moe } else { Ffn::Dense })
+                    .map(|t| {
+                        if t.as_str() == Some("sparse") {
+                            Ffn::Moe
+                        } else {
+                            Ffn::Dense
+                        }
+                    })
                     .collect(),
                 "mlp_layer_types",
             ))
@@ -777,7 +817,13 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
             list_len_ok(freq.len(), "moe_layer_freq")?;
             Some((
                 freq.iter()
-                    .map(|v| if v.as_u64() == Some(1) { Ffn::Moe } else { Ffn::Dense })
+                    .map(|v| {
+                        if v.as_u64() == Some(1) {
+                            Ffn::Moe
+                        } else {
+                            Ffn::Dense
+                        }
+                    })
                     .collect(),
                 "moe_layer_freq",
             ))
@@ -853,10 +899,9 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
             pattern_src.push(src);
         }
     }
-    let uniform = written
-        .iter()
-        .enumerate()
-        .all(|(l, w)| w.mixer == Mixer::Full && w.ffn.is_none_or(|f| f == probe.default_ffn(l as u64)));
+    let uniform = written.iter().enumerate().all(|(l, w)| {
+        w.mixer == Mixer::Full && w.ffn.is_none_or(|f| f == probe.default_ffn(l as u64))
+    });
     let sliding_layers = written.iter().filter(|w| w.mixer == Mixer::Sliding).count() as u64;
     probe.sliding_layers = sliding_layers;
     if !uniform {
@@ -870,7 +915,9 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
             .collect();
     }
     let uses = |k: Mixer| written.iter().any(|w| w.mixer == k);
-    let uses_compressed = written.iter().any(|w| matches!(w.mixer, Mixer::Compressed(_)));
+    let uses_compressed = written
+        .iter()
+        .any(|w| matches!(w.mixer, Mixer::Compressed(_)));
 
     // Mixer dimensions.
     let d = &mut probe.detail;
@@ -1019,44 +1066,96 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
     }
     out.push(line("intermediate", intermediate, inter_src));
     out.push(line("vocab", vocab, "vocab_size"));
-    out.push(line("max_context", format!("{max_context} tokens"), "max_position_embeddings"));
+    out.push(line(
+        "max_context",
+        format!("{max_context} tokens"),
+        "max_position_embeddings",
+    ));
     if attention == Attention::Mla {
         out.push(line("attention", "mla", "kv_lora_rank is set"));
         out.push(line("kv_lora_rank", kv_lora_rank, "kv_lora_rank"));
         if m.q_lora_rank > 0 {
             out.push(line("q_lora_rank", m.q_lora_rank, "q_lora_rank"));
         }
-        out.push(line("qk_rope_head_dim", m.qk_rope_head_dim, "qk_rope_head_dim"));
-        out.push(line("qk_nope_head_dim", m.qk_nope_head_dim, "qk_nope_head_dim"));
+        out.push(line(
+            "qk_rope_head_dim",
+            m.qk_rope_head_dim,
+            "qk_rope_head_dim",
+        ));
+        out.push(line(
+            "qk_nope_head_dim",
+            m.qk_nope_head_dim,
+            "qk_nope_head_dim",
+        ));
         out.push(line("v_head_dim", m.v_head_dim, "v_head_dim"));
     } else if uses_compressed && m.q_lora_rank > 0 {
         out.push(line("q_lora_rank", m.q_lora_rank, "q_lora_rank"));
-        out.push(line("qk_rope_head_dim", m.qk_rope_head_dim, "qk_rope_head_dim"));
+        out.push(line(
+            "qk_rope_head_dim",
+            m.qk_rope_head_dim,
+            "qk_rope_head_dim",
+        ));
     }
     let d = &m.detail;
     if d.indexer_head_dim > 0 {
-        out.push(line("indexer_head_dim", d.indexer_head_dim, "index_head_dim"));
+        out.push(line(
+            "indexer_head_dim",
+            d.indexer_head_dim,
+            "index_head_dim",
+        ));
         out.push(line("indexer_heads", d.indexer_heads, "index_n_heads"));
     }
     if experts > 0 {
         out.push(line("experts", experts, experts_src));
-        out.push(line("experts_per_token", experts_per_token, "num_experts_per_tok"));
+        out.push(line(
+            "experts_per_token",
+            experts_per_token,
+            "num_experts_per_tok",
+        ));
         if shared_experts > 0 {
-            out.push(line("shared_experts", shared_experts, if is_llama4 { "Llama 4's shared expert" } else { "n_shared_experts" }));
+            out.push(line(
+                "shared_experts",
+                shared_experts,
+                if is_llama4 {
+                    "Llama 4's shared expert"
+                } else {
+                    "n_shared_experts"
+                },
+            ));
         }
-        out.push(line("moe_intermediate", moe_intermediate, if is_llama4 { "intermediate_size" } else { "moe_intermediate_size" }));
+        out.push(line(
+            "moe_intermediate",
+            moe_intermediate,
+            if is_llama4 {
+                "intermediate_size"
+            } else {
+                "moe_intermediate_size"
+            },
+        ));
         if d.shared_expert_intermediate > 0 {
-            out.push(line("shared_expert_intermediate", d.shared_expert_intermediate, "shared_expert_intermediate_size"));
+            out.push(line(
+                "shared_expert_intermediate",
+                d.shared_expert_intermediate,
+                "shared_expert_intermediate_size",
+            ));
         }
         if dense_layers > 0 && uniform {
             out.push(line("dense_layers", dense_layers, "first_k_dense_replace"));
         }
         if moe_layer_step > 1 && uniform {
-            out.push(line("moe_layer_step", moe_layer_step, "interleave_moe_layer_step / decoder_sparse_step"));
+            out.push(line(
+                "moe_layer_step",
+                moe_layer_step,
+                "interleave_moe_layer_step / decoder_sparse_step",
+            ));
         }
     }
     if d.ungated_mlp {
-        out.push(line("ungated_mlp", "true", "ReLU² MLPs (mlp_hidden_act relu2): up and down projections only"));
+        out.push(line(
+            "ungated_mlp",
+            "true",
+            "ReLU² MLPs (mlp_hidden_act relu2): up and down projections only",
+        ));
     }
     if !uniform {
         let pattern_text = crate::layers::format(&written);
@@ -1065,25 +1164,61 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
             out.push(line("dense_layers", dense_layers, "first_k_dense_replace"));
         }
         if moe_layer_step > 1 && written.iter().any(|w| w.ffn.is_none()) {
-            out.push(line("moe_layer_step", moe_layer_step, "interleave_moe_layer_step / decoder_sparse_step"));
+            out.push(line(
+                "moe_layer_step",
+                moe_layer_step,
+                "interleave_moe_layer_step / decoder_sparse_step",
+            ));
         }
-        out.push(line("layer_pattern", quote(&pattern_text), pattern_src.join(", ")));
+        out.push(line(
+            "layer_pattern",
+            quote(&pattern_text),
+            pattern_src.join(", "),
+        ));
     }
     if let Some(w) = window.filter(|_| sliding_layers > 0 || uses_compressed) {
-        out.push(line("sliding_window", format!("{w} tokens"), "sliding_window"));
+        out.push(line(
+            "sliding_window",
+            format!("{w} tokens"),
+            "sliding_window",
+        ));
     }
     if d.sliding_kv_heads > 0 {
-        out.push(line("sliding_kv_heads", d.sliding_kv_heads, "num_key_value_heads / swa_num_key_value_heads (sliding layers)"));
+        out.push(line(
+            "sliding_kv_heads",
+            d.sliding_kv_heads,
+            "num_key_value_heads / swa_num_key_value_heads (sliding layers)",
+        ));
     }
     if d.sliding_head_dim > 0 {
-        out.push(line("sliding_head_dim", d.sliding_head_dim, "head_dim / swa_head_dim (sliding layers)"));
+        out.push(line(
+            "sliding_head_dim",
+            d.sliding_head_dim,
+            "head_dim / swa_head_dim (sliding layers)",
+        ));
     }
     if let Some(la) = d.linear {
-        out.push(line("linear_key_heads", la.key_heads, "linear_num_key_heads"));
-        out.push(line("linear_value_heads", la.value_heads, "linear_num_value_heads"));
+        out.push(line(
+            "linear_key_heads",
+            la.key_heads,
+            "linear_num_key_heads",
+        ));
+        out.push(line(
+            "linear_value_heads",
+            la.value_heads,
+            "linear_num_value_heads",
+        ));
         out.push(line("linear_key_dim", la.key_dim, "linear_key_head_dim"));
-        out.push(line("linear_value_dim", la.value_dim, "linear_value_head_dim"));
-        out.push(line("linear_conv_kernel", la.conv_kernel, "linear_conv_kernel_dim"));
+        out.push(line(
+            "linear_value_dim",
+            la.value_dim,
+            "linear_value_head_dim",
+        ));
+        out.push(line(
+            "linear_conv_kernel",
+            la.conv_kernel,
+            "linear_conv_kernel_dim",
+        ));
     }
     if let Some(mb) = d.mamba {
         out.push(line("mamba_heads", mb.heads, "mamba_num_heads"));
@@ -1093,7 +1228,11 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
         out.push(line("mamba_conv_kernel", mb.conv_kernel, "conv_kernel"));
     }
     if let Some(sd) = &d.state_dtype {
-        out.push(line("state_dtype", sd, "mamba_ssm_cache_dtype / mamba_ssm_dtype"));
+        out.push(line(
+            "state_dtype",
+            sd,
+            "mamba_ssm_cache_dtype / mamba_ssm_dtype",
+        ));
     }
     if m.tied_embeddings {
         out.push(line("tied_embeddings", "true", "tie_word_embeddings"));
@@ -1108,23 +1247,43 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
     out.push(line("dtype", dtype, "torch_dtype"));
     if m.weights != dtype {
         out.push(line("weights", &m.weights, q.source.clone()));
-        out.push(line("prequantized", "true", "the checkpoint is stored quantized"));
+        out.push(line(
+            "prequantized",
+            "true",
+            "the checkpoint is stored quantized",
+        ));
     }
     let qsrc = |what: &str| format!("{} ({what})", q.source);
     if let Some(w) = &d.attention_weights {
-        out.push(line("attention_weights", w, qsrc("attention excluded from quantization")));
+        out.push(line(
+            "attention_weights",
+            w,
+            qsrc("attention excluded from quantization"),
+        ));
     }
     if let Some(w) = &d.expert_weights {
         out.push(line("expert_weights", w, qsrc("the experts' own format")));
     }
     if let Some(w) = &d.mlp_weights {
-        out.push(line("mlp_weights", w, qsrc("dense MLPs / shared experts excluded")));
+        out.push(line(
+            "mlp_weights",
+            w,
+            qsrc("dense MLPs / shared experts excluded"),
+        ));
     }
     if d.unquantized_layers > 0 {
-        out.push(line("unquantized_layers", d.unquantized_layers, qsrc("leading layers excluded")));
+        out.push(line(
+            "unquantized_layers",
+            d.unquantized_layers,
+            qsrc("leading layers excluded"),
+        ));
     }
     if !d.unquantized_mixer_layers.is_empty() {
-        let list: Vec<String> = d.unquantized_mixer_layers.iter().map(u64::to_string).collect();
+        let list: Vec<String> = d
+            .unquantized_mixer_layers
+            .iter()
+            .map(u64::to_string)
+            .collect();
         out.push(line(
             "unquantized_mixer_layers",
             format!("[{}]", list.join(", ")),

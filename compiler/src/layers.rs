@@ -239,11 +239,13 @@ impl Parser<'_> {
             self.pos
         };
         let word = self.word().to_string();
-        let unknown = |w: &str| PatternError {
+        let unknown = |w: &str| {
+            PatternError {
             message: format!(
                 "`{w}` is not a layer kind: write full, sliding, linear, mamba, none, compressedN, or an FFN alone (dense, moe)"
             ),
             offset: at,
+        }
         };
         let mixer = match word.as_str() {
             "full" => Some(Mixer::Full),
@@ -266,7 +268,11 @@ impl Parser<'_> {
         };
         let Some(mixer) = mixer else {
             // An FFN alone: a block without a mixer.
-            let ffn = if word == "dense" { Ffn::Dense } else { Ffn::Moe };
+            let ffn = if word == "dense" {
+                Ffn::Dense
+            } else {
+                Ffn::Moe
+            };
             return Ok(WrittenLayer {
                 mixer: Mixer::None,
                 ffn: Some(ffn),
@@ -350,7 +356,10 @@ mod tests {
             kinds("(3 linear : full) x 2")[3..5],
             ["full".to_string(), "linear".to_string()]
         );
-        assert_eq!(kinds("mamba+none, moe, full+none"), ["mamba+none", "moe", "full+none"]);
+        assert_eq!(
+            kinds("mamba+none, moe, full+none"),
+            ["mamba+none", "moe", "full+none"]
+        );
         assert_eq!(kinds("2 (sliding, full)").len(), 4);
         assert_eq!(kinds("compressed4, compressed128")[1], "compressed128");
     }
@@ -364,7 +373,10 @@ mod tests {
         assert!(parse("full × 0").is_err());
         assert!(parse("(full) × 4096 × 2").is_err() || parse("((full) × 4096) × 2").is_err());
         assert!(parse("").is_err());
-        assert!(parse("full+mamba").unwrap_err().message.contains("not an FFN"));
+        assert!(parse("full+mamba")
+            .unwrap_err()
+            .message
+            .contains("not an FFN"));
     }
 
     #[test]

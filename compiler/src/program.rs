@@ -338,7 +338,8 @@ impl Model {
         }
         let sliding = self.sliding_layers > 0
             && self.layers > 0
-            && ((l + 1) * self.sliding_layers) / self.layers > (l * self.sliding_layers) / self.layers;
+            && ((l + 1) * self.sliding_layers) / self.layers
+                > (l * self.sliding_layers) / self.layers;
         LayerKind {
             mixer: if sliding { Mixer::Sliding } else { Mixer::Full },
             ffn: self.default_ffn(l),

@@ -42,7 +42,10 @@ impl Dimension {
 
     /// The unit symbols of this dimension, for help texts: `ns, us, µs, ms, s, min, h`.
     pub fn unit_list(self) -> String {
-        self.units().map(|u| u.symbol).collect::<Vec<_>>().join(", ")
+        self.units()
+            .map(|u| u.symbol)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// The units of this dimension, for completion and suggestions.

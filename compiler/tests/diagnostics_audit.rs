@@ -71,7 +71,10 @@ fn e0401_help_follows_the_escalation_order() {
 deploy d {{ model = {model}, cluster = c, layout = {layout}, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
         );
         let d = diagnostics(&src);
-        let e = d.iter().find(|d| d.0 == Code::TpAcrossNodes).expect("E0401");
+        let e = d
+            .iter()
+            .find(|d| d.0 == Code::TpAcrossNodes)
+            .expect("E0401");
         (e.1.clone(), e.2.clone().unwrap_or_default())
     };
     let (_, h) = help("llama_3_1_8b", "2 × dgx_h100", "tp 16");

@@ -33,10 +33,7 @@ fn scenario(model: &str, gpu: &str, gpus_per_node: u64, layout: Layout) -> Scena
 fn llama_3_1_70b_bf16_tp4_kv_bytes_per_token() {
     let m = catalog::model("llama_3_1_70b").unwrap();
     // 8 KV heads / TP 4 = 2 per rank; K and V: 2 × 2 × 128 head_dim × 2 bytes = 1,024 B per layer
-    assert_eq!(
-        kv_bytes_per_token_layer(&m, 4),
-        1024.0
-    );
+    assert_eq!(kv_bytes_per_token_layer(&m, 4), 1024.0);
     // × 80 layers = 81,920 B per token per GPU
     let s = scenario(
         "llama_3_1_70b",
@@ -270,7 +267,10 @@ fn gpt_oss_sliding_layers_hold_their_window() {
     let full = memory(&f);
     assert_eq!(full.kv_cache_tokens, 80_000);
     let ratio = mem.max_concurrency / full.max_concurrency;
-    assert!((ratio - (10_000.0 / 8_713.0) / (5_000.0 / 8_192.0)).abs() < 1e-9, "{ratio}");
+    assert!(
+        (ratio - (10_000.0 / 8_713.0) / (5_000.0 / 8_192.0)).abs() < 1e-9,
+        "{ratio}"
+    );
 }
 
 #[test]
@@ -299,7 +299,10 @@ fn qwen3_5_linear_layers_hold_one_state_per_request() {
     let full = memory(&f);
     assert_eq!(full.kv_cache_tokens, 196_000);
     let ratio = mem.max_concurrency / full.max_concurrency;
-    assert!((ratio - (1_000.0 / 45.0) / (12_250.0 / 2_048.0)).abs() < 1e-9, "{ratio}");
+    assert!(
+        (ratio - (1_000.0 / 45.0) / (12_250.0 / 2_048.0)).abs() < 1e-9,
+        "{ratio}"
+    );
     assert!(ratio > 3.6 && ratio < 4.0);
 }
 
@@ -337,7 +340,10 @@ fn weight_bytes_per_format_follow_the_components() {
     let expect = p.experts * 0.53125 + (p.total - p.experts) * 2.0;
     assert!((checkpoint_bytes(&oss) - expect).abs() / expect < 1e-9);
     let gib = checkpoint_bytes(&oss) / GIB;
-    assert!((gib - 60.8).abs() / 60.8 < 0.01, "{gib:.2} GiB vs 60.8 GiB published");
+    assert!(
+        (gib - 60.8).abs() / 60.8 < 0.01,
+        "{gib:.2} GiB vs 60.8 GiB published"
+    );
 
     // NVFP4 with BF16 attention (nvidia/DeepSeek-V3.1-NVFP4's exclude_modules): experts,
     // shared experts and dense MLPs at 4 bits + one FP8 scale per 16 (0.5625 B); attention,
@@ -345,7 +351,8 @@ fn weight_bytes_per_format_follow_the_components() {
     let ds = catalog::model("deepseek_v3_1_nvfp4").unwrap();
     let p = parameters(&ds);
     let routers = 58.0 * 7168.0 * 256.0; // 58 MoE layers, one router each (bf16)
-    let expect = (p.experts + p.mlps - routers) * 0.5625 + (p.mixers + routers + p.embedding + p.lm_head) * 2.0;
+    let expect = (p.experts + p.mlps - routers) * 0.5625
+        + (p.mixers + routers + p.embedding + p.lm_head) * 2.0;
     assert!((checkpoint_bytes(&ds) - expect).abs() / expect < 1e-9);
 
     // ModelOpt MIXED_PRECISION (nvidia/DeepSeek-V4-Flash-NVFP4): NVFP4 experts, block-FP8
@@ -354,7 +361,9 @@ fn weight_bytes_per_format_follow_the_components() {
     let p = parameters(&v4);
     let routers = 43.0 * 4096.0 * 256.0;
     let fp8 = 1.0 + 4.0 / 16384.0;
-    let expect = p.experts * 0.5625 + (p.mixers + p.mlps - routers) * fp8 + (routers + p.embedding + p.lm_head) * 2.0;
+    let expect = p.experts * 0.5625
+        + (p.mixers + p.mlps - routers) * fp8
+        + (routers + p.embedding + p.lm_head) * 2.0;
     assert!((checkpoint_bytes(&v4) - expect).abs() / expect < 1e-9);
 
     // Leading layers kept in BF16 (GLM-5.1-NVFP4: layers 0-2 wholly excluded) cost 2 B for

@@ -47,7 +47,18 @@ fn placement_from_group_ends_matches_every_rank() {
                     if replica * dp > per_node * nodes {
                         continue;
                     }
-                    let s = scenario(gpu, per_node, nodes, Layout { tp, pp, dp, ep, ..Layout::default() });
+                    let s = scenario(
+                        gpu,
+                        per_node,
+                        nodes,
+                        Layout {
+                            tp,
+                            pp,
+                            dp,
+                            ep,
+                            ..Layout::default()
+                        },
+                    );
                     let fast = comm::tp_placement(&s);
                     assert_eq!(
                         (fast.spans_nodes, fast.within_scale_up_domain),

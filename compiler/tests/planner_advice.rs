@@ -109,10 +109,24 @@ deploy d {{ model = mixtral_8x7b, cluster = c, layout = tp 8 × dp 2 × ep, engi
         );
         let world = MemoryWorld::new().with("a.dist", &src);
         let checked = driver::check_file(&world, "a.dist").unwrap();
-        assert!(!checked.has_errors(), "{nics}: {:?}", checked.diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>());
-        checked.diagnostics.iter().any(|d| d.code == Code::EpOverSlowFabric)
+        assert!(
+            !checked.has_errors(),
+            "{nics}: {:?}",
+            checked
+                .diagnostics
+                .iter()
+                .map(|d| &d.message)
+                .collect::<Vec<_>>()
+        );
+        checked
+            .diagnostics
+            .iter()
+            .any(|d| d.code == Code::EpOverSlowFabric)
     };
-    assert!(!with("8 × roce_400g"), "RoCE is RDMA: 400G per GPU is enough");
+    assert!(
+        !with("8 × roce_400g"),
+        "RoCE is RDMA: 400G per GPU is enough"
+    );
     assert!(!with("8 × ib_ndr"));
     assert!(with("4 × roce_100g"), "50 Gb/s per GPU");
     assert!(with("8 × ethernet_25g"));
@@ -140,7 +154,16 @@ fn moe_layouts_that_fit_only_with_dp_are_searched() {
     };
     let model = catalog::model("deepseek_v3").unwrap();
     let at = |tp, dp| {
-        let s = estimate::scenario("deepseek_v3", model.clone(), &req(Layout { tp, dp, ..Layout::default() })).unwrap();
+        let s = estimate::scenario(
+            "deepseek_v3",
+            model.clone(),
+            &req(Layout {
+                tp,
+                dp,
+                ..Layout::default()
+            }),
+        )
+        .unwrap();
         analyze(&s, &[]).prediction.is_some()
     };
     assert!(!at(1, 1), "one H200 cannot hold DeepSeek-V3");
@@ -172,14 +195,35 @@ deploy d {{ model = llama_3_1_70b, cluster = one, workload = busy, layout = {lay
     };
     let world = MemoryWorld::new().with("a.dist", &src("tp 4"));
     let checked = driver::check_file(&world, "a.dist").unwrap();
-    let d: Vec<_> = checked.diagnostics.iter().filter(|d| d.code == Code::Overloaded).collect();
-    assert_eq!(d.len(), 1, "{:?}", checked.diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>());
-    assert!(d[0].help.as_deref().unwrap_or("").contains("GPUs"), "{:?}", d[0].help);
+    let d: Vec<_> = checked
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == Code::Overloaded)
+        .collect();
+    assert_eq!(
+        d.len(),
+        1,
+        "{:?}",
+        checked
+            .diagnostics
+            .iter()
+            .map(|d| &d.message)
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        d[0].help.as_deref().unwrap_or("").contains("GPUs"),
+        "{:?}",
+        d[0].help
+    );
     // auto: no layout of one node carries 20 req/s of 4k + 1k on 70B BF16 → E0701, with no
     // mention of SLOs the deployment does not have.
     let world = MemoryWorld::new().with("a.dist", &src("auto"));
     let checked = driver::check_file(&world, "a.dist").unwrap();
-    let e: Vec<_> = checked.diagnostics.iter().filter(|d| d.code == Code::NoLayout).collect();
+    let e: Vec<_> = checked
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == Code::NoLayout)
+        .collect();
     assert_eq!(e.len(), 1);
     assert!(!e[0].message.contains("SLO"), "{}", e[0].message);
 }

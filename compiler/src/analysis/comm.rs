@@ -344,7 +344,8 @@ pub fn tp_placement(s: &Scenario) -> Placement {
 pub fn ep_placement(s: &Scenario) -> Placement {
     let l = &s.layout;
     let (tp, dp) = (l.tp.max(1), l.dp.max(1));
-    let spans = (0..l.pp.max(1)).map(move |st| (rank_of(l, 0, st, 0, 0), rank_of(l, dp - 1, st, 0, tp - 1)));
+    let spans = (0..l.pp.max(1))
+        .map(move |st| (rank_of(l, 0, st, 0, 0), rank_of(l, dp - 1, st, 0, tp - 1)));
     place(s, tp * dp, spans)
 }
 
@@ -356,7 +357,8 @@ pub fn pp_placement(s: &Scenario) -> Option<Placement> {
     let spans = (0..distinct_replicas(s)).flat_map(move |d| {
         (0..l.pp - 1).flat_map(move |st| {
             (0..l.pcp.max(1)).flat_map(move |c| {
-                (0..l.tp.max(1)).map(move |t| (rank_of(l, d, st, c, t), rank_of(l, d, st + 1, c, t)))
+                (0..l.tp.max(1))
+                    .map(move |t| (rank_of(l, d, st, c, t), rank_of(l, d, st + 1, c, t)))
             })
         })
     });
@@ -682,7 +684,10 @@ impl StageBlocks {
             b.layers += 1;
             b.mixers += u64::from(k.mixer != Mixer::None);
             b.ffns += u64::from(k.ffn != Ffn::None);
-            b.attention += u64::from(!matches!(k.mixer, Mixer::None | Mixer::Linear | Mixer::Mamba));
+            b.attention += u64::from(!matches!(
+                k.mixer,
+                Mixer::None | Mixer::Linear | Mixer::Mamba
+            ));
             b.moe += u64::from(k.ffn == Ffn::Moe);
         }
         b

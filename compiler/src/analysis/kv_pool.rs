@@ -123,8 +123,7 @@ pub fn cache_spec(m: &Model, mixer: Mixer, tp: u64) -> Option<CacheSpec> {
                 + la.value_heads as f64 * la.value_dim as f64)
                 / tp as f64;
             let conv = la.conv_kernel.saturating_sub(1) as f64 * conv_dim.floor();
-            let recurrent =
-                (la.value_heads / tp) as f64 * la.key_dim as f64 * la.value_dim as f64;
+            let recurrent = (la.value_heads / tp) as f64 * la.key_dim as f64 * la.value_dim as f64;
             let model = dtype_bytes(&m.dtype);
             Some(CacheSpec::State {
                 bytes: conv * model + recurrent * state_elem.unwrap_or(model),
@@ -232,13 +231,19 @@ impl KvPool {
         if specs.is_empty() {
             return pool;
         }
-        if specs.iter().any(|s| matches!(s, CacheSpec::Compressed { .. })) {
+        if specs
+            .iter()
+            .any(|s| matches!(s, CacheSpec::Compressed { .. }))
+        {
             let mut per_token = 0.0;
             let mut fixed = 0.0;
             for s in specs {
                 match *s {
                     CacheSpec::Full { per_token: b } => per_token += b,
-                    CacheSpec::Sliding { per_token: b, window } => fixed += b * (window + bs),
+                    CacheSpec::Sliding {
+                        per_token: b,
+                        window,
+                    } => fixed += b * (window + bs),
                     CacheSpec::State { bytes } => fixed += bytes,
                     CacheSpec::Compressed {
                         per_token: b,
@@ -312,7 +317,11 @@ impl KvPool {
             let counts: Vec<usize> = kinds.iter().map(|k| k.2).collect();
             let min = counts.iter().copied().min().unwrap_or(1).max(1);
             let max = counts.iter().copied().max().unwrap_or(1);
-            let group_size = if (max as f64) < min as f64 * 1.5 { max } else { min };
+            let group_size = if (max as f64) < min as f64 * 1.5 {
+                max
+            } else {
+                min
+            };
             pool.bytes_per_block = group_size as f64 * page;
             for (key, size, count) in kinds {
                 pool.groups.push(Group {

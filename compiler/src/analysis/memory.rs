@@ -132,7 +132,8 @@ pub fn rank_weights(
     let tp_f = tp as f64;
     let h = m.hidden as f64;
     let group = m.detail.quant_group;
-    let bytes_of = |c: Component, layer: Option<u64>| weight_bytes_grouped(m.format_of(c, layer), group);
+    let bytes_of =
+        |c: Component, layer: Option<u64>| weight_bytes_grouped(m.format_of(c, layer), group);
     let mut w = RankWeights::default();
     let add = |w: &mut RankWeights, params: f64, per: f64| {
         w.params += params;

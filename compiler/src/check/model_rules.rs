@@ -160,16 +160,16 @@ impl<'s, 'w> Checker<'s, 'w> {
             missing.push("`sliding_window` (sliding layers)");
         }
         if uses(Mixer::Linear)
-            && m
-                .detail
+            && m.detail
                 .linear
                 .is_none_or(|la| la.key_dim == 0 || la.value_dim == 0)
         {
-            missing.push("`linear_value_heads`, `linear_key_dim` and `linear_value_dim` (linear layers)");
+            missing.push(
+                "`linear_value_heads`, `linear_key_dim` and `linear_value_dim` (linear layers)",
+            );
         }
         if uses(Mixer::Mamba)
-            && m
-                .detail
+            && m.detail
                 .mamba
                 .is_none_or(|mb| mb.head_dim == 0 || mb.state == 0)
         {

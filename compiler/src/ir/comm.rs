@@ -5,8 +5,8 @@ use super::*;
 /// The communicators and the per-step collective schedule the NCCL runtime replays.
 pub(super) fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
     use crate::analysis::comm::{
-        dcp_groups, dp_group, ep_groups, pcp_groups, pp_pairs, rank_placements, step_comm, StageBlocks,
-        tp_groups, CommContext,
+        dcp_groups, dp_group, ep_groups, pcp_groups, pp_pairs, rank_placements, step_comm,
+        tp_groups, CommContext, StageBlocks,
     };
     let s = &ds.scenario;
     let l = s.layout;

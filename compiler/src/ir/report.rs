@@ -115,10 +115,7 @@ pub(super) fn report_data(
     let cost = CostRow {
         per_hour,
         per_million_input_tokens: per_million(input_share, rps.map(|r| r * prompt)),
-        per_million_output_tokens: per_million(
-            1.0 - input_share,
-            p.map(|p| p.output_tokens_per_s),
-        ),
+        per_million_output_tokens: per_million(1.0 - input_share, p.map(|p| p.output_tokens_per_s)),
         per_request: match (per_hour, rps) {
             (Some(c), Some(r)) if r > 0.0 => Some(c / (r * 3600.0)),
             _ => None,

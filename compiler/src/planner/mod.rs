@@ -207,7 +207,14 @@ fn evaluate(
         match rate {
             Some((r, output)) if p.overloaded => {
                 let served = p.max_output_tokens_per_s / output.max(1.0);
-                (true, if served > 0.0 { r / served } else { f64::INFINITY })
+                (
+                    true,
+                    if served > 0.0 {
+                        r / served
+                    } else {
+                        f64::INFINITY
+                    },
+                )
             }
             _ => (
                 false,
@@ -351,7 +358,9 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
         };
         let consider = |c: &Candidate, closest: &mut Option<Candidate>| {
             let better = match (&c.shortfall, closest.as_ref().and_then(|b| b.shortfall)) {
-                (Some(x), Some(y)) => (x.0, x.1, c.gpus) < (y.0, y.1, closest.as_ref().map_or(0, |b| b.gpus)),
+                (Some(x), Some(y)) => {
+                    (x.0, x.1, c.gpus) < (y.0, y.1, closest.as_ref().map_or(0, |b| b.gpus))
+                }
                 (Some(_), None) => true,
                 _ => false,
             };

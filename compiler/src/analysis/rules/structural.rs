@@ -120,7 +120,11 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
                 .unwrap_or_else(|| "the node's own link".into());
             let domain = t.scale_up_domain.max(t.gpus_per_node).max(1);
             let what = if l.tp > domain {
-                format!("tp {} spans {} nodes", l.tp, l.tp.div_ceil(t.gpus_per_node.max(1)))
+                format!(
+                    "tp {} spans {} nodes",
+                    l.tp,
+                    l.tp.div_ceil(t.gpus_per_node.max(1))
+                )
             } else {
                 format!(
                     "a tp {} group straddles two {domain}-GPU NVLink domains (tp does not divide the domain)",
@@ -219,7 +223,9 @@ fn tp_inside_the_domain(s: &Scenario, domain: u64) -> String {
     let gpus = l.gpus();
     let valid: Vec<u64> = (0..=16)
         .map(|k| 1u64 << k)
-        .filter(|t| *t <= l.tp && *t <= domain && domain.is_multiple_of(*t) && m.heads.is_multiple_of(*t))
+        .filter(|t| {
+            *t <= l.tp && *t <= domain && domain.is_multiple_of(*t) && m.heads.is_multiple_of(*t)
+        })
         .collect();
     // A group that only straddles a domain boundary (tp ≤ domain): the nearest TP that
     // divides the domain keeps the written intent (`tp 8 × dp 18` on NVL72 racks for tp 16).
@@ -261,4 +267,3 @@ fn tp_inside_the_domain(s: &Scenario, domain: u64) -> String {
         None => "keep each TP group inside one node".into(),
     }
 }
-

@@ -200,18 +200,17 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
             e.analysis = Some(a);
         }
     }
-    // 2. One search per deployment: every auto layout, and every written layout the
-    // analysis found no error in (the report's alternatives, A0701).
+    // 2. One search per deployment: every auto layout, and every written layout with
+    // SLOs (the report's alternatives, A0701: a cheaper layout, or one that works).
     if advice != Advice::Skip {
-        let has_errors = |a: &Analysis| a.findings.iter().any(|f| f.severity == Severity::Error);
         let to_search: Vec<&(String, DeploymentScenario)> = scenarios
             .iter()
             .filter(|(k, ds)| {
                 let e = &cache.entries[k];
                 let wanted = advice == Advice::Report || !ds.slo.is_empty();
-                e.search.is_none()
-                    && (ds.auto_layout
-                        || (wanted && e.analysis.as_ref().is_some_and(|a| !has_errors(a))))
+                // A written layout that fails is searched too: the search knows a layout
+                // that works (A0701 says which).
+                e.search.is_none() && (ds.auto_layout || (wanted && e.analysis.is_some()))
             })
             .collect();
         let found = parallel_map(&to_search, |(_, ds)| {
@@ -258,8 +257,10 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
         let Some(base) = &e.analysis else { continue };
         let mut a = base.clone();
         let clean = a.findings.iter().all(|f| f.severity != Severity::Error);
-        if let (Some(search), true, false) = (&e.search, clean, ds.slo.is_empty()) {
-            a.findings.extend(planner::cheaper_layout(ds, search));
+        match (&e.search, clean, ds.slo.is_empty()) {
+            (Some(search), true, false) => a.findings.extend(planner::cheaper_layout(ds, search)),
+            (Some(search), false, false) => a.findings.extend(planner::working_layout(ds, search)),
+            _ => {}
         }
         diags.extend(analysis::diagnostics_for(p, ds, &a.findings));
         decided.push(Decided {

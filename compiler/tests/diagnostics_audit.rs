@@ -85,3 +85,47 @@ deploy d {{ model = {model}, cluster = c, layout = {layout}, engine = vllm {{ ma
     assert!(m.contains("straddles two 72-GPU NVLink domains"), "{m}");
     assert!(h.contains("`tp 8 × pp 1 × dp 18 × ep`"), "{h}");
 }
+
+/// E0601's help is one consistent story across the deployment's bounds: when one bound
+/// fails even at one request, no other bound's help proposes more replicas; nothing
+/// proposes what the layout already does (FP8, the widest TP of the node); and a failing
+/// written layout gets the layout the planner found to work (A0701).
+#[test]
+fn e0601_help_is_consistent_and_actionable() {
+    let src = |rate: &str, tpot: &str| {
+        format!(
+            "import std.nodes.dgx_h100\nimport std.models.*\n\
+cluster c {{ nodes = 2 × dgx_h100 }}\n\
+workload w {{ prompt = 2k tokens, output = 500 tokens, rate = {rate} }}\n\
+slo s {{ ttft.p95 <= 2 s, tpot.p95 <= {tpot} }}\n\
+model l8 = llama_3_1_70b {{ weights = fp8 }}\n\
+deploy d {{ model = l8, cluster = c, workload = w, slo = s, layout = tp 8, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
+        )
+    };
+    // TPOT 9 ms cannot be met at one request by tp 8 FP8 on H100.
+    let d = diagnostics(&src("30 req/s", "9 ms"));
+    let helps: Vec<String> = d
+        .iter()
+        .filter(|d| d.0 == Code::SloInfeasible)
+        .map(|d| d.2.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(helps.len(), 2, "{d:?}");
+    for h in &helps {
+        assert!(!h.contains("dp "), "{h}");
+        assert!(!h.contains("FP8") && !h.contains("tp 16"), "{h}");
+    }
+    // TPOT 40 ms holds at light load: the help gives the load every bound holds at and
+    // the replicas (and GPUs) for the offered rate, against the cluster's 16; the planner's
+    // working layout comes with it.
+    let d = diagnostics(&src("60 req/s", "40 ms"));
+    let help = d
+        .iter()
+        .find(|d| d.0 == Code::SloInfeasible)
+        .and_then(|d| d.2.clone())
+        .unwrap_or_default();
+    assert!(help.contains("every latency bound holds up to"), "{help}");
+    assert!(
+        help.contains("the cluster has 16") || help.contains("nodes)"),
+        "{help}"
+    );
+}

@@ -144,6 +144,51 @@ pub fn cheaper_layout(ds: &DeploymentScenario, search: &Search) -> Option<Findin
     })
 }
 
+/// A0701 on a written layout that fails (an SLO, the load, memory): the search's choice,
+/// which meets every SLO — the fix `dic plan` knows, said where the error is.
+pub fn working_layout(ds: &DeploymentScenario, search: &Search) -> Option<Finding> {
+    let best = search.chosen.as_ref()?;
+    if best.layout == ds.scenario.layout
+        && best.weights == ds.scenario.model.weights
+        && best.kv_cache == ds.scenario.model.kv_cache
+    {
+        return None;
+    }
+    let price = if best.priced {
+        format!(" (${:.2}/h)", best.cost_per_hour)
+    } else {
+        String::new()
+    };
+    let formats = best.describe();
+    let formats = formats
+        .strip_prefix(&best.layout.to_string())
+        .unwrap_or("")
+        .trim_start_matches(", ");
+    Some(Finding {
+        code: Code::CheaperLayout,
+        severity: Severity::Advice,
+        message: format!(
+            "`{}`{} meets every SLO on {} GPUs{price}: TTFT {:.0} ms, TPOT {:.1} ms",
+            best.layout,
+            if formats.is_empty() {
+                String::new()
+            } else {
+                format!(" with {formats}")
+            },
+            best.gpus,
+            best.ttft_ms.unwrap_or(f64::NAN),
+            best.tpot_ms.unwrap_or(f64::NAN)
+        ),
+        label: "the planner found a layout that works".into(),
+        help: Some(format!(
+            "use `layout = {}` (or `layout = auto`); `dic plan` shows the alternatives",
+            best.layout
+        )),
+        replacement: Some(best.layout.to_string()),
+        anchor: Anchor::Layout,
+    })
+}
+
 /// E0701 for a `layout = auto` deployment whose search found nothing that meets every SLO.
 pub fn no_layout(p: &Program, ds: &DeploymentScenario, search: &Search) -> Option<Diagnostic> {
     let def = p.def(ds.deploy)?;

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 mod advice;
 mod scaling;
-pub use advice::{advise, cheaper_layout, no_layout};
+pub use advice::{advise, cheaper_layout, no_layout, working_layout};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Candidate {

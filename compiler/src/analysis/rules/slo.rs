@@ -92,7 +92,7 @@ pub fn perf_rules_at(
                     }
                 ),
                 "not met",
-                detailed.then(|| slo_remedy(s, mem, t)),
+                detailed.then(|| slo_remedy(s, mem, t, slo)),
             ));
         }
     }
@@ -190,9 +190,28 @@ pub fn perf_rules_at(
     (out, results)
 }
 
-/// What would meet a missed SLO: the load at which it holds, or more replicas.
-pub(super) fn slo_remedy(s: &Scenario, mem: &MemoryReport, t: &SloTarget) -> String {
+/// What would meet a missed SLO, consistent across the deployment's bounds: the load at
+/// which every latency bound holds (not this one alone), the replicas that carry the
+/// offered load and whether the cluster has their GPUs, or — when some bound fails even
+/// at one request — what could help on this hardware, leaving out what the layout
+/// already does (FP8 weights, the widest TP the domain allows).
+pub(super) fn slo_remedy(
+    s: &Scenario,
+    mem: &MemoryReport,
+    t: &SloTarget,
+    all: &[SloTarget],
+) -> String {
     let output = s.workload.map(|w| w.output).unwrap_or(256.0);
+    let cluster = s.topology.total_gpus();
+    let per_node = s.topology.gpus_per_node.max(1);
+    let gpus_note = |dp: u64| {
+        let gpus = dp * s.layout.replica_gpus();
+        if gpus > cluster {
+            format!(" ({gpus} GPUs, the cluster has {cluster})")
+        } else {
+            format!(" ({gpus} GPUs, {} nodes)", gpus.div_ceil(per_node))
+        }
+    };
     match (t.metric, s.workload) {
         (SloMetric::Throughput | SloMetric::RequestRate, _) => {
             let (max_tps, _) = max_throughput(
@@ -211,14 +230,17 @@ pub(super) fn slo_remedy(s: &Scenario, mem: &MemoryReport, t: &SloTarget) -> Str
                 .ceil()
                 .max(1.0) as u64;
             format!(
-                "saturated, this layout serves {}; dp {replicas} would meet it",
-                fmt_metric(t.metric, max)
+                "saturated, this layout serves {}; dp {replicas} would meet it{}",
+                fmt_metric(t.metric, max),
+                gpus_note(replicas)
             )
         }
         (_, Some(w)) => {
-            // Bisect the load at which the bound holds.
-            let (mut lo, mut hi) = (0.0, 1.0);
-            let holds = |x: f64| {
+            let latency: Vec<&SloTarget> = all
+                .iter()
+                .filter(|x| !matches!(x.metric, SloMetric::Throughput | SloMetric::RequestRate))
+                .collect();
+            let at = |x: f64| {
                 let mut v = s.clone();
                 v.workload = Some(match w.load {
                     Load::Rate(r) => crate::analysis::scenario::WorkloadSpec {
@@ -230,33 +252,90 @@ pub(super) fn slo_remedy(s: &Scenario, mem: &MemoryReport, t: &SloTarget) -> Str
                         ..w
                     },
                 });
-                let p = predict(&v, mem, &FITTED);
-                predicted(&p, t, output) <= t.value
+                predict(&v, mem, &FITTED)
             };
-            if !holds(1e-3) {
-                return "not even one request at a time meets it on this layout: more TP inside a node, faster GPUs, or FP8".into();
+            let meets = |p: &Prediction, b: &SloTarget| match b.op {
+                Op::Le | Op::Lt => predicted(p, b, output) <= b.value,
+                _ => predicted(p, b, output) >= b.value,
+            };
+            // The bounds that fail even at (almost) no load: no replica count fixes them.
+            let light = at(1e-3);
+            let hopeless: Vec<String> = latency
+                .iter()
+                .filter(|b| !meets(&light, b))
+                .map(|b| b.label())
+                .collect();
+            if !hopeless.is_empty() {
+                if hopeless.contains(&t.label()) {
+                    return format!(
+                        "not even one request at a time meets it on this layout ({} at one request): {}",
+                        fmt_metric(t.metric, predicted(&light, t, output)),
+                        faster_hardware(s)
+                    );
+                }
+                return format!(
+                    "on this layout {} fails even at one request, so more replicas would not help: {}",
+                    hopeless.join(", "),
+                    faster_hardware(s)
+                );
             }
+            // The load at which every latency bound holds.
+            let (mut lo, mut hi) = (1e-3, 1.0);
             for _ in 0..20 {
                 let mid = (lo + hi) / 2.0;
-                if holds(mid) {
+                let p = at(mid);
+                if latency.iter().all(|b| meets(&p, b)) {
                     lo = mid;
                 } else {
                     hi = mid;
                 }
             }
             match w.load {
-                Load::Rate(r) => format!(
-                    "it holds up to {:.2} req/s on this layout; dp {} would carry {:.2} req/s",
-                    r * lo,
-                    (s.layout.dp as f64 / lo.max(1e-3)).ceil() as u64,
-                    r
-                ),
-                Load::Concurrency(c) => format!(
-                    "it holds up to {} concurrent requests on this layout",
-                    ((c as f64) * lo).floor().max(1.0)
-                ),
+                Load::Rate(r) => {
+                    let dp = (s.layout.dp as f64 / lo).ceil() as u64;
+                    format!(
+                        "every latency bound holds up to {:.2} req/s on this layout; dp {dp} would carry {:.2} req/s{}",
+                        r * lo,
+                        r,
+                        gpus_note(dp)
+                    )
+                }
+                Load::Concurrency(c) => {
+                    let holds = ((c as f64) * lo).floor().max(1.0);
+                    let dp = (s.layout.dp as f64 * c as f64 / holds).ceil() as u64;
+                    format!(
+                        "every latency bound holds up to {holds:.0} concurrent requests on this layout; dp {dp} would carry {c}{}",
+                        gpus_note(dp)
+                    )
+                }
             }
         }
         (_, None) => "add a workload to see the load at which it holds".into(),
     }
+}
+
+/// What could make one request faster on this hardware, leaving out what the layout
+/// already does.
+fn faster_hardware(s: &Scenario) -> String {
+    let l = &s.layout;
+    let t = &s.topology;
+    let domain = t.scale_up_domain.max(t.gpus_per_node).max(1);
+    let mut ideas = Vec::new();
+    let wider = l.tp * 2;
+    if wider <= domain && s.model.heads.is_multiple_of(wider) {
+        ideas.push(format!("tp {wider} inside the NVLink domain"));
+    }
+    let sixteen_bit = matches!(s.model.weights.as_str(), "bf16" | "fp16" | "fp32");
+    if sixteen_bit && t.gpu.fp8.is_some() {
+        ideas.push("FP8 weights".into());
+    }
+    if l.pp > 1 {
+        ideas.push("fewer pipeline stages".into());
+    }
+    ideas.push("faster GPUs".into());
+    if ideas.len() == 1 {
+        return format!("only {} can (this layout already uses the widest TP the domain allows and its fastest format)", ideas[0]);
+    }
+    let last = ideas.pop().unwrap_or_default();
+    format!("{} or {last}", ideas.join(", "))
 }

@@ -196,6 +196,24 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
             Some(format!("use max_model_len ≤ {}", m.max_context as u64)),
         ));
     }
+    if let Some(w) = s.workload {
+        let need = (w.prompt + w.output).ceil();
+        if need > s.engine.max_model_len as f64 {
+            out.push(Finding::new(
+                Code::RequestTooLong,
+                Anchor::Engine("max_model_len"),
+                format!(
+                    "the workload's requests need {need:.0} tokens (prompt {:.0} + output {:.0}), over max_model_len ({}): vLLM rejects every one",
+                    w.prompt, w.output, s.engine.max_model_len
+                ),
+                "requests longer than the context",
+                Some(format!(
+                    "raise max_model_len to at least {need:.0} (within the model's {}), or shorten the requests",
+                    m.max_context as u64
+                )),
+            ));
+        }
+    }
     if s.engine.max_num_batched_tokens < s.engine.max_num_seqs {
         out.push(Finding::new(
             Code::BatchBelowSeqs,

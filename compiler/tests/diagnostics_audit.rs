@@ -129,3 +129,21 @@ deploy d {{ model = l8, cluster = c, workload = w, slo = s, layout = tp 8, engin
         "{help}"
     );
 }
+
+/// A scale-up domain smaller than the node (H100 NVL: NVLink-bridged pairs) is honoured:
+/// tp 4 crosses PCIe between the pairs (W0401, modelled at PCIe speed), tp 2 stays on its
+/// bridge.
+#[test]
+fn nvlink_islands_inside_a_node() {
+    let codes = |layout: &str| -> Vec<Code> {
+        let src = format!(
+            "import std.gpus.*\nimport std.links.*\nimport std.models.llama_3_1_8b\n\
+node nvl {{ gpus = 8 × h100_nvl, scale_up = nvlink_bridge_h100, scale_up_domain = 2 }}\n\
+cluster c {{ nodes = 1 × nvl }}\n\
+deploy d {{ model = llama_3_1_8b, cluster = c, layout = {layout}, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
+        );
+        diagnostics(&src).iter().map(|d| d.0).collect()
+    };
+    assert!(codes("tp 4 × dp 2").contains(&Code::TpOverPcie));
+    assert!(!codes("tp 2 × dp 4").contains(&Code::TpOverPcie));
+}

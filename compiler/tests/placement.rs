@@ -23,22 +23,36 @@ fn scenario(gpu: &str, per_node: u64, nodes: u64, layout: Layout) -> Scenario {
 
 /// (spans nodes, every group inside one scale-up domain) by walking every member.
 fn walk(s: &Scenario, groups: &[Vec<u64>]) -> (bool, bool) {
-    let per_domain = (s.topology.scale_up_domain / s.topology.gpus_per_node).max(1);
+    let (per_node, domain) = (s.topology.gpus_per_node, s.topology.scale_up_domain);
+    let domain_of = |r: u64| {
+        let (node, local) = node_of(s, r);
+        if domain < per_node {
+            node * per_node.div_ceil(domain) + local / domain
+        } else {
+            node / (domain / per_node).max(1)
+        }
+    };
     let spans = groups
         .iter()
         .any(|g| g.iter().any(|r| node_of(s, *r).0 != node_of(s, g[0]).0));
     let in_domain = s.topology.scale_up.is_some()
-        && groups.iter().all(|g| {
-            g.iter()
-                .all(|r| node_of(s, *r).0 / per_domain == node_of(s, g[0]).0 / per_domain)
-        });
-    (spans, in_domain || !spans && s.topology.scale_up.is_some())
+        && groups
+            .iter()
+            .all(|g| g.iter().all(|r| domain_of(*r) == domain_of(g[0])));
+    (
+        spans,
+        in_domain || !spans && domain >= per_node && s.topology.scale_up.is_some(),
+    )
 }
 
 #[test]
 fn placement_from_group_ends_matches_every_rank() {
     let mut cases = 0;
-    for (gpu, per_node, nodes) in [("gb200", 4, 36), ("h100_sxm", 8, 12)] {
+    for (gpu, per_node, nodes, domain) in [
+        ("gb200", 4, 36, None),
+        ("h100_sxm", 8, 12, None),
+        ("h100_nvl", 8, 2, Some(2)),
+    ] {
         for tp in [1, 2, 4, 8, 16, 32] {
             for pp in [1, 2, 3] {
                 for ep in [false, true] {

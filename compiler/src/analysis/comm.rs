@@ -115,17 +115,32 @@ pub struct Placement {
 /// when its two ends do — O(1) per group, whatever its size.
 pub fn place(s: &Scenario, size: u64, spans: impl Iterator<Item = (u64, u64)>) -> Placement {
     let t = &s.topology;
+    let per_node = t.gpus_per_node.max(1);
     let node_of = |r: u64| node_of(s, r).0;
-    // Scale-up domains are whole nodes (an NVL72 rack is 18 trays of 4).
-    let nodes_per_domain = (t.scale_up_domain / t.gpus_per_node.max(1)).max(1);
-    let domain_of = |r: u64| node_of(r) / nodes_per_domain;
+    // Scale-up domains are whole nodes (an NVL72 rack is 18 trays of 4), or parts of one
+    // (H100 NVL: NVLink-bridged pairs, PCIe between the pairs).
+    let sub_node = t.scale_up_domain.max(1) < per_node;
+    let nodes_per_domain = (t.scale_up_domain / per_node).max(1);
+    let domain_of = |r: u64| {
+        if sub_node {
+            let (node, local) = super::comm::node_of(s, r);
+            node * per_node.div_ceil(t.scale_up_domain.max(1)) + local / t.scale_up_domain.max(1)
+        } else {
+            node_of(r) / nodes_per_domain
+        }
+    };
     let (mut spans_nodes, mut all_in_domain) = (false, true);
     for (lo, hi) in spans {
         spans_nodes |= node_of(lo) != node_of(hi);
         all_in_domain &= domain_of(lo) == domain_of(hi);
     }
     let in_domain = t.scale_up.is_some() && all_in_domain;
-    let (link, bw): (LinkSpec, f64) = if !spans_nodes {
+    let (link, bw): (LinkSpec, f64) = if !spans_nodes && sub_node && !in_domain {
+        // Inside a node but across its NVLink islands: the host's PCIe.
+        let l = t.gpu.pcie.clone();
+        let bw = l.bandwidth;
+        (l, bw)
+    } else if !spans_nodes {
         let l = t.intra_node_link().clone();
         let bw = l.bandwidth;
         (l, bw)
@@ -158,7 +173,7 @@ pub fn place(s: &Scenario, size: u64, spans: impl Iterator<Item = (u64, u64)>) -
     Placement {
         size,
         spans_nodes,
-        within_scale_up_domain: in_domain || !spans_nodes && t.scale_up.is_some(),
+        within_scale_up_domain: in_domain || !spans_nodes && !sub_node && t.scale_up.is_some(),
         link_name: link.name.clone(),
         link_type: link.link_type,
         bandwidth: bw * LINK_EFFICIENCY,
@@ -318,7 +333,13 @@ fn distinct_replicas(s: &Scenario) -> u64 {
     let per_node = t.gpus_per_node.max(1);
     let replica = l.replica_gpus().max(1);
     if replica <= per_node {
-        return 1;
+        // Every replica of a node, when the node holds several NVLink islands (their
+        // offsets differ); otherwise any replica stands for all.
+        return if t.scale_up_domain.max(1) < per_node {
+            (per_node / replica).clamp(1, l.dp.max(1))
+        } else {
+            1
+        };
     }
     let nodes_per_domain = (t.scale_up_domain / per_node).max(1);
     let nodes_per_replica = replica.div_ceil(per_node);

@@ -61,7 +61,7 @@ fn placement_from_group_ends_matches_every_rank() {
                     if replica * dp > per_node * nodes {
                         continue;
                     }
-                    let s = scenario(
+                    let mut s = scenario(
                         gpu,
                         per_node,
                         nodes,
@@ -73,6 +73,9 @@ fn placement_from_group_ends_matches_every_rank() {
                             ..Layout::default()
                         },
                     );
+                    if let Some(d) = domain {
+                        s.topology.scale_up_domain = d;
+                    }
                     let fast = comm::tp_placement(&s);
                     assert_eq!(
                         (fast.spans_nodes, fast.within_scale_up_domain),

@@ -147,3 +147,31 @@ deploy d {{ model = llama_3_1_8b, cluster = c, layout = {layout}, engine = vllm 
     assert!(codes("tp 4 × dp 2").contains(&Code::TpOverPcie));
     assert!(!codes("tp 2 × dp 4").contains(&Code::TpOverPcie));
 }
+
+/// Memory advice prefers a pre-quantized FP8 checkpoint the stdlib knows (NVIDIA's Llama
+/// 3.1 70B FP8) to quantizing the BF16 checkpoint while loading; without one it says
+/// what online quantization costs.
+#[test]
+fn fp8_advice_prefers_a_prequantized_checkpoint() {
+    let src = "import std.nodes.dgx_h100\nimport std.models.*\ncluster c { nodes = 1 × dgx_h100 }\n\
+deploy d { model = llama_3_1_70b, cluster = c, layout = tp 1, engine = vllm { max_model_len = 8k tokens } }\n\
+deploy e { model = llama_3_1_405b, cluster = c, layout = tp 8, engine = vllm { max_model_len = 8k tokens } }\n";
+    let d = diagnostics(src);
+    let helps: Vec<String> = d
+        .iter()
+        .filter(|d| d.0 == Code::DoesNotFit)
+        .map(|d| d.2.clone().unwrap_or_default())
+        .collect();
+    assert!(
+        helps
+            .iter()
+            .any(|h| h.contains("`model = llama_3_1_70b_fp8`")),
+        "{helps:?}"
+    );
+    assert!(
+        helps
+            .iter()
+            .any(|h| h.contains("quantizes the 16-bit checkpoint while loading")),
+        "{helps:?}"
+    );
+}

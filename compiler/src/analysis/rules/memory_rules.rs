@@ -33,7 +33,12 @@ pub(super) fn what_would_fit(s: &Scenario) -> String {
         q.model.weights = "fp8".into();
         q.model.kv_cache = "fp8".into();
         if fits(&q) {
-            ideas.push("`weights = fp8, kv_cache = fp8` on the model".to_string());
+            ideas.push(match prequantized_fp8(&s.model) {
+                Some(name) => format!(
+                    "the pre-quantized FP8 checkpoint `model = {name}` (vLLM loads it as stored; use an FP8 KV cache)"
+                ),
+                None => "`weights = fp8, kv_cache = fp8` on the model (vLLM quantizes the 16-bit checkpoint while loading it; a pre-quantized FP8 checkpoint of this model loads faster where one exists)".to_string(),
+            });
         }
     }
     let max_tp = s.topology.scale_up_domain.max(s.topology.gpus_per_node);
@@ -136,4 +141,33 @@ pub fn memory_rules(s: &Scenario, mem: &MemoryReport) -> Vec<Finding> {
         ));
     }
     out
+}
+
+/// A stdlib checkpoint of the same architecture stored in FP8 (NVIDIA's ModelOpt or the
+/// vendor's own), for advice that prefers it to quantizing a BF16 checkpoint online.
+fn prequantized_fp8(m: &crate::program::Model) -> Option<String> {
+    let same = |o: &crate::program::Model| {
+        (
+            o.layers,
+            o.hidden,
+            o.heads,
+            o.kv_heads,
+            o.vocab,
+            o.experts,
+            o.intermediate,
+        ) == (
+            m.layers,
+            m.hidden,
+            m.heads,
+            m.kv_heads,
+            m.vocab,
+            m.experts,
+            m.intermediate,
+        )
+    };
+    crate::analysis::catalog::model_names()
+        .into_iter()
+        .filter_map(|n| crate::analysis::catalog::model(&n).map(|o| (n, o)))
+        .find(|(_, o)| o.prequantized && o.weights == "fp8" && same(o))
+        .map(|(n, _)| n)
 }

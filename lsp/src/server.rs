@@ -86,6 +86,9 @@ pub struct Server {
     advice_pending: BTreeSet<String>,
     /// Set after `shutdown`: every later request is an error, as the protocol says.
     shutting_down: bool,
+    /// A document was just opened: its first diagnostics go out without the debounce
+    /// (there is no burst of keystrokes to wait out).
+    opened: bool,
 }
 
 fn is_virtual(path: &str) -> bool {
@@ -109,11 +112,22 @@ impl Server {
             dirty: BTreeSet::new(),
             advice_pending: BTreeSet::new(),
             shutting_down: false,
+            opened: false,
         }
     }
 
     pub fn has_pending(&self) -> bool {
         !self.dirty.is_empty() || !self.advice_pending.is_empty()
+    }
+
+    /// How long to wait for more edits before checking: nothing after a didOpen, the
+    /// debounce while typing.
+    pub fn wait_before_check(&self) -> Duration {
+        if self.opened {
+            Duration::ZERO
+        } else {
+            DEBOUNCE
+        }
     }
 
     /// The check of the document's current text (reused when up to date), with the
@@ -178,6 +192,7 @@ impl Server {
     /// without the planner's advice, then (when nothing else waits) with it.
     pub fn diagnose_one(&mut self) -> Option<Pending> {
         let enc = self.enc;
+        self.opened = false;
         let (path, advice) = match self.dirty.iter().next() {
             Some(p) => (p.clone(), Advice::Skip),
             None => (self.advice_pending.iter().next()?.clone(), Advice::Planner),
@@ -240,6 +255,7 @@ impl Server {
                     self.docs
                         .open(path.clone(), p.text_document.version, p.text_document.text);
                     self.mark_dirty(&path);
+                    self.opened = true;
                 }
                 Vec::new()
             }
@@ -460,7 +476,7 @@ fn main_loop(
 ) -> Result<(), Box<dyn std::error::Error + Sync + Send>> {
     loop {
         let msg = if server.has_pending() {
-            match connection.receiver.recv_timeout(DEBOUNCE) {
+            match connection.receiver.recv_timeout(server.wait_before_check()) {
                 Ok(m) => Some(m),
                 Err(crossbeam_timeout) if crossbeam_timeout.is_timeout() => None,
                 Err(_) => return Ok(()),

@@ -310,3 +310,18 @@ proptest! {
         prop_assert!(out.iter().all(|p| p.version == Some(edits.len() as i32 + 1)));
     }
 }
+
+/// The first diagnostics of an opened document go out without the typing debounce
+/// (issue: 75 of the 122 ms to first diagnostics were the debounce on didOpen); edits wait
+/// it out as before.
+#[test]
+fn did_open_is_not_debounced_but_edits_are() {
+    let mut s = Server::new(Encoding(ColumnEncoding::Utf16));
+    let u = uri("file:///w/a.dist");
+    open(&mut s, &u, 1, "gpu g { memory = 80 GB }\n");
+    assert_eq!(s.wait_before_check(), std::time::Duration::ZERO);
+    let pending = s.diagnose_one().expect("the opened document");
+    assert!(s.publish(pending).is_some());
+    change(&mut s, &u, 2, "gpu g { memory = 81 GB }\n");
+    assert_eq!(s.wait_before_check(), dic_lsp::server::DEBOUNCE);
+}

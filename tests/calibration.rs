@@ -177,7 +177,7 @@ fn custom_all_reduce_matches_its_kernel_tables() {
                 size: p,
                 spans_nodes: false,
                 within_scale_up_domain: true,
-                link_name: link.name.clone(),
+                link_name: link.name.as_str().into(),
                 link_type: link.link_type,
                 bandwidth: link.bandwidth * LINK_EFFICIENCY,
                 latency: link.latency,

@@ -102,7 +102,8 @@ pub struct Placement {
     pub spans_nodes: bool,
     /// Every group stays inside one scale-up (NVLink) domain.
     pub within_scale_up_domain: bool,
-    pub link_name: String,
+    /// Shared by every step's collectives on it (cloned per step, so not a `String`).
+    pub link_name: std::sync::Arc<str>,
     pub link_type: LinkType,
     /// Effective bytes/s per rank per direction.
     pub bandwidth: f64,
@@ -174,7 +175,7 @@ pub fn place(s: &Scenario, size: u64, spans: impl Iterator<Item = (u64, u64)>) -
         size,
         spans_nodes,
         within_scale_up_domain: in_domain || !spans_nodes && !sub_node && t.scale_up.is_some(),
-        link_name: link.name.clone(),
+        link_name: link.name.as_str().into(),
         link_type: link.link_type,
         bandwidth: bw * LINK_EFFICIENCY,
         latency: link.latency,
@@ -474,6 +475,9 @@ pub struct CommContext {
     /// The MoE group (TP × DP ranks of a stage), when an MoE model has DP > 1.
     pub ep: Option<Placement>,
     pub pp: Option<Placement>,
+    /// Expected distinct ranks among a token's top-k experts spread evenly over the MoE
+    /// group (fixed per scenario, used by every step's all-to-all).
+    pub ep_distinct_ranks: f64,
 }
 
 impl CommContext {
@@ -485,6 +489,11 @@ impl CommContext {
             // with one DP rank it is the TP group, whose AllReduce already combines.
             ep: (s.model.experts > 0 && l.dp > 1).then(|| ep_placement(s)),
             pp: if l.pp > 1 { pp_placement(s) } else { None },
+            ep_distinct_ranks: {
+                let pf = (l.tp.max(1) * l.dp.max(1)) as f64;
+                let k = s.model.experts_per_token.max(1) as f64;
+                pf * (1.0 - (1.0 - 1.0 / pf).powf(k))
+            },
         }
     }
 }
@@ -606,7 +615,7 @@ pub struct CommItem {
     pub count: u64,
     pub bytes: f64,
     pub ranks: u64,
-    pub link: String,
+    pub link: std::sync::Arc<str>,
     /// Seconds for all `count` of them, as vLLM runs them.
     pub time: f64,
     /// Seconds for all of them with NCCL, what `dic run` replays: `time`, except where
@@ -667,8 +676,7 @@ pub fn moe_comm(s: &Scenario, cx: &CommContext, tokens: f64, moe_layers: u64) ->
     if l.ep {
         let local = tokens / l.tp.max(1) as f64;
         // Expected distinct ranks among a token's k experts, spread evenly over p ranks.
-        let k = m.experts_per_token.max(1) as f64;
-        let distinct = pf * (1.0 - (1.0 - 1.0 / pf).powf(k));
+        let distinct = cx.ep_distinct_ranks;
         let bytes = local * distinct * hidden * act * (pf - 1.0) / pf;
         // dispatch and combine
         vec![item(Collective::AllToAll, bytes, 2)]

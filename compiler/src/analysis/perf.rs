@@ -249,7 +249,7 @@ fn stage_step(
     };
     // Experts touched by the batch.
     let touched = if m.experts > 0 {
-        1.0 - (1.0 - expert_share).powf(routed_tokens)
+        1.0 - (routed_tokens * (-expert_share).ln_1p()).exp()
     } else {
         0.0
     };

@@ -27,12 +27,12 @@ pub(super) fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
             });
         }
     };
-    let tp_link = Some(cx.tp.link_name.as_str());
+    let tp_link = Some(&*cx.tp.link_name);
     add(GroupKind::Tp, tp_link, tp_groups(s), true);
     if l.pp > 1 {
         add(
             GroupKind::Pp,
-            cx.pp.as_ref().map(|p| p.link_name.as_str()),
+            cx.pp.as_ref().map(|p| &*p.link_name),
             pp_pairs(s),
             true,
         );
@@ -40,7 +40,7 @@ pub(super) fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
     if cx.ep.is_some() {
         add(
             GroupKind::Ep,
-            cx.ep.as_ref().map(|p| p.link_name.as_str()),
+            cx.ep.as_ref().map(|p| &*p.link_name),
             ep_groups(s),
             true,
         );

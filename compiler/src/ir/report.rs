@@ -79,7 +79,7 @@ pub(super) fn report_data(
                 count: c.count,
                 bytes: c.bytes,
                 ranks: c.ranks,
-                link: c.link.clone(),
+                link: c.link.to_string(),
                 time_ms: c.time * 1e3,
             })
             .collect(),

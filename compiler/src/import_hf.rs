@@ -16,7 +16,7 @@
 
 use crate::architecture;
 use crate::diagnostics::{Code, Diagnostic};
-use crate::layers::{Ffn, LayerKind, Mixer, WrittenLayer};
+use crate::layers::{Ffn, Mixer, WrittenLayer};
 use crate::program::{Attention, LinearAttention, Mamba2, Model};
 use crate::syntax::fmt::quote;
 use serde_json::{Map, Value};
@@ -905,14 +905,7 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
     let sliding_layers = written.iter().filter(|w| w.mixer == Mixer::Sliding).count() as u64;
     probe.sliding_layers = sliding_layers;
     if !uniform {
-        probe.detail.layer_kinds = written
-            .iter()
-            .enumerate()
-            .map(|(l, w)| LayerKind {
-                mixer: w.mixer,
-                ffn: w.ffn.unwrap_or_else(|| probe.default_ffn(l as u64)),
-            })
-            .collect();
+        probe.set_layers(&written);
     }
     let uses = |k: Mixer| written.iter().any(|w| w.mixer == k);
     let uses_compressed = written

@@ -346,6 +346,20 @@ impl Model {
         }
     }
 
+    /// Sets the per-layer kinds from a written pattern: each layer's FFN as written, or
+    /// the model's rule ([`Model::default_ffn`]) where the pattern leaves it.
+    pub fn set_layers(&mut self, written: &[crate::layers::WrittenLayer]) {
+        let kinds = written
+            .iter()
+            .enumerate()
+            .map(|(l, w)| LayerKind {
+                mixer: w.mixer,
+                ffn: w.ffn.unwrap_or_else(|| self.default_ffn(l as u64)),
+            })
+            .collect();
+        self.detail.layer_kinds = kinds;
+    }
+
     /// The FFN of layer `l` when the pattern does not say.
     pub fn default_ffn(&self, l: u64) -> Ffn {
         if self.experts > 0

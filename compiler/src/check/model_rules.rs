@@ -199,14 +199,7 @@ impl<'s, 'w> Checker<'s, 'w> {
             );
         }
         m.sliding_layers = sliding;
-        m.detail.layer_kinds = written
-            .iter()
-            .enumerate()
-            .map(|(l, w)| LayerKind {
-                mixer: w.mixer,
-                ffn: w.ffn.unwrap_or_else(|| m.default_ffn(l as u64)),
-            })
-            .collect();
+        m.set_layers(&written);
         true
     }
 }

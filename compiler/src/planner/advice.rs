@@ -134,14 +134,24 @@ pub fn cheaper_layout(ds: &DeploymentScenario, search: &Search) -> Option<Findin
             best.ttft_ms.unwrap_or(f64::NAN),
             best.tpot_ms.unwrap_or(f64::NAN)
         ),
-        label: "the planner found a cheaper layout".into(),
+        ..use_layout(best, "the planner found a cheaper layout")
+    })
+}
+
+/// An A0701 that proposes `best`'s layout (message to be set), with its quick fix.
+fn use_layout(best: &super::Candidate, label: &str) -> Finding {
+    Finding {
+        code: Code::CheaperLayout,
+        severity: Severity::Advice,
+        message: String::new(),
+        label: label.into(),
         help: Some(format!(
             "use `layout = {}` (or `layout = auto`); `dic plan` shows the alternatives",
             best.layout
         )),
         replacement: Some(best.layout.to_string()),
         anchor: Anchor::Layout,
-    })
+    }
 }
 
 /// A0701 on a written layout that fails (an SLO, the load, memory): the search's choice,
@@ -179,13 +189,7 @@ pub fn working_layout(ds: &DeploymentScenario, search: &Search) -> Option<Findin
             best.ttft_ms.unwrap_or(f64::NAN),
             best.tpot_ms.unwrap_or(f64::NAN)
         ),
-        label: "the planner found a layout that works".into(),
-        help: Some(format!(
-            "use `layout = {}` (or `layout = auto`); `dic plan` shows the alternatives",
-            best.layout
-        )),
-        replacement: Some(best.layout.to_string()),
-        anchor: Anchor::Layout,
+        ..use_layout(best, "the planner found a layout that works")
     })
 }
 

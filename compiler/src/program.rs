@@ -313,6 +313,7 @@ pub struct Mamba2 {
 
 /// The components a checkpoint may store in different formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
 pub enum Component {
     /// Attention projections and recurrent mixers.
     Mixer,

@@ -162,6 +162,32 @@ pub fn cache_spec(m: &Model, mixer: Mixer, tp: u64) -> Option<CacheSpec> {
     }
 }
 
+/// [`cache_spec`] per mixer kind, computed once each (a stage's layers repeat a few kinds).
+pub struct SpecCache<'a> {
+    m: &'a Model,
+    tp: u64,
+    seen: Vec<(Mixer, Option<CacheSpec>)>,
+}
+
+impl<'a> SpecCache<'a> {
+    pub fn new(m: &'a Model, tp: u64) -> Self {
+        SpecCache {
+            m,
+            tp,
+            seen: Vec::new(),
+        }
+    }
+
+    pub fn get(&mut self, mixer: Mixer) -> Option<CacheSpec> {
+        if let Some((_, s)) = self.seen.iter().find(|(k, _)| *k == mixer) {
+            return *s;
+        }
+        let s = cache_spec(self.m, mixer, self.tp);
+        self.seen.push((mixer, s));
+        s
+    }
+}
+
 /// One KV-cache group kind: its spec, how many groups of it, and tokens per block.
 #[derive(Debug, Clone, Copy, Serialize)]
 struct Group {

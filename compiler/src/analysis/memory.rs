@@ -134,6 +134,29 @@ pub fn rank_weights(
     let group = m.detail.quant_group;
     let bytes_of =
         |c: Component, layer: Option<u64>| weight_bytes_grouped(m.format_of(c, layer), group);
+    // Bytes per parameter of each component in an ordinary layer, and in a layer the
+    // checkpoint keeps in `dtype`: computed once, not per layer.
+    let per = [
+        Component::Mixer,
+        Component::Experts,
+        Component::Mlp,
+        Component::Unquantized,
+    ]
+    .map(|c| bytes_of(c, None));
+    let kept = weight_bytes_grouped(&m.dtype, group);
+    let per_unq = per[Component::Unquantized as usize];
+    let d = &m.detail;
+    let layer_bytes = |c: Component, layer: u64| {
+        if layer < d.unquantized_layers
+            || (c == Component::Mixer && d.unquantized_mixer_layers.contains(&layer))
+        {
+            kept
+        } else {
+            per[c as usize]
+        }
+    };
+    // The mixer's parameters per kind (a model has at most a few kinds).
+    let mut mixer_cache: Vec<(crate::program::Mixer, f64)> = Vec::new();
     let mut w = RankWeights::default();
     let add = |w: &mut RankWeights, params: f64, per: f64| {
         w.params += params;
@@ -144,8 +167,15 @@ pub fn rank_weights(
     let dense = architecture::dense_params(m) / tp_f;
     for layer in layers {
         let k = m.layer(layer);
-        let mixer = architecture::mixer_params(m, k.mixer, tp).on_rank();
-        add(&mut w, mixer, bytes_of(Component::Mixer, Some(layer)));
+        let mixer = match mixer_cache.iter().find(|(x, _)| *x == k.mixer) {
+            Some((_, p)) => *p,
+            None => {
+                let p = architecture::mixer_params(m, k.mixer, tp).on_rank();
+                mixer_cache.push((k.mixer, p));
+                p
+            }
+        };
+        add(&mut w, mixer, layer_bytes(Component::Mixer, layer));
         match k.ffn {
             Ffn::Moe => {
                 let routed = if ep {
@@ -153,18 +183,18 @@ pub fn rank_weights(
                 } else {
                     m.experts as f64 * expert / (tp * dp) as f64
                 };
-                let per = bytes_of(Component::Experts, Some(layer));
+                let per = layer_bytes(Component::Experts, layer);
                 add(&mut w, routed, per);
                 w.expert_params += routed;
                 w.expert_bytes += routed * per;
-                add(&mut w, shared / tp_f, bytes_of(Component::Mlp, Some(layer)));
-                add(&mut w, router, bytes_of(Component::Unquantized, None));
+                add(&mut w, shared / tp_f, layer_bytes(Component::Mlp, layer));
+                add(&mut w, router, per_unq);
             }
-            Ffn::Dense => add(&mut w, dense, bytes_of(Component::Mlp, Some(layer))),
+            Ffn::Dense => add(&mut w, dense, layer_bytes(Component::Mlp, layer)),
             Ffn::None => {}
         }
     }
-    let unq = bytes_of(Component::Unquantized, None);
+    let unq = per_unq;
     let vocab_shard = m.vocab as f64 * h / tp_f;
     if is_first {
         add(&mut w, vocab_shard, unq);
@@ -259,6 +289,7 @@ pub fn memory(s: &Scenario) -> MemoryReport {
     let parts = pp_partition(m.layers, l.pp);
     let distributed = l.tp * l.pp * l.pcp > 1 || (l.ep && l.dp > 1) || (m.is_moe() && l.dp > 1);
     let len = e.max_model_len as f64;
+    let mut spec_cache = kv_pool::SpecCache::new(m, l.tp);
     let mut stages = Vec::new();
     let mut first = 0;
     for (i, &count) in parts.iter().enumerate() {
@@ -293,7 +324,7 @@ pub fn memory(s: &Scenario) -> MemoryReport {
             None => budget - weights - activations - non_torch - cuda_graphs,
         };
         let specs: Vec<kv_pool::CacheSpec> = (first..first + count)
-            .filter_map(|x| kv_pool::cache_spec(m, m.layer(x).mixer, l.tp))
+            .filter_map(|x| spec_cache.get(m.layer(x).mixer))
             .collect();
         let pool = KvPool::new(
             &specs,

@@ -17,7 +17,7 @@
 //! end to end (`calibration::silicon`), never per row.
 
 use super::comm::{step_comm, CommContext, CommItem, StageBlocks};
-use super::kv_pool::{cache_spec, CacheSpec};
+use super::kv_pool::{CacheSpec, SpecCache};
 use super::memory::{pp_partition, rank_weights, MemoryReport};
 use super::scenario::{Load, Scenario};
 use crate::program::{Attention, Component, Mixer};
@@ -135,6 +135,7 @@ fn stage_facts(s: &Scenario) -> Vec<StageFacts> {
     let dcp = l.dcp.max(1) as f64;
     let heads_local = m.heads as f64 / tp as f64;
     let parts = pp_partition(m.layers, l.pp);
+    let mut specs = SpecCache::new(m, tp);
     let mut first = 0;
     let mut out = Vec::new();
     for (i, &count) in parts.iter().enumerate() {
@@ -173,7 +174,7 @@ fn stage_facts(s: &Scenario) -> Vec<StageFacts> {
                 }
                 _ => m.head_dim as f64,
             };
-            match cache_spec(m, mixer, tp) {
+            match specs.get(mixer) {
                 Some(CacheSpec::Full { per_token }) => {
                     f.growing_kv += per_token / dcp;
                     f.growing_attn += heads_local * attn_dim;

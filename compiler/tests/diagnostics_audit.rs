@@ -175,3 +175,27 @@ deploy e { model = llama_3_1_405b, cluster = c, layout = tp 8, engine = vllm { m
         "{helps:?}"
     );
 }
+
+/// A layer pattern with no token-mixing layer is refused (the KV pool would be empty and
+/// the capacity unbounded), like a pattern of the wrong length.
+#[test]
+fn a_layer_pattern_needs_a_mixer() {
+    let model = |pattern: &str| {
+        format!(
+            "model m {{ parameters = 1B, layers = 4, hidden = 512, heads = 8, intermediate = 1024, vocab = 1000, max_context = 4k tokens, layer_pattern = \"{pattern}\" }}\n"
+        )
+    };
+    let d = diagnostics(&model("4 dense"));
+    assert!(
+        d.iter()
+            .any(|d| d.0 == Code::InvalidLayerPattern && d.1.contains("mixes tokens")),
+        "{d:?}"
+    );
+    let d = diagnostics(&model("3 full"));
+    assert!(
+        d.iter()
+            .any(|d| d.0 == Code::InvalidLayerPattern && d.1.contains("lists 3 layers")),
+        "{d:?}"
+    );
+    assert!(diagnostics(&model("(dense, full) × 2")).is_empty());
+}

@@ -161,6 +161,16 @@ pub struct WorkloadSpec {
     pub requests: Option<f64>,
 }
 
+impl WorkloadSpec {
+    /// The arrival rate of an open-loop workload (req/s); `None` for a closed loop.
+    pub fn rate(&self) -> Option<f64> {
+        match self.load {
+            Load::Rate(r) => Some(r),
+            Load::Concurrency(_) => None,
+        }
+    }
+}
+
 /// Overrides for the memory terms that are estimated rather than exact.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct MemoryOverrides {

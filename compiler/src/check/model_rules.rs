@@ -153,6 +153,14 @@ impl<'s, 'w> Checker<'s, 'w> {
                 "a count after `×` repeats the parenthesised group before it: `(3 linear, full) × 16` is 64 layers",
             );
         }
+        if written.iter().all(|w| w.mixer == Mixer::None) {
+            return fail(
+                self,
+                "the layer pattern has no layer that mixes tokens (every one is `none`)".into(),
+                "no attention, linear attention or Mamba layer",
+                "a language model needs at least one: e.g. `(mamba+none, moe) × 8, full`",
+            );
+        }
         let uses = |k: Mixer| written.iter().any(|w| w.mixer == k);
         let _ = (file, raw);
         let mut missing: Vec<&str> = Vec::new();

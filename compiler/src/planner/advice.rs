@@ -7,7 +7,7 @@
 use super::scaling::more_gpus_worse;
 use super::{evaluate, Search};
 use crate::analysis::perf::Prediction;
-use crate::analysis::rules::{Anchor, Finding};
+use crate::analysis::rules::{gpus_for_replicas, replicas_for_rate, Anchor, Finding};
 use crate::analysis::{Analysis, DeploymentScenario, Scenario};
 use crate::diagnostics::{Code, Diagnostic, Severity};
 use crate::program::{Body, Program};
@@ -122,8 +122,6 @@ pub fn cheaper_layout(ds: &DeploymentScenario, search: &Search) -> Option<Findin
         }
     };
     Some(Finding {
-        code: Code::CheaperLayout,
-        severity: Severity::Advice,
         message: format!(
             "`{}` also meets every SLO on {} GPUs{} instead of {}{}: TTFT {:.0} ms, TPOT {:.1} ms",
             best.layout,
@@ -169,27 +167,32 @@ pub fn working_layout(ds: &DeploymentScenario, search: &Search) -> Option<Findin
     } else {
         String::new()
     };
-    let formats = best.describe();
-    let formats = formats
-        .strip_prefix(&best.layout.to_string())
-        .unwrap_or("")
-        .trim_start_matches(", ");
-    Some(Finding {
-        code: Code::CheaperLayout,
-        severity: Severity::Advice,
-        message: format!(
-            "`{}`{} meets every SLO on {} GPUs{price}: TTFT {:.0} ms, TPOT {:.1} ms",
+    let mut fix = use_layout(best, "the planner found a layout that works");
+    // A layout that works only in other formats: the quick fix sets the layout; the help
+    // says what else to set on the model.
+    let mut formats = Vec::new();
+    if best.weights != ds.scenario.model.weights {
+        formats.push(format!("weights = {}", best.weights));
+    }
+    if best.kv_cache != ds.scenario.model.kv_cache {
+        formats.push(format!("kv_cache = {}", best.kv_cache));
+    }
+    if !formats.is_empty() {
+        fix.help = Some(format!(
+            "use `layout = {}` with `{}` on the model; `dic plan` shows the alternatives",
             best.layout,
-            if formats.is_empty() {
-                String::new()
-            } else {
-                format!(" with {formats}")
-            },
+            formats.join(", ")
+        ));
+    }
+    Some(Finding {
+        message: format!(
+            "`{}` meets every SLO on {} GPUs{price}: TTFT {:.0} ms, TPOT {:.1} ms",
+            best.describe(),
             best.gpus,
             best.ttft_ms.unwrap_or(f64::NAN),
             best.tpot_ms.unwrap_or(f64::NAN)
         ),
-        ..use_layout(best, "the planner found a layout that works")
+        ..fix
     })
 }
 
@@ -201,31 +204,24 @@ pub fn no_layout(p: &Program, ds: &DeploymentScenario, search: &Search) -> Optio
     };
     let s = &ds.scenario;
     let has_slo = !ds.slo.is_empty();
-    let rate = s.workload.and_then(|w| match w.load {
-        crate::analysis::Load::Rate(r) => Some((r, w.output)),
-        _ => None,
-    });
-    let closest = match &search.closest {
+    let rate = s.workload.and_then(|w| w.rate().map(|r| (r, w.output)));
+    let closest = match (&search.closest, rate) {
         // Overloaded: how much it serves, and how many GPUs of it would carry the rate.
-        Some(c) if c.overloaded && rate.is_some() => {
-            let (r, output) = rate.unwrap_or((0.0, 1.0));
+        (Some(c), Some((r, output))) if c.overloaded => {
             let served = c.max_output_tokens_per_s.unwrap_or(0.0) / output.max(1.0);
-            let per_replica = served / c.layout.dp.max(1) as f64;
-            let replicas = if per_replica > 0.0 {
-                (r / per_replica).ceil() as u64
-            } else {
-                0
+            let carry = match replicas_for_rate(r, served, c.layout.dp) {
+                Some(dp) => format!(
+                    "; {dp} of its replicas would carry the load: {}",
+                    gpus_for_replicas(s, c.layout.replica_gpus(), dp)
+                ),
+                None => String::new(),
             };
-            let gpus = replicas * c.layout.replica_gpus();
-            let per_node = s.topology.gpus_per_node.max(1);
             format!(
-                "; the closest, `{}`, serves {served:.2} of the {r:.2} req/s offered; {replicas} of its replicas would carry the load: {gpus} GPUs ({} nodes), the cluster has {}",
-                c.describe(),
-                gpus.div_ceil(per_node),
-                s.topology.total_gpus()
+                "; the closest, `{}`, serves {served:.2} of the {r:.2} req/s offered{carry}",
+                c.describe()
             )
         }
-        Some(c) => format!(
+        (Some(c), _) => format!(
             "; the closest, `{}`, misses by: {}",
             c.describe(),
             c.rejected_because
@@ -233,7 +229,7 @@ pub fn no_layout(p: &Program, ds: &DeploymentScenario, search: &Search) -> Optio
                 .map(|r| r.split_once(": ").map(|x| x.1).unwrap_or(r))
                 .unwrap_or("?")
         ),
-        None => String::new(),
+        (None, _) => String::new(),
     };
     let goal = if has_slo {
         "meets every SLO"

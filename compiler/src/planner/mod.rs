@@ -199,12 +199,8 @@ fn evaluate(
     let error = a.findings.iter().find(|f| f.severity == Severity::Error);
     let p = a.prediction.as_ref();
     let tps = p.map(|p| p.output_tokens_per_s);
-    let shortfall = p.map(|p| {
-        let rate = s.workload.and_then(|w| match w.load {
-            crate::analysis::Load::Rate(r) => Some((r, w.output)),
-            _ => None,
-        });
-        match rate {
+    let shortfall = p.map(
+        |p| match s.workload.and_then(|w| w.rate().map(|r| (r, w.output))) {
             Some((r, output)) if p.overloaded => {
                 let served = p.max_output_tokens_per_s / output.max(1.0);
                 (
@@ -230,8 +226,8 @@ fn evaluate(
                     .filter(|x| !x.is_nan())
                     .fold(0.0, f64::max),
             ),
-        }
-    });
+        },
+    );
     Candidate {
         layout,
         weights: weights.to_string(),

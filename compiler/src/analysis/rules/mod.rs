@@ -93,6 +93,29 @@ pub struct SloResult {
     pub met: bool,
 }
 
+/// Replicas that carry `rate` req/s when `replicas` of them serve `served` req/s
+/// saturated; `None` when they serve nothing.
+pub fn replicas_for_rate(rate: f64, served: f64, replicas: u64) -> Option<u64> {
+    let per_replica = served / replicas.max(1) as f64;
+    (per_replica > 0.0).then(|| (rate / per_replica).ceil().max(1.0) as u64)
+}
+
+/// `dp` replicas of the scenario's replica size, said one way by every help that proposes
+/// more of them: `40 GPUs (5 nodes)`, and `, the cluster has 8` when it lacks them.
+pub fn gpus_for_replicas(s: &Scenario, replica_gpus: u64, dp: u64) -> String {
+    let gpus = dp * replica_gpus;
+    let have = s.topology.total_gpus();
+    format!(
+        "{gpus} GPUs ({} nodes){}",
+        gpus.div_ceil(s.topology.gpus_per_node.max(1)),
+        if gpus > have {
+            format!(", the cluster has {have}")
+        } else {
+            String::new()
+        }
+    )
+}
+
 fn valid_tp_sizes(heads: u64, max: u64) -> Vec<u64> {
     (1..=max.max(1))
         .filter(|t| heads.is_multiple_of(*t) && t.is_power_of_two())

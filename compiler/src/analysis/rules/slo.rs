@@ -107,12 +107,6 @@ pub fn perf_rules_at(
         let reported = out.iter().any(|f| f.code == Code::SloInfeasible);
         if p.overloaded && !reported {
             let max_rps = p.max_output_tokens_per_s / output.max(1.0);
-            let per_replica = max_rps / s.layout.dp.max(1) as f64;
-            let replicas = if per_replica > 0.0 {
-                (rate / per_replica).ceil().max(1.0) as u64
-            } else {
-                0
-            };
             out.push(Finding::new(
                 Code::Overloaded,
                 Anchor::Deploy,
@@ -121,21 +115,12 @@ pub fn perf_rules_at(
                     s.layout
                 ),
                 "more load than the layout carries",
-                Some(if replicas > 0 {
-                    let gpus = replicas * s.layout.replica_gpus();
-                    let per_node = s.topology.gpus_per_node.max(1);
-                    let have = s.topology.total_gpus();
-                    format!(
-                        "dp {replicas} of this replica would carry it: {gpus} GPUs ({} nodes){}; or a faster layout (FP8, more TP)",
-                        gpus.div_ceil(per_node),
-                        if gpus > have {
-                            format!(", the cluster has {have}")
-                        } else {
-                            String::new()
-                        }
-                    )
-                } else {
-                    "a layout that runs at all under this load".into()
+                Some(match replicas_for_rate(rate, max_rps, s.layout.dp) {
+                    Some(dp) => format!(
+                        "dp {dp} of this replica would carry it: {}; or a faster layout (FP8, more TP)",
+                        gpus_for_replicas(s, s.layout.replica_gpus(), dp)
+                    ),
+                    None => "a layout that runs at all under this load".into(),
                 }),
             ));
         }
@@ -202,16 +187,7 @@ pub(super) fn slo_remedy(
     all: &[SloTarget],
 ) -> String {
     let output = s.workload.map(|w| w.output).unwrap_or(256.0);
-    let cluster = s.topology.total_gpus();
-    let per_node = s.topology.gpus_per_node.max(1);
-    let gpus_note = |dp: u64| {
-        let gpus = dp * s.layout.replica_gpus();
-        if gpus > cluster {
-            format!(" ({gpus} GPUs, the cluster has {cluster})")
-        } else {
-            format!(" ({gpus} GPUs, {} nodes)", gpus.div_ceil(per_node))
-        }
-    };
+    let gpus_note = |dp: u64| format!(": {}", gpus_for_replicas(s, s.layout.replica_gpus(), dp));
     match (t.metric, s.workload) {
         (SloMetric::Throughput | SloMetric::RequestRate, _) => {
             let (max_tps, _) = max_throughput(

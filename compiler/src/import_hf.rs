@@ -468,6 +468,34 @@ fn encoder_parameters(top: &Map<String, Value>, text_hidden: u64) -> f64 {
     total
 }
 
+/// Every `every`-th layer full attention, the others `other` (an interval in the config).
+fn every_nth_full(layers: &mut [WrittenLayer], every: u64, other: Mixer) {
+    for (i, l) in layers.iter_mut().enumerate() {
+        l.mixer = if (i as u64 + 1).is_multiple_of(every) {
+            Mixer::Full
+        } else {
+            other
+        };
+    }
+}
+
+/// Layers from a per-layer list of integers: `flag` marks `marked`, anything else `other`.
+fn set_by_flag(
+    layers: &mut [WrittenLayer],
+    list: &[Value],
+    flag: u64,
+    marked: Mixer,
+    other: Mixer,
+) {
+    for (l, v) in layers.iter_mut().zip(list) {
+        l.mixer = if v.as_u64() == Some(flag) {
+            marked
+        } else {
+            other
+        };
+    }
+}
+
 /// The `.dist` text of the model, or the reason it cannot be mapped.
 pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
     if !is_identifier(req.name) {
@@ -697,34 +725,17 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
     } else if let Some(types) = cfg.get("attn_type_list").and_then(Value::as_array) {
         // MiniMax-01/M1: 0 = lightning (linear) attention, 1 = softmax attention.
         list_len_ok(types.len(), "attn_type_list")?;
-        for (l, t) in written.iter_mut().zip(types) {
-            l.mixer = if t.as_u64() == Some(0) {
-                Mixer::Linear
-            } else {
-                Mixer::Full
-            };
-        }
+        set_by_flag(&mut written, types, 0, Mixer::Linear, Mixer::Full);
         pattern_src.push("attn_type_list");
     } else if let Some(every) =
         get_u("sliding_window_pattern").filter(|n| *n > 1 && window.is_some())
     {
         // Gemma 2/3: every n-th layer global, the others windowed.
-        for (i, l) in written.iter_mut().enumerate() {
-            l.mixer = if (i as u64 + 1).is_multiple_of(every) {
-                Mixer::Full
-            } else {
-                Mixer::Sliding
-            };
-        }
+        every_nth_full(&mut written, every, Mixer::Sliding);
         pattern_src.push("sliding_window_pattern");
     } else if let Some(every) = get_u("full_attention_interval").filter(|n| *n > 0) {
-        for (i, l) in written.iter_mut().enumerate() {
-            l.mixer = if (i as u64 + 1).is_multiple_of(every) {
-                Mixer::Full
-            } else {
-                Mixer::Linear
-            };
-        }
+        // Qwen3-Next / Qwen3.5: every n-th layer full, the others Gated DeltaNet.
+        every_nth_full(&mut written, every, Mixer::Linear);
         pattern_src.push("full_attention_interval");
     } else if let Some(p) = cfg.get("hybrid_override_pattern").and_then(Value::as_str) {
         list_len_ok(p.chars().count(), "hybrid_override_pattern")?;
@@ -762,13 +773,7 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
     } else if let Some(p) = cfg.get("hybrid_layer_pattern").and_then(Value::as_array) {
         // MiMo: 1 = sliding-window layer, 0 = global.
         list_len_ok(p.len(), "hybrid_layer_pattern")?;
-        for (l, v) in written.iter_mut().zip(p) {
-            l.mixer = if v.as_u64() == Some(1) {
-                Mixer::Sliding
-            } else {
-                Mixer::Full
-            };
-        }
+        set_by_flag(&mut written, p, 1, Mixer::Sliding, Mixer::Full);
         pattern_src.push("hybrid_layer_pattern");
     } else if let Some(ratios) = cfg.get("compress_ratios").and_then(Value::as_array) {
         // DeepSeek V4: 0 = sliding window only, N = N:1 compressed attention (plus window).

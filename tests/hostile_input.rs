@@ -415,6 +415,8 @@ fn injection_payloads_execute_nothing() {
         let manifests: Vec<PathBuf> = (1..=case)
             .flat_map(|n| common::files_under(&dir.join(format!("out{n}/d/k8s"))))
             .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+            // kustomize's own file is not a Kubernetes object
+            .filter(|p| !p.ends_with("kustomization.yaml"))
             .collect();
         for version in ["1.33", "1.37"] {
             let o = Command::new(shared.join("k8s/validate"))

@@ -88,7 +88,8 @@ pub struct Network {
     /// (key, value), in source order.
     pub annotations: Vec<(String, String)>,
     pub env: Vec<(String, String)>,
-    pub socket_ifname: String,
+    /// The hosts' (or pods') interface for NCCL/Gloo bootstrap traffic; `None`: unknown.
+    pub socket_ifname: Option<String>,
     pub host_network: bool,
 }
 
@@ -437,9 +438,6 @@ pub enum SloMetric {
     Throughput,
     RequestRate,
 }
-
-/// The interface NCCL and Gloo bootstrap over when the network profile names none.
-pub const DEFAULT_SOCKET_IFNAME: &str = "eth0";
 
 impl SloMetric {
     /// The metric as written in a `.dist` file (`ttft`, `request_rate`).

@@ -531,7 +531,7 @@ pub static NETWORK_SCHEMA: KindSchema = KindSchema {
         f!("capabilities", Ty::List(&Ty::Str(TextRule::Capability)), "Linux capabilities to add, e.g. [\"IPC_LOCK\"]"),
         f!("annotations", Ty::List(&Ty::Str(TextRule::Annotation)), "pod annotations as \"key=value\""),
         f!("env", Ty::List(&Ty::Str(TextRule::EnvAssignment)), "environment as \"NAME=value\", e.g. \"NCCL_IB_HCA=mlx5\""),
-        f!("socket_ifname", Ty::Str(TextRule::Interface), "interface for NCCL/Gloo bootstrap traffic (default eth0)"),
+        f!("socket_ifname", Ty::Str(TextRule::Interface), "interface for NCCL/Gloo bootstrap traffic, as the hosts name it (`ip -br link`: `enp…`, `bond0`); unset, NCCL and Gloo choose (pods outside the host network use `eth0`, the pod's interface); required with `host_network`"),
         f!("host_network", Ty::Bool, "run pods in the host's network namespace"),
     ],
 };

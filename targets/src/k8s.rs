@@ -59,6 +59,9 @@ pub struct LeaderWorkerTemplate {
 
 const LWS_NAME_LABEL: &str = "leaderworkerset.sigs.k8s.io/name";
 
+/// A pod's own interface outside the host network (the CNI convention).
+const POD_INTERFACE: &str = "eth0";
+
 /// The deployment's Kubernetes name (the compiler's rule; the checker made it unique).
 pub fn dns_name(s: &str) -> String {
     dic_compiler::text_rules::kubernetes_name(s)
@@ -127,12 +130,17 @@ fn pod(
     if let Some(r) = role {
         labels.insert("role".into(), r.into());
     }
-    let mut env: Vec<EnvVar> = cmd
-        .env
-        .iter()
-        .filter(|(k, _)| k.as_str() != "CUDA_VISIBLE_DEVICES")
-        .map(|(k, v)| env_var(k, v))
-        .collect();
+    let spans_nodes = d.nodes_per_group > 1;
+    let mut env_map = cmd.env.clone();
+    env_map.remove("CUDA_VISIBLE_DEVICES");
+    // Outside the host network a pod has one interface, `eth0` (the CNI convention); in
+    // the host network the profile must name the hosts' (the checker requires it).
+    if spans_nodes && !d.network.host_network && d.network.socket_ifname.is_none() {
+        for var in ["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"] {
+            env_map.insert(var.into(), POD_INTERFACE.into());
+        }
+    }
+    let mut env: Vec<EnvVar> = env_map.iter().map(|(k, v)| env_var(k, v)).collect();
     env.push(env_var("HF_HOME", "/root/.cache/huggingface"));
     env.push(EnvVar {
         name: "HF_TOKEN".into(),
@@ -146,10 +154,7 @@ fn pod(
         }),
         ..Default::default()
     });
-    let mut limits = BTreeMap::from([("nvidia.com/gpu".to_string(), quantity(d.gpus_per_pod))]);
-    if let Some((res, count)) = &d.network.rdma_resource {
-        limits.insert(res.clone(), quantity(count));
-    }
+    let resources = pod_resources(d, d.gpus_per_pod, true);
     let startup_failures = (d.kubernetes.startup_seconds.div_ceil(10)).max(1) as i32;
     let container = Container {
         name: "vllm".into(),
@@ -167,11 +172,7 @@ fn pod(
                 ..Default::default()
             }]
         }),
-        resources: Some(ResourceRequirements {
-            limits: Some(limits.clone()),
-            requests: Some(limits),
-            ..Default::default()
-        }),
+        resources: Some(resources),
         volume_mounts: Some(vec![
             VolumeMount {
                 name: "dshm".into(),
@@ -187,16 +188,24 @@ fn pod(
         startup_probe: api.then(|| health("http", 10, startup_failures)),
         readiness_probe: api.then(|| health("http", 5, 3)),
         liveness_probe: api.then(|| health("http", 10, 3)),
-        security_context: (!d.network.capabilities.is_empty()).then(|| SecurityContext {
-            capabilities: Some(Capabilities {
-                add: Some(d.network.capabilities.clone()),
+        // RDMA needs locked memory, and only a group that spans nodes uses RDMA.
+        security_context: (spans_nodes && !d.network.capabilities.is_empty()).then(|| {
+            SecurityContext {
+                capabilities: Some(Capabilities {
+                    add: Some(d.network.capabilities.clone()),
+                    ..Default::default()
+                }),
                 ..Default::default()
-            }),
-            ..Default::default()
+            }
         }),
         ..Default::default()
     };
-    let annotations: BTreeMap<String, String> = d.network.annotations.iter().cloned().collect();
+    // The profile's annotations attach the RDMA networks: only for groups that span nodes.
+    let annotations: BTreeMap<String, String> = if spans_nodes {
+        d.network.annotations.iter().cloned().collect()
+    } else {
+        BTreeMap::new()
+    };
     PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: Some(labels),
@@ -212,26 +221,25 @@ fn pod(
                 .then(|| "ClusterFirstWithHostNet".to_string()),
             // Only a valid label value can match a node; an invalid one would make the
             // manifest fail validation, so the affinity is left out instead.
-            affinity: dic_compiler::text_rules::label_value(&d.gpu.product_label)
-                .is_ok()
-                .then(|| Affinity {
-                    node_affinity: Some(NodeAffinity {
-                        required_during_scheduling_ignored_during_execution: Some(NodeSelector {
-                            node_selector_terms: vec![NodeSelectorTerm {
-                                match_expressions: Some(vec![NodeSelectorRequirement {
-                                    key: "nvidia.com/gpu.product".into(),
-                                    operator: "In".into(),
-                                    values: Some(vec![d.gpu.product_label.clone()]),
-                                }]),
-                                ..Default::default()
-                            }],
-                        }),
-                        ..Default::default()
+            // No product label (W0801): no affinity, rather than one no node satisfies.
+            affinity: (!d.gpu.product_labels.is_empty()).then(|| Affinity {
+                node_affinity: Some(NodeAffinity {
+                    required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                        node_selector_terms: vec![NodeSelectorTerm {
+                            match_expressions: Some(vec![NodeSelectorRequirement {
+                                key: "nvidia.com/gpu.product".into(),
+                                operator: "In".into(),
+                                values: Some(d.gpu.product_labels.clone()),
+                            }]),
+                            ..Default::default()
+                        }],
                     }),
                     ..Default::default()
                 }),
+                ..Default::default()
+            }),
             tolerations: Some(vec![Toleration {
-                key: Some("nvidia.com/gpu".into()),
+                key: Some(d.gpu.resource.clone()),
                 operator: Some("Exists".into()),
                 effect: Some("NoSchedule".into()),
                 ..Default::default()
@@ -247,7 +255,10 @@ fn pod(
                 },
                 Volume {
                     name: "hf-cache".into(),
-                    empty_dir: Some(EmptyDirVolumeSource::default()),
+                    empty_dir: Some(EmptyDirVolumeSource {
+                        size_limit: Some(gib(cache_bytes(d))),
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 },
             ]),
@@ -256,10 +267,41 @@ fn pod(
     }
 }
 
+/// The model cache's size: the checkpoint plus 10% (partial downloads, lock files).
+fn cache_bytes(d: &DeploymentPlan) -> u64 {
+    d.kubernetes.checkpoint_bytes + d.kubernetes.checkpoint_bytes / 10
+}
+
+/// A pod's requests and limits: its GPUs (requests = limits, as Kubernetes requires for
+/// extended resources), the RDMA devices only when the group spans nodes, CPU
+/// ([`dic_compiler::ir::pod_cpu`], no limit), memory (request = limit,
+/// [`dic_compiler::ir::pod_memory`]) and, with `cache` (an emptyDir model cache on the
+/// node's disk), ephemeral storage for the checkpoint.
+fn pod_resources(d: &DeploymentPlan, gpus: u64, cache: bool) -> ResourceRequirements {
+    let mut limits = BTreeMap::from([(d.gpu.resource.clone(), quantity(gpus))]);
+    if let (true, Some((res, count))) = (d.nodes_per_group > 1, &d.network.rdma_resource) {
+        limits.insert(res.clone(), quantity(count));
+    }
+    let memory = gib(d.kubernetes.memory_bytes);
+    limits.insert("memory".into(), memory.clone());
+    let mut requests = limits.clone();
+    requests.insert("cpu".into(), quantity(d.kubernetes.cpu));
+    if cache {
+        let disk = gib(cache_bytes(d));
+        requests.insert("ephemeral-storage".into(), disk.clone());
+        limits.insert("ephemeral-storage".into(), disk);
+    }
+    ResourceRequirements {
+        limits: Some(limits),
+        requests: Some(requests),
+        ..Default::default()
+    }
+}
+
 fn meta(d: &DeploymentPlan, name: String) -> ObjectMeta {
     ObjectMeta {
         name: Some(name),
-        namespace: Some(d.kubernetes.namespace.clone()),
+        namespace: d.kubernetes.namespace.clone(),
         labels: Some(labels(d)),
         ..Default::default()
     }
@@ -355,8 +397,17 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
             ("role".to_string(), "leader".to_string()),
         ]);
     }
+    // A LeaderWorkerSet creates a headless Service under its own name (what
+    // LWS_LEADER_ADDRESS resolves through) unless one exists: the client Service must not
+    // take that name, or the workers never resolve the leader. Upstream names it
+    // `<name>-leader`.
+    let svc_name = if single_node_pods {
+        name.clone()
+    } else {
+        format!("{name}-leader")
+    };
     let svc = Service {
-        metadata: meta(d, name.clone()),
+        metadata: meta(d, svc_name),
         spec: Some(ServiceSpec {
             type_: Some("ClusterIP".into()),
             selector: Some(svc_selector),
@@ -389,15 +440,54 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
         }),
         ..Default::default()
     };
-    out.insert("k8s/poddisruptionbudget.yaml".to_string(), yaml(&pdb)?);
+    // With one group a PDB protects nothing (allowing one disruption allows them all);
+    // with several it keeps all but one serving through node drains.
+    if d.groups > 1 {
+        out.insert("k8s/poddisruptionbudget.yaml".to_string(), yaml(&pdb)?);
+    }
     if let Some(image) = &d.kubernetes.preflight_image {
         let cmd = cmds.first().ok_or("no command")?;
         for (path, text) in preflight(d, cmd, image)? {
             out.insert(path, text);
         }
     }
+    kustomizations(d, &mut out);
     Ok(out)
 }
+
+/// `kustomization.yaml` for the serving objects (`kubectl apply -k k8s -n NAMESPACE`), and
+/// one of its own for the preflight, which must complete before the serving objects are
+/// applied. Each lists exactly the files beside it, and sets the namespace only when the
+/// file does.
+fn kustomizations(d: &DeploymentPlan, out: &mut BTreeMap<String, String>) {
+    for folder in ["k8s/", "k8s/preflight/"] {
+        let resources: Vec<serde_json::Value> = out
+            .keys()
+            .filter_map(|k| k.strip_prefix(folder))
+            .filter(|f| !f.contains('/'))
+            .map(|f| serde_json::Value::String(f.to_string()))
+            .collect();
+        if resources.is_empty() {
+            continue;
+        }
+        let mut k = serde_json::json!({
+            "apiVersion": KUSTOMIZE_API_VERSION,
+            "kind": "Kustomization",
+            "resources": resources,
+        });
+        if let Some(ns) = &d.kubernetes.namespace {
+            k["namespace"] = serde_json::Value::String(ns.clone());
+        }
+        out.insert(
+            format!("{folder}{KUSTOMIZATION}"),
+            crate::yaml::to_string(&k),
+        );
+    }
+}
+
+/// The file kustomize reads in a folder.
+pub const KUSTOMIZATION: &str = "kustomization.yaml";
+const KUSTOMIZE_API_VERSION: &str = "kustomize.config.k8s.io/v1beta1";
 
 /// The variable `dic run` reads the job's secret from (dic-runtime's `auth::SECRET_ENV`;
 /// the targets do not depend on the runtime, a test checks the two agree).
@@ -507,16 +597,7 @@ fn preflight(
         }),
         ..Default::default()
     });
-    let limits = BTreeMap::from([("nvidia.com/gpu".to_string(), quantity(gpus))]);
-    let mut limits = limits;
-    if let Some((res, count)) = &d.network.rdma_resource {
-        limits.insert(res.clone(), quantity(count));
-    }
-    c.resources = Some(ResourceRequirements {
-        limits: Some(limits.clone()),
-        requests: Some(limits),
-        ..Default::default()
-    });
+    c.resources = Some(pod_resources(d, gpus, false));
     c.ports = Some(vec![ContainerPort {
         name: Some("rendezvous".into()),
         container_port: crate::nccl::RENDEZVOUS_PORT as i32,

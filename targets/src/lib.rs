@@ -42,7 +42,12 @@ fn outputs_are_safe(d: &DeploymentPlan) -> Result<(), String> {
         rules::qualified_name(key).map_err(|why| format!("annotation key {key:?} {why}"))?;
     }
     check("the image", &d.kubernetes.image, TextRule::Image)?;
-    check("the namespace", &d.kubernetes.namespace, TextRule::DnsLabel)?;
+    if let Some(ns) = &d.kubernetes.namespace {
+        check("the namespace", ns, TextRule::DnsLabel)?;
+    }
+    if let Some(ifname) = &d.network.socket_ifname {
+        check("the socket interface", ifname, TextRule::Interface)?;
+    }
     check(
         "the token Secret",
         &d.kubernetes.hf_token_secret,

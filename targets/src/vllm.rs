@@ -91,13 +91,14 @@ fn serve(d: &DeploymentPlan, port: u64) -> Vec<Arg> {
 }
 
 /// Environment of every process: the network profile's, NCCL/Gloo interfaces when
-/// several nodes talk, and quiet NCCL logs.
+/// several nodes talk and the profile names the interface (else NCCL and Gloo choose),
+/// and quiet NCCL logs.
 fn base_env(d: &DeploymentPlan) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
     env.insert("NCCL_DEBUG".to_string(), "WARN".to_string());
-    if d.nodes_per_group > 1 {
-        env.insert("NCCL_SOCKET_IFNAME".into(), d.network.socket_ifname.clone());
-        env.insert("GLOO_SOCKET_IFNAME".into(), d.network.socket_ifname.clone());
+    if let (true, Some(ifname)) = (d.nodes_per_group > 1, &d.network.socket_ifname) {
+        env.insert("NCCL_SOCKET_IFNAME".into(), ifname.clone());
+        env.insert("GLOO_SOCKET_IFNAME".into(), ifname.clone());
     }
     for (k, v) in &d.network.env {
         env.insert(k.clone(), v.clone());
@@ -340,7 +341,32 @@ pub fn node_script(d: &DeploymentPlan, node: u64, mine: &[&NodeCommand]) -> Stri
         // No quotes inside `${VAR:?message}`: bash would look for their partners.
         s.push_str(&format!(": \"${{{HEAD_ADDR}:?set {HEAD_ADDR} to the address of the head node of this group}}\"\n\n"));
     }
+    if d.nodes_per_group > 1 && d.network.socket_ifname.is_none() {
+        s.push_str(
+            "# No socket interface is named (the network profile's `socket_ifname`): NCCL and\n",
+        );
+        s.push_str("# Gloo pick one themselves. If the group does not connect, set NCCL_SOCKET_IFNAME and\n");
+        s.push_str("# GLOO_SOCKET_IFNAME to this host's interface (`ip -br link`), or name it in the profile.\n\n");
+    }
     let parallel = mine.iter().filter(|c| !c.blocking).count() > 1;
+    if parallel {
+        let ports: Vec<String> = mine
+            .iter()
+            .filter(|c| !c.blocking)
+            .filter_map(|c| port_of(&c.argv))
+            .collect();
+        s.push_str(&format!(
+            "# {} replicas on this node, each its own server: ports {}. Put a load balancer in\n",
+            ports.len(),
+            ports.join(", ")
+        ));
+        s.push_str("# front of them. A signal stops them all; one replica exiting stops the others, so a\n");
+        s.push_str(
+            "# supervisor (systemd, a container runtime) sees the failure and restarts the node.\n",
+        );
+        s.push_str("pids=()\n");
+        s.push_str("trap 'kill -TERM \"${pids[@]}\" 2>/dev/null; wait; exit 143' INT TERM\n");
+    }
     for c in mine {
         let env: Vec<String> = c
             .env
@@ -358,15 +384,27 @@ pub fn node_script(d: &DeploymentPlan, node: u64, mine: &[&NodeCommand]) -> Stri
             s.push_str(&cmd);
             s.push('\n');
         } else if parallel {
-            s.push_str(&format!("{cmd} &\n"));
+            s.push_str(&format!("{cmd} &\npids+=(\"$!\")\n"));
         } else {
             s.push_str(&format!("exec {cmd}\n"));
         }
     }
     if parallel {
-        s.push_str("wait\n");
+        s.push_str("status=0\n");
+        s.push_str("wait -n || status=$?\n");
+        s.push_str("kill -TERM \"${pids[@]}\" 2>/dev/null || true\n");
+        s.push_str("wait || true\n");
+        s.push_str("exit \"$status\"\n");
     }
     s
+}
+
+/// The `--port` value of a `vllm serve` argv.
+fn port_of(argv: &[Arg]) -> Option<String> {
+    argv.windows(2).find_map(|w| match (&w[0], &w[1]) {
+        (Arg::Literal(f), Arg::Literal(v)) if f == "--port" => Some(v.clone()),
+        _ => None,
+    })
 }
 
 /// Every file of the vLLM target, by path relative to the deployment's folder.

@@ -304,16 +304,27 @@ impl<'s, 'w> Checker<'s, 'w> {
                     );
                     ok = false;
                 }
+                let host_network = r.boolean("host_network").unwrap_or(false);
+                if host_network && r.string("socket_ifname").is_none() {
+                    let at = f.get("host_network").map(|v| v.entry).expect("present");
+                    self.push(
+                        Diagnostic::new(
+                            Code::MissingField,
+                            format!("network `{}` runs pods in the host network without `socket_ifname`", raw.name.node),
+                        )
+                        .primary(at.file, at.span, "the pods see the hosts' interfaces")
+                        .help("name the hosts' interface for NCCL and Gloo, e.g. `socket_ifname = \"bond0\"` (`ip -br link` on a node): in the host network Gloo otherwise binds to loopback and multi-node groups never connect"),
+                    );
+                    ok = false;
+                }
                 Body::Network(Network {
                     resource: r.string("resource"),
                     resource_count: r.uint("resource_count").unwrap_or(1),
                     capabilities: r.strings("capabilities"),
                     annotations,
                     env,
-                    socket_ifname: r
-                        .string("socket_ifname")
-                        .unwrap_or_else(|| DEFAULT_SOCKET_IFNAME.into()),
-                    host_network: r.boolean("host_network").unwrap_or(false),
+                    socket_ifname: r.string("socket_ifname"),
+                    host_network,
                 })
             }
         };

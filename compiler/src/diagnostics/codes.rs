@@ -110,6 +110,7 @@ codes! {
     MoreGpusWorse = "W0404", Warning, "more GPUs make it worse";
     LoadNotAdmitted = "W0501", Warning, "the declared load cannot be admitted";
     FormatNotNative = "W0502", Warning, "weight format not native on this GPU";
+    NoProductLabel = "W0801", Warning, "GPU without a product label: no node affinity";
 
     DpBeatsTp = "A0401", Advice, "DP replicas would beat a wider TP";
     QuantizeToFit = "A0501", Advice, "quantization would fit on fewer GPUs";

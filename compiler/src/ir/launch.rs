@@ -15,12 +15,14 @@ pub(super) fn err(
         .help(help.to_string())
 }
 
+/// One deployment's plan and the warnings lowering it raised (W0801), or why it cannot be
+/// launched (E0801).
 pub(super) fn lower_one(
     p: &Program,
     ds: &DeploymentScenario,
     a: &Analysis,
     search: Option<&crate::planner::Search>,
-) -> Result<DeploymentPlan, Box<Diagnostic>> {
+) -> Result<(DeploymentPlan, Vec<Diagnostic>), Box<Diagnostic>> {
     let def = p.def(ds.deploy).expect("scenario of a definition");
     let Body::Deploy(d) = &def.body else {
         unreachable!("scenarios come from deployments")
@@ -110,17 +112,39 @@ pub(super) fn lower_one(
     };
     let net = t_network(p, d.cluster);
     let gpu_def = p.gpu_def_of_cluster(d.cluster);
-    let product = gpu_def
-        .and_then(|g| match &g.body {
-            Body::Gpu(x) => x.names.first().cloned(),
-            _ => None,
-        })
-        .unwrap_or_else(|| t.gpu.name.clone())
-        .replace(' ', "-");
+    let gpu_body = gpu_def.and_then(|g| match &g.body {
+        Body::Gpu(x) => Some(x),
+        _ => None,
+    });
+    let amd = gpu_body
+        .and_then(|g| g.vendor.as_deref())
+        .is_some_and(|v| v.eq_ignore_ascii_case("amd"));
+    let product_labels = if amd {
+        Vec::new()
+    } else {
+        gpu_body.map(gpu_product_labels).unwrap_or_default()
+    };
+    let mut warnings = Vec::new();
+    if product_labels.is_empty() && !amd {
+        let gpu_at = gpu_def.map(|g| g.location()).unwrap_or(at);
+        warnings.push(
+            Diagnostic::new(
+                Code::NoProductLabel,
+                format!(
+                    "deploy `{}`: GPU `{}` names no NVIDIA product, so the pods get no GPU node affinity",
+                    def.name, t.gpu.name
+                ),
+            )
+            .primary(gpu_at.file, gpu_at.span, "no `names` that GPU Feature Discovery reports")
+            .help("add the name `nvidia-smi` prints, e.g. `names = [\"NVIDIA H100 80GB HBM3\"]`: nodes carry it as the `nvidia.com/gpu.product` label"),
+        );
+    }
     let weights_total = a.memory.stages.iter().map(|st| st.weights).sum::<f64>() * l.tp as f64;
+    let shm = (gpus_per_pod * GIB).clamp(2 * GIB, 32 * GIB);
+    let node_memory = p.node_of_cluster(d.cluster).and_then(|(_, n)| n.cpu_memory);
     let st = a.memory.tightest();
     let pred = a.prediction.as_ref();
-    Ok(DeploymentPlan {
+    let plan = DeploymentPlan {
         name: def.name.clone(),
         model: ModelPlan {
             name: model_def.map(|d| d.name.clone()).unwrap_or_default(),
@@ -148,7 +172,8 @@ pub(super) fn lower_one(
         },
         gpu: GpuPlan {
             name: t.gpu.name.clone(),
-            product_label: product,
+            product_labels,
+            resource: if amd { "amd.com/gpu" } else { "nvidia.com/gpu" }.to_string(),
             memory_bytes: t.gpu.memory as u64,
         },
         layout: l,
@@ -173,16 +198,24 @@ pub(super) fn lower_one(
         },
         network: net,
         kubernetes: KubernetesPlan {
-            namespace: d.namespace.clone().unwrap_or_else(|| "default".into()),
+            namespace: d.namespace.clone(),
             image: d.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into()),
             hf_token_secret: d
                 .hf_token_secret
                 .clone()
                 .unwrap_or_else(|| "hf-token".into()),
             preflight_image: d.preflight_image.clone(),
-            shm_bytes: (gpus_per_pod * GIB).clamp(2 * GIB, 32 * GIB),
+            shm_bytes: shm,
             startup_seconds: (STARTUP_FIXED_SECONDS + weights_total / STARTUP_LOAD_BYTES_PER_SECOND)
                 .ceil() as u64,
+            cpu: pod_cpu(gpus_per_pod),
+            memory_bytes: pod_memory(
+                gpus_per_pod,
+                shm,
+                engine.cpu_offload as u64,
+                node_memory.map(|m| (m * gpus_per_pod as f64 / per_node as f64) as u64),
+            ),
+            checkpoint_bytes: checkpoint_bytes(m),
         },
         predicted: PredictedPlan {
             ttft_ms: pred.map(|p| p.ttft * 1e3).filter(|v| v.is_finite()),
@@ -194,7 +227,34 @@ pub(super) fn lower_one(
         price_per_hour: s.topology.price_per_node_hour,
         report: super::report::report_data(ds, a, search),
         comm: super::comm::comm_plan(ds, a),
-    })
+    };
+    Ok((plan, warnings))
+}
+
+/// The `nvidia.com/gpu.product` values a GPU's nodes carry: GPU Feature Discovery labels
+/// each node with the NVML device name, spaces replaced by `-` (`NVIDIA H100 80GB HBM3` →
+/// `NVIDIA-H100-80GB-HBM3`). The stdlib lists NVML's names first and informal aliases
+/// after; only names NVML prints (`NVIDIA …`, `Tesla …`) can be labels.
+pub(super) fn gpu_product_labels(g: &crate::program::Gpu) -> Vec<String> {
+    g.names
+        .iter()
+        .filter(|n| n.starts_with("NVIDIA ") || n.starts_with("Tesla "))
+        .map(|n| n.trim().replace(' ', "-"))
+        .filter(|v| crate::text_rules::label_value(v).is_ok())
+        .collect()
+}
+
+/// Bytes of the checkpoint on disk: every parameter in its served format (a pre-quantized
+/// checkpoint), or in the checkpoint's dtype when vLLM quantizes while loading; 5% for
+/// scales, tokenizer and config files. What a pod downloads into its model cache.
+fn checkpoint_bytes(m: &crate::program::Model) -> u64 {
+    let dtype = if m.prequantized || m.weights == m.dtype {
+        m.weights.as_str()
+    } else {
+        m.dtype.as_str()
+    };
+    let bytes_per_param = crate::analysis::memory::weight_bytes(dtype);
+    (m.parameters * bytes_per_param * 1.05) as u64
 }
 
 /// The network profile of a deployment's cluster (the cluster's, else its nodes').
@@ -220,7 +280,7 @@ pub(super) fn t_network(p: &Program, cluster: Option<crate::program::DefId>) -> 
             capabilities: Vec::new(),
             annotations: Vec::new(),
             env: Vec::new(),
-            socket_ifname: crate::program::DEFAULT_SOCKET_IFNAME.into(),
+            socket_ifname: None,
             host_network: false,
         },
     }

@@ -67,8 +67,12 @@ pub struct ModelPlan {
 #[derive(Debug, Clone, Serialize)]
 pub struct GpuPlan {
     pub name: String,
-    /// Value of the `nvidia.com/gpu.product` node label (GPU Feature Discovery).
-    pub product_label: String,
+    /// Values of the `nvidia.com/gpu.product` node label (GPU Feature Discovery writes
+    /// the NVML name with spaces as `-`); empty when the GPU names none, and then the pods
+    /// get no node affinity (W0801) rather than one no node satisfies.
+    pub product_labels: Vec<String>,
+    /// The device plugin's extended resource: `nvidia.com/gpu`, or `amd.com/gpu`.
+    pub resource: String,
     pub memory_bytes: u64,
 }
 
@@ -139,13 +143,17 @@ pub struct NetworkPlan {
     pub capabilities: Vec<String>,
     pub annotations: Vec<(String, String)>,
     pub env: Vec<(String, String)>,
-    pub socket_ifname: String,
+    /// The interface for NCCL/Gloo bootstrap traffic when the profile names one; when it
+    /// does not, launch scripts leave the choice to NCCL and Gloo (and say so), and pods
+    /// outside the host network use `eth0`, the pod's interface.
+    pub socket_ifname: Option<String>,
     pub host_network: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct KubernetesPlan {
-    pub namespace: String,
+    /// Written into the objects only when the file sets one (so `kubectl apply -n` works).
+    pub namespace: Option<String>,
     pub image: String,
     /// Secret holding the Hugging Face token under key `token` (referenced, optional).
     pub hf_token_secret: String,
@@ -154,6 +162,39 @@ pub struct KubernetesPlan {
     pub shm_bytes: u64,
     /// Seconds the startup probe allows for download, load, compile and graph capture.
     pub startup_seconds: u64,
+    /// CPU cores each vLLM pod requests ([`pod_cpu`]); no CPU limit.
+    pub cpu: u64,
+    /// Memory each vLLM pod requests and is limited to ([`pod_memory`]), in bytes.
+    pub memory_bytes: u64,
+    /// Bytes of the checkpoint a pod downloads (the whole model, every shard).
+    pub checkpoint_bytes: u64,
+}
+
+/// CPU cores a vLLM pod requests: 4 for the API server, tokenizer and scheduler plus 4 per
+/// GPU (a worker process per GPU, its loader threads and NCCL's proxy thread). Public
+/// manifests ask 2–10 for one GPU (vLLM docs) and 32–125 for eight (llm-d, LWS example);
+/// this rule gives 8 and 36. No limit: a CPU limit throttles the tokenizer and CUDA-graph
+/// capture under load. [rule; reference/kubernetes.md §2.1]
+pub fn pod_cpu(gpus: u64) -> u64 {
+    4 + 4 * gpus
+}
+
+/// Memory a vLLM pod requests and is limited to: 16 GiB for the API server and Python,
+/// 8 GiB per GPU worker (CUDA context, pinned staging buffers, loader), the memory-backed
+/// `/dev/shm` (its pages count against the pod's memory), and weights offloaded to CPU
+/// memory. Capped at 90% of the pod's share of the node's `cpu_memory` when the node
+/// states it, so the rule never asks more than the node has. [rule; reference/kubernetes.md §2.1–2.2]
+pub fn pod_memory(
+    gpus: u64,
+    shm_bytes: u64,
+    cpu_offload_bytes_per_gpu: u64,
+    node_share_bytes: Option<u64>,
+) -> u64 {
+    let want = 16 * GIB + 8 * GIB * gpus + shm_bytes + cpu_offload_bytes_per_gpu * gpus;
+    match node_share_bytes {
+        Some(share) if share > 0 => want.min(share / 10 * 9),
+        _ => want,
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -381,7 +422,10 @@ pub fn lower(p: &Program, planned: &[Planned<'_>]) -> (Plan, Vec<Diagnostic>) {
             continue;
         }
         match launch::lower_one(p, d.scenario, d.analysis, d.search) {
-            Ok(d) => deployments.push(d),
+            Ok((d, warnings)) => {
+                deployments.push(d);
+                diags.extend(warnings);
+            }
             Err(d) => diags.push(*d),
         }
     }

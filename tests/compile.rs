@@ -183,6 +183,36 @@ fn every_emitted_flag_is_in_vllms_own_option_schema() {
     assert!(checked >= 7, "{checked}");
 }
 
+/// The option table dic embeds (compiler/data) is vLLM 0.33's own: the shared schema's
+/// options, projected to what `vllm_args` reads. Fails when either drifts.
+#[test]
+fn the_embedded_vllm_option_table_is_vllms_own() {
+    let Some(shared) = common::shared_dir() else {
+        return;
+    };
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(shared.join("vllm/serve-schema-0.33.0.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(json["vllm_version"], dic_compiler::vllm_args::VLLM_VERSION);
+    let want: Vec<serde_json::Value> = json["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| !o["option_strings"].as_array().unwrap().is_empty())
+        .map(|o| {
+            serde_json::json!({
+                "flags": o["option_strings"], "dest": o["dest"], "nargs": o["nargs"],
+                "type": o["type"], "choices": o["choices"],
+            })
+        })
+        .collect();
+    let got: serde_json::Value =
+        serde_json::from_str(dic_compiler::vllm_args::OPTIONS_JSON).unwrap();
+    assert_eq!(got["options"].as_array().unwrap(), &want);
+    assert_eq!(dic_compiler::vllm_args::options().len(), want.len());
+}
+
 #[test]
 fn scripts_pass_hostile_values_through_literally() {
     let dir = common::fresh_dir("inject");
@@ -485,7 +515,8 @@ fn every_engine_option_is_emitted_or_dic_only() {
         max_num_batched_tokens = 4k tokens, block_size = 32, enforce_eager = true, \
         kv_cache_memory = 20 GiB, enable_prefix_caching = false, cpu_offload = 2 GiB, \
         launcher = native, port = 9000, activation_memory = 2 GiB, non_torch_memory = 1 GiB, \
-        cuda_graph_memory = 0 GiB } }\n";
+        cuda_graph_memory = 0 GiB, extra_args = [\"--trust-remote-code\", \"--reasoning-parser\", \"deepseek_r1\"], \
+        env = [\"VLLM_ATTENTION_BACKEND=FLASHINFER\"] } }\n";
     let world = dic_compiler::source::MemoryWorld::new().with("e.dist", src);
     let checked = dic_compiler::driver::compile_file(&world, "e.dist").unwrap();
     assert!(!checked.has_errors(), "{}", common::rendered(&checked));
@@ -508,6 +539,22 @@ fn every_engine_option_is_emitted_or_dic_only() {
         match option.vllm {
             None => panic!("engine option `{}` says nothing about vLLM", option.name),
             Some(VllmFlag::DicOnly(why)) => assert!(!why.is_empty()),
+            Some(VllmFlag::Passthrough) => match option.name {
+                "extra_args" => assert!(
+                    argv.ends_with(&[
+                        "--trust-remote-code".to_string(),
+                        "--reasoning-parser".to_string(),
+                        "deepseek_r1".to_string()
+                    ]),
+                    "{argv:?}"
+                ),
+                "env" => assert_eq!(
+                    cmds[0]["env"]["VLLM_ATTENTION_BACKEND"], "FLASHINFER",
+                    "{}",
+                    cmds[0]
+                ),
+                other => panic!("pass-through option `{other}` is not tested"),
+            },
             Some(VllmFlag::Value(flag)) => {
                 assert!(
                     value_after(flag).is_some(),

@@ -26,3 +26,4 @@ pub mod stdlib;
 pub mod syntax;
 pub mod text_rules;
 pub mod units;
+pub mod vllm_args;

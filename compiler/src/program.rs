@@ -27,6 +27,8 @@ pub enum Value {
     Groups(Vec<(u64, DefId)>),
     Layout(LayoutSpec),
     Engine(String, BTreeMap<String, FieldValue>),
+    /// A nested block's checked fields.
+    Block(BTreeMap<String, FieldValue>),
     Bound(Op, f64),
 }
 
@@ -542,6 +544,53 @@ pub struct VllmOptions {
     pub activation_memory: Option<f64>,
     pub non_torch_memory: Option<f64>,
     pub cuda_graph_memory: Option<f64>,
+    /// `vllm serve` words appended after dic's flags (checked by `vllm_args`).
+    pub extra_args: Vec<String>,
+    /// Environment of the vLLM processes, in source order.
+    pub env: Vec<(String, String)>,
+}
+
+/// A deployment's `pod = { … }` settings (absent fields: dic's rules).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct PodSettings {
+    pub cpu: Option<u64>,
+    pub memory: Option<f64>,
+    /// (key, value) pairs, in source order.
+    pub node_selector: Vec<(String, String)>,
+    /// `key[=value][:Effect]` as written.
+    pub tolerations: Vec<String>,
+    pub runtime_class: Option<String>,
+    pub service_account: Option<String>,
+    pub image_pull_secrets: Vec<String>,
+    pub labels: Vec<(String, String)>,
+    pub annotations: Vec<(String, String)>,
+    pub priority_class: Option<String>,
+}
+
+/// Where the pods keep the checkpoint.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelCache {
+    /// An emptyDir on the node's disk; `size` overrides dic's (checkpoint + 10%).
+    EmptyDir { size: Option<f64> },
+    /// A PersistentVolumeClaim; with `size` dic creates it and a download Job.
+    Pvc {
+        claim: String,
+        size: Option<f64>,
+        storage_class: Option<String>,
+    },
+    /// A folder staged on every node.
+    HostPath(String),
+}
+
+/// A deployment's `autoscale = { … }`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Autoscale {
+    pub min: u64,
+    pub max: u64,
+    pub waiting: u64,
+    pub keda: bool,
+    pub prometheus: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -559,10 +608,19 @@ pub struct Deploy {
     pub image: Option<String>,
     pub namespace: Option<String>,
     pub hf_token_secret: Option<String>,
+    /// Secret with the API key (`api-key`), exposed to vLLM as VLLM_API_KEY.
+    pub api_key_secret: Option<String>,
     /// Image with the `dic` binary for the fabric preflight Job (none without it).
     pub preflight_image: Option<String>,
     pub allowed_weights: Vec<String>,
     pub allowed_kv_cache: Vec<String>,
+    pub pod: PodSettings,
+    pub model_cache: ModelCache,
+    pub autoscale: Option<Autoscale>,
+    /// `podmonitor` or `servicemonitor`; `None` for none.
+    pub monitoring: Option<String>,
+    /// The node the deployment is pinned to (one of its cluster's groups).
+    pub node_group: Option<DefId>,
 }
 
 /// Every definition that was checked: the user's files and the stdlib definitions

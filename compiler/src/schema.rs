@@ -93,6 +93,8 @@ pub enum Ty {
     Layout,
     /// `vllm { … }`: an engine name and its options.
     Engine,
+    /// `{ … }`: a nested block with its own fields.
+    Block(&'static [Field]),
     /// An SLO bound: `<=`/`>=` and a quantity; the key may carry a percentile
     /// (`ttft.p95`).
     Bound(Dimension),
@@ -118,12 +120,20 @@ impl Ty {
             Ty::Groups(k) => format!("`N × {}` or a list of them", k.keyword()),
             Ty::Layout => "`auto` or a layout like `tp 8 × pp 2 × dp 2`".into(),
             Ty::Engine => "an engine like `vllm { … }`".into(),
+            Ty::Block(fields) => format!(
+                "a block `{{ … }}` with {}",
+                fields
+                    .iter()
+                    .map(|f| format!("`{}`", f.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             Ty::Bound(d) => format!("a bound like `<= {}`", d.describe()),
         }
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub struct Field {
     pub name: &'static str,
     pub ty: Ty,
@@ -147,6 +157,9 @@ pub enum VllmFlag {
     },
     /// Read by dic only (why).
     DicOnly(&'static str),
+    /// Passed through as written after dic's own flags or environment, checked against
+    /// vLLM's own option table (`vllm_args`).
+    Passthrough,
 }
 
 impl VllmFlag {
@@ -155,7 +168,7 @@ impl VllmFlag {
         match self {
             VllmFlag::Value(f) => vec![f],
             VllmFlag::Switch { on, off } => std::iter::once(on).chain(off).collect(),
-            VllmFlag::DicOnly(_) => Vec::new(),
+            VllmFlag::DicOnly(_) | VllmFlag::Passthrough => Vec::new(),
         }
     }
 }
@@ -514,11 +527,48 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("image", Ty::Str(TextRule::Image), "container image (default vllm/vllm-openai:v0.33.0)"),
             f!("namespace", Ty::Str(TextRule::DnsLabel), "Kubernetes namespace (default `default`)"),
             f!("hf_token_secret", Ty::Str(TextRule::DnsLabel), "Kubernetes Secret holding the Hugging Face token under key `token` (default `hf-token`); referenced, never inlined"),
+            f!("api_key_secret", Ty::Str(TextRule::DnsLabel), "Kubernetes Secret holding the API key clients must send, under key `api-key` (vLLM reads it as VLLM_API_KEY); referenced, never inlined. Scripts take VLLM_API_KEY from the node's environment"),
             f!("preflight_image", Ty::Str(TextRule::Image), "image with the `dic` binary: adds a preflight Job that runs `dic run` (the NCCL runtime) on the deployment's nodes before vLLM starts"),
+            f!("pod", Ty::Block(POD_FIELDS), "Kubernetes pod settings: `cpu`, `memory`, `node_selector`, `tolerations`, `runtime_class`, `service_account`, `image_pull_secrets`, `labels`, `annotations`, `priority_class`"),
+            f!("model_cache", Ty::Block(MODEL_CACHE_FIELDS), "where pods keep the checkpoint: `{ pvc = \"models\" }` (a PersistentVolumeClaim, mounted read-only; with `size` dic creates it and a download Job), `{ host_path = \"/mnt/models\" }`, or the default, an emptyDir on the node's disk sized for the checkpoint"),
+            f!("autoscale", Ty::Block(AUTOSCALE_FIELDS), "scale replicas on vLLM's queue (`vllm:num_requests_waiting`): `{ min = 1, max = 4, waiting = 5, via = hpa }` (HorizontalPodAutoscaler through a custom-metrics adapter) or `via = keda` with `prometheus = \"http://…\"`"),
+            f!("monitoring", Ty::Enum(&["none", "podmonitor", "servicemonitor"]), "a Prometheus Operator object that scrapes vLLM's /metrics (default none)"),
+            f!("node_group", Ty::Ref(Kind::Node), "the cluster's node group the deployment runs on (by its node); default: the first group with room"),
             f!("allowed_weights", Ty::List(&Ty::Enum(WEIGHT_DTYPES)), "weight formats the planner may choose (default: the model's own)"),
             f!("allowed_kv_cache", Ty::List(&Ty::Enum(KV_DTYPES)), "KV-cache dtypes the planner may choose (default: the model's own)"),
         ],
     },
+];
+
+/// The fields of a deployment's `pod = { … }` block.
+pub static POD_FIELDS: &[Field] = &[
+    f!("cpu", Ty::Int { min: 1, max: 4096 }, "CPU cores each vLLM pod requests (default 4 + 4 per GPU; no limit)"),
+    f!("memory", q(D::Bytes), "memory each vLLM pod requests and is limited to (default 16 GiB + 8 GiB per GPU + /dev/shm + CPU offload)"),
+    f!("node_selector", Ty::List(&Ty::Str(TextRule::Label)), "node labels the pods require, as \"key=value\""),
+    f!("tolerations", Ty::List(&Ty::Str(TextRule::Toleration)), "taints the pods tolerate, as `kubectl taint` writes them: \"key=value:NoSchedule\", \"key:NoExecute\", \"key\""),
+    f!("runtime_class", Ty::Str(TextRule::DnsLabel), "RuntimeClass, e.g. \"nvidia\" on GPU Operator setups that need it"),
+    f!("service_account", Ty::Str(TextRule::DnsLabel), "ServiceAccount the pods run as"),
+    f!("image_pull_secrets", Ty::List(&Ty::Str(TextRule::DnsLabel)), "Secrets for pulling a private image"),
+    f!("labels", Ty::List(&Ty::Str(TextRule::Label)), "extra pod labels, as \"key=value\""),
+    f!("annotations", Ty::List(&Ty::Str(TextRule::Annotation)), "extra pod annotations, as \"key=value\""),
+    f!("priority_class", Ty::Str(TextRule::DnsLabel), "PriorityClass of the pods"),
+];
+
+/// The fields of a deployment's `model_cache = { … }` block.
+pub static MODEL_CACHE_FIELDS: &[Field] = &[
+    f!("pvc", Ty::Str(TextRule::DnsLabel), "a PersistentVolumeClaim holding the Hugging Face cache, mounted read-only (ReadOnlyMany or ReadWriteMany for multi-node groups)"),
+    f!("size", q(D::Bytes), "with `pvc`: dic creates the claim (ReadWriteMany) of this size and a Job that downloads the checkpoint into it; alone: the emptyDir's size"),
+    f!("storage_class", Ty::Str(TextRule::DnsLabel), "StorageClass of the claim dic creates"),
+    f!("host_path", Ty::Str(TextRule::AbsolutePath), "a folder on every node holding the Hugging Face cache (pre-staged, mounted read-only)"),
+];
+
+/// The fields of a deployment's `autoscale = { … }` block.
+pub static AUTOSCALE_FIELDS: &[Field] = &[
+    f!("min", Ty::Int { min: 0, max: 1 << 20 }, "fewest replicas (groups); 0 only with KEDA (scale to zero)"),
+    f!("max", Ty::Int { min: 1, max: 1 << 20 }, "most replicas (groups); the cluster must hold them"),
+    f!("waiting", Ty::Int { min: 1, max: 1 << 20 }, "requests waiting per replica (vllm:num_requests_waiting) that add a replica (default 5, production-stack's)"),
+    f!("via", Ty::Enum(&["hpa", "keda"]), "HorizontalPodAutoscaler on a custom pod metric (needs a metrics adapter such as prometheus-adapter) or a KEDA ScaledObject querying Prometheus (default hpa)"),
+    f!("prometheus", Ty::Str(TextRule::Url), "Prometheus server KEDA queries, e.g. \"http://prometheus.monitoring:9090\""),
 ];
 
 /// The network profile kind (kept after the main table for readability).
@@ -617,6 +667,18 @@ pub static VLLM_OPTIONS: &[Field] = &[
             "chooses vLLM's native `--nnodes` launch or Ray (`--distributed-executor-backend ray`)"
         ),
         "multi-node launch: vLLM's native `--nnodes` (default) or Ray"
+    ),
+    engine!(
+        "extra_args",
+        Ty::List(&Ty::Str(TextRule::Free)),
+        VllmFlag::Passthrough,
+        "more `vllm serve` options, one word per item, e.g. [\"--trust-remote-code\", \"--reasoning-parser\", \"deepseek_r1\"]: checked against vLLM 0.33's own options; options dic sets (layout, engine fields, launch) are refused with the field that sets them"
+    ),
+    engine!(
+        "env",
+        Ty::List(&Ty::Str(TextRule::EnvAssignment)),
+        VllmFlag::Passthrough,
+        "environment of the vLLM processes as \"NAME=value\", e.g. [\"VLLM_ATTENTION_BACKEND=FLASHINFER\"]; no credentials (they are referenced from Secrets) and no variable dic sets"
     ),
     engine!(
         "activation_memory",

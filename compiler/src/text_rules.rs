@@ -38,6 +38,14 @@ pub enum TextRule {
     Capability,
     /// A network interface, or NCCL's list syntax for them (`^docker,lo`, `=eth0`, `enp`).
     Interface,
+    /// `key=value` with a qualified-name key and a label value: a node selector, a label.
+    Label,
+    /// A toleration in `kubectl taint` syntax: `key[=value][:Effect]`.
+    Toleration,
+    /// An absolute path on a node: `/mnt/models`.
+    AbsolutePath,
+    /// An `http://` or `https://` URL: a Prometheus server.
+    Url,
 }
 
 impl TextRule {
@@ -67,6 +75,14 @@ impl TextRule {
             TextRule::Interface => {
                 "an interface name or NCCL's list of prefixes (`enp`, `^docker,lo`, `=eth0`)"
             }
+            TextRule::Label => {
+                "`key=value` with a Kubernetes label key (`example.com/key`) and a label value (at most 63 of letters, digits and `._-`)"
+            }
+            TextRule::Toleration => {
+                "`key[=value][:Effect]` as `kubectl taint` writes it, Effect one of NoSchedule, PreferNoSchedule, NoExecute"
+            }
+            TextRule::AbsolutePath => "an absolute path such as `/mnt/models`, without `..`",
+            TextRule::Url => "an `http://` or `https://` URL without spaces",
         }
     }
 
@@ -97,8 +113,64 @@ impl TextRule {
             TextRule::Image => image(s),
             TextRule::Capability => capability(s),
             TextRule::Interface => interface(s),
+            TextRule::Label => {
+                let (key, value) = s.split_once('=').ok_or("has no `=`")?;
+                qualified_name(key)?;
+                if value.is_empty() {
+                    Ok(())
+                } else {
+                    label_value(value).map_err(|e| format!("value `{value}` {e}"))
+                }
+            }
+            TextRule::Toleration => toleration(s).map(|_| ()),
+            TextRule::AbsolutePath => {
+                if !s.starts_with('/') || s.split('/').any(|c| c == "..") {
+                    Err("is not an absolute path without `..`".into())
+                } else {
+                    Ok(())
+                }
+            }
+            TextRule::Url => {
+                let rest = s
+                    .strip_prefix("http://")
+                    .or_else(|| s.strip_prefix("https://"))
+                    .ok_or("does not start with `http://` or `https://`")?;
+                if rest.is_empty()
+                    || rest.contains(char::is_whitespace)
+                    || rest.contains(['"', '\'', '`'])
+                {
+                    Err("has no host, or has spaces or quotes".into())
+                } else {
+                    Ok(())
+                }
+            }
         }
     }
+}
+
+/// A toleration written as `kubectl taint` does: `key[=value][:Effect]` → (key, value,
+/// effect). Without a value it tolerates the key whatever its value (`Exists`).
+pub fn toleration(s: &str) -> Result<(&str, Option<&str>, Option<&str>), String> {
+    let (kv, effect) = match s.rsplit_once(':') {
+        Some((kv, e)) => (kv, Some(e)),
+        None => (s, None),
+    };
+    if let Some(e) = effect {
+        if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&e) {
+            return Err(format!(
+                "effect `{e}` is not NoSchedule, PreferNoSchedule or NoExecute"
+            ));
+        }
+    }
+    let (key, value) = match kv.split_once('=') {
+        Some((k, v)) => (k, Some(v)),
+        None => (kv, None),
+    };
+    qualified_name(key)?;
+    if let Some(v) = value.filter(|v| !v.is_empty()) {
+        label_value(v).map_err(|e| format!("value `{v}` {e}"))?;
+    }
+    Ok((key, value, effect))
 }
 
 /// A value that becomes one word of a command line.

@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["diagnostics"],
     &["units", "syntax"],
     &["stdlib", "source", "schema"],
-    &["program"],
+    &["program", "vllm_args"],
     // the front end
     &["resolve"],
     &["check"],

@@ -14,12 +14,14 @@
 use crate::shell::{line, Arg};
 use crate::vllm::{commands, NodeCommand, NodeRank, HEAD_ADDR};
 use dic_compiler::ir::{DeploymentPlan, LaunchMode};
+use dic_compiler::program::ModelCache;
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
 };
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    HTTPGetAction, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec,
+    HTTPGetAction, HostPathVolumeSource, LocalObjectReference, NodeAffinity, NodeSelector,
+    NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaimVolumeSource, PodSpec,
     PodTemplateSpec, Probe, ResourceRequirements, SecretKeySelector, SecurityContext, Service,
     ServicePort, ServiceSpec, Toleration, Volume, VolumeMount,
 };
@@ -43,7 +45,10 @@ pub struct LeaderWorkerSet {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaderWorkerSetSpec {
-    pub replicas: i32,
+    /// Absent under autoscaling: the autoscaler owns the count, and a re-apply must not
+    /// reset it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
     pub startup_policy: String,
     pub leader_worker_template: LeaderWorkerTemplate,
 }
@@ -93,6 +98,22 @@ fn env_var(name: &str, value: &str) -> EnvVar {
     }
 }
 
+/// `name` from key `key` of Secret `secret` (referenced, never inlined).
+fn secret_env(name: &str, secret: &str, key: &str, optional: bool) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.to_string(),
+                key: key.to_string(),
+                optional: Some(optional),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 fn health(port: &str, period: i32, failures: i32) -> Probe {
     Probe {
         http_get: Some(HTTPGetAction {
@@ -130,6 +151,10 @@ fn pod(
     if let Some(r) = role {
         labels.insert("role".into(), r.into());
     }
+    // The user's labels never replace dic's (the checker refuses their keys).
+    for (k, v) in &d.kubernetes.pod.labels {
+        labels.entry(k.clone()).or_insert_with(|| v.clone());
+    }
     let spans_nodes = d.nodes_per_group > 1;
     let mut env_map = cmd.env.clone();
     env_map.remove("CUDA_VISIBLE_DEVICES");
@@ -141,20 +166,23 @@ fn pod(
         }
     }
     let mut env: Vec<EnvVar> = env_map.iter().map(|(k, v)| env_var(k, v)).collect();
-    env.push(env_var("HF_HOME", "/root/.cache/huggingface"));
-    env.push(EnvVar {
-        name: "HF_TOKEN".into(),
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: d.kubernetes.hf_token_secret.clone(),
-                key: "token".into(),
-                optional: Some(true),
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
+    env.push(env_var("HF_HOME", HF_HOME));
+    if !matches!(d.kubernetes.model_cache, ModelCache::EmptyDir { .. }) {
+        // A staged cache is mounted read-only: resolve from it, never download.
+        env.push(env_var("HF_HUB_OFFLINE", "1"));
+    }
+    env.push(secret_env(
+        "HF_TOKEN",
+        &d.kubernetes.hf_token_secret,
+        "token",
+        true,
+    ));
+    if let Some(secret) = &d.kubernetes.api_key_secret {
+        // Not optional: a server meant to check keys must not start without one.
+        env.push(secret_env("VLLM_API_KEY", secret, "api-key", false));
+    }
     let resources = pod_resources(d, d.gpus_per_pod, true);
+    let (cache_volume, cache_read_only) = cache_volume(d);
     let startup_failures = (d.kubernetes.startup_seconds.div_ceil(10)).max(1) as i32;
     let container = Container {
         name: "vllm".into(),
@@ -181,7 +209,8 @@ fn pod(
             },
             VolumeMount {
                 name: "hf-cache".into(),
-                mount_path: "/root/.cache/huggingface".into(),
+                mount_path: HF_HOME.into(),
+                read_only: cache_read_only.then_some(true),
                 ..Default::default()
             },
         ]),
@@ -201,11 +230,32 @@ fn pod(
         ..Default::default()
     };
     // The profile's annotations attach the RDMA networks: only for groups that span nodes.
-    let annotations: BTreeMap<String, String> = if spans_nodes {
+    let mut annotations: BTreeMap<String, String> = if spans_nodes {
         d.network.annotations.iter().cloned().collect()
     } else {
         BTreeMap::new()
     };
+    annotations.extend(d.kubernetes.pod.annotations.iter().cloned());
+    let settings = &d.kubernetes.pod;
+    let mut tolerations = vec![Toleration {
+        key: Some(d.gpu.resource.clone()),
+        operator: Some("Exists".into()),
+        effect: Some("NoSchedule".into()),
+        ..Default::default()
+    }];
+    for t in &settings.tolerations {
+        // Checked by the compiler (TextRule::Toleration); re-parsed here.
+        if let Ok((key, value, effect)) = dic_compiler::text_rules::toleration(t) {
+            let value = value.filter(|v| !v.is_empty());
+            tolerations.push(Toleration {
+                key: Some(key.to_string()),
+                operator: Some(if value.is_some() { "Equal" } else { "Exists" }.into()),
+                value: value.map(str::to_string),
+                effect: effect.map(str::to_string),
+                ..Default::default()
+            });
+        }
+    }
     PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: Some(labels),
@@ -238,12 +288,19 @@ fn pod(
                 }),
                 ..Default::default()
             }),
-            tolerations: Some(vec![Toleration {
-                key: Some(d.gpu.resource.clone()),
-                operator: Some("Exists".into()),
-                effect: Some("NoSchedule".into()),
-                ..Default::default()
-            }]),
+            tolerations: Some(tolerations),
+            node_selector: (!settings.node_selector.is_empty())
+                .then(|| settings.node_selector.iter().cloned().collect()),
+            runtime_class_name: settings.runtime_class.clone(),
+            service_account_name: settings.service_account.clone(),
+            priority_class_name: settings.priority_class.clone(),
+            image_pull_secrets: (!settings.image_pull_secrets.is_empty()).then(|| {
+                settings
+                    .image_pull_secrets
+                    .iter()
+                    .map(|n| LocalObjectReference { name: n.clone() })
+                    .collect()
+            }),
             volumes: Some(vec![
                 Volume {
                     name: "dshm".into(),
@@ -253,23 +310,57 @@ fn pod(
                     }),
                     ..Default::default()
                 },
-                Volume {
-                    name: "hf-cache".into(),
-                    empty_dir: Some(EmptyDirVolumeSource {
-                        size_limit: Some(gib(cache_bytes(d))),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                },
+                cache_volume,
             ]),
             ..Default::default()
         }),
     }
 }
 
-/// The model cache's size: the checkpoint plus 10% (partial downloads, lock files).
+/// Where the Hugging Face cache is mounted (HF_HOME).
+const HF_HOME: &str = "/root/.cache/huggingface";
+
+/// The model cache's size: the user's, else the checkpoint plus 10% (partial downloads,
+/// lock files).
 fn cache_bytes(d: &DeploymentPlan) -> u64 {
-    d.kubernetes.checkpoint_bytes + d.kubernetes.checkpoint_bytes / 10
+    match &d.kubernetes.model_cache {
+        ModelCache::EmptyDir { size: Some(b) } | ModelCache::Pvc { size: Some(b), .. } => *b as u64,
+        _ => d.kubernetes.checkpoint_bytes + d.kubernetes.checkpoint_bytes / 10,
+    }
+}
+
+/// The `hf-cache` volume and whether the pods mount it read-only: an emptyDir on the
+/// node's disk sized for the checkpoint, a claim (read-only: the download Job or the
+/// operator fills it), or a folder staged on the node.
+fn cache_volume(d: &DeploymentPlan) -> (Volume, bool) {
+    let mut v = Volume {
+        name: "hf-cache".into(),
+        ..Default::default()
+    };
+    let read_only = match &d.kubernetes.model_cache {
+        ModelCache::EmptyDir { .. } => {
+            v.empty_dir = Some(EmptyDirVolumeSource {
+                size_limit: Some(gib(cache_bytes(d))),
+                ..Default::default()
+            });
+            false
+        }
+        ModelCache::Pvc { claim, .. } => {
+            v.persistent_volume_claim = Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim.clone(),
+                read_only: Some(true),
+            });
+            true
+        }
+        ModelCache::HostPath(path) => {
+            v.host_path = Some(HostPathVolumeSource {
+                path: path.clone(),
+                type_: Some("Directory".into()),
+            });
+            true
+        }
+    };
+    (v, read_only)
 }
 
 /// A pod's requests and limits: its GPUs (requests = limits, as Kubernetes requires for
@@ -286,7 +377,7 @@ fn pod_resources(d: &DeploymentPlan, gpus: u64, cache: bool) -> ResourceRequirem
     limits.insert("memory".into(), memory.clone());
     let mut requests = limits.clone();
     requests.insert("cpu".into(), quantity(d.kubernetes.cpu));
-    if cache {
+    if cache && matches!(d.kubernetes.model_cache, ModelCache::EmptyDir { .. }) {
         let disk = gib(cache_bytes(d));
         requests.insert("ephemeral-storage".into(), disk.clone());
         limits.insert("ephemeral-storage".into(), disk);
@@ -327,7 +418,7 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
         let dep = Deployment {
             metadata: meta(d, name.clone()),
             spec: Some(DeploymentSpec {
-                replicas: Some(d.groups as i32),
+                replicas: replicas(d),
                 selector: LabelSelector {
                     match_labels: Some(selector_labels.clone()),
                     ..Default::default()
@@ -378,7 +469,7 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
             kind: "LeaderWorkerSet".into(),
             metadata: meta(d, name.clone()),
             spec: LeaderWorkerSetSpec {
-                replicas: d.groups as i32,
+                replicas: replicas(d),
                 startup_policy: "LeaderCreated".into(),
                 leader_worker_template: LeaderWorkerTemplate {
                     size: d.nodes_per_group as i32,
@@ -406,8 +497,13 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
     } else {
         format!("{name}-leader")
     };
+    let mut svc_meta = meta(d, svc_name);
+    svc_meta
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(API_LABEL.into(), "true".into());
     let svc = Service {
-        metadata: meta(d, svc_name),
+        metadata: svc_meta,
         spec: Some(ServiceSpec {
             type_: Some("ClusterIP".into()),
             selector: Some(svc_selector),
@@ -429,7 +525,7 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
         BTreeMap::from([(LWS_NAME_LABEL.to_string(), name.clone())])
     };
     let pdb = PodDisruptionBudget {
-        metadata: meta(d, name),
+        metadata: meta(d, name.clone()),
         spec: Some(PodDisruptionBudgetSpec {
             max_unavailable: Some(IntOrString::Int(1)),
             selector: Some(LabelSelector {
@@ -451,7 +547,271 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
             out.insert(path, text);
         }
     }
+    if let Some(a) = &d.kubernetes.autoscale {
+        let kind = if single_node_pods {
+            ("apps/v1", "Deployment")
+        } else {
+            ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
+        };
+        let (file, text) = autoscaler(d, a, &name, kind);
+        out.insert(file, text);
+    }
+    if let Some(m) = &d.kubernetes.monitoring {
+        let (file, text) = monitor(d, m, &name, single_node_pods);
+        out.insert(file, text);
+    }
+    if let ModelCache::Pvc {
+        claim,
+        size: Some(size),
+        storage_class,
+    } = &d.kubernetes.model_cache
+    {
+        for (file, text) in model_download(d, claim, *size as u64, storage_class.as_deref())? {
+            out.insert(file, text);
+        }
+    }
     kustomizations(d, &mut out);
+    Ok(out)
+}
+
+/// The replica count the objects state: none under autoscaling (the autoscaler owns it).
+fn replicas(d: &DeploymentPlan) -> Option<i32> {
+    d.kubernetes.autoscale.is_none().then_some(d.groups as i32)
+}
+
+/// The metric vLLM exports for requests waiting in its queue (production-stack's
+/// autoscaling signal).
+const WAITING_METRIC: &str = "vllm:num_requests_waiting";
+
+/// An autoscaler on vLLM's queue: a HorizontalPodAutoscaler (autoscaling/v2) on the pods'
+/// `vllm:num_requests_waiting` (served by a custom-metrics adapter such as
+/// prometheus-adapter; for a LeaderWorkerSet the HPA reads the leaders, which the LWS's
+/// scale subresource selects), or a KEDA ScaledObject querying Prometheus for the same
+/// metric. The unit of scaling is a replica (a whole group).
+fn autoscaler(
+    d: &DeploymentPlan,
+    a: &dic_compiler::program::Autoscale,
+    name: &str,
+    (api_version, kind): (&str, &str),
+) -> (String, String) {
+    let mut metadata = serde_json::json!({ "name": name, "labels": labels(d) });
+    if let Some(ns) = &d.kubernetes.namespace {
+        metadata["namespace"] = ns.clone().into();
+    }
+    let target = serde_json::json!({ "apiVersion": api_version, "kind": kind, "name": name });
+    if a.keda {
+        // PromQL string literal: backslashes and quotes escaped.
+        let served = d
+            .model
+            .served_name
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"");
+        let v = serde_json::json!({
+            "apiVersion": "keda.sh/v1alpha1",
+            "kind": "ScaledObject",
+            "metadata": metadata,
+            "spec": {
+                "scaleTargetRef": target,
+                "minReplicaCount": a.min,
+                "maxReplicaCount": a.max,
+                "cooldownPeriod": 300,
+                "triggers": [{
+                    "type": "prometheus",
+                    "metadata": {
+                        "serverAddress": a.prometheus.clone().unwrap_or_default(),
+                        "query": format!("sum({WAITING_METRIC}{{model_name=\"{served}\"}})"),
+                        "threshold": a.waiting.to_string(),
+                    },
+                }],
+            },
+        });
+        ("k8s/scaledobject.yaml".into(), crate::yaml::to_string(&v))
+    } else {
+        let v = serde_json::json!({
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": metadata,
+            "spec": {
+                "scaleTargetRef": target,
+                "minReplicas": a.min.max(1),
+                "maxReplicas": a.max,
+                "metrics": [{
+                    "type": "Pods",
+                    "pods": {
+                        "metric": { "name": WAITING_METRIC },
+                        "target": { "type": "AverageValue", "averageValue": a.waiting.to_string() },
+                    },
+                }],
+                // A replica takes minutes to load: scale down only after 5 quiet minutes.
+                "behavior": { "scaleDown": { "stabilizationWindowSeconds": 300 } },
+            },
+        });
+        (
+            "k8s/horizontalpodautoscaler.yaml".into(),
+            crate::yaml::to_string(&v),
+        )
+    }
+}
+
+/// A Prometheus Operator PodMonitor (or ServiceMonitor) scraping vLLM's `/metrics` on the
+/// API port of the pods that serve it (a LeaderWorkerSet's leaders).
+fn monitor(
+    d: &DeploymentPlan,
+    which: &str,
+    name: &str,
+    single_node_pods: bool,
+) -> (String, String) {
+    let mut metadata = serde_json::json!({ "name": name, "labels": labels(d) });
+    if let Some(ns) = &d.kubernetes.namespace {
+        metadata["namespace"] = ns.clone().into();
+    }
+    let endpoint = serde_json::json!({ "port": "http", "path": "/metrics", "interval": "15s" });
+    let (kind, spec) = if which == "servicemonitor" {
+        (
+            "ServiceMonitor",
+            serde_json::json!({
+                "selector": { "matchLabels": { "app.kubernetes.io/name": name, API_LABEL: "true" } },
+                "endpoints": [endpoint],
+            }),
+        )
+    } else {
+        let selector = if single_node_pods {
+            serde_json::json!({ "app.kubernetes.io/name": name })
+        } else {
+            serde_json::json!({ LWS_NAME_LABEL: name, "role": "leader" })
+        };
+        (
+            "PodMonitor",
+            serde_json::json!({
+                "selector": { "matchLabels": selector },
+                "podMetricsEndpoints": [endpoint],
+            }),
+        )
+    };
+    let v = serde_json::json!({
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": kind,
+        "metadata": metadata,
+        "spec": spec,
+    });
+    (
+        format!("k8s/{}.yaml", kind.to_lowercase()),
+        crate::yaml::to_string(&v),
+    )
+}
+
+/// The label on the client Service (what a ServiceMonitor selects; the preflight's
+/// headless Service does not carry it).
+const API_LABEL: &str = "dic.dev/api";
+
+/// `model_cache = { pvc, size }`: the claim (ReadWriteMany, so every node of every group
+/// mounts it and the download Job writes it) and a Job that downloads the checkpoint into
+/// it with the image's own `huggingface_hub`, in `k8s/model-cache/` with its own
+/// kustomization: apply it and wait for the Job before the serving objects.
+fn model_download(
+    d: &DeploymentPlan,
+    claim: &str,
+    size: u64,
+    storage_class: Option<&str>,
+) -> Result<Vec<(String, String)>, String> {
+    use k8s_openapi::api::batch::v1::{Job, JobSpec};
+    use k8s_openapi::api::core::v1::{
+        PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
+    };
+    let yaml = |v: &dyn erased::Yaml| v.to_yaml();
+    let pvc = PersistentVolumeClaim {
+        metadata: meta(d, claim.to_string()),
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteMany".into()]),
+            storage_class_name: storage_class.map(str::to_string),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([("storage".to_string(), gib(size))])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut out = vec![(
+        "k8s/model-cache/persistentvolumeclaim.yaml".into(),
+        yaml(&pvc)?,
+    )];
+    // A local path is not a repository: there is nothing to download.
+    if d.model.source.starts_with('/') || d.model.source.starts_with('.') {
+        return Ok(out);
+    }
+    let name = format!("{}-download", dns_name(&d.name));
+    // The repository reaches Python through the environment, never through the code.
+    let code = "import os; from huggingface_hub import snapshot_download; snapshot_download(os.environ[\"DIC_MODEL\"])";
+    let container = Container {
+        name: "download".into(),
+        image: Some(d.kubernetes.image.clone()),
+        command: Some(vec!["python3".into(), "-c".into(), code.into()]),
+        env: Some(vec![
+            env_var("DIC_MODEL", &d.model.source),
+            env_var("HF_HOME", HF_HOME),
+            secret_env("HF_TOKEN", &d.kubernetes.hf_token_secret, "token", true),
+        ]),
+        resources: Some(ResourceRequirements {
+            requests: Some(BTreeMap::from([
+                ("cpu".to_string(), quantity(4)),
+                ("memory".to_string(), Quantity("8Gi".into())),
+            ])),
+            limits: Some(BTreeMap::from([(
+                "memory".to_string(),
+                Quantity("8Gi".into()),
+            )])),
+            ..Default::default()
+        }),
+        volume_mounts: Some(vec![VolumeMount {
+            name: "hf-cache".into(),
+            mount_path: HF_HOME.into(),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    let job = Job {
+        metadata: meta(d, name),
+        spec: Some(JobSpec {
+            backoff_limit: Some(3),
+            ttl_seconds_after_finished: Some(86_400),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(BTreeMap::from([(
+                        "app.kubernetes.io/component".to_string(),
+                        "model-download".to_string(),
+                    )])),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    restart_policy: Some("OnFailure".into()),
+                    containers: vec![container],
+                    image_pull_secrets: (!d.kubernetes.pod.image_pull_secrets.is_empty()).then(
+                        || {
+                            d.kubernetes
+                                .pod
+                                .image_pull_secrets
+                                .iter()
+                                .map(|n| LocalObjectReference { name: n.clone() })
+                                .collect()
+                        },
+                    ),
+                    volumes: Some(vec![Volume {
+                        name: "hf-cache".into(),
+                        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                            claim_name: claim.to_string(),
+                            read_only: None,
+                        }),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    out.push(("k8s/model-cache/job.yaml".into(), yaml(&job)?));
     Ok(out)
 }
 
@@ -460,7 +820,7 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
 /// applied. Each lists exactly the files beside it, and sets the namespace only when the
 /// file does.
 fn kustomizations(d: &DeploymentPlan, out: &mut BTreeMap<String, String>) {
-    for folder in ["k8s/", "k8s/preflight/"] {
+    for folder in ["k8s/", "k8s/preflight/", "k8s/model-cache/"] {
         let resources: Vec<serde_json::Value> = out
             .keys()
             .filter_map(|k| k.strip_prefix(folder))
@@ -585,18 +945,7 @@ fn preflight(
     // referenced, never generated into the manifest: create it once per namespace with
     // `kubectl create secret generic <name> --from-literal=secret=$(openssl rand -hex 32)`.
     // Not optional: without it the pods do not start, which is the failure to want.
-    env.push(EnvVar {
-        name: dic_runtime_secret_env().into(),
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: name.clone(),
-                key: "secret".into(),
-                optional: Some(false),
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
+    env.push(secret_env(dic_runtime_secret_env(), &name, "secret", false));
     c.resources = Some(pod_resources(d, gpus, false));
     c.ports = Some(vec![ContainerPort {
         name: Some("rendezvous".into()),

@@ -41,6 +41,17 @@ fn outputs_are_safe(d: &DeploymentPlan) -> Result<(), String> {
     for (key, _) in &d.network.annotations {
         rules::qualified_name(key).map_err(|why| format!("annotation key {key:?} {why}"))?;
     }
+    for (name, value) in &d.engine.env {
+        rules::env_name(name).map_err(|why| format!("environment variable {why}"))?;
+        check("an environment value", value, TextRule::Free)?;
+    }
+    // Re-checked here as for every unsafe value: the words reach scripts and manifests.
+    if let Some(p) = dic_compiler::vllm_args::check_extra_args(&d.engine.extra_args).first() {
+        return Err(format!("extra_args: {}", p.message));
+    }
+    if let Some(secret) = &d.kubernetes.api_key_secret {
+        check("the API key Secret", secret, TextRule::DnsLabel)?;
+    }
     check("the image", &d.kubernetes.image, TextRule::Image)?;
     if let Some(ns) = &d.kubernetes.namespace {
         check("the namespace", ns, TextRule::DnsLabel)?;

@@ -87,6 +87,8 @@ fn serve(d: &DeploymentPlan, port: u64) -> Vec<Arg> {
             _ => {}
         }
     }
+    // The user's own options last (checked against vLLM's table; none of them is dic's).
+    a.extend(d.engine.extra_args.iter().map(Arg::lit));
     a
 }
 
@@ -100,7 +102,7 @@ fn base_env(d: &DeploymentPlan) -> BTreeMap<String, String> {
         env.insert("NCCL_SOCKET_IFNAME".into(), ifname.clone());
         env.insert("GLOO_SOCKET_IFNAME".into(), ifname.clone());
     }
-    for (k, v) in &d.network.env {
+    for (k, v) in d.network.env.iter().chain(&d.engine.env) {
         env.insert(k.clone(), v.clone());
     }
     env
@@ -333,6 +335,9 @@ pub fn node_script(d: &DeploymentPlan, node: u64, mine: &[&NodeCommand]) -> Stri
         d.nodes
     ));
     s.push_str("# The Hugging Face token, if the model needs one, comes from the environment (HF_TOKEN).\n");
+    if d.kubernetes.api_key_secret.is_some() {
+        s.push_str("# Clients must send the API key vLLM reads from VLLM_API_KEY: set it in the environment.\n");
+    }
     s.push_str("set -euo pipefail\n\n");
     if mine
         .iter()

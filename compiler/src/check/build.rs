@@ -236,9 +236,34 @@ impl<'s, 'w> Checker<'s, 'w> {
                     _ => (LayoutSpec::Auto, FileSpan::new(file, raw.name.span)),
                 };
                 let engine = match f.get("engine").map(|v| &v.value) {
-                    Some(Value::Engine(_, opts)) => vllm_options(opts),
+                    Some(Value::Engine(_, opts)) => {
+                        ok &= self.passthrough(opts);
+                        vllm_options(opts)
+                    }
                     _ => VllmOptions::default(),
                 };
+                let pod = r.block("pod").map(|b| pod_settings(&b)).unwrap_or_default();
+                for (key, _) in pod.labels.iter().filter(|(k, _)| reserved_label(k)) {
+                    let at = f.get("pod").map(|v| v.at).expect("present");
+                    self.push(
+                        Diagnostic::new(
+                            Code::InvalidText,
+                            format!("`pod` label `{key}` is one dic sets"),
+                        )
+                        .primary(
+                            at.file,
+                            at.span,
+                            "the Services, PDB and LeaderWorkerSet select pods by it",
+                        )
+                        .help("use a key of your own, e.g. `team=ml` or `example.com/owner=ml`"),
+                    );
+                    ok = false;
+                }
+                let model_cache = self.model_cache(f, &r);
+                ok &= model_cache.is_some() || !f.contains_key("model_cache");
+                let model_cache = model_cache.unwrap_or(ModelCache::EmptyDir { size: None });
+                let autoscale = self.autoscale(f, &r);
+                ok &= autoscale.is_some() || !f.contains_key("autoscale");
                 Body::Deploy(Box::new(Deploy {
                     model: r.reference("model"),
                     cluster: r.reference("cluster"),
@@ -252,9 +277,15 @@ impl<'s, 'w> Checker<'s, 'w> {
                     image: r.string("image"),
                     namespace: r.string("namespace"),
                     hf_token_secret: r.string("hf_token_secret"),
+                    api_key_secret: r.string("api_key_secret"),
                     preflight_image: r.string("preflight_image"),
                     allowed_weights: r.words("allowed_weights"),
                     allowed_kv_cache: r.words("allowed_kv_cache"),
+                    pod,
+                    model_cache,
+                    autoscale,
+                    monitoring: r.word("monitoring").filter(|m| m != "none"),
+                    node_group: r.reference("node_group"),
                 }))
             }
             Kind::Network => {
@@ -332,6 +363,154 @@ impl<'s, 'w> Checker<'s, 'w> {
     }
 }
 
+/// Pod label keys dic's selectors read (its own, and the LeaderWorkerSet controller's).
+fn reserved_label(key: &str) -> bool {
+    [
+        "app.kubernetes.io/name",
+        "app.kubernetes.io/managed-by",
+        "app.kubernetes.io/component",
+        "role",
+    ]
+    .contains(&key)
+        || key.starts_with("leaderworkerset.sigs.k8s.io/")
+        || key.starts_with("dic.dev/")
+}
+
+/// `pod = { … }` as typed settings.
+fn pod_settings(b: &BTreeMap<String, FieldValue>) -> PodSettings {
+    let r = Reader(b);
+    let pairs = |k: &str| -> Vec<(String, String)> {
+        r.strings(k)
+            .iter()
+            .filter_map(|s| s.split_once('='))
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    };
+    PodSettings {
+        cpu: r.uint("cpu"),
+        memory: r.num("memory"),
+        node_selector: pairs("node_selector"),
+        tolerations: r.strings("tolerations"),
+        runtime_class: r.string("runtime_class"),
+        service_account: r.string("service_account"),
+        image_pull_secrets: r.strings("image_pull_secrets"),
+        labels: pairs("labels"),
+        annotations: pairs("annotations"),
+        priority_class: r.string("priority_class"),
+    }
+}
+
+impl Checker<'_, '_> {
+    /// `model_cache = { … }`: one of `pvc` and `host_path` (or neither: an emptyDir);
+    /// `storage_class` only for a claim dic creates. `None` after an error.
+    fn model_cache(
+        &mut self,
+        f: &BTreeMap<String, FieldValue>,
+        r: &Reader<'_>,
+    ) -> Option<ModelCache> {
+        let Some(b) = r.block("model_cache") else {
+            return Some(ModelCache::EmptyDir { size: None });
+        };
+        let at = f.get("model_cache").map(|v| v.at).expect("present");
+        let c = Reader(&b);
+        let fail = |me: &mut Self, message: &str, help: &str| {
+            me.push(
+                Diagnostic::new(Code::TypeMismatch, format!("`model_cache`: {message}"))
+                    .primary(at.file, at.span, "here")
+                    .help(help.to_string()),
+            );
+            None
+        };
+        match (c.string("pvc"), c.string("host_path")) {
+            (Some(_), Some(_)) => fail(self, "both `pvc` and `host_path`", "keep one: a claim, or a folder staged on every node"),
+            (Some(claim), None) => Some(ModelCache::Pvc {
+                claim,
+                size: c.num("size"),
+                storage_class: c.string("storage_class"),
+            })
+            .filter(|m| !matches!(m, ModelCache::Pvc { size: None, storage_class: Some(_), .. }))
+            .or_else(|| fail(self, "`storage_class` without `size`", "dic creates the claim only when it knows its `size`; an existing claim already has its class")),
+            (None, Some(path)) if c.num("size").is_none() && c.string("storage_class").is_none() => {
+                Some(ModelCache::HostPath(path))
+            }
+            (None, Some(_)) => fail(self, "`size` or `storage_class` with `host_path`", "a host folder has neither: remove them"),
+            (None, None) if c.string("storage_class").is_some() => fail(self, "`storage_class` without `pvc`", "name the claim: `pvc = \"models\", size = 1 TiB, storage_class = \"…\"`"),
+            (None, None) => Some(ModelCache::EmptyDir { size: c.num("size") }),
+        }
+    }
+
+    /// `autoscale = { … }`: `min ≤ max`, scale to zero and `prometheus` only with KEDA,
+    /// which needs `prometheus`. `None` when absent or after an error.
+    fn autoscale(&mut self, f: &BTreeMap<String, FieldValue>, r: &Reader<'_>) -> Option<Autoscale> {
+        let b = r.block("autoscale")?;
+        let at = f.get("autoscale").map(|v| v.at).expect("present");
+        let a = Reader(&b);
+        let keda = a.word("via").as_deref() == Some("keda");
+        let max = a.uint("max");
+        let min = a.uint("min").unwrap_or(1);
+        let problem = match (max, keda, a.string("prometheus").is_some()) {
+            (None, _, _) => Some(("`autoscale` has no `max`", "add the most replicas to scale to, e.g. `max = 4`")),
+            (Some(max), _, _) if min > max => Some(("`min` is above `max`", "swap them")),
+            (_, false, _) if min == 0 => Some(("`min = 0` needs KEDA", "a HorizontalPodAutoscaler cannot scale to zero: add `via = keda` and `prometheus`")),
+            (_, true, false) => Some(("KEDA needs `prometheus`", "add the server KEDA queries, e.g. `prometheus = \"http://prometheus.monitoring:9090\"`")),
+            (_, false, true) => Some(("`prometheus` is read only by KEDA", "add `via = keda`, or remove `prometheus` (the HPA reads the custom-metrics API)")),
+            _ => None,
+        };
+        if let Some((message, help)) = problem {
+            self.push(
+                Diagnostic::new(Code::MissingField, message.to_string())
+                    .primary(at.file, at.span, "here")
+                    .help(help.to_string()),
+            );
+            return None;
+        }
+        Some(Autoscale {
+            min,
+            max: max.unwrap_or(1),
+            waiting: a.uint("waiting").unwrap_or(5),
+            keda,
+            prometheus: a.string("prometheus"),
+        })
+    }
+
+    /// The engine block's pass-through options, checked against vLLM's own option table
+    /// and dic's own flags and variables (E0314). True when they are clean.
+    fn passthrough(&mut self, opts: &BTreeMap<String, FieldValue>) -> bool {
+        let r = Reader(opts);
+        let mut ok = true;
+        if let Some(fv) = opts.get("extra_args") {
+            for p in crate::vllm_args::check_extra_args(&r.strings("extra_args")) {
+                self.push(
+                    Diagnostic::new(
+                        Code::InvalidExtraArg,
+                        format!("`extra_args` item {}: {}", p.index + 1, p.message),
+                    )
+                    .primary(fv.at.file, fv.at.span, "passed to `vllm serve`")
+                    .help(p.help),
+                );
+                ok = false;
+            }
+        }
+        if let Some(fv) = opts.get("env") {
+            for item in r.strings("env") {
+                let name = item.split('=').next().unwrap_or_default();
+                if let Some(by) = crate::vllm_args::env_managed_by(name) {
+                    self.push(
+                        Diagnostic::new(
+                            Code::InvalidExtraArg,
+                            format!("`env` sets `{name}`, which dic does not take from here"),
+                        )
+                        .primary(fv.at.file, fv.at.span, "the vLLM processes' environment")
+                        .help(format!("it comes from {by}")),
+                    );
+                    ok = false;
+                }
+            }
+        }
+        ok
+    }
+}
+
 /// Typed access to merged fields (already checked, so absent means "not set").
 struct Reader<'a>(&'a BTreeMap<String, FieldValue>);
 
@@ -383,6 +562,12 @@ impl Reader<'_> {
                 })
                 .collect(),
             _ => Vec::new(),
+        }
+    }
+    fn block(&self, k: &str) -> Option<BTreeMap<String, FieldValue>> {
+        match self.get(k) {
+            Some(Value::Block(b)) => Some(b.clone()),
+            _ => None,
         }
     }
     fn strings(&self, k: &str) -> Vec<String> {
@@ -440,5 +625,12 @@ pub(super) fn vllm_options(opts: &BTreeMap<String, FieldValue>) -> VllmOptions {
         activation_memory: r.num("activation_memory"),
         non_torch_memory: r.num("non_torch_memory"),
         cuda_graph_memory: r.num("cuda_graph_memory"),
+        extra_args: r.strings("extra_args"),
+        env: r
+            .strings("env")
+            .iter()
+            .filter_map(|a| a.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
     }
 }

@@ -533,6 +533,15 @@ impl<'s, 'w> Checker<'s, 'w> {
             }
             Ty::Layout => self.layout(file, expr).map(Value::Layout),
             Ty::Engine => self.engine(m, file, expr, field),
+            Ty::Block(fields) => match &expr.kind {
+                ExprKind::Object(block) => Some(Value::Block(
+                    self.check_entries(m, file, None, block, fields, kind, field, false),
+                )),
+                _ => {
+                    self.type_error(file, expr, ty, field);
+                    None
+                }
+            },
             Ty::Bound(dim) => self
                 .quantity(file, expr, dim, field, kind)
                 .and_then(|v| {

@@ -78,6 +78,7 @@ codes! {
     InvalidLayout = "E0311", Error, "invalid layout";
     InvalidText = "E0312", Error, "string not allowed in this field";
     InvalidLayerPattern = "E0313", Error, "invalid layer pattern";
+    InvalidExtraArg = "E0314", Error, "vLLM option or variable dic cannot pass through";
 
     TpAcrossNodes = "E0401", Error, "tensor parallelism across nodes";
     HeadsNotDivisible = "E0402", Error, "attention heads not divisible by TP";

@@ -195,6 +195,8 @@ pub(super) fn lower_one(
             cpu_offload_gib: (engine.cpu_offload > 0.0).then(|| engine.cpu_offload / GIB as f64),
             enable_prefix_caching: engine.enable_prefix_caching,
             port: engine.port,
+            extra_args: d.engine.extra_args.clone(),
+            env: d.engine.env.clone(),
         },
         network: net,
         kubernetes: KubernetesPlan {
@@ -204,18 +206,25 @@ pub(super) fn lower_one(
                 .hf_token_secret
                 .clone()
                 .unwrap_or_else(|| "hf-token".into()),
+            api_key_secret: d.api_key_secret.clone(),
             preflight_image: d.preflight_image.clone(),
             shm_bytes: shm,
             startup_seconds: (STARTUP_FIXED_SECONDS + weights_total / STARTUP_LOAD_BYTES_PER_SECOND)
                 .ceil() as u64,
-            cpu: pod_cpu(gpus_per_pod),
-            memory_bytes: pod_memory(
-                gpus_per_pod,
-                shm,
-                engine.cpu_offload as u64,
-                node_memory.map(|m| (m * gpus_per_pod as f64 / per_node as f64) as u64),
-            ),
+            cpu: d.pod.cpu.unwrap_or_else(|| pod_cpu(gpus_per_pod)),
+            memory_bytes: d.pod.memory.map(|b| b as u64).unwrap_or_else(|| {
+                pod_memory(
+                    gpus_per_pod,
+                    shm,
+                    engine.cpu_offload as u64,
+                    node_memory.map(|m| (m * gpus_per_pod as f64 / per_node as f64) as u64),
+                )
+            }),
             checkpoint_bytes: checkpoint_bytes(m),
+            pod: d.pod.clone(),
+            model_cache: d.model_cache.clone(),
+            autoscale: d.autoscale.clone(),
+            monitoring: d.monitoring.clone(),
         },
         predicted: PredictedPlan {
             ttft_ms: pred.map(|p| p.ttft * 1e3).filter(|v| v.is_finite()),

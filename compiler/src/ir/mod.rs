@@ -104,6 +104,10 @@ pub struct EnginePlan {
     pub cpu_offload_gib: Option<f64>,
     pub enable_prefix_caching: Option<bool>,
     pub port: u64,
+    /// The user's own `vllm serve` words, appended after dic's (checked by `vllm_args`).
+    pub extra_args: Vec<String>,
+    /// The user's environment for the vLLM processes.
+    pub env: Vec<(String, String)>,
 }
 
 /// An engine option's value on vLLM's command line.
@@ -157,6 +161,8 @@ pub struct KubernetesPlan {
     pub image: String,
     /// Secret holding the Hugging Face token under key `token` (referenced, optional).
     pub hf_token_secret: String,
+    /// Secret holding the API key under `api-key`, exposed as VLLM_API_KEY (required).
+    pub api_key_secret: Option<String>,
     /// Image with `dic` for the preflight Job; no Job when absent.
     pub preflight_image: Option<String>,
     pub shm_bytes: u64,
@@ -168,6 +174,13 @@ pub struct KubernetesPlan {
     pub memory_bytes: u64,
     /// Bytes of the checkpoint a pod downloads (the whole model, every shard).
     pub checkpoint_bytes: u64,
+    /// The user's pod settings (`pod = { … }`); CPU and memory above are already theirs
+    /// when they set them.
+    pub pod: crate::program::PodSettings,
+    pub model_cache: crate::program::ModelCache,
+    pub autoscale: Option<crate::program::Autoscale>,
+    /// `podmonitor` or `servicemonitor`.
+    pub monitoring: Option<String>,
 }
 
 /// CPU cores a vLLM pod requests: 4 for the API server, tokenizer and scheduler plus 4 per

@@ -1,0 +1,369 @@
+//! vLLM 0.33's own `vllm serve` options, embedded (`compiler/data/`, projected from the
+//! option schema vLLM's argument parser dumps; a test fails when it drifts from
+//! `../shared/vllm/serve-schema-0.33.0.json`), and the check of what a user passes
+//! through `engine = vllm { extra_args = [...], env = [...] }`: an unknown option gets
+//! the closest name, a value the wrong shape is refused as argparse would, and an option
+//! or variable dic itself sets is refused with the `.dist` field that sets it, so the
+//! memory model and the command line cannot disagree.
+
+use crate::schema::VLLM_OPTIONS;
+use serde::Deserialize;
+use std::sync::OnceLock;
+
+/// The vLLM release the table describes (the version dic's flags target).
+pub const VLLM_VERSION: &str = "0.33.0";
+
+/// The table's text, one option per line.
+pub const OPTIONS_JSON: &str = include_str!("../data/vllm-serve-options-0.33.0.json");
+
+/// One `vllm serve` option as argparse defines it.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct ServeOption {
+    /// Every spelling argparse accepts (`--tensor-parallel-size`, `-tp`).
+    pub flags: Vec<String>,
+    /// The `EngineArgs` / frontend field it sets.
+    pub dest: String,
+    /// `null`: one value; `0`: a switch; `"?"`: optional value; `"+"`: one or more.
+    pub nargs: serde_json::Value,
+    /// argparse's converter (`int`, `float`, `str`, `human_readable_int`, …).
+    #[serde(rename = "type")]
+    pub ty: Option<String>,
+    pub choices: Option<Vec<serde_json::Value>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Table {
+    vllm_version: String,
+    options: Vec<ServeOption>,
+}
+
+/// Every option of `vllm serve` 0.33 (parsed once per process).
+pub fn options() -> &'static [ServeOption] {
+    static TABLE: OnceLock<Vec<ServeOption>> = OnceLock::new();
+    TABLE.get_or_init(|| match serde_json::from_str::<Table>(OPTIONS_JSON) {
+        Ok(t) if t.vllm_version == VLLM_VERSION => t.options,
+        // The embedded table is checked by the tests; an unreadable one is a build defect.
+        _ => Vec::new(),
+    })
+}
+
+/// The option spelled `flag` (any of its spellings).
+pub fn option(flag: &str) -> Option<&'static ServeOption> {
+    options().iter().find(|o| o.flags.iter().any(|f| f == flag))
+}
+
+/// Which `.dist` field sets the vLLM field `dest`, when dic writes it itself.
+pub fn managed_by(dest: &str) -> Option<String> {
+    // The engine block's options: one table (schema.rs) says which flag each becomes.
+    for field in VLLM_OPTIONS {
+        let Some(flag) = field.vllm else { continue };
+        if flag
+            .flags()
+            .iter()
+            .filter_map(|f| option(f))
+            .any(|o| o.dest == dest)
+        {
+            return Some(format!("`engine = vllm {{ {} = … }}`", field.name));
+        }
+    }
+    let by = match dest {
+        "model_tag" | "model" => "`model_source` (or the model's `hf`)",
+        "served_model_name" => "`served_model_name`",
+        "tensor_parallel_size" => "`layout` (tp)",
+        "pipeline_parallel_size" => "`layout` (pp)",
+        "data_parallel_size" | "data_parallel_size_local" => "`layout` (dp)",
+        "enable_expert_parallel" => "`layout` (ep)",
+        "decode_context_parallel_size" => "`layout` (dcp)",
+        "prefill_context_parallel_size" => "`layout` (pcp)",
+        "kv_cache_dtype" => "the model's `kv_cache`",
+        "quantization" => "the model's `weights` and `prequantized`",
+        "mamba_ssm_cache_dtype" => "the model's `state_dtype`",
+        "nnodes" | "node_rank" | "master_addr" | "master_port" | "headless"
+        | "distributed_executor_backend" | "data_parallel_address" | "data_parallel_rpc_port"
+        | "data_parallel_start_rank" | "data_parallel_backend" | "data_parallel_hybrid_lb"
+        | "data_parallel_external_lb" | "api_server_count" => {
+            "the launch dic generates from the layout and `engine = vllm { launcher = … }`"
+        }
+        "api_key" => "`api_key_secret` (a Kubernetes Secret; a key written here would be copied in plain text into every script and manifest)",
+        "config" => "the `.dist` file: a vLLM config file would override the flags dic writes, unseen by its checks",
+        _ => return None,
+    };
+    Some(by.to_string())
+}
+
+/// Environment variables dic sets itself, or that hold secrets, and where they come from.
+pub fn env_managed_by(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "CUDA_VISIBLE_DEVICES" => "the rank placement (each replica's GPUs)",
+        "HF_TOKEN" | "HUGGING_FACE_HUB_TOKEN" => {
+            "`hf_token_secret` (Kubernetes) or the node's environment (scripts)"
+        }
+        "HF_HOME" => "`model_cache`",
+        "VLLM_API_KEY" => "`api_key_secret`",
+        "NCCL_SOCKET_IFNAME" | "GLOO_SOCKET_IFNAME" => "the network profile's `socket_ifname`",
+        "VLLM_HOST_IP" | "VLLM_PORT" => "the launch dic generates",
+        _ if name.starts_with("DIC_") || name.starts_with("LWS_") => {
+            "dic's launch (DIC_*) or the LeaderWorkerSet controller (LWS_*)"
+        }
+        _ if crate::text_rules::names_a_secret(name) => {
+            "a Secret: credentials are referenced, never written into .dist files"
+        }
+        _ => return None,
+    })
+}
+
+/// What is wrong with one word of `extra_args`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgProblem {
+    /// Index of the word in the list.
+    pub index: usize,
+    pub message: String,
+    pub help: String,
+}
+
+/// Checks `extra_args` (one argv word per item, `--flag value` or `--flag=value`) the
+/// way vLLM 0.33's parser would, plus dic's own rule: no option dic sets.
+pub fn check_extra_args(words: &[String]) -> Vec<ArgProblem> {
+    let mut problems = Vec::new();
+    let is_option = |w: &str| w.starts_with('-') && w.len() > 1 && w.parse::<f64>().is_err();
+    let mut i = 0;
+    while i < words.len() {
+        let word = &words[i];
+        let index = i;
+        i += 1;
+        if !is_option(word) {
+            problems.push(ArgProblem {
+                index,
+                message: format!("`{word}` is not an option: `vllm serve` takes its model from dic"),
+                help: "extra_args holds options (`--name` and its value as separate items, or `--name=value`)".into(),
+            });
+            continue;
+        }
+        let (name, inline) = match word.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (word.as_str(), None),
+        };
+        // `--compilation-config.mode 3` sets one key of a JSON option.
+        let base = if name.starts_with("--") {
+            name.split('.').next().unwrap_or(name)
+        } else {
+            name
+        };
+        // vLLM accepts `_` for `-` in long options; dic emits the dashed spelling.
+        let canonical = if let Some(rest) = base.strip_prefix("--") {
+            format!("--{}", rest.replace('_', "-"))
+        } else {
+            base.to_string()
+        };
+        let Some(opt) = option(&canonical) else {
+            let all = options()
+                .iter()
+                .flat_map(|o| o.flags.iter().map(String::as_str));
+            let help = match crate::diagnostics::did_you_mean(&canonical, all) {
+                Some(s) => format!("did you mean `{s}`?"),
+                None => format!("`vllm serve --help=all` lists vLLM {VLLM_VERSION}'s options"),
+            };
+            problems.push(ArgProblem {
+                index,
+                message: format!("vLLM {VLLM_VERSION} has no option `{name}`"),
+                help,
+            });
+            skip_values(words, &mut i, inline.is_some(), &is_option);
+            continue;
+        };
+        if let Some(by) = managed_by(&opt.dest) {
+            problems.push(ArgProblem {
+                index,
+                message: format!("dic sets `{}` itself", opt.flags[0]),
+                help: format!("set it through {by}"),
+            });
+            skip_values(words, &mut i, inline.is_some(), &is_option);
+            continue;
+        }
+        let nargs = &opt.nargs;
+        if *nargs == serde_json::json!(0) {
+            if inline.is_some() {
+                problems.push(ArgProblem {
+                    index,
+                    message: format!("`{name}` is a switch and takes no value"),
+                    help: format!("write `{name}` alone"),
+                });
+            }
+            continue;
+        }
+        let mut values: Vec<&str> = inline.into_iter().collect();
+        let many = *nargs == serde_json::json!("+");
+        while inline.is_none() && (values.is_empty() || many) {
+            match words.get(i) {
+                Some(v) if !is_option(v) => {
+                    values.push(v);
+                    i += 1;
+                }
+                _ => break,
+            }
+        }
+        if values.is_empty() && *nargs != serde_json::json!("?") {
+            problems.push(ArgProblem {
+                index,
+                message: format!("`{name}` expects a value"),
+                help: format!("add its value as the next item: `\"{name}\", \"…\"`"),
+            });
+        }
+        for v in values {
+            if let Some(why) = value_problem(opt, v) {
+                problems.push(ArgProblem {
+                    index,
+                    message: format!("`{name} {v}`: {why}"),
+                    help: "vLLM's parser would refuse it at startup".into(),
+                });
+            }
+        }
+    }
+    problems
+}
+
+fn skip_values(words: &[String], i: &mut usize, inline: bool, is_option: &dyn Fn(&str) -> bool) {
+    if inline {
+        return;
+    }
+    while words.get(*i).is_some_and(|w| !is_option(w)) {
+        *i += 1;
+    }
+}
+
+/// Why argparse would refuse `v` for `opt`, if it would.
+fn value_problem(opt: &ServeOption, v: &str) -> Option<String> {
+    let ok = match opt.ty.as_deref() {
+        Some("int") => v.parse::<i64>().is_ok(),
+        Some("float") => v.parse::<f64>().is_ok(),
+        Some("human_readable_int") | Some("human_readable_int_or_auto") => {
+            human_int(v)
+                || (opt.ty.as_deref() == Some("human_readable_int_or_auto")
+                    && (v == "auto" || v == "-1"))
+        }
+        _ => true,
+    };
+    if !ok {
+        return Some(format!(
+            "not a valid `{}`",
+            opt.ty.as_deref().unwrap_or("value")
+        ));
+    }
+    let choices = opt.choices.as_ref()?;
+    let allowed = choices.iter().any(|c| {
+        c.as_str() == Some(v) || serde_json::from_str::<serde_json::Value>(v).is_ok_and(|x| &x == c)
+    });
+    (!allowed).then(|| {
+        format!(
+            "not one of {}",
+            choices
+                .iter()
+                .map(|c| c
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| c.to_string()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
+/// vLLM's `human_readable_int`: digits, optionally with a decimal (`k`, `m`, `g`, `t`,
+/// lower case) or binary (`K`, `M`, `G`, `T`, whole numbers only) suffix.
+fn human_int(v: &str) -> bool {
+    let (num, suffix) = match v.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&v[..i], Some(c)),
+        _ => (v, None),
+    };
+    match suffix {
+        None => num.parse::<i64>().is_ok(),
+        Some('k' | 'm' | 'g' | 't') => num.parse::<f64>().is_ok_and(|x| x.is_finite()),
+        Some('K' | 'M' | 'G' | 'T') => num.parse::<u64>().is_ok(),
+        Some(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::VllmFlag;
+
+    fn words(s: &[&str]) -> Vec<String> {
+        s.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn the_table_loads_and_knows_vllms_options() {
+        assert!(options().len() > 300, "{}", options().len());
+        assert_eq!(
+            option("-tp").map(|o| o.dest.as_str()),
+            Some("tensor_parallel_size")
+        );
+        for f in VLLM_OPTIONS
+            .iter()
+            .filter_map(|f| f.vllm)
+            .flat_map(VllmFlag::flags)
+        {
+            assert!(
+                option(f).is_some(),
+                "{f} is not a vLLM {VLLM_VERSION} option"
+            );
+        }
+    }
+
+    #[test]
+    fn valid_extra_args_pass() {
+        let ok = words(&[
+            "--trust-remote-code",
+            "--reasoning-parser",
+            "deepseek_r1",
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "hermes",
+            "--lora-modules",
+            "a=org/a",
+            "b=org/b",
+            "--max-lora-rank=64",
+            "--compilation-config.mode",
+            "3",
+        ]);
+        assert_eq!(check_extra_args(&ok), vec![]);
+    }
+
+    #[test]
+    fn unknown_managed_and_malformed_args_are_refused() {
+        let p = check_extra_args(&words(&["--trust-remote-cod"]));
+        assert_eq!(p.len(), 1);
+        assert!(p[0].help.contains("--trust-remote-code"), "{p:?}");
+        let p = check_extra_args(&words(&["-tp", "8"]));
+        assert!(
+            p[0].message
+                .contains("sets `--tensor-parallel-size` itself"),
+            "{p:?}"
+        );
+        assert!(p[0].help.contains("`layout` (tp)"), "{p:?}");
+        let p = check_extra_args(&words(&["--max_model_len", "8192"]));
+        assert!(p[0].help.contains("max_model_len"), "{p:?}");
+        let p = check_extra_args(&words(&["--api-key", "sk-123"]));
+        assert!(p[0].help.contains("api_key_secret"), "{p:?}");
+        assert_eq!(p.len(), 1, "the key is skipped with its option: {p:?}");
+        let p = check_extra_args(&words(&["--max-lora-rank", "big"]));
+        assert!(p[0].message.contains("not a valid `int`"), "{p:?}");
+        let p = check_extra_args(&words(&["--trust-remote-code=yes"]));
+        assert!(p[0].message.contains("takes no value"), "{p:?}");
+        let p = check_extra_args(&words(&["--reasoning-parser"]));
+        assert!(p[0].message.contains("expects a value"), "{p:?}");
+        let p = check_extra_args(&words(&["--dtype", "bf16"]));
+        assert!(p[0].message.contains("not one of"), "{p:?}");
+        let p = check_extra_args(&words(&["meta-llama/x"]));
+        assert!(p[0].message.contains("not an option"), "{p:?}");
+    }
+
+    #[test]
+    fn managed_env_and_secrets_are_named() {
+        assert!(env_managed_by("CUDA_VISIBLE_DEVICES").is_some());
+        assert!(env_managed_by("VLLM_API_KEY").is_some());
+        assert!(env_managed_by("OPENAI_API_KEY").is_some());
+        assert_eq!(env_managed_by("VLLM_ATTENTION_BACKEND"), None);
+    }
+}

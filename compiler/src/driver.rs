@@ -49,6 +49,8 @@ pub struct Decided {
     /// The deployment's one search (absent when the planner did not run, or the
     /// analysis found errors).
     pub search: Option<Arc<Search>>,
+    /// Where the cluster's accounting put its replicas (one slot each, in replica order).
+    pub slots: Vec<analysis::allocation::Slot>,
 }
 
 impl Checked {
@@ -248,6 +250,7 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
                     scenario: chosen.clone(),
                     analysis: a.clone(),
                     search: Some(search.clone()),
+                    slots: Vec::new(),
                 }),
                 (Some(search), _) => diags.extend(planner::no_layout(p, ds, search)),
                 (None, _) => {}
@@ -267,18 +270,25 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
             scenario: ds.clone(),
             search: e.search.clone(),
             analysis: a,
+            slots: Vec::new(),
         });
     }
     // The planner's choices are lowered after the written layouts; their analyses add no
     // diagnostics (the planner chose them for meeting every SLO).
     decided.extend(auto_decided);
-    // 4. Lowering of the decided deployments.
+    // 4. The cluster's accounting over every decided layout (the planner's included).
+    let order = |d: &Decided| p.user_defs.iter().position(|id| *id == d.scenario.deploy);
+    decided.sort_by_key(|d| (order(d), d.scenario.group));
+    let unplaced = account_clusters(p, &mut decided, &mut diags);
+    // 5. Lowering of the decided deployments.
     let planned: Vec<crate::ir::Planned<'_>> = decided
         .iter()
+        .filter(|d| !unplaced.contains(&d.scenario.deploy))
         .map(|d| crate::ir::Planned {
             scenario: &d.scenario,
             analysis: &d.analysis,
             search: d.search.as_deref(),
+            slots: &d.slots,
         })
         .collect();
     let (plan, lowering_diags) = crate::ir::lower(p, &planned);
@@ -291,6 +301,202 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
     checked.diagnostics = diags;
     checked.deployments = decided;
     checked.plan = plan;
+}
+
+/// Places every decided deployment of each cluster ([`analysis::allocation`], program
+/// order), gives each its slots, and reports what does not fit: E0409 for a `node_group`
+/// its cluster lacks, E0408 naming the deployments that share the group and the numbers.
+/// Returns the deployments left unplaced (not lowered).
+fn account_clusters(
+    p: &Program,
+    decided: &mut [Decided],
+    diags: &mut Vec<Diagnostic>,
+) -> std::collections::HashSet<crate::program::DefId> {
+    use crate::program::Body;
+    use analysis::allocation;
+    let mut unplaced = std::collections::HashSet::new();
+    let deploy_of = |id| match p.def(id).map(|d| (d, &d.body)) {
+        Some((def, Body::Deploy(d))) => Some((def, d.as_ref())),
+        _ => None,
+    };
+    let mut ids: Vec<crate::program::DefId> = Vec::new();
+    // A layout that fails its own checks is not launched: it takes no GPUs.
+    for d in decided.iter().filter(|d| {
+        !d.analysis
+            .findings
+            .iter()
+            .any(|f| f.severity == Severity::Error)
+    }) {
+        if !ids.contains(&d.scenario.deploy) {
+            ids.push(d.scenario.deploy);
+        }
+    }
+    let mut clusters: Vec<crate::program::DefId> = ids
+        .iter()
+        .filter_map(|id| deploy_of(*id).and_then(|(_, d)| d.cluster))
+        .collect();
+    clusters.dedup();
+    clusters.sort();
+    clusters.dedup();
+    for c in clusters {
+        let Some(groups) = analysis::group_capacities(p, c) else {
+            continue;
+        };
+        let members: Vec<crate::program::DefId> = ids
+            .iter()
+            .copied()
+            .filter(|id| deploy_of(*id).is_some_and(|(_, d)| d.cluster == Some(c)))
+            .collect();
+        let mut demands = Vec::new();
+        for id in &members {
+            let Some((def, d)) = deploy_of(*id) else {
+                continue;
+            };
+            let shares: Vec<&Decided> = decided
+                .iter()
+                .filter(|x| x.scenario.deploy == *id)
+                .collect();
+            let mut layout = shares[0].scenario.scenario.layout;
+            layout.dp = shares
+                .iter()
+                .map(|x| x.scenario.scenario.layout.dp.max(1))
+                .sum();
+            if d.node_group.is_some() && analysis::pinned_group(p, d).is_none() {
+                let at = def
+                    .fields
+                    .get("node_group")
+                    .map(|f| f.at)
+                    .unwrap_or(def.location());
+                let cluster_name = p.def(c).map(|x| x.name.clone()).unwrap_or_default();
+                diags.push(
+                    Diagnostic::new(
+                        crate::diagnostics::Code::NodeGroupNotInCluster,
+                        format!(
+                            "deploy `{}`: cluster `{cluster_name}` has no group of this node",
+                            def.name
+                        ),
+                    )
+                    .primary(at.file, at.span, "not one of the cluster's node groups")
+                    .help(format!(
+                        "the cluster's groups are {}",
+                        groups
+                            .iter()
+                            .map(|g| format!(
+                                "`{}` ({} × {} GPUs)",
+                                g.node, g.nodes, g.gpus_per_node
+                            ))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                );
+            }
+            demands.push(analysis::demand_of(p, def, d, &layout));
+        }
+        let placements = allocation::allocate(&groups, &demands);
+        for (i, (id, placement)) in members.iter().zip(&placements).enumerate() {
+            if placement.unplaced > 0 {
+                unplaced.insert(*id);
+                if let Some((def, d)) = deploy_of(*id) {
+                    if d.node_group.is_none() || analysis::pinned_group(p, d).is_some() {
+                        diags.push(oversubscribed(p, c, def, &groups, &demands, &placements, i));
+                    }
+                }
+                continue;
+            }
+            for x in decided.iter_mut().filter(|x| x.scenario.deploy == *id) {
+                x.slots = placement
+                    .slots
+                    .iter()
+                    .filter(|s| x.scenario.share.is_none() || s.group == x.scenario.group)
+                    .copied()
+                    .collect();
+            }
+        }
+    }
+    unplaced
+}
+
+/// E0408 for the `i`-th deployment of cluster `c`: what it asks, what the deployments
+/// placed before it took, and what is left.
+fn oversubscribed(
+    p: &Program,
+    c: crate::program::DefId,
+    def: &crate::program::Def,
+    groups: &[analysis::allocation::GroupCapacity],
+    demands: &[analysis::allocation::Demand],
+    placements: &[analysis::allocation::Placement],
+    i: usize,
+) -> Diagnostic {
+    let cluster_name = p.def(c).map(|x| x.name.clone()).unwrap_or_default();
+    let d = &demands[i];
+    let want = if d.whole {
+        d.replica_gpus
+    } else {
+        d.replica_gpus * d.replicas
+    };
+    let before: Vec<String> = demands[..i]
+        .iter()
+        .zip(&placements[..i])
+        .filter(|(_, pl)| !pl.slots.is_empty())
+        .map(|(x, pl)| {
+            let gpus = if x.whole {
+                x.replica_gpus
+            } else {
+                x.replica_gpus * pl.slots.len() as u64
+            };
+            format!("`{}` takes {gpus}", x.name)
+        })
+        .collect();
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let capacity: Vec<String> = groups
+        .iter()
+        .map(|g| {
+            format!(
+                "{} × {} ({} GPUs)",
+                g.nodes,
+                g.node,
+                g.nodes * g.gpus_per_node
+            )
+        })
+        .collect();
+    let (unit, missing) = if d.whole {
+        (
+            format!(
+                "one data-parallel group of {} GPUs on whole nodes",
+                d.replica_gpus
+            ),
+            "it does not fit".to_string(),
+        )
+    } else {
+        let n = placements[i].unplaced;
+        (
+            format!(
+                "{} × {} GPUs",
+                plural(d.replicas, "replica", "replicas"),
+                d.replica_gpus
+            ),
+            format!(
+                "{} {} not fit",
+                plural(n, "replica", "replicas"),
+                if n == 1 { "does" } else { "do" }
+            ),
+        )
+    };
+    let mut message = format!(
+        "deploy `{}`: cluster `{cluster_name}` has no room for it: it needs {want} GPUs ({unit}) and {missing}",
+        def.name,
+    );
+    if !before.is_empty() {
+        message.push_str(&format!(" ({} GPUs first)", before.join(", ")));
+    }
+    let at = def
+        .fields
+        .get("cluster")
+        .map(|f| f.at)
+        .unwrap_or(def.location());
+    Diagnostic::new(crate::diagnostics::Code::ClusterOversubscribed, message)
+        .primary(at.file, at.span, format!("{} in all", capacity.join(" + ")))
+        .help("deployments sharing a cluster are placed in file order, each replica on GPUs no other uses (a replica inside one node group): add nodes, shrink a layout, or give a deployment a cluster of its own".to_string())
 }
 
 /// A written layout's analysis with the planner's advice on it (W0404, A0501, A0401):

@@ -11,7 +11,7 @@ use dic_compiler::source::MemoryWorld;
 
 const SRC: &str =
     "import std.nodes.dgx_h100\nimport std.models.llama_3_1_8b\nimport std.models.llama_3_1_70b\n\
-cluster c { nodes = 2 × dgx_h100, price = $98/h }\n\
+cluster c { nodes = 5 × dgx_h100, price = $98/h }\n\
 workload w { prompt = 2k tokens, output = 200 tokens, rate = 4 req/s }\n\
 slo s { ttft.p95 <= 2 s, tpot.p95 <= 80 ms }\n\
 deploy a { model = llama_3_1_8b, cluster = c, workload = w, slo = s, layout = tp 8 }\n\

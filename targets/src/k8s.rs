@@ -73,14 +73,21 @@ pub fn dns_name(s: &str) -> String {
 }
 
 fn labels(d: &DeploymentPlan) -> BTreeMap<String, String> {
-    BTreeMap::from([
+    let mut l = BTreeMap::from([
         ("app.kubernetes.io/name".to_string(), dns_name(&d.name)),
         (
             "app.kubernetes.io/managed-by".to_string(),
             "dic".to_string(),
         ),
-    ])
+    ]);
+    if let Some(part) = &d.part_of {
+        l.insert(PART_OF_LABEL.into(), dns_name(&part.deployment));
+    }
+    l
 }
+
+/// The label every node group's part of one deployment carries: its Service selects it.
+const PART_OF_LABEL: &str = "app.kubernetes.io/part-of";
 
 fn quantity(v: impl ToString) -> Quantity {
     Quantity(v.to_string())
@@ -492,11 +499,25 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
     // LWS_LEADER_ADDRESS resolves through) unless one exists: the client Service must not
     // take that name, or the workers never resolve the leader. Upstream names it
     // `<name>-leader`.
-    let svc_name = if single_node_pods {
+    let mut svc_name = if single_node_pods {
         name.clone()
     } else {
         format!("{name}-leader")
     };
+    // A deployment spread over node groups has one Service, carried by its first part
+    // and named after the deployment, selecting every part's serving pods.
+    if let Some(part) = &d.part_of {
+        let base = dns_name(&part.deployment);
+        svc_name = if single_node_pods {
+            base.clone()
+        } else {
+            format!("{base}-leader")
+        };
+        svc_selector = BTreeMap::from([(PART_OF_LABEL.to_string(), base)]);
+        if !single_node_pods {
+            svc_selector.insert("role".into(), "leader".into());
+        }
+    }
     let mut svc_meta = meta(d, svc_name);
     svc_meta
         .labels
@@ -518,7 +539,9 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
         }),
         ..Default::default()
     };
-    out.insert("k8s/service.yaml".to_string(), yaml(&svc)?);
+    if d.part_of.as_ref().is_none_or(|p| p.first) {
+        out.insert("k8s/service.yaml".to_string(), yaml(&svc)?);
+    }
     let pdb_selector = if single_node_pods {
         selector_labels
     } else {

@@ -131,18 +131,24 @@ pub fn commands(d: &DeploymentPlan) -> Vec<NodeCommand> {
             // One server per replica, on the GPUs the rank placement gives its ranks; the
             // k-th replica of a node listens on the k-th port.
             let per_replica = d.layout.replica_gpus().max(1) as usize;
-            for replica in d.comm.ranks.chunks(per_replica) {
+            for (i, replica) in d.comm.ranks.chunks(per_replica).enumerate() {
                 let Some(first) = replica.first() else {
                     continue;
                 };
-                let slot = first.local_gpu / d.gpus_per_pod.max(1);
+                // The cluster's accounting gives each server its port; without it the
+                // k-th replica of a node takes the k-th port.
+                let port = d
+                    .replica_ports
+                    .get(i)
+                    .copied()
+                    .unwrap_or_else(|| port + first.local_gpu / d.gpus_per_pod.max(1));
                 let devices: Vec<String> =
                     replica.iter().map(|k| k.local_gpu.to_string()).collect();
                 let mut e = env.clone();
                 e.insert("CUDA_VISIBLE_DEVICES".into(), devices.join(","));
                 out.push(NodeCommand {
                     node_rank: first.node,
-                    argv: serve(d, port + slot),
+                    argv: serve(d, port),
                     env: e,
                     blocking: false,
                 });
@@ -334,6 +340,12 @@ pub fn node_script(d: &DeploymentPlan, node: u64, mine: &[&NodeCommand]) -> Stri
         quote(&d.name),
         d.nodes
     ));
+    if let Some(cluster_node) = d.cluster_nodes.get(node as usize) {
+        s.push_str(&format!(
+            "# Cluster node {cluster_node}: the node group's node and its index in the group, where the\n\
+             # cluster's accounting placed this deployment (GPUs and ports no other deployment uses).\n"
+        ));
+    }
     s.push_str("# The Hugging Face token, if the model needs one, comes from the environment (HF_TOKEN).\n");
     if d.kubernetes.api_key_secret.is_some() {
         s.push_str("# Clients must send the API key vLLM reads from VLLM_API_KEY: set it in the environment.\n");

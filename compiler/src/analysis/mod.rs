@@ -8,6 +8,7 @@
 //! search, the advice to change one) is the planner's, which evaluates every candidate
 //! through [`analyze_quick`].
 
+pub mod allocation;
 pub mod calibration;
 pub mod catalog;
 pub mod comm;
@@ -155,6 +156,21 @@ pub struct DeploymentScenario {
     /// Weight and KV formats the planner may choose.
     pub allowed_weights: Vec<String>,
     pub allowed_kv_cache: Vec<String>,
+    /// The node group of its cluster it runs on (index, and the node's name).
+    pub group: usize,
+    pub group_node: String,
+    /// When the deployment's replicas span node groups: this scenario's part.
+    pub share: Option<Share>,
+}
+
+/// The part of a deployment that runs on one node group when its replicas span several.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Share {
+    /// The group's node (`dgx_a100`).
+    pub node: String,
+    /// Replicas on this group, of the deployment's total.
+    pub replicas: u64,
+    pub of: u64,
 }
 
 fn link_spec(p: &Program, id: DefId) -> Option<LinkSpec> {
@@ -165,113 +181,250 @@ fn link_spec(p: &Program, id: DefId) -> Option<LinkSpec> {
     }
 }
 
-/// Builds the scenario of each complete deployment with an explicit layout.
-/// (`layout = auto` is the planner's; deployments with errors in what they reference
-/// are skipped, their errors already reported.)
+/// Builds the scenario of each complete deployment (`layout = auto` gets a placeholder
+/// layout for the planner; deployments with errors in what they reference are skipped,
+/// their errors already reported). A deployment runs on one node group of its cluster —
+/// the one it pins (`node_group`), else where the cluster's accounting
+/// ([`allocation::allocate`], all deployments of the cluster in program order) puts its
+/// replicas. When its replicas land on several groups, it gets one scenario per group
+/// (its `share`), each with that group's hardware, its replicas and its part of the load.
 pub fn scenarios_from_program(p: &Program) -> Vec<DeploymentScenario> {
+    let deploys: Vec<(&crate::program::Def, &crate::program::Deploy)> = p
+        .user_defs
+        .iter()
+        .filter_map(|id| p.def(*id))
+        .filter(|def| p.complete_with_references(def.id))
+        .filter_map(|def| match &def.body {
+            Body::Deploy(d) => Some((def, d.as_ref())),
+            _ => None,
+        })
+        .collect();
+    // The written layouts of each cluster, placed together.
+    let mut placements: std::collections::HashMap<DefId, allocation::Placement> =
+        std::collections::HashMap::new();
+    let mut clusters: Vec<DefId> = deploys.iter().filter_map(|(_, d)| d.cluster).collect();
+    clusters.sort();
+    clusters.dedup();
+    for c in clusters {
+        let Some(groups) = group_capacities(p, c) else {
+            continue;
+        };
+        let members: Vec<(DefId, allocation::Demand)> = deploys
+            .iter()
+            .filter(|(_, d)| d.cluster == Some(c))
+            .filter_map(|(def, d)| match d.layout {
+                LayoutSpec::Explicit(l) => Some((def.id, demand_of(p, def, d, &l))),
+                LayoutSpec::Auto => None,
+            })
+            .collect();
+        let demands: Vec<allocation::Demand> = members.iter().map(|(_, d)| d.clone()).collect();
+        for ((id, _), placement) in members.iter().zip(allocation::allocate(&groups, &demands)) {
+            placements.insert(*id, placement);
+        }
+    }
     let mut out = Vec::new();
-    for def in p.user_defs.iter().filter_map(|id| p.def(*id)) {
-        let Body::Deploy(d) = &def.body else { continue };
-        if !p.complete_with_references(def.id) {
-            continue;
-        }
-        let (layout, auto_layout) = match d.layout {
-            LayoutSpec::Explicit(l) => (l, false),
-            LayoutSpec::Auto => (crate::program::Layout::default(), true),
-        };
-        let (Some(model), Some((cluster, node)), Some(gdef)) = (
-            d.model.and_then(|id| p.model(id)),
-            p.node_of_cluster(d.cluster),
-            p.gpu_def_of_cluster(d.cluster),
-        ) else {
-            continue;
-        };
-        let group = &cluster.groups[0];
-        let Body::Gpu(g) = &gdef.body else { continue };
-        let pcie = g
-            .pcie
-            .and_then(|id| link_spec(p, id))
-            .or_else(|| catalog::link("pcie4"));
-        let Some(pcie) = pcie else { continue };
-        let gpu = GpuSpec::from_gpu(&gdef.name, g, pcie);
-        let scale_up = node.scale_up.and_then(|id| link_spec(p, id));
-        let scale_out = match (cluster.fabric.and_then(|id| link_spec(p, id)), node.nics) {
-            (Some(f), Some((n, _))) => Some(ScaleOut { nics: n, link: f }),
-            (Some(f), None) => Some(ScaleOut {
-                nics: node.gpu_count,
-                link: f,
-            }),
-            (None, Some((n, id))) => link_spec(p, id).map(|l| ScaleOut { nics: n, link: l }),
-            (None, None) => None,
-        };
-        let topology = Topology {
-            gpu,
-            gpus_per_node: node.gpu_count,
-            nodes: group.count,
-            scale_up,
-            scale_up_domain: node.scale_up_domain.max(1),
-            scale_out,
-            price_per_node_hour: cluster.price.or(node.price),
-        };
-        let engine = engine_settings(model, &topology.gpu, &d.engine);
-        let workload = d
-            .workload
-            .and_then(|id| p.workload(id))
-            .map(|w| WorkloadSpec {
-                prompt: w.prompt,
-                output: w.output,
-                load: match (w.rate, w.concurrency) {
-                    (Some(r), _) => Load::Rate(r),
-                    (None, Some(c)) => Load::Concurrency(c),
-                    (None, None) => Load::Concurrency(1),
-                },
-                requests: w.requests.map(|n| n as f64),
-            });
-        let mut slo = Vec::new();
-        let mut slo_spans = Vec::new();
-        if let Some(sl) = d.slo.and_then(|id| p.slo(id)) {
-            for b in &sl.bounds {
-                slo.push(SloTarget {
-                    metric: b.metric,
-                    percentile: b.percentile.clone(),
-                    op: b.op,
-                    value: b.value,
-                });
-                slo_spans.push(b.at);
+    for (def, d) in deploys {
+        let pinned = pinned_group(p, d);
+        let shares = match (&d.layout, placements.get(&def.id)) {
+            (LayoutSpec::Explicit(_), Some(pl)) if pl.unplaced == 0 && pl.shares().len() > 1 => {
+                pl.shares()
             }
+            (_, Some(pl)) if pl.unplaced == 0 && !pl.slots.is_empty() => {
+                vec![(pl.slots[0].group, 0)]
+            }
+            _ => vec![(pinned.unwrap_or(0), 0)],
+        };
+        let total: u64 = shares.iter().map(|&(_, n)| n).sum();
+        for &(group, replicas) in &shares {
+            let Some(mut ds) = scenario_on(p, def, d, group) else {
+                continue;
+            };
+            if shares.len() > 1 {
+                let fraction = replicas as f64 / total.max(1) as f64;
+                ds.scenario.layout.dp = replicas;
+                ds.share = Some(Share {
+                    node: ds.group_node.clone(),
+                    replicas,
+                    of: total,
+                });
+                if let Some(w) = ds.scenario.workload.as_mut() {
+                    w.load = match w.load {
+                        Load::Rate(r) => Load::Rate(r * fraction),
+                        Load::Concurrency(c) => {
+                            Load::Concurrency(((c as f64 * fraction).round() as u64).max(1))
+                        }
+                    };
+                    w.requests = w.requests.map(|n| (n * fraction).ceil());
+                }
+                for t in &mut ds.slo {
+                    if matches!(
+                        t.metric,
+                        crate::program::SloMetric::Throughput
+                            | crate::program::SloMetric::RequestRate
+                    ) {
+                        t.value *= fraction;
+                    }
+                }
+            }
+            out.push(ds);
         }
-        let model_name = d
-            .model
-            .and_then(|id| p.def(id))
-            .map(|m| m.name.clone())
-            .unwrap_or_default();
-        out.push(DeploymentScenario {
-            deploy: def.id,
-            name: def.name.clone(),
-            scenario: Scenario {
-                model_name,
-                model: model.clone(),
-                topology,
-                layout,
-                engine,
-                workload,
-            },
-            slo,
-            slo_spans,
-            auto_layout,
-            allowed_weights: if d.allowed_weights.is_empty() {
-                vec![model.weights.clone()]
-            } else {
-                d.allowed_weights.clone()
-            },
-            allowed_kv_cache: if d.allowed_kv_cache.is_empty() {
-                vec![model.kv_cache.clone()]
-            } else {
-                d.allowed_kv_cache.clone()
-            },
-        });
     }
     out
+}
+
+/// The node groups of cluster `c`, as the allocator sees them.
+pub fn group_capacities(p: &Program, c: DefId) -> Option<Vec<allocation::GroupCapacity>> {
+    let cluster = p.cluster(c)?;
+    cluster
+        .groups
+        .iter()
+        .map(|g| {
+            Some(allocation::GroupCapacity {
+                node: p.def(g.node)?.name.clone(),
+                nodes: g.count,
+                gpus_per_node: p.node(g.node)?.gpu_count,
+            })
+        })
+        .collect()
+}
+
+/// The index of the group a deployment pins (`node_group`), when its cluster has it.
+pub fn pinned_group(p: &Program, d: &crate::program::Deploy) -> Option<usize> {
+    let node = d.node_group?;
+    p.cluster(d.cluster?)?
+        .groups
+        .iter()
+        .position(|g| g.node == node)
+}
+
+/// What a deployment with layout `l` asks of its cluster.
+pub fn demand_of(
+    p: &Program,
+    def: &crate::program::Def,
+    d: &crate::program::Deploy,
+    l: &crate::program::Layout,
+) -> allocation::Demand {
+    let moe = d.model.and_then(|m| p.model(m)).is_some_and(|m| m.is_moe());
+    let whole = l.ep && moe && l.dp > 1;
+    allocation::Demand {
+        name: def.name.clone(),
+        replica_gpus: if whole { l.gpus() } else { l.replica_gpus() },
+        replicas: l.dp.max(1),
+        whole,
+        // A pin to a node the cluster lacks places nothing (E0409 says why).
+        group: d
+            .node_group
+            .map(|_| pinned_group(p, d).unwrap_or(usize::MAX)),
+        port: d.engine.port.unwrap_or(vllm_defaults::PORT),
+    }
+}
+
+/// The scenario of deployment `def` on node group `group` of its cluster.
+fn scenario_on(
+    p: &Program,
+    def: &crate::program::Def,
+    d: &crate::program::Deploy,
+    group: usize,
+) -> Option<DeploymentScenario> {
+    let (layout, auto_layout) = match d.layout {
+        LayoutSpec::Explicit(l) => (l, false),
+        LayoutSpec::Auto => (crate::program::Layout::default(), true),
+    };
+    let model = d.model.and_then(|id| p.model(id))?;
+    let cluster = d.cluster.and_then(|id| p.cluster(id))?;
+    let group_def = cluster.groups.get(group)?;
+    let node = p.node(group_def.node)?;
+    let gdef = node.gpu.and_then(|id| p.def(id))?;
+    let Body::Gpu(g) = &gdef.body else {
+        return None;
+    };
+    let pcie = g
+        .pcie
+        .and_then(|id| link_spec(p, id))
+        .or_else(|| catalog::link("pcie4"))?;
+    let gpu = GpuSpec::from_gpu(&gdef.name, g, pcie);
+    let scale_up = node.scale_up.and_then(|id| link_spec(p, id));
+    let scale_out = match (cluster.fabric.and_then(|id| link_spec(p, id)), node.nics) {
+        (Some(f), Some((n, _))) => Some(ScaleOut { nics: n, link: f }),
+        (Some(f), None) => Some(ScaleOut {
+            nics: node.gpu_count,
+            link: f,
+        }),
+        (None, Some((n, id))) => link_spec(p, id).map(|l| ScaleOut { nics: n, link: l }),
+        (None, None) => None,
+    };
+    let topology = Topology {
+        gpu,
+        gpus_per_node: node.gpu_count,
+        nodes: group_def.count,
+        scale_up,
+        scale_up_domain: node.scale_up_domain.max(1),
+        scale_out,
+        price_per_node_hour: cluster.price.or(node.price),
+    };
+    let engine = engine_settings(model, &topology.gpu, &d.engine);
+    let workload = d
+        .workload
+        .and_then(|id| p.workload(id))
+        .map(|w| WorkloadSpec {
+            prompt: w.prompt,
+            output: w.output,
+            load: match (w.rate, w.concurrency) {
+                (Some(r), _) => Load::Rate(r),
+                (None, Some(c)) => Load::Concurrency(c),
+                (None, None) => Load::Concurrency(1),
+            },
+            requests: w.requests.map(|n| n as f64),
+        });
+    let mut slo = Vec::new();
+    let mut slo_spans = Vec::new();
+    if let Some(sl) = d.slo.and_then(|id| p.slo(id)) {
+        for b in &sl.bounds {
+            slo.push(SloTarget {
+                metric: b.metric,
+                percentile: b.percentile.clone(),
+                op: b.op,
+                value: b.value,
+            });
+            slo_spans.push(b.at);
+        }
+    }
+    let model_name = d
+        .model
+        .and_then(|id| p.def(id))
+        .map(|m| m.name.clone())
+        .unwrap_or_default();
+    Some(DeploymentScenario {
+        deploy: def.id,
+        name: def.name.clone(),
+        scenario: Scenario {
+            model_name,
+            model: model.clone(),
+            topology,
+            layout,
+            engine,
+            workload,
+        },
+        slo,
+        slo_spans,
+        auto_layout,
+        allowed_weights: if d.allowed_weights.is_empty() {
+            vec![model.weights.clone()]
+        } else {
+            d.allowed_weights.clone()
+        },
+        allowed_kv_cache: if d.allowed_kv_cache.is_empty() {
+            vec![model.kv_cache.clone()]
+        } else {
+            d.allowed_kv_cache.clone()
+        },
+        group,
+        group_node: p
+            .def(group_def.node)
+            .map(|n| n.name.clone())
+            .unwrap_or_default(),
+        share: None,
+    })
 }
 
 fn field_span(
@@ -312,13 +465,22 @@ pub fn diagnostics_for(
                 Anchor::Slo(i) => ds.slo_spans.get(i).copied().unwrap_or(at_name),
                 Anchor::Deploy => at_name,
             };
-            let mut diag = Diagnostic::new(f.code, format!("deploy `{}`: {}", ds.name, f.message))
+            // A node group's part of a deployment: say which part, and offer no rewrite
+            // of the layout (the part's layout is not the one written).
+            let who = match &ds.share {
+                Some(sh) => format!(
+                    "deploy `{}` (its {} of {} replicas on `{}`)",
+                    ds.name, sh.replicas, sh.of, sh.node
+                ),
+                None => format!("deploy `{}`", ds.name),
+            };
+            let mut diag = Diagnostic::new(f.code, format!("{who}: {}", f.message))
                 .with_severity(f.severity)
                 .primary(at.file, at.span, f.label.clone());
             if let Some(h) = &f.help {
                 diag = diag.help(h.clone());
             }
-            if let Some(r) = &f.replacement {
+            if let (Some(r), None) = (&f.replacement, &ds.share) {
                 diag = diag.fix(format!("use `layout = {r}`"), at, r.clone());
             }
             diag

@@ -87,6 +87,8 @@ codes! {
     NotEnoughGpus = "E0405", Error, "layout needs more GPUs than the cluster has";
     PartialNode = "E0406", Error, "world size not a whole number of nodes";
     InvalidDcp = "E0407", Error, "invalid decode context parallelism";
+    ClusterOversubscribed = "E0408", Error, "deployments oversubscribe the cluster";
+    NodeGroupNotInCluster = "E0409", Error, "node group not in the cluster";
 
     DoesNotFit = "E0501", Error, "model does not fit in GPU memory";
     RequestDoesNotFit = "E0502", Error, "one request of max_model_len does not fit the KV cache";

@@ -22,6 +22,7 @@ pub(super) fn lower_one(
     ds: &DeploymentScenario,
     a: &Analysis,
     search: Option<&crate::planner::Search>,
+    slots: &[crate::analysis::allocation::Slot],
 ) -> Result<(DeploymentPlan, Vec<Diagnostic>), Box<Diagnostic>> {
     let def = p.def(ds.deploy).expect("scenario of a definition");
     let Body::Deploy(d) = &def.body else {
@@ -144,8 +145,20 @@ pub(super) fn lower_one(
     let node_memory = p.node_of_cluster(d.cluster).and_then(|(_, n)| n.cpu_memory);
     let st = a.memory.tightest();
     let pred = a.prediction.as_ref();
-    let plan = DeploymentPlan {
-        name: def.name.clone(),
+    let mut plan = DeploymentPlan {
+        name: match &ds.share {
+            // Each node group's part is its own launch unit (scripts, pods, NCCL plan).
+            Some(share) => format!("{}-{}", def.name, share.node),
+            None => def.name.clone(),
+        },
+        part_of: ds.share.as_ref().map(|sh| PartOf {
+            deployment: def.name.clone(),
+            replicas: sh.replicas,
+            of: sh.of,
+            first: ds.group == first_share_group(p, ds),
+        }),
+        cluster_nodes: Vec::new(),
+        replica_ports: Vec::new(),
         model: ModelPlan {
             name: model_def.map(|d| d.name.clone()).unwrap_or_default(),
             source,
@@ -237,7 +250,63 @@ pub(super) fn lower_one(
         report: super::report::report_data(ds, a, search),
         comm: super::comm::comm_plan(ds, a),
     };
+    if !slots.is_empty() {
+        place_on_cluster(&mut plan, slots, &ds.group_node);
+    }
     Ok((plan, warnings))
+}
+
+/// The group index of a deployment's first share (the one that carries its Service).
+fn first_share_group(p: &Program, ds: &DeploymentScenario) -> usize {
+    let Some(Body::Deploy(d)) = p.def(ds.deploy).map(|d| &d.body) else {
+        return ds.group;
+    };
+    crate::analysis::pinned_group(p, d)
+        .unwrap_or(0)
+        .min(ds.group)
+}
+
+/// Moves the analysis's rank placement (replicas packed from node 0, GPU 0) onto the GPUs
+/// and nodes the cluster's accounting gave each replica: every rank's node becomes the
+/// deployment's own index of a cluster node (`cluster_nodes` names them), GPUs on a
+/// shared node are offset past the other deployments', and each replica's server gets
+/// its port. Scripts, the NCCL plan and the report read the moved placement.
+fn place_on_cluster(
+    plan: &mut DeploymentPlan,
+    slots: &[crate::analysis::allocation::Slot],
+    node: &str,
+) {
+    let per_replica = plan.layout.replica_gpus().max(1) as usize;
+    let whole = plan.launch == LaunchMode::DataParallel;
+    let mut nodes: Vec<(usize, u64)> = Vec::new();
+    let index_of = |group: usize, n: u64, nodes: &mut Vec<(usize, u64)>| -> u64 {
+        match nodes.iter().position(|&x| x == (group, n)) {
+            Some(i) => i as u64,
+            None => {
+                nodes.push((group, n));
+                (nodes.len() - 1) as u64
+            }
+        }
+    };
+    let chunks: Vec<&mut [RankPlacement]> = if whole {
+        vec![plan.comm.ranks.as_mut_slice()]
+    } else {
+        plan.comm.ranks.chunks_mut(per_replica).collect()
+    };
+    for (chunk, slot) in chunks.into_iter().zip(slots) {
+        let base_node = chunk.first().map(|r| r.node).unwrap_or(0);
+        for (j, r) in chunk.iter_mut().enumerate() {
+            if slot.nodes == 1 && !whole {
+                r.node = index_of(slot.group, slot.node, &mut nodes);
+                r.local_gpu = slot.first_gpu + j as u64;
+            } else {
+                r.node = index_of(slot.group, slot.node + (r.node - base_node), &mut nodes);
+            }
+        }
+    }
+    plan.replica_ports = slots.iter().map(|s| s.port).collect();
+    plan.cluster_nodes = nodes.iter().map(|&(_, n)| format!("{node}-{n}")).collect();
+    plan.nodes = plan.cluster_nodes.len() as u64;
 }
 
 /// The `nvidia.com/gpu.product` values a GPU's nodes carry: GPU Feature Discovery labels

@@ -377,9 +377,30 @@ pub struct CommPlan {
     pub prefill_chunk: StepSchedule,
 }
 
+/// A deployment whose replicas span node groups is lowered once per group: this part.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartOf {
+    /// The deployment's own name (its Service and labels).
+    pub deployment: String,
+    pub replicas: u64,
+    pub of: u64,
+    /// The first part carries the deployment's Service, selecting every part's pods.
+    pub first: bool,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct DeploymentPlan {
+    /// The deployment's name, or `<deployment>-<node>` for one node group's part.
     pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub part_of: Option<PartOf>,
+    /// The cluster node each of the deployment's nodes is (`dgx_h100-3`: the node group's
+    /// node and its index in the group), from the cluster's accounting.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cluster_nodes: Vec<String>,
+    /// The API port of each replica's server (scripts; several may share a node).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replica_ports: Vec<u64>,
     pub model: ModelPlan,
     pub gpu: GpuPlan,
     pub layout: Layout,
@@ -419,6 +440,9 @@ pub struct Planned<'a> {
     pub scenario: &'a DeploymentScenario,
     pub analysis: &'a Analysis,
     pub search: Option<&'a crate::planner::Search>,
+    /// Where the cluster's accounting put its replicas (empty: packed from node 0, as
+    /// the analysis placed them).
+    pub slots: &'a [crate::analysis::allocation::Slot],
 }
 
 /// Lowers decided deployments. A deployment whose analysis found errors is left out; the
@@ -434,7 +458,7 @@ pub fn lower(p: &Program, planned: &[Planned<'_>]) -> (Plan, Vec<Diagnostic>) {
         {
             continue;
         }
-        match launch::lower_one(p, d.scenario, d.analysis, d.search) {
+        match launch::lower_one(p, d.scenario, d.analysis, d.search, d.slots) {
             Ok((d, warnings)) => {
                 deployments.push(d);
                 diags.extend(warnings);

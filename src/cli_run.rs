@@ -45,6 +45,12 @@ pub struct RunArgs {
     rendezvous: Option<String>,
     #[arg(long, value_enum, default_value = "cpu")]
     backend: Backend,
+    /// With `--backend nccl` and `--local` or `--node`: have NCCL log its connections and
+    /// fail unless it used this fabric between nodes (net-ib: InfiniBand/RoCE, net-ofi:
+    /// EFA, net-socket: TCP, nvlink: multi-node NVLink). The Kubernetes preflight passes
+    /// the fabric the plan assumes, so a broken RDMA setup fails it.
+    #[arg(long, value_parser = parse_transport)]
+    expect_transport: Option<dic_runtime::nccl_log::Expected>,
     /// Also measure α and β per link class and write them to this `.dist` file.
     #[arg(long)]
     calibrate: Option<String>,
@@ -60,6 +66,10 @@ pub struct RunArgs {
 enum Backend {
     Cpu,
     Nccl,
+}
+
+fn parse_transport(s: &str) -> Result<dic_runtime::nccl_log::Expected, String> {
+    s.parse()
 }
 
 fn read_plan(path: &str) -> Result<Plan, u8> {
@@ -97,6 +107,10 @@ pub fn run(a: RunArgs) -> u8 {
     }
     if a.backend == Backend::Nccl && !cfg!(feature = "nccl") {
         eprintln!("error: this dic was built without the NCCL backend; rebuild with `cargo build --release --features nccl`");
+        return USAGE;
+    }
+    if a.expect_transport.is_some() && (a.backend != Backend::Nccl || a.rank.is_some()) {
+        eprintln!("error: --expect-transport reads NCCL's own log: it needs --backend nccl and --local or --node (dic sets NCCL's logging for the ranks it starts)");
         return USAGE;
     }
     if a.timeout
@@ -369,11 +383,26 @@ fn run_children(
     );
     // Port 0 (or `--local`): rank 0, started first, picks a free port; the rest follow.
     let rendezvous = rendezvous.filter(|r| r.port() != 0).map(|r| r.to_string());
+    // NCCL writes its INFO log per process (`%p`) into a folder of this run's own.
+    let log_dir = std::env::temp_dir().join(format!("dic-nccl-{}", std::process::id()));
+    let log_file = log_dir.join("rank-%p.log").to_string_lossy().into_owned();
+    let mut env: Vec<(&str, &str)> = vec![(SECRET_ENV, secret)];
+    if a.expect_transport.is_some() {
+        if let Err(e) = std::fs::create_dir_all(&log_dir) {
+            eprintln!("error: cannot create `{}`: {e}", log_dir.display());
+            return USAGE;
+        }
+        env.extend([
+            ("NCCL_DEBUG", "INFO"),
+            ("NCCL_DEBUG_SUBSYS", "INIT,NET"),
+            ("NCCL_DEBUG_FILE", log_file.as_str()),
+        ]);
+    }
     let result = local::run_ranks(
         &local::RankCommand {
             exe: &exe,
             args: &args,
-            env: &[(SECRET_ENV, secret)],
+            env: &env,
         },
         ranks,
         rendezvous,
@@ -390,6 +419,16 @@ fn run_children(
         },
     );
     bar.finish_and_clear();
+    let transport = match (&result, a.expect_transport) {
+        (Ok(_), Some(expected)) => check_transport(&log_dir, expected),
+        _ => OK,
+    };
+    if a.expect_transport.is_some() {
+        let _ = std::fs::remove_dir_all(&log_dir);
+    }
+    if transport != OK {
+        return transport;
+    }
     match result {
         Ok(Some(summary)) => finish(a, plan, &summary),
         Ok(None) => OK,
@@ -419,6 +458,31 @@ fn run_children(
             for f in &failures {
                 eprintln!("  rank {}: {}", f.rank, f.message);
             }
+            ERRORS
+        }
+    }
+}
+
+/// Reads every rank's NCCL log in `dir` and checks the transports against `expected`.
+fn check_transport(dir: &std::path::Path, expected: dic_runtime::nccl_log::Expected) -> u8 {
+    use dic_runtime::nccl_log::{transports, verify};
+    let mut seen = std::collections::BTreeSet::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if let Ok(text) = dic::disk::read_text(&e.path()) {
+            seen.extend(transports(&text));
+        }
+    }
+    match verify(expected, &seen) {
+        Ok(()) => {
+            eprintln!(
+                "dic run: NCCL used {} as the plan assumes ({})",
+                seen.iter().map(|t| t.name()).collect::<Vec<_>>().join(", "),
+                expected.as_str()
+            );
+            OK
+        }
+        Err(why) => {
+            eprintln!("error: {why}");
             ERRORS
         }
     }

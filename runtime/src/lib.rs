@@ -15,6 +15,7 @@ pub mod local;
 #[cfg(feature = "nccl")]
 #[allow(unsafe_code)] // the NCCL FFI (cudarc): the one place unsafe code is allowed in dic
 pub mod nccl;
+pub mod nccl_log;
 pub mod options;
 pub mod plan;
 pub mod rendezvous;

@@ -21,9 +21,10 @@ use k8s_openapi::api::apps::v1::{
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
     HTTPGetAction, HostPathVolumeSource, LocalObjectReference, NodeAffinity, NodeSelector,
-    NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaimVolumeSource, PodSpec,
-    PodTemplateSpec, Probe, ResourceRequirements, SecretKeySelector, SecurityContext, Service,
-    ServicePort, ServiceSpec, Toleration, Volume, VolumeMount,
+    NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaimVolumeSource, PodAffinity,
+    PodAffinityTerm, PodResourceClaim, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
+    SecretKeySelector, SecurityContext, Service, ServicePort, ServiceSpec, Toleration, Volume,
+    VolumeMount,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -63,6 +64,77 @@ pub struct LeaderWorkerTemplate {
 }
 
 const LWS_NAME_LABEL: &str = "leaderworkerset.sigs.k8s.io/name";
+
+/// The pods' claim on the ComputeDomain's IMEX channel.
+const IMEX_CLAIM: &str = "imex-channel";
+/// The node label GPU Feature Discovery sets to a node's NVLink domain (clique).
+const CLIQUE_LABEL: &str = "nvidia.com/gpu.clique";
+/// The label the LWS controller gives every pod of one group (its value per group).
+const LWS_GROUP_KEY: &str = "leaderworkerset.sigs.k8s.io/group-key";
+/// LWS's annotation that gives each group a topology domain of its own.
+const LWS_EXCLUSIVE_TOPOLOGY: &str = "leaderworkerset.sigs.k8s.io/exclusive-topology";
+
+/// A group that spans nodes inside one NVLink domain (GB200/GB300 NVL72 trays): its
+/// traffic crosses trays over multi-node NVLink, which NVIDIA's DRA driver sets up
+/// through a ComputeDomain (IMEX channels); without it NCCL falls back to the network.
+fn multi_node_nvlink(d: &DeploymentPlan) -> bool {
+    d.nodes_per_group > 1 && d.nvlink_domain_gpus > d.gpus_per_node
+}
+
+/// The ResourceClaimTemplate the ComputeDomain creates for its channel.
+fn compute_domain_channel(d: &DeploymentPlan) -> String {
+    channel_of(&dns_name(&d.name))
+}
+
+fn channel_of(base: &str) -> String {
+    format!("{base}-imex-channel")
+}
+
+/// A group that fills its NVLink domain gets the domain to itself (LWS exclusive
+/// topology); a smaller one is kept inside one domain by a pod affinity on the clique
+/// label, matched per group through the LWS group key (the first pod of a group matches
+/// itself).
+fn group_fills_domain(d: &DeploymentPlan) -> bool {
+    d.nodes_per_group * d.gpus_per_node >= d.nvlink_domain_gpus
+}
+
+fn clique_affinity(d: &DeploymentPlan) -> Option<PodAffinity> {
+    (multi_node_nvlink(d) && !group_fills_domain(d)).then(|| PodAffinity {
+        required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
+            label_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([(
+                    LWS_NAME_LABEL.to_string(),
+                    dns_name(&d.name),
+                )])),
+                ..Default::default()
+            }),
+            match_label_keys: Some(vec![LWS_GROUP_KEY.into()]),
+            topology_key: CLIQUE_LABEL.into(),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    })
+}
+
+/// NVIDIA's ComputeDomain (DRA driver for GPUs, `resource.nvidia.com/v1beta1`): the IMEX
+/// domain the deployment's pods join through the channel claim; `numNodes` is every node
+/// the deployment's pods run on.
+fn compute_domain(d: &DeploymentPlan, base: &str) -> serde_json::Value {
+    let mut metadata =
+        serde_json::json!({ "name": format!("{base}-compute-domain"), "labels": labels(d) });
+    if let Some(ns) = &d.kubernetes.namespace {
+        metadata["namespace"] = ns.clone().into();
+    }
+    serde_json::json!({
+        "apiVersion": "resource.nvidia.com/v1beta1",
+        "kind": "ComputeDomain",
+        "metadata": metadata,
+        "spec": {
+            "numNodes": d.nodes,
+            "channel": { "resourceClaimTemplate": { "name": channel_of(base) } },
+        },
+    })
+}
 
 /// A pod's own interface outside the host network (the CNI convention).
 const POD_INTERFACE: &str = "eth0";
@@ -190,6 +262,13 @@ fn pod(
     }
     let resources = pod_resources(d, d.gpus_per_pod, true);
     let (cache_volume, cache_read_only) = cache_volume(d);
+    let mut resources = resources;
+    if multi_node_nvlink(d) {
+        resources.claims = Some(vec![k8s_openapi::api::core::v1::ResourceClaim {
+            name: IMEX_CLAIM.into(),
+            request: None,
+        }]);
+    }
     let startup_failures = (d.kubernetes.startup_seconds.div_ceil(10)).max(1) as i32;
     let container = Container {
         name: "vllm".into(),
@@ -279,23 +358,33 @@ fn pod(
             // Only a valid label value can match a node; an invalid one would make the
             // manifest fail validation, so the affinity is left out instead.
             // No product label (W0801): no affinity, rather than one no node satisfies.
-            affinity: (!d.gpu.product_labels.is_empty()).then(|| Affinity {
-                node_affinity: Some(NodeAffinity {
-                    required_during_scheduling_ignored_during_execution: Some(NodeSelector {
-                        node_selector_terms: vec![NodeSelectorTerm {
-                            match_expressions: Some(vec![NodeSelectorRequirement {
-                                key: "nvidia.com/gpu.product".into(),
-                                operator: "In".into(),
-                                values: Some(d.gpu.product_labels.clone()),
-                            }]),
-                            ..Default::default()
-                        }],
+            affinity: (!d.gpu.product_labels.is_empty() || clique_affinity(d).is_some()).then(
+                || Affinity {
+                    pod_affinity: clique_affinity(d),
+                    node_affinity: (!d.gpu.product_labels.is_empty()).then(|| NodeAffinity {
+                        required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                            node_selector_terms: vec![NodeSelectorTerm {
+                                match_expressions: Some(vec![NodeSelectorRequirement {
+                                    key: "nvidia.com/gpu.product".into(),
+                                    operator: "In".into(),
+                                    values: Some(d.gpu.product_labels.clone()),
+                                }]),
+                                ..Default::default()
+                            }],
+                        }),
+                        ..Default::default()
                     }),
                     ..Default::default()
-                }),
-                ..Default::default()
-            }),
+                },
+            ),
             tolerations: Some(tolerations),
+            resource_claims: multi_node_nvlink(d).then(|| {
+                vec![PodResourceClaim {
+                    name: IMEX_CLAIM.into(),
+                    resource_claim_template_name: Some(compute_domain_channel(d)),
+                    ..Default::default()
+                }]
+            }),
             node_selector: (!settings.node_selector.is_empty())
                 .then(|| settings.node_selector.iter().cloned().collect()),
             runtime_class_name: settings.runtime_class.clone(),
@@ -471,10 +560,17 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
             argv: worker_argv,
             ..worker_cmd
         };
+        let mut lws_meta = meta(d, name.clone());
+        if multi_node_nvlink(d) && group_fills_domain(d) {
+            lws_meta.annotations = Some(BTreeMap::from([(
+                LWS_EXCLUSIVE_TOPOLOGY.to_string(),
+                CLIQUE_LABEL.to_string(),
+            )]));
+        }
         let lws = LeaderWorkerSet {
             api_version: "leaderworkerset.x-k8s.io/v1".into(),
             kind: "LeaderWorkerSet".into(),
-            metadata: meta(d, name.clone()),
+            metadata: lws_meta,
             spec: LeaderWorkerSetSpec {
                 replicas: replicas(d),
                 startup_policy: "LeaderCreated".into(),
@@ -569,6 +665,12 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
         for (path, text) in preflight(d, cmd, image)? {
             out.insert(path, text);
         }
+    }
+    if multi_node_nvlink(d) {
+        out.insert(
+            "k8s/computedomain.yaml".into(),
+            crate::yaml::to_string(&compute_domain(d, &name)),
+        );
     }
     if let Some(a) = &d.kubernetes.autoscale {
         let kind = if single_node_pods {
@@ -935,6 +1037,21 @@ fn preflight(
         .extend(selector.clone());
     let spec = template.spec.as_mut().ok_or("pod template without spec")?;
     spec.restart_policy = Some("Never".into());
+    // The Job's pods are not an LWS group: they keep to one NVLink domain by their own
+    // labels (the first matches itself), so the preflight tests the fabric vLLM will use.
+    if let Some(a) = spec.affinity.as_mut() {
+        a.pod_affinity = multi_node_nvlink(d).then(|| PodAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
+                label_selector: Some(LabelSelector {
+                    match_labels: Some(selector.clone()),
+                    ..Default::default()
+                }),
+                topology_key: CLIQUE_LABEL.into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+    }
     spec.subdomain = Some(name.clone());
     spec.volumes.get_or_insert_with(Vec::new).push(Volume {
         name: "plan".into(),
@@ -947,13 +1064,22 @@ fn preflight(
     let c = spec.containers.first_mut().ok_or("pod without container")?;
     c.name = "preflight".into();
     c.image = Some(image.to_string());
-    let argv = [
+    // The NCCL backend on the deployment's GPUs, and NCCL's own log checked for the
+    // fabric the plan assumes: a broken RDMA setup (NCCL falling back to sockets) fails
+    // the Job instead of passing over TCP.
+    let mut argv = vec![
         Arg::lit("dic"),
         Arg::lit("run"),
         Arg::lit(format!("{PLAN_DIR}/plan.toml")),
         Arg::lit("--node"),
         Arg::env("JOB_COMPLETION_INDEX"),
+        Arg::lit("--backend"),
+        Arg::lit("nccl"),
     ];
+    if let Some(t) = &d.fabric_transport {
+        argv.push(Arg::lit("--expect-transport"));
+        argv.push(Arg::lit(t));
+    }
     // POSIX sh (the dic image needs no bash): exec, so dic gets the signals.
     c.command = Some(vec![
         "/bin/sh".into(),
@@ -970,6 +1096,26 @@ fn preflight(
     // Not optional: without it the pods do not start, which is the failure to want.
     env.push(secret_env(dic_runtime_secret_env(), &name, "secret", false));
     c.resources = Some(pod_resources(d, gpus, false));
+    // The preflight runs before the serving objects exist: it joins an IMEX domain of its
+    // own, in its own folder.
+    let mut extra = Vec::new();
+    if multi_node_nvlink(d) {
+        if let Some(r) = c.resources.as_mut() {
+            r.claims = Some(vec![k8s_openapi::api::core::v1::ResourceClaim {
+                name: IMEX_CLAIM.into(),
+                request: None,
+            }]);
+        }
+        spec.resource_claims = Some(vec![PodResourceClaim {
+            name: IMEX_CLAIM.into(),
+            resource_claim_template_name: Some(channel_of(&name)),
+            ..Default::default()
+        }]);
+        extra.push((
+            "k8s/preflight/computedomain.yaml".to_string(),
+            crate::yaml::to_string(&compute_domain(d, &name)),
+        ));
+    }
     c.ports = Some(vec![ContainerPort {
         name: Some("rendezvous".into()),
         container_port: crate::nccl::RENDEZVOUS_PORT as i32,
@@ -1004,11 +1150,13 @@ fn preflight(
         }),
         ..Default::default()
     };
-    Ok(vec![
+    let mut out = vec![
         ("k8s/preflight/configmap.yaml".into(), yaml(&cm)?),
         ("k8s/preflight/service.yaml".into(), yaml(&svc)?),
         ("k8s/preflight/job.yaml".into(), yaml(&job)?),
-    ])
+    ];
+    out.extend(extra);
+    Ok(out)
 }
 
 /// YAML serialization behind one small trait object, so every kind goes through one path.

@@ -191,6 +191,12 @@ pub(super) fn lower_one(
         },
         layout: l,
         gpus_per_node: per_node,
+        fabric_transport: fabric_transport(t, nodes_per_group),
+        nvlink_domain_gpus: if t.scale_up.is_some() {
+            t.scale_up_domain.max(per_node)
+        } else {
+            1
+        },
         nodes: t.nodes_for_layout(&l),
         launch,
         groups,
@@ -254,6 +260,26 @@ pub(super) fn lower_one(
         place_on_cluster(&mut plan, slots, &ds.group_node);
     }
     Ok((plan, warnings))
+}
+
+/// What NCCL must use between the nodes of a group that spans nodes: multi-node NVLink
+/// inside one NVLink domain, else the scale-out fabric's transport (verbs for InfiniBand
+/// and RoCE, the libfabric plugin for EFA, sockets for plain Ethernet).
+fn fabric_transport(t: &crate::analysis::Topology, nodes_per_group: u64) -> Option<String> {
+    use crate::program::LinkType;
+    if nodes_per_group <= 1 {
+        return None;
+    }
+    if t.scale_up.is_some() && t.scale_up_domain > t.gpus_per_node {
+        return Some("nvlink".into());
+    }
+    let kind = match t.scale_out.as_ref()?.link.link_type {
+        LinkType::Infiniband | LinkType::Roce => "net-ib",
+        LinkType::Efa => "net-ofi",
+        LinkType::Ethernet => "net-socket",
+        _ => return None,
+    };
+    Some(kind.into())
 }
 
 /// The group index of a deployment's first share (the one that carries its Service).

@@ -405,6 +405,15 @@ pub struct DeploymentPlan {
     pub gpu: GpuPlan,
     pub layout: Layout,
     pub gpus_per_node: u64,
+    /// GPUs of one NVLink domain (72 on GB200 NVL72, the node's GPUs on an HGX board, 1
+    /// without a scale-up link): a group that spans nodes inside one domain talks over
+    /// multi-node NVLink, which needs an IMEX channel (a ComputeDomain on Kubernetes).
+    pub nvlink_domain_gpus: u64,
+    /// The transport NCCL must use between the nodes of a group, as `dic run
+    /// --expect-transport` spells it (`net-ib`, `net-ofi`, `net-socket`, `nvlink`); absent
+    /// when no group spans nodes or the fabric has no NCCL transport dic knows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fabric_transport: Option<String>,
     /// Nodes the deployment occupies, as the rank placement uses them
     /// (`Topology::nodes_for_layout`).
     pub nodes: u64,

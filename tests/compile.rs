@@ -183,6 +183,77 @@ fn every_emitted_flag_is_in_vllms_own_option_schema() {
     assert!(checked >= 7, "{checked}");
 }
 
+/// Several replicas on one node: the script starts them with their own GPUs and ports,
+/// and when one exits it stops the others and exits with that status (a supervisor sees
+/// the failure), promptly.
+#[cfg(unix)]
+#[test]
+fn a_node_script_of_several_replicas_stops_them_together() {
+    let dir = common::fresh_dir("replicas");
+    let out = dir.join("out");
+    let o = dic(&[
+        "compile",
+        "examples/shared_cluster.dist",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let script = std::fs::read_to_string(out.join("assistant/vllm/node-0.sh")).unwrap();
+    // the accounting put `assistant` after `chat`'s two GPUs, on ports past chat's
+    for (gpu, port) in [(2, 8001), (3, 8002), (4, 8003), (5, 8004)] {
+        assert!(
+            script.contains(&format!("CUDA_VISIBLE_DEVICES={gpu} "))
+                && script.contains(&format!("--port {port} ")),
+            "{script}"
+        );
+    }
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = dir.join("log");
+    // a fake `vllm`: the server on port 8002 fails after a moment, the others serve until
+    // they are stopped (and note it)
+    std::fs::write(
+        bin.join("vllm"),
+        format!(
+            "#!/usr/bin/env bash
+port=$(printf '%s\n' \"$@\" | grep -A1 -x -- --port | tail -1)
+             trap 'echo stopped $port >> {log}; kill $child; exit 0' TERM
+             if [ \"$port\" = 8002 ]; then sleep 0.3; exit 3; fi
+             sleep 30 & child=$!; wait
+",
+            log = log.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(bin.join("vllm"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let started = std::time::Instant::now();
+    let run = Command::new("bash")
+        .arg(out.join("assistant/vllm/node-0.sh"))
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(
+        run.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    let stopped = std::fs::read_to_string(&log).unwrap();
+    for port in [8001, 8003, 8004] {
+        assert!(stopped.contains(&format!("stopped {port}")), "{stopped}");
+    }
+}
+
 /// The option table dic embeds (compiler/data) is vLLM 0.33's own: the shared schema's
 /// options, projected to what `vllm_args` reads. Fails when either drifts.
 #[test]

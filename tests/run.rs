@@ -689,3 +689,35 @@ fn the_preflight_job_and_the_runtime_agree_on_the_secret_variable() {
         dic_runtime::auth::SECRET_ENV
     );
 }
+
+/// `--expect-transport` reads NCCL's own log, so it needs the NCCL backend and ranks this
+/// process starts (`--local`/`--node`); anything else is a usage error before any socket.
+#[test]
+fn expecting_a_transport_needs_the_nccl_backend_and_ranks_dic_starts() {
+    let plan = eight_rank_plan();
+    let plan = plan.to_str().unwrap();
+    for args in [
+        vec!["run", plan, "--local", "--expect-transport", "net-ib"],
+        vec![
+            "run",
+            plan,
+            "--rank",
+            "0",
+            "--backend",
+            "nccl",
+            "--expect-transport",
+            "net-ib",
+        ],
+    ] {
+        let o = common::dic(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("--expect-transport") || err.contains("NCCL backend"),
+            "{args:?}: {err}"
+        );
+    }
+    let o = common::dic(&["run", plan, "--local", "--expect-transport", "infiniband"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("net-ib"));
+}

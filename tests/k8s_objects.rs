@@ -1,0 +1,321 @@
+//! The Kubernetes objects of every example, read together as an operator's cluster would:
+//! both offline validators (Kubernetes 1.33 and 1.37 schemas, the LWS CRD, API-server
+//! rules), then the invariants across objects that no schema sees — selectors that match
+//! pod labels, no Service under a LeaderWorkerSet's name, Service and probe ports that
+//! containers declare, requests on every container, RDMA only on groups that span nodes,
+//! autoscalers and monitors that point at objects that exist, IMEX claims backed by a
+//! ComputeDomain, kustomizations that list exactly their folder, one namespace.
+
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
+mod common;
+
+use dic::disk::DiskWorld;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::process::Command;
+
+/// Every example's generated files, by path (`<deployment>/k8s/…`).
+fn all_outputs() -> Vec<(String, BTreeMap<String, String>)> {
+    common::dist_files("examples")
+        .into_iter()
+        .filter(|p| !p.contains("/mistakes/") && !p.contains("/common/"))
+        .map(|path| {
+            let checked = dic_compiler::driver::compile_file(&DiskWorld, &path).unwrap();
+            assert!(!checked.has_errors(), "{path}");
+            let files = dic_targets::render(&checked.plan).unwrap();
+            (path, files)
+        })
+        .collect()
+}
+
+fn parse(text: &str) -> Value {
+    serde_yaml_ng::from_str(text).unwrap()
+}
+
+/// Every pod template of an object, with the labels its pods carry (the LWS controller
+/// adds its name label to both templates).
+fn pod_templates(obj: &Value) -> Vec<(Value, BTreeMap<String, String>)> {
+    let labels_of = |t: &Value| -> BTreeMap<String, String> {
+        t["metadata"]["labels"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    match obj["kind"].as_str().unwrap() {
+        "Deployment" | "Job" => {
+            let t = obj["spec"]["template"].clone();
+            let l = labels_of(&t);
+            vec![(t, l)]
+        }
+        "LeaderWorkerSet" => {
+            let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+            ["leaderTemplate", "workerTemplate"]
+                .iter()
+                .map(|k| {
+                    let t = obj["spec"]["leaderWorkerTemplate"][k].clone();
+                    let mut l = labels_of(&t);
+                    l.insert("leaderworkerset.sigs.k8s.io/name".into(), name.clone());
+                    (t, l)
+                })
+                .collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn matches(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
+    selector
+        .as_object()
+        .unwrap()
+        .iter()
+        .all(|(k, v)| labels.get(k).map(String::as_str) == v.as_str())
+}
+
+fn container_ports(template: &Value) -> Vec<String> {
+    template["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["ports"].as_array().cloned().unwrap_or_default())
+        .filter_map(|p| p["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+const RDMA_RESOURCES: &[&str] = &["rdma/", "vpc.amazonaws.com/efa", "nvidia.com/hostdev"];
+
+#[test]
+fn every_example_forms_a_working_set_of_objects() {
+    let outputs = all_outputs();
+    let mut objects_per_example: Vec<String> = Vec::new();
+    for (path, files) in &outputs {
+        // Objects by deployment folder; kustomizations checked against their folders.
+        let mut objects: Vec<(String, Value)> = Vec::new();
+        for (file, text) in files.iter().filter(|(f, _)| f.contains("/k8s/")) {
+            let v = parse(text);
+            if file.ends_with("kustomization.yaml") {
+                let folder = &file[..file.len() - "kustomization.yaml".len()];
+                let mut listed: Vec<String> = v["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| format!("{folder}{}", r.as_str().unwrap()))
+                    .collect();
+                listed.sort();
+                let mut beside: Vec<String> = files
+                    .keys()
+                    .filter(|k| {
+                        k.starts_with(folder)
+                            && !k[folder.len()..].contains('/')
+                            && !k.ends_with("kustomization.yaml")
+                    })
+                    .cloned()
+                    .collect();
+                beside.sort();
+                assert_eq!(listed, beside, "{path} {file}");
+                continue;
+            }
+            objects.push((file.clone(), v));
+        }
+        let namespaces: std::collections::BTreeSet<Option<String>> = objects
+            .iter()
+            .map(|(_, o)| o["metadata"]["namespace"].as_str().map(str::to_string))
+            .collect();
+        assert!(namespaces.len() <= 1, "{path}: namespaces {namespaces:?}");
+        let lws_names: Vec<&str> = objects
+            .iter()
+            .filter(|(_, o)| o["kind"] == "LeaderWorkerSet")
+            .map(|(_, o)| o["metadata"]["name"].as_str().unwrap())
+            .collect();
+        let templates: Vec<(String, Value, BTreeMap<String, String>)> = objects
+            .iter()
+            .flat_map(|(f, o)| {
+                pod_templates(o)
+                    .into_iter()
+                    .map(move |(t, l)| (f.clone(), t, l))
+            })
+            .collect();
+        let mut kinds = Vec::new();
+        for (file, o) in &objects {
+            let kind = o["kind"].as_str().unwrap();
+            let name = o["metadata"]["name"].as_str().unwrap();
+            kinds.push(format!("{kind}/{name}"));
+            match kind {
+                "Deployment" => {
+                    let sel = &o["spec"]["selector"]["matchLabels"];
+                    let (_, l) = &pod_templates(o)[0];
+                    assert!(matches(sel, l), "{path} {file}: selector vs labels");
+                }
+                "Service" => {
+                    assert!(
+                        !lws_names.contains(&name),
+                        "{path} {file}: a Service named like its LeaderWorkerSet"
+                    );
+                    let Some(sel) = o["spec"]["selector"].as_object() else {
+                        continue;
+                    };
+                    let sel = Value::Object(sel.clone());
+                    let selected: Vec<&(String, Value, BTreeMap<String, String>)> = templates
+                        .iter()
+                        .filter(|(_, _, l)| matches(&sel, l))
+                        .collect();
+                    // A split deployment's Service selects pods of every part's folder.
+                    let part_of = sel.get("app.kubernetes.io/part-of").is_some();
+                    assert!(
+                        !selected.is_empty() || part_of,
+                        "{path} {file}: Service selects no pod"
+                    );
+                    for port in o["spec"]["ports"].as_array().unwrap() {
+                        if let Some(target) = port["targetPort"].as_str() {
+                            for (f, t, _) in &selected {
+                                assert!(
+                                    container_ports(t).iter().any(|p| p == target),
+                                    "{path} {file}: port {target} not declared by {f}"
+                                );
+                            }
+                        }
+                    }
+                }
+                "HorizontalPodAutoscaler" | "ScaledObject" => {
+                    let target = &o["spec"]["scaleTargetRef"];
+                    let t = objects.iter().find(|(_, x)| {
+                        x["kind"] == target["kind"] && x["metadata"]["name"] == target["name"]
+                    });
+                    let (_, t) = t.unwrap_or_else(|| panic!("{path} {file}: no scale target"));
+                    assert!(
+                        t["spec"].get("replicas").is_none(),
+                        "{path} {file}: the autoscaled object still sets replicas"
+                    );
+                }
+                "PodMonitor" => {
+                    let sel = &o["spec"]["selector"]["matchLabels"];
+                    let endpoint = o["spec"]["podMetricsEndpoints"][0]["port"]
+                        .as_str()
+                        .unwrap();
+                    let selected: Vec<_> = templates
+                        .iter()
+                        .filter(|(_, _, l)| matches(sel, l))
+                        .collect();
+                    assert!(!selected.is_empty(), "{path} {file}: monitors no pod");
+                    for (f, t, _) in selected {
+                        assert!(
+                            container_ports(t).iter().any(|p| p == endpoint),
+                            "{path} {file}: {f} has no port {endpoint}"
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Every pod template: requests on every container, probe ports declared, RDMA
+        // and IPC_LOCK only where a group spans nodes, IMEX claims backed by a domain.
+        for (file, t, _) in &templates {
+            let spans_nodes = file.ends_with("leaderworkerset.yaml")
+                || file.contains("/preflight/")
+                    && objects.iter().any(|(_, o)| o["kind"] == "LeaderWorkerSet");
+            let ports = container_ports(t);
+            for c in t["spec"]["containers"].as_array().unwrap() {
+                let req = &c["resources"]["requests"];
+                assert!(
+                    req.get("cpu").is_some() && req.get("memory").is_some(),
+                    "{path} {file}: container {} has no cpu/memory requests",
+                    c["name"]
+                );
+                for probe in ["startupProbe", "readinessProbe", "livenessProbe"] {
+                    if let Some(port) = c[probe]["httpGet"]["port"].as_str() {
+                        assert!(ports.iter().any(|p| p == port), "{path} {file}: {probe}");
+                    }
+                }
+                let limits = c["resources"]["limits"].as_object().unwrap();
+                let rdma = limits
+                    .keys()
+                    .any(|k| RDMA_RESOURCES.iter().any(|r| k.starts_with(r)));
+                let ipc_lock = c["securityContext"]["capabilities"]["add"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|x| x == "IPC_LOCK"));
+                if !spans_nodes {
+                    assert!(
+                        !rdma && !ipc_lock,
+                        "{path} {file}: RDMA on a single-node pod"
+                    );
+                }
+                if c["resources"]["claims"].is_array() {
+                    let claim = t["spec"]["resourceClaims"][0]["resourceClaimTemplateName"]
+                        .as_str()
+                        .unwrap();
+                    let folder = &file[..file.rfind('/').unwrap() + 1];
+                    assert!(
+                        objects.iter().any(|(f, o)| {
+                            f.starts_with(folder)
+                                && !f[folder.len()..].contains('/')
+                                && o["kind"] == "ComputeDomain"
+                                && o["spec"]["channel"]["resourceClaimTemplate"]["name"] == claim
+                        }),
+                        "{path} {file}: claim {claim} has no ComputeDomain beside it"
+                    );
+                }
+            }
+        }
+        objects_per_example.push(format!("{path}: {}", kinds.join(", ")));
+    }
+    eprintln!("{}", objects_per_example.join("\n"));
+}
+
+/// Kinds the validator has no schema or CRD for offline (checked above by the invariants,
+/// and by the validator with `--allow-unknown` for everything it can still see).
+const NO_OFFLINE_SCHEMA: &[&str] = &[
+    "PodMonitor",
+    "ServiceMonitor",
+    "ScaledObject",
+    "ComputeDomain",
+];
+
+#[test]
+fn every_example_manifest_passes_both_validators() {
+    let Some(shared) = common::shared_dir() else {
+        return;
+    };
+    let dir = common::fresh_dir("k8s-validate");
+    let (mut known, mut unknown) = (Vec::new(), Vec::new());
+    for (i, (_, files)) in all_outputs().into_iter().enumerate() {
+        for (file, text) in files
+            .iter()
+            .filter(|(f, _)| f.contains("/k8s/") && !f.ends_with("kustomization.yaml"))
+        {
+            let path = dir.join(format!("{i}-{}", file.replace('/', "__")));
+            std::fs::write(&path, text).unwrap();
+            if NO_OFFLINE_SCHEMA.contains(&parse(text)["kind"].as_str().unwrap()) {
+                unknown.push(path);
+            } else {
+                known.push(path);
+            }
+        }
+    }
+    assert!(known.len() > 40, "{}", known.len());
+    for version in ["1.33", "1.37"] {
+        for (files, extra) in [(&known, None), (&unknown, Some("--allow-unknown"))] {
+            let o = Command::new(shared.join("k8s/validate"))
+                .args(["-q", "-k", version])
+                .args(extra)
+                .args(files.iter())
+                .output()
+                .unwrap();
+            let report = String::from_utf8_lossy(&o.stdout).into_owned()
+                + &String::from_utf8_lossy(&o.stderr);
+            assert!(o.status.success(), "Kubernetes {version}:\n{report}");
+            assert!(report.contains(" 0 errors"), "{report}");
+            if extra.is_none() {
+                assert!(report.contains(" 0 warnings"), "{report}");
+            }
+            eprintln!(
+                "Kubernetes {version}{}: {}",
+                extra.map(|e| format!(" {e}")).unwrap_or_default(),
+                report.trim()
+            );
+        }
+    }
+}

@@ -1,15 +1,23 @@
 //! The Kubernetes target: typed objects (k8s-openapi for built-in kinds, small serde
-//! structs for LeaderWorkerSet `leaderworkerset.x-k8s.io/v1`), serialized as YAML.
+//! structs for LeaderWorkerSet `leaderworkerset.x-k8s.io/v1`, JSON for kinds without
+//! Rust types: ComputeDomain, KEDA, Prometheus Operator), serialized as YAML.
 //!
 //! Single-node pods → Deployment (replicas = DP replicas, or 1 for single-node wide EP);
 //! pods spanning nodes → LeaderWorkerSet (size = nodes per group, replicas = groups,
-//! RecreateGroupOnPodRestart, LeaderCreated). Plus a Service (leader-only for LWS) and a
-//! PodDisruptionBudget. Pods get GPUs (requests = limits), a Memory-backed /dev/shm, a
-//! Hugging Face cache, the token from a Secret reference (never inlined), node affinity on
-//! the GPU product label, the GPU toleration, the network profile's RDMA resource,
-//! capabilities, annotations and env, and probes on vLLM's /health on the API pod only,
-//! with a startup window sized from the model's load time. Commands come from the vLLM
-//! target, so scripts and manifests start the same processes.
+//! RecreateGroupOnPodRestart, LeaderCreated). A client Service (`<name>-leader` for an
+//! LWS, which owns the headless Service under its own name; one Service over every node
+//! group's part of a split deployment), a PodDisruptionBudget only when there are two or
+//! more groups to protect, and `kustomization.yaml` per folder. Pods get GPUs
+//! (requests = limits), CPU and memory by `ir::pod_cpu`/`ir::pod_memory` (or the user's
+//! `pod` block: scheduling, identity, labels), a Memory-backed /dev/shm, the model cache
+//! (an emptyDir sized for the checkpoint with its ephemeral storage, a read-only claim
+//! with an optional download Job, or a host folder), Secrets by reference (never
+//! inlined), node affinity on the GPU product label (none without one, W0801), the GPU
+//! toleration, the network profile's RDMA resource, capabilities and annotations only on
+//! groups that span nodes, an IMEX channel and one NVLink clique for groups spanning
+//! trays (ComputeDomain), probes on vLLM's /health on the API pod only with a startup
+//! window sized from the model's load time, optional autoscaling and scraping. Commands
+//! come from the vLLM target, so scripts and manifests start the same processes.
 
 use crate::shell::{line, Arg};
 use crate::vllm::{commands, NodeCommand, NodeRank, HEAD_ADDR};

@@ -390,7 +390,12 @@ fn account_clusters(
                     )),
                 );
             }
-            demands.push(analysis::demand_of(p, def, d, &layout));
+            let mut demand = analysis::demand_of(p, def, d, &layout);
+            // An autoscaler may grow the deployment to its `max`: the room is reserved.
+            if let (Some(a), false) = (&d.autoscale, demand.whole) {
+                demand.replicas = demand.replicas.max(a.max);
+            }
+            demands.push(demand);
         }
         let placements = allocation::allocate(&groups, &demands);
         for (i, (id, placement)) in members.iter().zip(&placements).enumerate() {
@@ -482,8 +487,14 @@ fn oversubscribed(
             ),
         )
     };
+    let reserved = match &def.body {
+        crate::program::Body::Deploy(x) if x.autoscale.is_some() => {
+            ", its autoscaler's `max` included"
+        }
+        _ => "",
+    };
     let mut message = format!(
-        "deploy `{}`: cluster `{cluster_name}` has no room for it: it needs {want} GPUs ({unit}) and {missing}",
+        "deploy `{}`: cluster `{cluster_name}` has no room for it: it needs {want} GPUs ({unit}{reserved}) and {missing}",
         def.name,
     );
     if !before.is_empty() {

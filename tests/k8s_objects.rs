@@ -13,7 +13,6 @@ mod common;
 use dic::disk::DiskWorld;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::process::Command;
 
 /// Every example's generated files, by path (`<deployment>/k8s/…`).
 fn all_outputs() -> Vec<(String, BTreeMap<String, String>)> {
@@ -298,16 +297,7 @@ fn every_example_manifest_passes_both_validators() {
     assert!(known.len() > 40, "{}", known.len());
     for version in ["1.33", "1.37"] {
         for (files, extra) in [(&known, None), (&unknown, Some("--allow-unknown"))] {
-            let o = Command::new(shared.join("k8s/validate"))
-                .args(["-q", "-k", version])
-                .args(extra)
-                .args(files.iter())
-                .output()
-                .unwrap();
-            let report = String::from_utf8_lossy(&o.stdout).into_owned()
-                + &String::from_utf8_lossy(&o.stderr);
-            assert!(o.status.success(), "Kubernetes {version}:\n{report}");
-            assert!(report.contains(" 0 errors"), "{report}");
+            let report = common::validate_k8s(&shared, version, extra, files);
             if extra.is_none() {
                 assert!(report.contains(" 0 warnings"), "{report}");
             }

@@ -79,3 +79,35 @@ pub fn dic(args: &[&str]) -> std::process::Output {
         .output()
         .expect("the dic binary runs")
 }
+
+/// Runs `../shared/k8s/validate -q -k VERSION [extra] FILES` and asserts that it passes
+/// with no errors (and no warnings unless `extra` relaxes the check); returns its report.
+pub fn validate_k8s(
+    shared: &std::path::Path,
+    version: &str,
+    extra: Option<&str>,
+    files: &[PathBuf],
+) -> String {
+    let o = std::process::Command::new(shared.join("k8s/validate"))
+        .args(["-q", "-k", version])
+        .args(extra)
+        .args(files)
+        .output()
+        .expect("the validator runs");
+    let report =
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "Kubernetes {version}:\n{report}");
+    assert!(report.contains(" 0 errors"), "{report}");
+    report
+}
+
+/// vLLM 0.33's option schema (`../shared/vllm/serve-schema-0.33.0.json`), checked to be
+/// the version dic targets; `None` (with the visible message) when `../shared` is absent.
+pub fn vllm_serve_schema() -> Option<serde_json::Value> {
+    let shared = shared_dir()?;
+    let text = std::fs::read_to_string(shared.join("vllm/serve-schema-0.33.0.json"))
+        .expect("the schema is readable");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("the schema is JSON");
+    assert_eq!(json["vllm_version"], dic_compiler::vllm_args::VLLM_VERSION);
+    Some(json)
+}

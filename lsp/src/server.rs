@@ -16,7 +16,7 @@ use lsp_types::notification::Notification as _;
 use lsp_types::request::Request as _;
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long the document must stay unchanged before it is checked.
 pub const DEBOUNCE: Duration = Duration::from_millis(75);
@@ -86,9 +86,10 @@ pub struct Server {
     advice_pending: BTreeSet<String>,
     /// Set after `shutdown`: every later request is an error, as the protocol says.
     shutting_down: bool,
-    /// A document was just opened: its first diagnostics go out without the debounce
-    /// (there is no burst of keystrokes to wait out).
-    opened: bool,
+    /// When the last edit (didChange) arrived: checks wait until the debounce has passed
+    /// since then, so a burst of keystrokes is checked once. A didOpen is no keystroke:
+    /// its first diagnostics and the planner's pass after them go out without waiting.
+    last_edit: Option<Instant>,
 }
 
 fn is_virtual(path: &str) -> bool {
@@ -112,7 +113,7 @@ impl Server {
             dirty: BTreeSet::new(),
             advice_pending: BTreeSet::new(),
             shutting_down: false,
-            opened: false,
+            last_edit: None,
         }
     }
 
@@ -120,14 +121,12 @@ impl Server {
         !self.dirty.is_empty() || !self.advice_pending.is_empty()
     }
 
-    /// How long to wait for more edits before checking: nothing after a didOpen, the
-    /// debounce while typing.
+    /// How long to wait for more edits before checking: what is left of the debounce
+    /// since the last edit (nothing after a didOpen, or once the typing has paused).
     pub fn wait_before_check(&self) -> Duration {
-        if self.opened {
-            Duration::ZERO
-        } else {
-            DEBOUNCE
-        }
+        self.last_edit
+            .map(|t| DEBOUNCE.saturating_sub(t.elapsed()))
+            .unwrap_or(Duration::ZERO)
     }
 
     /// The check of the document's current text (reused when up to date), with the
@@ -192,7 +191,6 @@ impl Server {
     /// without the planner's advice, then (when nothing else waits) with it.
     pub fn diagnose_one(&mut self) -> Option<Pending> {
         let enc = self.enc;
-        self.opened = false;
         let (path, advice) = match self.dirty.iter().next() {
             Some(p) => (p.clone(), Advice::Skip),
             None => (self.advice_pending.iter().next()?.clone(), Advice::Planner),
@@ -255,7 +253,6 @@ impl Server {
                     self.docs
                         .open(path.clone(), p.text_document.version, p.text_document.text);
                     self.mark_dirty(&path);
-                    self.opened = true;
                 }
                 Vec::new()
             }
@@ -267,6 +264,7 @@ impl Server {
                     if let Some(c) = p.content_changes.into_iter().last() {
                         if self.docs.change(&path, p.text_document.version, c.text) {
                             self.mark_dirty(&path);
+                            self.last_edit = Some(Instant::now());
                         }
                     }
                 }

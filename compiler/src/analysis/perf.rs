@@ -521,18 +521,21 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
         Load::Rate(rate) => {
             let r = rate / dp;
             rate_per_replica = r;
+            // The decode batch in steady state (Little's law), damped fixed point; the
+            // prompt's own prefill is timed once, at the batch it converged to.
+            let mut at = running;
             for _ in 0..60 {
+                at = running;
                 let prefill_per_step = r * prompt * step.tpot;
                 step = sm.token_step(running, ctx, prefill_per_step, prompt / 2.0, c);
-                let pf = sm.prefill_time(prompt, running, ctx, c);
                 let next = (r * (output * step.tpot)).max(r * step.tpot).min(cap);
-                ttft = pf;
                 if (next - running).abs() < 1e-3 {
                     running = next;
                     break;
                 }
                 running = 0.5 * running + 0.5 * next;
             }
+            ttft = sm.prefill_time(prompt, at, ctx, c);
             let capacity_rps = max_rps / dp;
             if r >= capacity_rps * 0.999 {
                 overloaded = true;
@@ -556,11 +559,17 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
             let in_flight = (n as f64 / dp).max(1.0);
             running = in_flight.min(cap).max(1.0);
             rate_per_replica = 0.0;
-            let mut pf = ttft;
+            // `running` is fixed here: only the prefill share of each step moves, and it
+            // settles within a few rounds (stop once the step no longer changes).
+            let pf = sm.prefill_time(prompt, running, ctx, c);
             for _ in 0..30 {
-                pf = sm.prefill_time(prompt, running, ctx, c);
                 let rate = running / (pf + output * step.tpot);
-                step = sm.token_step(running, ctx, rate * prompt * step.tpot, prompt / 2.0, c);
+                let next = sm.token_step(running, ctx, rate * prompt * step.tpot, prompt / 2.0, c);
+                let settled = (next.tpot - step.tpot).abs() <= 1e-12 * step.tpot.max(1e-12);
+                step = next;
+                if settled {
+                    break;
+                }
             }
             // A request arrives while a step runs and waits for it to end (half a step on
             // average) before its first chunk is scheduled.

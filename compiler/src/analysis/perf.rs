@@ -514,7 +514,7 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
     let max_rps = max_tps / output;
     let mut running: f64 = 1.0;
     let mut step = sm.token_step(running, ctx, 0.0, prompt / 2.0, c);
-    let mut ttft = sm.prefill_time(prompt, 0.0, ctx, c);
+    let mut ttft: f64;
     let mut overloaded = false;
     let rate_per_replica;
     match load {

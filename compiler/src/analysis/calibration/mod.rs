@@ -16,6 +16,7 @@ use super::perf::{max_throughput, predict, PerfConstants};
 use super::scenario::*;
 use crate::program::Layout;
 
+pub mod kv_logs;
 pub mod silicon;
 
 /// What a row measured.

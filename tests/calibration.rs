@@ -148,6 +148,10 @@ Recent = logged in 2025 or later (vLLM V1); older versions profiled memory diffe
     t
 }
 
+#[cfg_attr(
+    dic_no_shared,
+    ignore = "needs ../shared, the reference data beside the repository"
+)]
 #[test]
 fn calibration_table_is_current() {
     let (Some(s), Some(trt), Some((kv, kv_skipped))) = (silicon(), trtllm_rows(), kv_predictions())
@@ -173,6 +177,10 @@ fn calibration_table_is_current() {
     );
 }
 
+#[cfg_attr(
+    dic_no_shared,
+    ignore = "needs ../shared, the reference data beside the repository"
+)]
 #[test]
 fn calibration_constants_are_the_fit() {
     let Some(s) = silicon() else { return };
@@ -187,6 +195,10 @@ fn calibration_constants_are_the_fit() {
 
 /// Regression bounds on the cross-validated errors (the goals, median TTFT ≤ 15%
 /// and TPOT ≤ 10%, are tracked in errors.md; these bounds hold today and must not slip).
+#[cfg_attr(
+    dic_no_shared,
+    ignore = "needs ../shared, the reference data beside the repository"
+)]
 #[test]
 fn cross_validated_errors_are_bounded() {
     let Some(s) = silicon() else { return };
@@ -202,6 +214,10 @@ fn cross_validated_errors_are_bounded() {
     }
 }
 
+#[cfg_attr(
+    dic_no_shared,
+    ignore = "needs ../shared, the reference data beside the repository"
+)]
 #[test]
 fn trtllm_reference_errors_are_bounded() {
     let Some(rows) = trtllm_rows() else { return };
@@ -218,6 +234,10 @@ fn trtllm_reference_errors_are_bounded() {
 /// latency is the median of its GPUs' CUDA-graph runs at ≤ 8 KiB, and the model (that
 /// latency plus the ring's bytes over the GPU's NVLink) stays within a median 35% of every
 /// measured size it is used for (≤ 8 MiB), per GPU.
+#[cfg_attr(
+    dic_no_shared,
+    ignore = "needs ../shared, the reference data beside the repository"
+)]
 #[test]
 fn custom_all_reduce_matches_its_kernel_tables() {
     use dic_compiler::analysis::comm::{

@@ -98,6 +98,10 @@ fn list_catalogs() {
     }
 }
 
+#[cfg_attr(
+    dic_no_shared,
+    ignore = "needs ../shared, the reference data beside the repository"
+)]
 #[test]
 fn import_hf_command() {
     let Some(shared) = common::shared_dir() else {
@@ -318,6 +322,10 @@ fn estimate_predicts_a_finite_run() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--num-requests"));
 }
 
+#[cfg_attr(
+    dic_no_shared,
+    ignore = "needs ../shared, the reference data beside the repository"
+)]
 #[test]
 fn estimate_takes_a_hugging_face_config() {
     let Some(shared) = common::shared_dir() else {

@@ -68,6 +68,10 @@ fn imported_model(text: &str) -> Model {
     dic_compiler::import_hf::model_from_text(text).expect("one model")
 }
 
+#[cfg_attr(
+    dic_no_shared,
+    ignore = "needs ../shared, the reference data beside the repository"
+)]
 #[test]
 fn import_hf_maps_every_shared_config_and_agrees_with_the_stdlib() {
     let Some(shared) = common::shared_dir() else {
@@ -282,6 +286,10 @@ fn config_strings_cannot_inject_dist_text() {
 
 /// `dic estimate --model config.json` on every shared config: the imported model runs
 /// through memory and performance and returns finite numbers (8 × B200, TP 8, 32k context).
+#[cfg_attr(
+    dic_no_shared,
+    ignore = "needs ../shared, the reference data beside the repository"
+)]
 #[test]
 fn every_shared_config_estimates() {
     use dic_compiler::analysis::estimate::{self, EstimateRequest};

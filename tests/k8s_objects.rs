@@ -273,6 +273,10 @@ const NO_OFFLINE_SCHEMA: &[&str] = &[
     "ComputeDomain",
 ];
 
+#[cfg_attr(
+    dic_no_shared,
+    ignore = "needs ../shared, the reference data beside the repository"
+)]
 #[test]
 fn every_example_manifest_passes_both_validators() {
     let Some(shared) = common::shared_dir() else {

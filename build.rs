@@ -1,0 +1,34 @@
+//! Marks the tests that cannot run on this machine as ignored, with their reason, so
+//! `cargo test` counts them in its summary instead of passing them silently: `../shared`
+//! (the reference data beside the repository) and Chromium (for the report's HTML test).
+//! Under `CI=true` nothing is ignored: the tests run and fail when what they need is
+//! missing.
+
+use std::path::Path;
+
+fn main() {
+    println!("cargo:rustc-check-cfg=cfg(dic_no_shared)");
+    println!("cargo:rustc-check-cfg=cfg(dic_no_chromium)");
+    println!("cargo:rerun-if-env-changed=CI");
+    println!("cargo:rerun-if-env-changed=PATH");
+    println!("cargo:rerun-if-changed=../shared");
+    println!("cargo:rerun-if-changed=build.rs");
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    if ci {
+        return;
+    }
+    if !Path::new("../shared").is_dir() {
+        println!("cargo:rustc-cfg=dic_no_shared");
+        println!("cargo:warning=../shared is absent: the tests that need its reference data are ignored (see `cargo test -- --ignored`)");
+    }
+    let on_path = |exe: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(exe).is_file()))
+    };
+    if !["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .any(|b| on_path(b))
+    {
+        println!("cargo:rustc-cfg=dic_no_chromium");
+    }
+}

@@ -11,13 +11,16 @@ fn main() {
     println!("cargo:rustc-check-cfg=cfg(dic_no_chromium)");
     println!("cargo:rerun-if-env-changed=CI");
     println!("cargo:rerun-if-env-changed=PATH");
-    println!("cargo:rerun-if-changed=../shared");
+    // Absolute, so a target folder shared by two checkouts does not reuse the other's answer.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
+    let shared = Path::new(&manifest).join("../shared");
+    println!("cargo:rerun-if-changed={}", shared.display());
     println!("cargo:rerun-if-changed=build.rs");
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
     if ci {
         return;
     }
-    if !Path::new("../shared").is_dir() {
+    if !shared.is_dir() {
         println!("cargo:rustc-cfg=dic_no_shared");
         println!("cargo:warning=../shared is absent: the tests that need its reference data are ignored (see `cargo test -- --ignored`)");
     }

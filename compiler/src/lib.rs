@@ -17,6 +17,7 @@ pub mod ir;
 pub mod layers;
 pub mod planner;
 pub mod program;
+pub mod reference;
 pub mod resolve;
 pub mod sample;
 pub mod schema;

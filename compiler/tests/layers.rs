@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["diagnostics"],
     &["units", "syntax"],
     &["stdlib", "source", "schema"],
-    &["program", "vllm_args"],
+    &["program", "vllm_args", "reference"],
     // the front end
     &["resolve"],
     &["check"],

@@ -230,13 +230,8 @@ fn field_hover(snap: &Snapshot, offset: usize) -> Option<(String, dic_compiler::
     let mut out = String::new();
     let _ = writeln!(out, "```dist\n{key} = {}\n```", written(db, fv));
     if let Some(f) = field {
-        let _ = writeln!(
-            out,
-            "{}\n\nexpects {}{}",
-            f.doc,
-            f.ty.describe(),
-            if f.required { " (required)" } else { "" }
-        );
+        // The language reference's own words (docs/language.md).
+        out.push_str(&dic_compiler::reference::field_text(f));
     }
     // The override chain: every definition up the bases that sets this key.
     let top = key.split('.').next().unwrap_or(&key).to_string();

@@ -1,4 +1,5 @@
-//! Marks the tests that cannot run on this machine as ignored, with their reason, so
+//! Names the commit `dic --version` prints, and marks the tests that cannot run on this
+//! machine as ignored, with their reason, so
 //! `cargo test` counts them in its summary instead of passing them silently: `../shared`
 //! (the reference data beside the repository) and Chromium (for the report's HTML test).
 //! Under `CI=true` nothing is ignored: the tests run and fail when what they need is
@@ -7,6 +8,7 @@
 use std::path::Path;
 
 fn main() {
+    commit();
     println!("cargo:rustc-check-cfg=cfg(dic_no_shared)");
     println!("cargo:rustc-check-cfg=cfg(dic_no_chromium)");
     println!("cargo:rerun-if-env-changed=CI");
@@ -34,4 +36,21 @@ fn main() {
     {
         println!("cargo:rustc-cfg=dic_no_chromium");
     }
+}
+
+/// `dic --version` names the commit it was built from (DIC_COMMIT; `unknown` outside a
+/// git checkout).
+fn commit() {
+    println!("cargo:rerun-if-changed=.git/HEAD");
+    println!("cargo:rerun-if-changed=.git/refs/heads");
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit()))
+        .unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=DIC_COMMIT={commit}");
 }

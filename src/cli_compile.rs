@@ -60,6 +60,7 @@ pub fn run(file: &str, out: &str, check: bool, color: bool, width: usize) -> u8 
                 files.len(),
                 roots.len()
             );
+            eprint!("{}", written_summary(out, &roots, &files));
             OK
         }
         Err(e) => {
@@ -67,6 +68,34 @@ pub fn run(file: &str, out: &str, check: bool, color: bool, width: usize) -> u8 
             USAGE
         }
     }
+}
+
+/// What was written, per deployment: its folders with their file counts, how to apply
+/// the manifests, and the report to open.
+fn written_summary(
+    out: &str,
+    roots: &BTreeSet<String>,
+    files: &BTreeMap<String, String>,
+) -> String {
+    let mut s = String::new();
+    for r in roots {
+        let prefix = format!("{r}/");
+        let mine: Vec<&str> = files
+            .keys()
+            .filter_map(|k| k.strip_prefix(&prefix))
+            .filter(|k| !k.starts_with('.'))
+            .collect();
+        let count = |folder: &str| mine.iter().filter(|k| k.starts_with(folder)).count();
+        let dir = Path::new(out).join(r);
+        s.push_str(&format!(
+            "  {r}: vllm/ ({} launch files), k8s/ ({} manifests; kubectl apply -k {}), nccl/plan.toml, report.html ({})\n",
+            count("vllm/"),
+            count("k8s/"),
+            dir.join("k8s").display(),
+            dir.join("report.html").display(),
+        ));
+    }
+    s
 }
 
 /// Every file under `dir` by its path relative to `base`; a link or a device is never

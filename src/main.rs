@@ -21,7 +21,7 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(
     name = "dic",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("DIC_COMMIT"), ")"),
     about = "A compiler for distributed LLM inference deployments"
 )]
 struct Cli {
@@ -39,13 +39,20 @@ enum Format {
 enum Command {
     /// Check .dist files and print diagnostics.
     Check {
+        /// The files to check; `-` reads one from standard input (its imports resolve
+        /// from the current folder).
         #[arg(required = true)]
         files: Vec<String>,
+        /// `human` (terminal, on stderr) or `json` (on stdout).
         #[arg(long, value_enum, default_value = "human")]
         format: Format,
+        /// The same as `--format json`, as other commands spell it.
+        #[arg(long)]
+        json: bool,
     },
     /// Compile deployments to vLLM launch configs and Kubernetes manifests.
     Compile {
+        /// The .dist file whose deployments to compile.
         file: String,
         /// Output folder: one subfolder per deployment.
         #[arg(long)]
@@ -56,7 +63,9 @@ enum Command {
     },
     /// Search layouts: the chosen one, ranked alternatives, rejected families, the scaling curve.
     Plan {
+        /// The .dist file whose deployments to plan.
         file: String,
+        /// Print the search as JSON.
         #[arg(long)]
         json: bool,
         /// How many alternatives to list.
@@ -64,9 +73,13 @@ enum Command {
         top: usize,
     },
     /// Explain a diagnostic code (`dic explain E0201`); without a code, list them all.
-    Explain { code: Option<String> },
+    Explain {
+        /// A code such as `E0201` (case-insensitive).
+        code: Option<String>,
+    },
     /// Format .dist files in place (or check that they are formatted).
     Fmt {
+        /// The .dist files to format.
         #[arg(required = true)]
         files: Vec<String>,
         /// Write nothing; exit 1 if a file is not formatted.
@@ -75,6 +88,7 @@ enum Command {
     },
     /// Print a .dist model definition from a Hugging Face config.json.
     ImportHf {
+        /// A Hugging Face `config.json` (its `hf_quant_config.json` beside it is read too).
         config: String,
         /// Name of the definition (default: from the file name).
         #[arg(long)]
@@ -88,9 +102,16 @@ enum Command {
     Lsp,
     /// List the stdlib catalog.
     List {
+        /// Which part of the catalog.
         what: cli_list::Catalog,
+        /// Print it as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Print a shell completion script (`dic completions bash > /etc/bash_completion.d/dic`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
     },
 }
 
@@ -117,7 +138,16 @@ fn main() -> ExitCode {
         }
     };
     ExitCode::from(match cli.command {
-        Command::Check { files, format } => check(&files, format),
+        Command::Check {
+            files,
+            format,
+            json,
+        } => check(&files, if json { Format::Json } else { format }),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "dic", &mut std::io::stdout());
+            EXIT_OK
+        }
         Command::Explain { code } => explain(code.as_deref()),
         Command::Plan { file, json, top } => cli_plan::run(&file, json, top, color(), width()),
         Command::Compile { file, out, check } => {
@@ -153,7 +183,12 @@ fn check(files: &[String], format: Format) -> u8 {
     let mut worst = EXIT_OK;
     let mut all_json = Vec::new();
     for path in files {
-        let checked = match driver::check_file(&DiskWorld, path) {
+        let result = if path == "-" {
+            read_stdin().map(|text| driver::check_text(&DiskWorld, STDIN_PATH, &text))
+        } else {
+            driver::check_file(&DiskWorld, path).map_err(|e| e.to_string())
+        };
+        let checked = match result {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("error: cannot read `{path}`: {e}");
@@ -187,6 +222,26 @@ fn check(files: &[String], format: Format) -> u8 {
         );
     }
     worst
+}
+
+/// The name standard input is checked under: imports resolve from the current folder.
+const STDIN_PATH: &str = "<stdin>.dist";
+
+/// Standard input as text, bounded like any file dic reads.
+fn read_stdin() -> Result<String, String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .take(dic::disk::MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > dic::disk::MAX_INPUT_BYTES {
+        return Err(format!(
+            "standard input is over {} MiB",
+            dic::disk::MAX_INPUT_BYTES >> 20
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| "standard input is not valid UTF-8".to_string())
 }
 
 fn explain(code: Option<&str>) -> u8 {

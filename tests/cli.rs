@@ -368,3 +368,57 @@ fn a_closed_pipe_ends_quietly() {
     let _ = child.wait().unwrap();
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// `dic check -` reads standard input, `--json` is `--format json`, `--version` names the
+/// commit, `dic completions` prints a script, `dic compile` says what it wrote and where
+/// the report is.
+#[test]
+fn small_cli_conveniences() {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dic"))
+        .args(["check", "--json", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"gpu g { memory = 80 GX }\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[0]["file"], "-");
+    let codes: Vec<&str> = v[0]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
+    assert!(codes.contains(&"E0305"), "{v}");
+    assert_eq!(v[0]["diagnostics"][0]["labels"][0]["file"], "<stdin>.dist");
+    let o = dic(&["--version"]);
+    let version = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        version.starts_with("dic ") && version.contains('('),
+        "{version}"
+    );
+    let o = dic(&["completions", "bash"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("_dic()"));
+    let dir = common::fresh_dir("cli-compile");
+    let out = dir.join("out");
+    let o = dic(&[
+        "compile",
+        "examples/single_gpu_8b.dist",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("report.html") && err.contains("kubectl apply -k"),
+        "{err}"
+    );
+}

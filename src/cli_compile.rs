@@ -14,7 +14,7 @@ use dic::render;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-pub fn run(file: &str, out: &str, check: bool, color: bool, width: usize) -> u8 {
+pub fn run(file: &str, out: &str, check: bool, json: bool, color: bool, width: usize) -> u8 {
     let checked = match dic_compiler::driver::compile_file(&DiskWorld, file) {
         Ok(c) => c,
         Err(e) => {
@@ -29,6 +29,12 @@ pub fn run(file: &str, out: &str, check: bool, color: bool, width: usize) -> u8 
         );
     }
     if checked.has_errors() {
+        if json {
+            println!(
+                "{}",
+                written_json(&checked, out, &BTreeSet::new(), &BTreeMap::new(), true)
+            );
+        }
         eprintln!(
             "{file}: {}; nothing written",
             render::summary(&checked.diagnostics)
@@ -50,6 +56,9 @@ pub fn run(file: &str, out: &str, check: bool, color: bool, width: usize) -> u8 
     };
     let roots: BTreeSet<String> = plan.deployments.iter().map(|d| d.name.clone()).collect();
     let files = out_dir::with_manifests(&roots, &files);
+    if json {
+        println!("{}", written_json(&checked, out, &roots, &files, check));
+    }
     if check {
         return drift(Path::new(out), &roots, &files);
     }
@@ -68,6 +77,40 @@ pub fn run(file: &str, out: &str, check: bool, color: bool, width: usize) -> u8 
             USAGE
         }
     }
+}
+
+/// `--format json`: per deployment its folder, files and report, and the diagnostics.
+fn written_json(
+    checked: &dic_compiler::driver::Checked,
+    out: &str,
+    roots: &BTreeSet<String>,
+    files: &BTreeMap<String, String>,
+    check: bool,
+) -> String {
+    let deployments: Vec<serde_json::Value> = roots
+        .iter()
+        .map(|r| {
+            let prefix = format!("{r}/");
+            let mine: Vec<&str> = files
+                .keys()
+                .filter_map(|k| k.strip_prefix(&prefix))
+                .filter(|k| !k.starts_with('.'))
+                .collect();
+            let dir = Path::new(out).join(r);
+            serde_json::json!({
+                "deployment": r,
+                "folder": dir.display().to_string(),
+                "files": mine,
+                "report": dir.join("report.html").display().to_string(),
+            })
+        })
+        .collect();
+    let v = serde_json::json!({
+        "written": !check,
+        "deployments": deployments,
+        "diagnostics": render::json(&checked.db, &checked.diagnostics),
+    });
+    serde_json::to_string_pretty(&v).unwrap_or_default()
 }
 
 /// What was written, per deployment: its folders with their file counts, how to apply

@@ -54,9 +54,12 @@ pub struct RunArgs {
     /// Also measure α and β per link class and write them to this `.dist` file.
     #[arg(long)]
     calibrate: Option<String>,
-    /// Print the report as JSON.
+    /// Print the report as JSON (the same as `--format json`).
     #[arg(long)]
     json: bool,
+    /// `human` or `json`.
+    #[arg(long, value_enum)]
+    format: Option<dic::Format>,
     /// Speak JSON lines on stdout (used by `--local` for its children).
     #[arg(long, hide = true)]
     child: bool,
@@ -489,7 +492,7 @@ fn check_transport(dir: &std::path::Path, expected: dic_runtime::nccl_log::Expec
 }
 
 fn finish(a: &RunArgs, plan: &Plan, summary: &RunSummary) -> u8 {
-    if a.json {
+    if dic::Format::json(a.format, a.json) {
         match serde_json::to_string_pretty(summary) {
             Ok(s) => println!("{s}"),
             Err(e) => {

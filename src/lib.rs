@@ -6,6 +6,22 @@ pub mod disk;
 pub mod out_dir;
 pub mod render;
 
+/// `--format human|json`, the same on every command that prints results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// For a terminal (diagnostics on stderr).
+    Human,
+    /// One JSON document on stdout.
+    Json,
+}
+
+impl Format {
+    /// JSON when either `--format json` or the older `--json` asks for it.
+    pub fn json(format: Option<Format>, json: bool) -> bool {
+        json || format == Some(Format::Json)
+    }
+}
+
 /// Exit codes: a contract scripts and CI rely on.
 pub mod exit {
     /// Success; warnings allowed.

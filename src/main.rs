@@ -9,7 +9,7 @@ mod cli_list;
 mod cli_plan;
 mod cli_run;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use dic::disk::DiskWorld;
 use dic::exit::{ERRORS as EXIT_ERRORS, OK as EXIT_OK, USAGE as EXIT_USAGE};
 use dic::render;
@@ -29,11 +29,7 @@ struct Cli {
     command: Command,
 }
 
-#[derive(Clone, Copy, ValueEnum, PartialEq)]
-enum Format {
-    Human,
-    Json,
-}
+use dic::Format;
 
 #[derive(Subcommand)]
 enum Command {
@@ -44,9 +40,9 @@ enum Command {
         #[arg(required = true)]
         files: Vec<String>,
         /// `human` (terminal, on stderr) or `json` (on stdout).
-        #[arg(long, value_enum, default_value = "human")]
-        format: Format,
-        /// The same as `--format json`, as other commands spell it.
+        #[arg(long, value_enum)]
+        format: Option<Format>,
+        /// The same as `--format json`.
         #[arg(long)]
         json: bool,
     },
@@ -60,14 +56,21 @@ enum Command {
         /// Write nothing; exit 1 with a diff if OUT differs from what would be generated.
         #[arg(long)]
         check: bool,
+        /// `json`: what was written (or would be, with `--check`) and the diagnostics, on
+        /// stdout.
+        #[arg(long, value_enum)]
+        format: Option<Format>,
     },
     /// Search layouts: the chosen one, ranked alternatives, rejected families, the scaling curve.
     Plan {
         /// The .dist file whose deployments to plan.
         file: String,
-        /// Print the search as JSON.
+        /// Print the search as JSON (the same as `--format json`).
         #[arg(long)]
         json: bool,
+        /// `human` or `json`.
+        #[arg(long, value_enum)]
+        format: Option<Format>,
         /// How many alternatives to list.
         #[arg(long, default_value_t = 10)]
         top: usize,
@@ -142,17 +145,39 @@ fn main() -> ExitCode {
             files,
             format,
             json,
-        } => check(&files, if json { Format::Json } else { format }),
+        } => check(
+            &files,
+            if Format::json(format, json) {
+                Format::Json
+            } else {
+                Format::Human
+            },
+        ),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "dic", &mut std::io::stdout());
             EXIT_OK
         }
         Command::Explain { code } => explain(code.as_deref()),
-        Command::Plan { file, json, top } => cli_plan::run(&file, json, top, color(), width()),
-        Command::Compile { file, out, check } => {
-            cli_compile::run(&file, &out, check, color(), width())
-        }
+        Command::Plan {
+            file,
+            json,
+            format,
+            top,
+        } => cli_plan::run(&file, Format::json(format, json), top, color(), width()),
+        Command::Compile {
+            file,
+            out,
+            check,
+            format,
+        } => cli_compile::run(
+            &file,
+            &out,
+            check,
+            Format::json(format, false),
+            color(),
+            width(),
+        ),
         Command::Fmt { files, check } => cli_fmt::run(&files, check),
         Command::ImportHf { config, name } => import_hf(&config, name.as_deref()),
         Command::List { what, json } => cli_list::run(what, json),
@@ -368,8 +393,12 @@ struct EstimateArgs {
     /// Price of one node in $/h (for cost figures).
     #[arg(long)]
     price_per_node: Option<f64>,
+    /// Print the estimate as JSON, with the decode step by cause (the same as `--format json`).
     #[arg(long)]
     json: bool,
+    /// `human` or `json`.
+    #[arg(long, value_enum)]
+    format: Option<Format>,
 }
 
 fn estimate(a: Box<EstimateArgs>) -> u8 {
@@ -401,5 +430,5 @@ fn estimate(a: Box<EstimateArgs>) -> u8 {
         num_requests: a.num_requests,
         price_per_node_hour: a.price_per_node,
     };
-    cli_estimate::run_cli(&a.model, &req, a.json)
+    cli_estimate::run_cli(&a.model, &req, Format::json(a.format, a.json))
 }

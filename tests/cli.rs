@@ -421,4 +421,39 @@ fn small_cli_conveniences() {
         err.contains("report.html") && err.contains("kubectl apply -k"),
         "{err}"
     );
+    // --format json on compile: what it writes, per deployment
+    let o = dic(&[
+        "compile",
+        "examples/single_gpu_8b.dist",
+        "--out",
+        out.to_str().unwrap(),
+        "--check",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["deployments"][0]["deployment"], "assistant");
+    assert!(v["deployments"][0]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f == "k8s/deployment.yaml"));
+    // and the same flag on plan and estimate
+    for args in [
+        vec!["plan", "examples/single_gpu_8b.dist", "--format", "json"],
+        vec![
+            "estimate",
+            "--model",
+            "llama_3_1_8b",
+            "--gpu",
+            "h100_sxm",
+            "--format",
+            "json",
+        ],
+    ] {
+        let o = dic(&args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}");
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap();
+    }
 }

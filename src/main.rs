@@ -5,6 +5,7 @@
 mod cli_compile;
 mod cli_estimate;
 mod cli_fmt;
+mod cli_init;
 mod cli_list;
 mod cli_plan;
 mod cli_run;
@@ -111,6 +112,24 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write a starter .dist file from a GPU name, a node count and a stdlib model.
+    Init {
+        /// The GPU, as `nvidia-smi` prints it (`"NVIDIA H100 80GB HBM3"`) or a stdlib name.
+        #[arg(long)]
+        gpu: String,
+        /// How many nodes.
+        #[arg(long, default_value_t = 1)]
+        nodes: u64,
+        /// GPUs per node.
+        #[arg(long, default_value_t = 8)]
+        gpus_per_node: u64,
+        /// A stdlib model (`dic list models`).
+        #[arg(long)]
+        model: String,
+        /// The file to write (never overwritten).
+        #[arg(long, default_value = "deployment.dist")]
+        out: String,
+    },
     /// Print a shell completion script (`dic completions bash > /etc/bash_completion.d/dic`).
     Completions {
         /// The shell.
@@ -152,6 +171,23 @@ fn main() -> ExitCode {
             } else {
                 Format::Human
             },
+        ),
+        Command::Init {
+            gpu,
+            nodes,
+            gpus_per_node,
+            model,
+            out,
+        } => cli_init::run(
+            &cli_init::InitArgs {
+                gpu: &gpu,
+                nodes,
+                gpus_per_node,
+                model: &model,
+                out: &out,
+            },
+            color(),
+            width(),
         ),
         Command::Completions { shell } => {
             use clap::CommandFactory;

@@ -457,3 +457,57 @@ fn small_cli_conveniences() {
         serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap();
     }
 }
+
+/// `dic init` writes a starter that checks clean from a GPU as nvidia-smi names it, never
+/// overwrites a file, and refuses a GPU or model it does not know.
+#[test]
+fn init_writes_a_starter_that_checks() {
+    let dir = common::fresh_dir("init");
+    let file = dir.join("start.dist");
+    let f = file.to_str().unwrap();
+    let args = [
+        "init",
+        "--gpu",
+        "NVIDIA H100 80GB HBM3",
+        "--nodes",
+        "2",
+        "--model",
+        "llama_3_1_70b",
+        "--out",
+        f,
+    ];
+    let o = dic(&args);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains("gpus = 8 × h100_sxm") && text.contains("layout = auto"),
+        "{text}"
+    );
+    let o = dic(&["check", f]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // never overwrites
+    let o = dic(&args);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+    let o = dic(&[
+        "init",
+        "--gpu",
+        "NVIDIA H1000",
+        "--model",
+        "llama_3_1_70b",
+        "--out",
+        "x.dist",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("dic list gpus"));
+}

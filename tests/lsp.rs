@@ -185,11 +185,13 @@ fn pos(text: &str, needle: &str, nth: usize, delta: usize) -> (u32, u32) {
     (line, prefix.encode_utf16().count() as u32)
 }
 
+/// The production example's deployment in the layout most people try first
+/// (`examples/advice.dist`), so the session sees the planner's advice and its quick fix.
 #[test]
 fn a_session_on_the_production_example() {
-    let text = std::fs::read_to_string("examples/prod.dist").unwrap();
+    let text = std::fs::read_to_string("examples/advice.dist").unwrap();
     let mut c = Client::start(false);
-    let uri = c.open("examples/prod.dist", &text);
+    let uri = c.open("examples/advice.dist", &text);
     let mut out = serde_json::Map::new();
     let diags = c.diagnostics(&uri, 1);
     out.insert("diagnostics".into(), diags.clone());

@@ -79,6 +79,16 @@ pub fn run(file: &str, out: &str, check: bool, json: bool, color: bool, width: u
     }
 }
 
+/// The files of deployment `root`, relative to its folder (dic's own manifest left out).
+fn files_of<'a>(files: &'a BTreeMap<String, String>, root: &str) -> Vec<&'a str> {
+    let prefix = format!("{root}/");
+    files
+        .keys()
+        .filter_map(|k| k.strip_prefix(&prefix))
+        .filter(|k| !k.starts_with('.'))
+        .collect()
+}
+
 /// `--format json`: per deployment its folder, files and report, and the diagnostics.
 fn written_json(
     checked: &dic_compiler::driver::Checked,
@@ -90,12 +100,7 @@ fn written_json(
     let deployments: Vec<serde_json::Value> = roots
         .iter()
         .map(|r| {
-            let prefix = format!("{r}/");
-            let mine: Vec<&str> = files
-                .keys()
-                .filter_map(|k| k.strip_prefix(&prefix))
-                .filter(|k| !k.starts_with('.'))
-                .collect();
+            let mine = files_of(files, r);
             let dir = Path::new(out).join(r);
             serde_json::json!({
                 "deployment": r,
@@ -122,12 +127,7 @@ fn written_summary(
 ) -> String {
     let mut s = String::new();
     for r in roots {
-        let prefix = format!("{r}/");
-        let mine: Vec<&str> = files
-            .keys()
-            .filter_map(|k| k.strip_prefix(&prefix))
-            .filter(|k| !k.starts_with('.'))
-            .collect();
+        let mine = files_of(files, r);
         let count = |folder: &str| mine.iter().filter(|k| k.starts_with(folder)).count();
         let dir = Path::new(out).join(r);
         s.push_str(&format!(

@@ -303,107 +303,56 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
     checked.plan = plan;
 }
 
-/// Places every decided deployment of each cluster ([`analysis::allocation`], program
-/// order), gives each its slots, and reports what does not fit: E0409 for a `node_group`
-/// its cluster lacks, E0408 naming the deployments that share the group and the numbers.
-/// Returns the deployments left unplaced (not lowered).
+/// Places every decided deployment of each cluster ([`analysis::account_clusters`],
+/// program order), gives each its slots, and reports what does not fit: E0409 for a
+/// `node_group` its cluster lacks, E0408 naming the deployments that share the group and
+/// the numbers. Returns the deployments left unplaced (not lowered).
 fn account_clusters(
     p: &Program,
     decided: &mut [Decided],
     diags: &mut Vec<Diagnostic>,
 ) -> std::collections::HashSet<crate::program::DefId> {
     use crate::program::Body;
-    use analysis::allocation;
-    let mut unplaced = std::collections::HashSet::new();
     let deploy_of = |id| match p.def(id).map(|d| (d, &d.body)) {
         Some((def, Body::Deploy(d))) => Some((def, d.as_ref())),
         _ => None,
     };
-    let mut ids: Vec<crate::program::DefId> = Vec::new();
-    // A layout that fails its own checks is not launched: it takes no GPUs.
-    for d in decided.iter().filter(|d| {
+    // Each deployment once, its parts' replicas summed; a layout that fails its own
+    // checks is not launched and takes no GPUs.
+    let mut demands: Vec<(crate::program::DefId, analysis::allocation::Demand)> = Vec::new();
+    for x in decided.iter().filter(|d| {
         !d.analysis
             .findings
             .iter()
             .any(|f| f.severity == Severity::Error)
     }) {
-        if !ids.contains(&d.scenario.deploy) {
-            ids.push(d.scenario.deploy);
+        let id = x.scenario.deploy;
+        if demands.iter().any(|(seen, _)| *seen == id) {
+            continue;
         }
-    }
-    let mut clusters: Vec<crate::program::DefId> = ids
-        .iter()
-        .filter_map(|id| deploy_of(*id).and_then(|(_, d)| d.cluster))
-        .collect();
-    clusters.dedup();
-    clusters.sort();
-    clusters.dedup();
-    for c in clusters {
-        let Some(groups) = analysis::group_capacities(p, c) else {
+        let Some((def, d)) = deploy_of(id) else {
             continue;
         };
-        let members: Vec<crate::program::DefId> = ids
+        let mut layout = x.scenario.scenario.layout;
+        layout.dp = decided
             .iter()
-            .copied()
-            .filter(|id| deploy_of(*id).is_some_and(|(_, d)| d.cluster == Some(c)))
-            .collect();
-        let mut demands = Vec::new();
-        for id in &members {
-            let Some((def, d)) = deploy_of(*id) else {
-                continue;
-            };
-            let shares: Vec<&Decided> = decided
-                .iter()
-                .filter(|x| x.scenario.deploy == *id)
-                .collect();
-            let mut layout = shares[0].scenario.scenario.layout;
-            layout.dp = shares
-                .iter()
-                .map(|x| x.scenario.scenario.layout.dp.max(1))
-                .sum();
-            if d.node_group.is_some() && analysis::pinned_group(p, d).is_none() {
-                let at = def
-                    .fields
-                    .get("node_group")
-                    .map(|f| f.at)
-                    .unwrap_or(def.location());
-                let cluster_name = p.def(c).map(|x| x.name.clone()).unwrap_or_default();
-                diags.push(
-                    Diagnostic::new(
-                        crate::diagnostics::Code::NodeGroupNotInCluster,
-                        format!(
-                            "deploy `{}`: cluster `{cluster_name}` has no group of this node",
-                            def.name
-                        ),
-                    )
-                    .primary(at.file, at.span, "not one of the cluster's node groups")
-                    .help(format!(
-                        "the cluster's groups are {}",
-                        groups
-                            .iter()
-                            .map(|g| format!(
-                                "`{}` ({} × {} GPUs)",
-                                g.node, g.nodes, g.gpus_per_node
-                            ))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )),
-                );
-            }
-            let mut demand = analysis::demand_of(p, def, d, &layout);
-            // An autoscaler may grow the deployment to its `max`: the room is reserved.
-            if let (Some(a), false) = (&d.autoscale, demand.whole) {
-                demand.replicas = demand.replicas.max(a.max);
-            }
-            demands.push(demand);
+            .filter(|y| y.scenario.deploy == id)
+            .map(|y| y.scenario.scenario.layout.dp.max(1))
+            .sum();
+        if d.node_group.is_some() && analysis::pinned_group(p, d).is_none() {
+            diags.push(node_group_not_in_cluster(p, def, d));
         }
-        let placements = allocation::allocate(&groups, &demands);
-        for (i, (id, placement)) in members.iter().zip(&placements).enumerate() {
+        demands.push((id, analysis::demand_of(p, def, d, &layout)));
+    }
+    let mut unplaced = std::collections::HashSet::new();
+    for account in analysis::account_clusters(p, &demands) {
+        for (i, (id, _, placement)) in account.members.iter().enumerate() {
             if placement.unplaced > 0 {
                 unplaced.insert(*id);
+                // A pin to a group the cluster lacks already has its own error.
                 if let Some((def, d)) = deploy_of(*id) {
                     if d.node_group.is_none() || analysis::pinned_group(p, d).is_some() {
-                        diags.push(oversubscribed(p, c, def, &groups, &demands, &placements, i));
+                        diags.push(oversubscribed(p, def, &account, i));
                     }
                 }
                 continue;
@@ -421,33 +370,69 @@ fn account_clusters(
     unplaced
 }
 
-/// E0408 for the `i`-th deployment of cluster `c`: what it asks, what the deployments
-/// placed before it took, and what is left.
+/// E0409: `node_group` names a node that is not one of the cluster's groups.
+fn node_group_not_in_cluster(
+    p: &Program,
+    def: &crate::program::Def,
+    d: &crate::program::Deploy,
+) -> Diagnostic {
+    let at = def
+        .fields
+        .get("node_group")
+        .map(|f| f.at)
+        .unwrap_or(def.location());
+    let cluster = d.cluster.and_then(|c| p.def(c));
+    let groups = d
+        .cluster
+        .and_then(|c| analysis::group_capacities(p, c))
+        .unwrap_or_default();
+    Diagnostic::new(
+        crate::diagnostics::Code::NodeGroupNotInCluster,
+        format!(
+            "deploy `{}`: cluster `{}` has no group of this node",
+            def.name,
+            cluster.map(|c| c.name.as_str()).unwrap_or_default()
+        ),
+    )
+    .primary(at.file, at.span, "not one of the cluster's node groups")
+    .help(format!(
+        "the cluster's groups are {}",
+        groups
+            .iter()
+            .map(|g| format!("`{}` ({} × {} GPUs)", g.node, g.nodes, g.gpus_per_node))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
+/// E0408 for the `i`-th deployment of a cluster's account: what it asks (its
+/// autoscaler's reserve included), what the deployments placed before it took, and what
+/// the cluster has.
 fn oversubscribed(
     p: &Program,
-    c: crate::program::DefId,
     def: &crate::program::Def,
-    groups: &[analysis::allocation::GroupCapacity],
-    demands: &[analysis::allocation::Demand],
-    placements: &[analysis::allocation::Placement],
+    account: &analysis::ClusterAccount,
     i: usize,
 ) -> Diagnostic {
-    let cluster_name = p.def(c).map(|x| x.name.clone()).unwrap_or_default();
-    let d = &demands[i];
+    let cluster_name = p
+        .def(account.cluster)
+        .map(|x| x.name.clone())
+        .unwrap_or_default();
+    let groups = &account.groups;
+    let (_, d, placement) = &account.members[i];
     let want = if d.whole {
         d.replica_gpus
     } else {
-        d.replica_gpus * d.replicas
+        d.replica_gpus * (d.replicas + d.reserved)
     };
-    let before: Vec<String> = demands[..i]
+    let before: Vec<String> = account.members[..i]
         .iter()
-        .zip(&placements[..i])
-        .filter(|(_, pl)| !pl.slots.is_empty())
-        .map(|(x, pl)| {
+        .filter(|(_, _, pl)| !pl.slots.is_empty())
+        .map(|(_, x, pl)| {
             let gpus = if x.whole {
                 x.replica_gpus
             } else {
-                x.replica_gpus * pl.slots.len() as u64
+                x.replica_gpus * (pl.slots.len() + pl.reserved.len()) as u64
             };
             format!("`{}` takes {gpus}", x.name)
         })
@@ -473,11 +458,11 @@ fn oversubscribed(
             "it does not fit".to_string(),
         )
     } else {
-        let n = placements[i].unplaced;
+        let n = placement.unplaced;
         (
             format!(
                 "{} × {} GPUs",
-                plural(d.replicas, "replica", "replicas"),
+                plural(d.replicas + d.reserved, "replica", "replicas"),
                 d.replica_gpus
             ),
             format!(
@@ -487,11 +472,10 @@ fn oversubscribed(
             ),
         )
     };
-    let reserved = match &def.body {
-        crate::program::Body::Deploy(x) if x.autoscale.is_some() => {
-            ", its autoscaler's `max` included"
-        }
-        _ => "",
+    let reserved = if d.reserved > 0 {
+        ", its autoscaler's `max`"
+    } else {
+        ""
     };
     let mut message = format!(
         "deploy `{}`: cluster `{cluster_name}` has no room for it: it needs {want} GPUs ({unit}{reserved}) and {missing}",

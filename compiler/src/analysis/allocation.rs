@@ -27,6 +27,9 @@ pub struct Demand {
     /// GPUs of one replica (tp × pp × pcp), or of the whole deployment when `whole`.
     pub replica_gpus: u64,
     pub replicas: u64,
+    /// Replicas an autoscaler may add (`max` − `replicas`): their room is reserved after
+    /// the deployment's own, so scaling up never lands on another deployment's GPUs.
+    pub reserved: u64,
     /// All replicas form one unit (wide EP over vLLM data parallelism).
     pub whole: bool,
     /// The group the deployment is pinned to.
@@ -49,10 +52,12 @@ pub struct Slot {
     pub port: u64,
 }
 
-/// One deployment's placement: a slot per replica placed, and how many did not fit.
+/// One deployment's placement: a slot per replica placed, the room reserved for its
+/// autoscaler, and how many of either did not fit.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Placement {
     pub slots: Vec<Slot>,
+    pub reserved: Vec<Slot>,
     pub unplaced: u64,
 }
 
@@ -83,8 +88,8 @@ pub fn allocate(groups: &[GroupCapacity], demands: &[Demand]) -> Vec<Placement> 
         .iter()
         .map(|d| {
             let mut p = Placement::default();
-            let units = if d.whole { 1 } else { d.replicas };
-            for _ in 0..units {
+            let units = if d.whole { 1 } else { d.replicas + d.reserved };
+            for unit in 0..units {
                 let allowed: Vec<usize> = match d.group {
                     Some(g) if g < groups.len() => vec![g],
                     Some(_) => Vec::new(),
@@ -102,7 +107,11 @@ pub fn allocate(groups: &[GroupCapacity], demands: &[Demand]) -> Vec<Placement> 
                         }
                         taken.push(port);
                         s.port = port;
-                        p.slots.push(s);
+                        if d.whole || unit < d.replicas {
+                            p.slots.push(s);
+                        } else {
+                            p.reserved.push(s);
+                        }
                     }
                     None => p.unplaced += 1,
                 }
@@ -147,17 +156,6 @@ fn place(g: &GroupCapacity, used: &mut [u64], group: usize, gpus: u64) -> Option
     })
 }
 
-/// Free GPUs left in each group after the placements (for messages).
-pub fn free_gpus(groups: &[GroupCapacity], placements: &[(u64, &Placement)]) -> Vec<u64> {
-    let mut free: Vec<u64> = groups.iter().map(|g| g.nodes * g.gpus_per_node).collect();
-    for (gpus, p) in placements {
-        for s in &p.slots {
-            free[s.group] = free[s.group].saturating_sub(*gpus);
-        }
-    }
-    free
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +173,7 @@ mod tests {
             name: name.into(),
             replica_gpus: gpus,
             replicas,
+            reserved: 0,
             whole: false,
             group: None,
             port: 8000,
@@ -218,6 +217,18 @@ mod tests {
         let p = allocate(&g, &[d]);
         assert_eq!(p[0].shares(), vec![(1, 2)]);
         assert_eq!(p[0].unplaced, 1);
+    }
+
+    #[test]
+    fn an_autoscalers_room_is_reserved_after_the_replicas() {
+        let g = [group("dgx_h100", 1, 8)];
+        let mut a = demand("a", 2, 1);
+        a.reserved = 2;
+        let p = allocate(&g, &[a, demand("b", 4, 1)]);
+        assert_eq!(p[0].slots.len(), 1);
+        assert_eq!(p[0].reserved.len(), 2);
+        assert_eq!(p[0].shares(), vec![(0, 1)]);
+        assert_eq!(p[1].unplaced, 1, "a's reserved GPUs are not b's");
     }
 
     #[test]

@@ -200,28 +200,19 @@ pub fn scenarios_from_program(p: &Program) -> Vec<DeploymentScenario> {
         })
         .collect();
     // The written layouts of each cluster, placed together.
-    let mut placements: std::collections::HashMap<DefId, allocation::Placement> =
-        std::collections::HashMap::new();
-    let mut clusters: Vec<DefId> = deploys.iter().filter_map(|(_, d)| d.cluster).collect();
-    clusters.sort();
-    clusters.dedup();
-    for c in clusters {
-        let Some(groups) = group_capacities(p, c) else {
-            continue;
-        };
-        let members: Vec<(DefId, allocation::Demand)> = deploys
-            .iter()
-            .filter(|(_, d)| d.cluster == Some(c))
-            .filter_map(|(def, d)| match d.layout {
-                LayoutSpec::Explicit(l) => Some((def.id, demand_of(p, def, d, &l))),
-                LayoutSpec::Auto => None,
-            })
+    let written: Vec<(DefId, allocation::Demand)> = deploys
+        .iter()
+        .filter_map(|(def, d)| match d.layout {
+            LayoutSpec::Explicit(l) => Some((def.id, demand_of(p, def, d, &l))),
+            LayoutSpec::Auto => None,
+        })
+        .collect();
+    let placements: std::collections::HashMap<DefId, allocation::Placement> =
+        account_clusters(p, &written)
+            .into_iter()
+            .flat_map(|a| a.members)
+            .map(|(id, _, placement)| (id, placement))
             .collect();
-        let demands: Vec<allocation::Demand> = members.iter().map(|(_, d)| d.clone()).collect();
-        for ((id, _), placement) in members.iter().zip(allocation::allocate(&groups, &demands)) {
-            placements.insert(*id, placement);
-        }
-    }
     let mut out = Vec::new();
     for (def, d) in deploys {
         let pinned = pinned_group(p, d);
@@ -272,6 +263,55 @@ pub fn scenarios_from_program(p: &Program) -> Vec<DeploymentScenario> {
     out
 }
 
+/// One cluster's accounting: its node groups, and each deployment on it with its demand
+/// and placement, in the order given (program order).
+#[derive(Debug, Clone)]
+pub struct ClusterAccount {
+    pub cluster: DefId,
+    pub groups: Vec<allocation::GroupCapacity>,
+    pub members: Vec<(DefId, allocation::Demand, allocation::Placement)>,
+}
+
+/// Places the deployments `members` (by their deployment's id, in program order) cluster
+/// by cluster: the one accounting the scenarios (written layouts) and the driver (every
+/// decided layout) both read.
+pub fn account_clusters(
+    p: &Program,
+    members: &[(DefId, allocation::Demand)],
+) -> Vec<ClusterAccount> {
+    let cluster_of = |id: DefId| match p.def(id).map(|d| &d.body) {
+        Some(Body::Deploy(d)) => d.cluster,
+        _ => None,
+    };
+    let mut clusters: Vec<DefId> = members
+        .iter()
+        .filter_map(|(id, _)| cluster_of(*id))
+        .collect();
+    clusters.sort();
+    clusters.dedup();
+    clusters
+        .into_iter()
+        .filter_map(|c| {
+            let groups = group_capacities(p, c)?;
+            let mine: Vec<&(DefId, allocation::Demand)> = members
+                .iter()
+                .filter(|(id, _)| cluster_of(*id) == Some(c))
+                .collect();
+            let demands: Vec<allocation::Demand> = mine.iter().map(|(_, d)| d.clone()).collect();
+            let placements = allocation::allocate(&groups, &demands);
+            Some(ClusterAccount {
+                cluster: c,
+                groups,
+                members: mine
+                    .into_iter()
+                    .zip(placements)
+                    .map(|((id, demand), placement)| (*id, demand.clone(), placement))
+                    .collect(),
+            })
+        })
+        .collect()
+}
+
 /// The node groups of cluster `c`, as the allocator sees them.
 pub fn group_capacities(p: &Program, c: DefId) -> Option<Vec<allocation::GroupCapacity>> {
     let cluster = p.cluster(c)?;
@@ -297,7 +337,8 @@ pub fn pinned_group(p: &Program, d: &crate::program::Deploy) -> Option<usize> {
         .position(|g| g.node == node)
 }
 
-/// What a deployment with layout `l` asks of its cluster.
+/// What a deployment with layout `l` asks of its cluster, its autoscaler's `max`
+/// included.
 pub fn demand_of(
     p: &Program,
     def: &crate::program::Def,
@@ -310,6 +351,10 @@ pub fn demand_of(
         name: def.name.clone(),
         replica_gpus: if whole { l.gpus() } else { l.replica_gpus() },
         replicas: l.dp.max(1),
+        reserved: match &d.autoscale {
+            Some(a) if !whole => a.max.saturating_sub(l.dp.max(1)),
+            _ => 0,
+        },
         whole,
         // A pin to a node the cluster lacks places nothing (E0409 says why).
         group: d

@@ -113,8 +113,8 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
         }
         if !result.scaling.is_empty() {
             println!(
-                "scaling, one replica ({}): GPUs → tok/s per GPU, TPOT",
-                space.weights.first().map(String::as_str).unwrap_or("")
+                "scaling, one replica (weights {}, KV cache {}): GPUs → tok/s per GPU, TPOT",
+                result.scaling[0].weights, result.scaling[0].kv_cache
             );
             for p in &result.scaling {
                 println!(

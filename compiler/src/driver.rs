@@ -291,7 +291,8 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
             slots: &d.slots,
         })
         .collect();
-    let (plan, lowering_diags) = crate::ir::lower(p, &planned);
+    let (mut plan, lowering_diags) = crate::ir::lower(p, &planned);
+    plan.inputs = crate::ir::input_digests(&checked.db);
     diags.extend(lowering_diags);
     diagnostics::sort(&mut diags);
     diags.dedup();

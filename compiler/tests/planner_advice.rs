@@ -227,3 +227,27 @@ deploy d {{ model = llama_3_1_70b, cluster = one, workload = busy, layout = {lay
     assert_eq!(e.len(), 1);
     assert!(!e[0].message.contains("SLO"), "{}", e[0].message);
 }
+
+/// The scaling curve is drawn in the formats the deployment runs: the planner's choice
+/// when it may choose (here FP8 over BF16), not the first format it was allowed.
+#[test]
+fn the_scaling_curve_is_in_the_chosen_formats() {
+    let src = "import std.nodes.*\nimport std.models.*\n\
+cluster c { nodes = 1 × dgx_h100 }\n\
+workload w { prompt = 3k tokens, output = 300 tokens, rate = 3 req/s }\n\
+slo s { ttft.p95 <= 1500 ms, tpot.p95 <= 35 ms }\n\
+deploy d { model = qwen3_32b, cluster = c, workload = w, slo = s, layout = auto, allowed_weights = [bf16, fp8], engine = vllm { max_model_len = 8k tokens } }\n";
+    let world = MemoryWorld::new().with("p.dist", src);
+    let checked = driver::compile_file(&world, "p.dist").unwrap();
+    assert!(!checked.has_errors(), "{:?}", checked.diagnostics);
+    let d = &checked.deployments[0];
+    assert_eq!(
+        d.scenario.scenario.model.weights, "fp8",
+        "the planner picks FP8 here"
+    );
+    let search = d.search.as_ref().unwrap();
+    assert!(!search.scaling.is_empty());
+    for p in &search.scaling {
+        assert_eq!(p.weights, "fp8", "{} GPUs", p.gpus);
+    }
+}

@@ -8,6 +8,7 @@
 //! - [`report`]: the cost report (`report.md`, `report.json`, `report.html`)
 //! - [`shell`]: quoting for everything that lands in a script
 
+pub mod chart;
 pub mod k8s;
 pub mod nccl;
 pub mod report;
@@ -84,7 +85,9 @@ pub fn render(plan: &Plan) -> Result<BTreeMap<String, String>, String> {
         for (path, text) in nccl::files(d).map_err(|e| format!("deployment `{}`: {e}", d.name))? {
             out.insert(format!("{}/{path}", d.name), text);
         }
-        for (path, text) in report::files(d).map_err(|e| format!("deployment `{}`: {e}", d.name))? {
+        for (path, text) in
+            report::files(plan, d).map_err(|e| format!("deployment `{}`: {e}", d.name))?
+        {
             out.insert(format!("{}/{path}", d.name), text);
         }
     }

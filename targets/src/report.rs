@@ -5,7 +5,8 @@
 //! `report.json` is the IR's report data with the deployment's identity, under a
 //! `schema` version (documented in docs/report-json.md).
 
-use dic_compiler::ir::{DeploymentPlan, ReportData};
+use crate::chart::{num, text_width, Axis, Side, Svg, AROUND, SMALL};
+use dic_compiler::ir::{DeploymentPlan, InputDigest, Plan, ReportData};
 use minijinja::{Environment, Value};
 use serde::Serialize;
 
@@ -34,9 +35,17 @@ fn env() -> Environment<'static> {
     e
 }
 
+/// What made the report: dic's version and the digests of the input files.
+#[derive(Serialize)]
+struct Generator<'a> {
+    dic: &'a str,
+    inputs: &'a [InputDigest],
+}
+
 #[derive(Serialize)]
 struct ReportJson<'a> {
     schema: &'static str,
+    generator: Generator<'a>,
     deployment: &'a str,
     model: &'a str,
     model_source: &'a str,
@@ -57,36 +66,44 @@ struct ReportView<'a> {
     data: &'a ReportData,
 }
 
-const COLORS: [(&str, &str); 6] = [
-    ("weights", "#4e79a7"),
-    ("activations", "#f28e2b"),
-    ("non-torch", "#76b7b2"),
-    ("CUDA graphs", "#b07aa1"),
-    ("KV cache", "#59a14f"),
-    ("free", "#d3d3d3"),
+/// The memory chart's parts: name, colour, and whether its value label is drawn in white.
+const COLORS: [(&str, &str, bool); 6] = [
+    ("weights", "#4e79a7", true),
+    ("activations", "#f28e2b", false),
+    ("non-torch", "#76b7b2", false),
+    ("CUDA graphs", "#b07aa1", true),
+    ("KV cache", "#59a14f", true),
+    ("free", "#d3d3d3", false),
 ];
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+const GIB: f64 = 1073741824.0;
 
-/// Stacked bars, one per PP stage: weights, activations, non-torch, graphs, KV, free.
+/// Stacked bars, one per PP stage, on a GiB axis as long as the card: weights,
+/// activations, non-torch, graphs, KV cache and free, each with its GiB figure where it
+/// is wide enough to hold it (the table under the chart has them all).
 fn memory_svg(r: &ReportData) -> String {
-    let width = 640.0;
-    let left = 70.0;
-    let bar = 22.0;
-    let height = 40.0 + r.memory.len() as f64 * (bar + 10.0);
-    let mut s = format!("<svg class=\"chart\" id=\"memory\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" role=\"img\" aria-label=\"memory per GPU\">");
+    let (width, x0, x1, top, bar, gap) = (680.0, 70.0, 660.0, 10.0, 24.0, 12.0);
+    let card = r
+        .memory
+        .first()
+        .map(|m| m.total as f64 / GIB)
+        .unwrap_or(0.0);
+    let widest = r
+        .memory
+        .iter()
+        .map(|m| {
+            (m.weights + m.activations + m.non_torch + m.cuda_graphs + m.kv_cache + m.free) as f64
+                / GIB
+        })
+        .fold(card, f64::max);
+    let axis = Axis::fixed(widest, 6);
+    let axis_y = top + r.memory.len() as f64 * (bar + gap);
+    let legend_y = axis_y + 56.0;
+    let height = legend_y + 10.0;
+    let mut s = Svg::new("memory", width, height, "memory per GPU");
     for (i, m) in r.memory.iter().enumerate() {
-        let y = 10.0 + i as f64 * (bar + 10.0);
-        s.push_str(&format!(
-            "<text x=\"0\" y=\"{:.1}\" font-size=\"12\">stage {}</text>",
-            y + 15.0,
-            m.stage
-        ));
+        let y = top + i as f64 * (bar + gap);
+        s.text(0.0, y + 16.0, "start", 12.0, &format!("stage {}", m.stage));
         let parts = [
             m.weights,
             m.activations,
@@ -95,27 +112,37 @@ fn memory_svg(r: &ReportData) -> String {
             m.kv_cache,
             m.free,
         ];
-        let total: u64 = parts.iter().sum::<u64>().max(1);
-        let mut x = left;
-        for (p, (name, color)) in parts.iter().zip(COLORS) {
-            let w = (*p as f64 / total as f64) * (width - left - 10.0);
-            s.push_str(&format!(
-                "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{bar}\" fill=\"{color}\"><title>{name}: {:.2} GiB</title></rect>",
-                *p as f64 / 1073741824.0
-            ));
+        let mut x = x0;
+        for (p, (name, color, white)) in parts.iter().zip(COLORS) {
+            let gib = *p as f64 / GIB;
+            let w = axis.at(gib, x0, x1) - x0;
+            let value = num(gib, 1);
+            s.rect(x, y, w, bar, color, &format!("{name}: {gib:.2} GiB"));
+            if text_width(&value, SMALL) + 6.0 <= w {
+                let fill = if white { "#ffffff" } else { "#1d232b" };
+                s.text_fill(x + w / 2.0, y + 16.0, "middle", SMALL, fill, &value);
+            }
             x += w;
         }
     }
-    let ly = height - 12.0;
-    for (i, (name, color)) in COLORS.iter().enumerate() {
-        let x = left + i as f64 * 95.0;
-        s.push_str(&format!("<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{color}\"/><text x=\"{:.1}\" y=\"{ly:.1}\" font-size=\"11\">{name}</text>", ly - 9.0, x + 14.0));
+    s.x_axis(
+        &axis,
+        x0,
+        x1,
+        axis_y,
+        top,
+        &format!("GiB per GPU ({} GiB card)", num(card, 1)),
+    );
+    for (i, (name, color, _)) in COLORS.iter().enumerate() {
+        let x = x0 + i as f64 * 98.0;
+        s.rect(x, legend_y - 9.0, 10.0, 10.0, color, name);
+        s.text(x + 14.0, legend_y, "start", SMALL, name);
     }
-    s.push_str("</svg>");
-    s
+    s.finish()
 }
 
-/// Horizontal bars: what one decode step spends its time on.
+/// Horizontal bars on a milliseconds axis: what one decode step spends its time on, each
+/// with its value.
 fn step_svg(r: &ReportData) -> String {
     let Some(st) = &r.step else {
         return String::new();
@@ -127,98 +154,180 @@ fn step_svg(r: &ReportData) -> String {
         ("overhead", st.overhead_ms, "#9c755f"),
         ("bubble", st.bubble_ms, "#bab0ac"),
     ];
-    let max = rows.iter().map(|r| r.1).fold(1e-9, f64::max);
-    let mut s = String::from("<svg class=\"chart\" id=\"step\" xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" height=\"150\" role=\"img\" aria-label=\"decode step\">");
+    let (x0, x1, top, bar, gap) = (110.0, 580.0, 8.0, 18.0, 8.0);
+    let axis = Axis::to(rows.iter().map(|r| r.1).fold(0.0, f64::max), 6);
+    let axis_y = top + rows.len() as f64 * (bar + gap);
+    let mut s = Svg::new("step", 680.0, axis_y + 40.0, "decode step");
     for (i, (name, v, color)) in rows.iter().enumerate() {
-        let y = 8.0 + i as f64 * 28.0;
-        let w = v / max * 420.0;
-        s.push_str(&format!(
-            "<text x=\"0\" y=\"{:.1}\" font-size=\"12\">{name}</text><rect x=\"110\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"18\" fill=\"{color}\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\">{v:.2} ms</text>",
+        let y = top + i as f64 * (bar + gap);
+        let w = axis.at(*v, x0, x1) - x0;
+        s.text(0.0, y + 13.0, "start", 12.0, name);
+        s.rect(x0, y, w, bar, color, &format!("{name}: {v:.3} ms"));
+        s.text(
+            x0 + w + 6.0,
             y + 13.0,
-            116.0 + w,
-            y + 13.0
-        ));
+            "start",
+            SMALL,
+            &format!("{v:.2} ms"),
+        );
     }
-    s.push_str("</svg>");
-    s
+    s.x_axis(&axis, x0, x1, axis_y, top, "milliseconds per decode step");
+    s.finish()
 }
 
-/// Scatter of alternatives: $/h (x) against TPOT (y); the deployment's own layout marked.
+/// Scatter of the alternatives: TPOT (y) against $/h (x), or against TTFT when every
+/// alternative costs the same per hour (or the cluster has no price), each point numbered
+/// as its row in the table, this deployment's in red.
 fn alternatives_svg(r: &ReportData) -> String {
-    let pts: Vec<(f64, f64, bool, &str)> = r
+    let mut prices: Vec<f64> = r
         .alternatives
         .iter()
-        .filter_map(|a| {
-            Some((
-                a.cost_per_hour.unwrap_or(a.gpus as f64),
-                a.tpot_ms?,
-                a.chosen,
-                a.layout.as_str(),
-            ))
+        .filter_map(|a| a.cost_per_hour)
+        .collect();
+    prices.sort_by(f64::total_cmp);
+    prices.dedup();
+    let by_cost = prices.len() > 1 && r.alternatives.iter().all(|a| a.cost_per_hour.is_some());
+    let pts: Vec<(usize, f64, f64, bool)> = r
+        .alternatives
+        .iter()
+        .enumerate()
+        .filter_map(|(i, a)| {
+            let x = if by_cost {
+                a.cost_per_hour?
+            } else {
+                a.ttft_ms?
+            };
+            Some((i + 1, x, a.tpot_ms?, a.chosen))
         })
         .collect();
-    let mut s = String::from("<svg class=\"chart\" id=\"alternatives\" xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" height=\"220\" role=\"img\" aria-label=\"alternatives\">");
-    s.push_str("<line x1=\"50\" y1=\"190\" x2=\"630\" y2=\"190\" stroke=\"#889\"/><line x1=\"50\" y1=\"10\" x2=\"50\" y2=\"190\" stroke=\"#889\"/>");
-    s.push_str("<text x=\"560\" y=\"210\" font-size=\"11\">cost →</text><text x=\"0\" y=\"20\" font-size=\"11\">TPOT</text>");
-    if let (Some(xmax), Some(ymax)) = (
-        pts.iter().map(|p| p.0).reduce(f64::max),
-        pts.iter().map(|p| p.1).reduce(f64::max),
-    ) {
-        for (x, y, chosen, label) in &pts {
-            let cx = 50.0 + x / xmax.max(1e-9) * 560.0;
-            let cy = 190.0 - y / ymax.max(1e-9) * 170.0;
-            let (r_, fill) = if *chosen {
-                (7, "#e15759")
-            } else {
-                (4, "#4e79a7")
-            };
-            s.push_str(&format!("<circle cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"{r_}\" fill=\"{fill}\"><title>{}: {y:.1} ms</title></circle>", esc(label)));
-        }
+    let (x0, x1, y0, y1) = (60.0, 660.0, 230.0, 30.0);
+    let xa = Axis::to(pts.iter().map(|p| p.1).fold(0.0, f64::max), 6);
+    let ya = Axis::to(pts.iter().map(|p| p.2).fold(0.0, f64::max), 5);
+    let mut s = Svg::new("alternatives", 680.0, 275.0, "alternatives");
+    s.x_axis(
+        &xa,
+        x0,
+        x1,
+        y0,
+        y1,
+        if by_cost {
+            "$ per hour"
+        } else if prices.len() == 1 && pts.len() > 1 {
+            "TTFT (ms); every alternative costs the same per hour"
+        } else {
+            "TTFT (ms)"
+        },
+    );
+    s.y_axis(&ya, x0, y0, y1, x1, "TPOT (ms)");
+    // This deployment's point last, so that it is drawn on top and labelled first.
+    let mut order: Vec<&(usize, f64, f64, bool)> = pts.iter().collect();
+    order.sort_by_key(|p| !p.3);
+    let place = |p: &(usize, f64, f64, bool)| (xa.at(p.1, x0, x1), ya.at(p.2, y0, y1));
+    for p in order.iter().rev() {
+        let (cx, cy) = place(p);
+        let (radius, fill) = if p.3 {
+            (6.0, "#e15759")
+        } else {
+            (4.0, "#4e79a7")
+        };
+        s.circle(cx, cy, radius, fill, &format!("#{}: {:.1} ms", p.0, p.2));
     }
-    s.push_str("</svg>");
-    s
+    for p in &order {
+        let (cx, cy) = place(p);
+        let label = if p.3 {
+            format!("#{} (this)", p.0)
+        } else {
+            format!("#{}", p.0)
+        };
+        s.place_label(cx, cy, &label, &AROUND, (x0, y1 - 8.0, x1 + 18.0, y0));
+    }
+    s.finish()
 }
 
-/// GPUs (log₂ axis) against saturated tokens/s per GPU, TPOT as labels.
+/// Output tokens/s per GPU (y) of the fastest single replica on 1, 2, 4 … GPUs (x, log₂),
+/// each point with its value; the TPOT of each under its GPU count; the point from which
+/// more GPUs make it worse in red.
 fn scaling_svg(r: &ReportData) -> String {
-    let mut s = String::from("<svg class=\"chart\" id=\"scaling\" xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" height=\"220\" role=\"img\" aria-label=\"scaling curve\">");
-    s.push_str("<line x1=\"50\" y1=\"190\" x2=\"630\" y2=\"190\" stroke=\"#889\"/><line x1=\"50\" y1=\"10\" x2=\"50\" y2=\"190\" stroke=\"#889\"/>");
-    s.push_str("<text x=\"540\" y=\"210\" font-size=\"11\">GPUs (log₂) →</text><text x=\"0\" y=\"20\" font-size=\"11\">tok/s/GPU</text>");
-    let n = r.scaling.len();
-    let ymax = r
-        .scaling
-        .iter()
-        .map(|p| p.output_tokens_per_s_per_gpu)
-        .fold(1e-9, f64::max);
+    let (x0, x1, y0, y1) = (70.0, 660.0, 205.0, 40.0);
+    let ya = Axis::to(
+        r.scaling
+            .iter()
+            .map(|p| p.output_tokens_per_s_per_gpu)
+            .fold(0.0, f64::max),
+        5,
+    );
+    let mut s = Svg::new("scaling", 680.0, 262.0, "scaling curve");
+    s.y_axis(&ya, x0, y0, y1, x1, "output tokens/s per GPU (saturated)");
+    let lg = |g: u64| (g.max(1) as f64).log2();
+    let (first, last) = match (r.scaling.first(), r.scaling.last()) {
+        (Some(a), Some(b)) => (lg(a.gpus), lg(b.gpus)),
+        _ => (0.0, 0.0),
+    };
+    let pad = 40.0;
+    let x_of = |g: u64| {
+        if last > first {
+            x0 + pad + (lg(g) - first) / (last - first) * (x1 - x0 - 2.0 * pad)
+        } else {
+            (x0 + x1) / 2.0
+        }
+    };
+    s.line(x0, y0, x1, y0, "#889");
     let mut path = String::new();
     for (i, p) in r.scaling.iter().enumerate() {
-        let x = 60.0
-            + if n > 1 {
-                i as f64 / (n - 1) as f64 * 540.0
-            } else {
-                0.0
-            };
-        let y = 190.0 - p.output_tokens_per_s_per_gpu / ymax * 170.0;
-        path.push_str(&format!("{}{x:.1},{y:.1} ", if i == 0 { "M" } else { "L" }));
-        s.push_str(&format!(
-            "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"4\" fill=\"#4e79a7\"/><text x=\"{x:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{} GPUs, {:.1} ms</text>",
-            y - 8.0,
-            p.gpus,
-            p.tpot_ms
-        ));
+        let x = x_of(p.gpus);
+        let y = ya.at(p.output_tokens_per_s_per_gpu, y0, y1);
+        let _ = std::fmt::Write::write_fmt(
+            &mut path,
+            format_args!("{}{x:.1},{y:.1} ", if i == 0 { "M" } else { "L" }),
+        );
+        s.line(x, y0, x, y0 + 4.0, "#889");
+        s.text(x, y0 + 16.0, "middle", SMALL, &p.gpus.to_string());
+        s.text(
+            x,
+            y0 + 30.0,
+            "middle",
+            SMALL,
+            &format!("{:.1} ms", p.tpot_ms),
+        );
     }
+    s.text(
+        (x0 + x1) / 2.0,
+        y0 + 48.0,
+        "middle",
+        SMALL,
+        "GPUs per replica (log₂ scale) · TPOT at 8 requests in flight",
+    );
     if !path.is_empty() {
-        s.push_str(&format!(
-            "<path d=\"{}\" fill=\"none\" stroke=\"#4e79a7\"/>",
-            path.trim_end()
-        ));
+        s.path(path.trim_end(), "#4e79a7");
     }
-    s.push_str("</svg>");
-    s
+    for p in &r.scaling {
+        let worse = r.worse_from_gpus.is_some_and(|g| p.gpus >= g);
+        let (x, y) = (x_of(p.gpus), ya.at(p.output_tokens_per_s_per_gpu, y0, y1));
+        let fill = if worse { "#e15759" } else { "#4e79a7" };
+        s.circle(
+            x,
+            y,
+            4.0,
+            fill,
+            &format!("{} GPUs ({}): {:.1} ms", p.gpus, p.layout, p.tpot_ms),
+        );
+        s.place_label(
+            x,
+            y,
+            &num(p.output_tokens_per_s_per_gpu, 0),
+            &[Side::Above, Side::Below, Side::Right, Side::Left],
+            (x0, y1 - 10.0, x1 + 18.0, y0),
+        );
+    }
+    s.finish()
 }
 
-/// The three report files of one deployment, by path relative to its folder.
-pub fn files(d: &DeploymentPlan) -> Result<Vec<(String, String)>, String> {
+/// The three report files of one deployment of `plan`, by path relative to its folder.
+pub fn files(plan: &Plan, d: &DeploymentPlan) -> Result<Vec<(String, String)>, String> {
+    let generator = Generator {
+        dic: plan.dic_version,
+        inputs: &plan.inputs,
+    };
     let e = env();
     let layout = format!("{}", d.layout);
     let view = ReportView {
@@ -229,6 +338,7 @@ pub fn files(d: &DeploymentPlan) -> Result<Vec<(String, String)>, String> {
         d => Value::from_serialize(d),
         r => Value::from_serialize(&view),
         layout => layout.clone(),
+        generator => Value::from_serialize(&generator),
         memory_svg => Value::from_safe_string(memory_svg(&d.report)),
         step_svg => Value::from_safe_string(step_svg(&d.report)),
         alternatives_svg => Value::from_safe_string(alternatives_svg(&d.report)),
@@ -244,6 +354,7 @@ pub fn files(d: &DeploymentPlan) -> Result<Vec<(String, String)>, String> {
         .map_err(|e| format!("report.html: {e}"))?;
     let json = ReportJson {
         schema: REPORT_SCHEMA,
+        generator,
         deployment: &d.name,
         model: &d.model.name,
         model_source: &d.model.source,

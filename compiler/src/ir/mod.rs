@@ -33,13 +33,50 @@ pub const RAY_PORT: u64 = 6379;
 #[derive(Debug, Clone, Serialize)]
 pub struct Plan {
     pub format_version: u32,
+    /// The dic release that compiled it (the package version: a commit would make every
+    /// build's outputs differ).
+    pub dic_version: &'static str,
+    /// The user's source files it was compiled from (not the stdlib, which the version
+    /// names), root first.
+    pub inputs: Vec<InputDigest>,
     pub deployments: Vec<DeploymentPlan>,
+}
+
+/// One source file by its path relative to the root file's folder and the SHA-256 of its
+/// bytes (what `sha256sum` prints), so a report names exactly what it was made from.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct InputDigest {
+    pub path: String,
+    pub sha256: String,
+}
+
+/// The digest of every user file in `db`, root first (its path relative to the root's
+/// folder, so the result does not depend on where dic ran).
+pub fn input_digests(db: &crate::source::SourceDb) -> Vec<InputDigest> {
+    use sha2::{Digest, Sha256};
+    let mut files = db.iter().filter(|(_, f)| !f.is_stdlib).map(|(_, f)| f);
+    let Some(root) = files.next() else {
+        return Vec::new();
+    };
+    let dir = root.name.rfind('/').map(|i| &root.name[..=i]).unwrap_or("");
+    std::iter::once(root)
+        .chain(files)
+        .map(|f| InputDigest {
+            path: f.name.strip_prefix(dir).unwrap_or(&f.name).to_string(),
+            sha256: Sha256::digest(f.text.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+        })
+        .collect()
 }
 
 impl Default for Plan {
     fn default() -> Self {
         Plan {
             format_version: PLAN_FORMAT_VERSION,
+            dic_version: env!("CARGO_PKG_VERSION"),
+            inputs: Vec::new(),
             deployments: Vec::new(),
         }
     }
@@ -317,6 +354,19 @@ pub struct ReportData {
     pub scaling: Vec<crate::planner::ScalingPoint>,
     pub worse_from_gpus: Option<u64>,
     pub planner_evaluated: usize,
+    /// The warnings and the planner's advice on this deployment, as `dic check` words
+    /// them.
+    pub findings: Vec<FindingRow>,
+}
+
+/// One warning or piece of advice for the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct FindingRow {
+    pub code: String,
+    pub severity: &'static str,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub help: Option<String>,
 }
 
 /// A communicator the runtime builds: its kind, index and member ranks.
@@ -477,8 +527,8 @@ pub fn lower(p: &Program, planned: &[Planned<'_>]) -> (Plan, Vec<Diagnostic>) {
     }
     (
         Plan {
-            format_version: PLAN_FORMAT_VERSION,
             deployments,
+            ..Plan::default()
         },
         diags,
     )

@@ -178,5 +178,16 @@ pub(super) fn report_data(
         scaling: search.scaling.clone(),
         worse_from_gpus: search.worse_from_gpus,
         planner_evaluated: search.evaluated,
+        findings: a
+            .findings
+            .iter()
+            .filter(|f| f.severity != crate::diagnostics::Severity::Error)
+            .map(|f| FindingRow {
+                code: f.code.to_string(),
+                severity: f.severity.as_str(),
+                message: f.message.clone(),
+                help: f.help.clone(),
+            })
+            .collect(),
     }
 }

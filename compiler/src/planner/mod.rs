@@ -107,6 +107,9 @@ pub struct Rejection {
 pub struct ScalingPoint {
     pub gpus: u64,
     pub layout: Layout,
+    /// The formats it was predicted in: the deployment's own.
+    pub weights: String,
+    pub kv_cache: String,
     pub output_tokens_per_s_per_gpu: f64,
     pub tpot_ms: f64,
     pub cost_per_million_output: Option<f64>,
@@ -423,7 +426,24 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
             .then(a.escalation().cmp(&b.escalation()))
             .then(a.gpus.cmp(&b.gpus))
     });
-    let (scaling, worse_from_gpus) = scaling::scaling_curve(base, space, &tps);
+    // The curve in the formats the deployment runs: the planner's choice, or the first
+    // allowed (the model's own when the space is not widened).
+    let formats = match feasible.first() {
+        Some(c) => (c.weights.as_str(), c.kv_cache.as_str()),
+        None => (
+            space
+                .weights
+                .first()
+                .unwrap_or(&base.model.weights)
+                .as_str(),
+            space
+                .kv_cache
+                .first()
+                .unwrap_or(&base.model.kv_cache)
+                .as_str(),
+        ),
+    };
+    let (scaling, worse_from_gpus) = scaling::scaling_curve(base, formats, &tps);
     Search {
         chosen: feasible.first().cloned(),
         closest: if feasible.is_empty() { closest } else { None },

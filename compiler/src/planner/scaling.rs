@@ -2,7 +2,7 @@
 //! replica on a given number of GPUs ([`fastest_replica`]) draws the report's scaling
 //! curve and decides W0404 for a written layout.
 
-use super::{evaluate, tp_sizes, Candidate, ScalingPoint, SearchSpace};
+use super::{evaluate, tp_sizes, Candidate, ScalingPoint};
 use crate::analysis::perf::Prediction;
 use crate::analysis::rules::{Anchor, Finding};
 use crate::analysis::{Load, Scenario, WorkloadSpec};
@@ -54,12 +54,13 @@ pub(super) fn fastest_replica(
 }
 
 /// Best single replica for each power-of-two GPU count at 8 requests in flight (a fixed,
-/// moderate load so that the points compare), with its saturated throughput per GPU; the
-/// first count whose replica is clearly slower than the previous one marks "more GPUs
-/// make it worse".
+/// moderate load so that the points compare), with its saturated throughput per GPU, in
+/// the deployment's own formats (`formats`: weights and KV cache, the planner's choice
+/// when it chose them); the first count whose replica is clearly slower than the previous
+/// one marks "more GPUs make it worse".
 pub(super) fn scaling_curve(
     base: &Scenario,
-    space: &SearchSpace,
+    formats: (&str, &str),
     tps: &[u64],
 ) -> (Vec<ScalingPoint>, Option<u64>) {
     let total = base.topology.total_gpus().max(1);
@@ -68,12 +69,8 @@ pub(super) fn scaling_curve(
         load: Load::Concurrency(8),
         ..w
     });
-    if let Some(w) = space.weights.first() {
-        base.model.weights = w.clone();
-    }
-    if let Some(kv) = space.kv_cache.first() {
-        base.model.kv_cache = kv.clone();
-    }
+    base.model.weights = formats.0.to_string();
+    base.model.kv_cache = formats.1.to_string();
     base.layout = Layout {
         ep: base.model.is_moe(),
         ..Layout::default()
@@ -85,6 +82,8 @@ pub(super) fn scaling_curve(
             points.push(ScalingPoint {
                 gpus: g,
                 layout: c.layout,
+                weights: c.weights.clone(),
+                kv_cache: c.kv_cache.clone(),
                 output_tokens_per_s_per_gpu: c.max_output_tokens_per_s.unwrap_or(0.0) / g as f64,
                 tpot_ms: c.tpot_ms.unwrap_or(0.0),
                 cost_per_million_output: c.cost_per_million_output,

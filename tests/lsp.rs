@@ -19,8 +19,19 @@ struct Client {
 }
 
 impl Client {
+    /// A client like the VS Code extension: it serves the read-only documents itself.
     fn start(utf8: bool) -> Client {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dic"))
+        Client::start_as(utf8, json!({"readOnlyDocuments": "virtual"}), None)
+    }
+
+    /// A client with these initialization options, the server's cache under `cache`
+    /// (`XDG_CACHE_HOME`) when given.
+    fn start_as(utf8: bool, options: Value, cache: Option<&std::path::Path>) -> Client {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_dic"));
+        if let Some(dir) = cache {
+            cmd.env("XDG_CACHE_HOME", dir);
+        }
+        let mut child = cmd
             .arg("lsp")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -49,7 +60,7 @@ impl Client {
         };
         let init = c.request(
             "initialize",
-            json!({"processId": null, "rootUri": null, "capabilities": {"general": {"positionEncodings": encodings}}}),
+            json!({"processId": null, "rootUri": null, "capabilities": {"general": {"positionEncodings": encodings}}, "initializationOptions": options}),
         );
         assert_eq!(
             init["result"]["capabilities"]["positionEncoding"],
@@ -274,6 +285,55 @@ fn a_session_on_the_production_example() {
     let v = c.scrub(&Value::Object(out));
     c.shutdown();
     insta::assert_json_snapshot!(v);
+}
+
+/// An editor without the VS Code extension's virtual documents (Neovim, Helix, Emacs …):
+/// go-to-definition into the stdlib and the diagnostics' code links are files it can open,
+/// written read-only under the user's cache, whose stdlib files the server still treats
+/// as the stdlib when opened.
+#[test]
+fn other_editors_get_the_stdlib_and_explain_pages_as_files() {
+    let cache = std::env::temp_dir().join(format!("dic-lsp-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let text = std::fs::read_to_string("examples/advice.dist").unwrap();
+    let mut c = Client::start_as(false, Value::Null, Some(&cache));
+    let uri = c.open("examples/advice.dist", &text);
+    let diags = c.diagnostics(&uri, 1);
+    let d = &diags.as_array().unwrap()[0];
+    let href = d["codeDescription"]["href"].as_str().unwrap();
+    let page = href.strip_prefix("file://").unwrap();
+    assert!(page.starts_with(cache.to_str().unwrap()), "{href}");
+    let code = d["code"].as_str().unwrap();
+    assert!(
+        std::fs::read_to_string(page).unwrap().contains(code),
+        "{page}"
+    );
+    // Go to definition of the model's stdlib base.
+    let at = pos(&text, "llama_3_1_70b {", 0, 2);
+    let def = c.at("textDocument/definition", &uri, at, json!({}));
+    let target = def["uri"].as_str().unwrap();
+    let file = target.strip_prefix("file://").unwrap();
+    assert!(file.ends_with("/std/models.dist"), "{target}");
+    let stdlib = std::fs::read_to_string(file).unwrap();
+    assert!(stdlib.contains("model llama_3_1_70b"));
+    assert!(std::fs::metadata(file).unwrap().permissions().readonly());
+    // Opened in the editor, it is the stdlib: no diagnostics of its own, and hover
+    // inside it works.
+    c.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": target, "languageId": "dist", "version": 1, "text": stdlib}}),
+    );
+    let hover = c.at(
+        "textDocument/hover",
+        target,
+        pos(&stdlib, "model llama_3_1_70b", 0, 8),
+        json!({}),
+    );
+    assert!(hover.to_string().contains("llama_3_1_70b"), "{hover}");
+    let stdlib_published = c.notifications.iter().any(|n| n["params"]["uri"] == target);
+    assert!(!stdlib_published, "the stdlib got diagnostics");
+    c.shutdown();
+    let _ = std::fs::remove_dir_all(&cache);
 }
 
 #[test]

@@ -7,7 +7,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use dic_compiler::span::ColumnEncoding;
-use dic_lsp::convert::Encoding;
+use dic_lsp::convert::Protocol;
 use dic_lsp::server::{note, Server};
 use lsp_types as lsp;
 use lsp_types::notification::{DidChangeTextDocument, DidOpenTextDocument};
@@ -48,12 +48,12 @@ fn first(server: &mut Server) {
 fn bench(c: &mut Criterion) {
     let text = dic_compiler::sample::generated(2000);
     let uri = lsp::Uri::from_str("file:///bench/big.dist").unwrap();
-    let enc = Encoding(ColumnEncoding::Utf16);
+    let proto = Protocol::new(ColumnEncoding::Utf16);
     let mut g = c.benchmark_group("lsp");
     g.sample_size(20);
     g.bench_function("open + first diagnostics, 2000 lines", |b| {
         b.iter(|| {
-            let mut server = Server::new(enc);
+            let mut server = Server::new(proto);
             open(&mut server, &uri, &text);
             first(&mut server);
         })
@@ -62,7 +62,7 @@ fn bench(c: &mut Criterion) {
         "open + complete diagnostics (planner advice), 2000 lines",
         |b| {
             b.iter(|| {
-                let mut server = Server::new(enc);
+                let mut server = Server::new(proto);
                 open(&mut server, &uri, &text);
                 assert_eq!(server.flush().len(), 2);
             })
@@ -71,7 +71,7 @@ fn bench(c: &mut Criterion) {
     // One character typed in the middle of the file (a digit of a prompt length), and back.
     let at = text.find("prompt = 1030").unwrap() + "prompt = 10".len();
     let edited = [format!("{}7{}", &text[..at], &text[at + 1..]), text.clone()];
-    let mut server = Server::new(enc);
+    let mut server = Server::new(proto);
     open(&mut server, &uri, &text);
     server.flush();
     let mut version = 1;

@@ -1,6 +1,8 @@
 //! The protocol's coordinates ↔ the compiler's: `file://` URIs ↔ the paths the compiler's
-//! `World` reads, the virtual `dic-stdlib:` and `dic-explain:` documents, and LSP
-//! positions (line + column in the negotiated encoding, UTF-8 or UTF-16) ↔ byte offsets.
+//! `World` reads, the read-only documents (the stdlib and the explain pages: virtual
+//! `dic-stdlib:`/`dic-explain:` documents for the VS Code extension, files in a cache
+//! folder for every other editor), and LSP positions (line + column in the negotiated
+//! encoding, UTF-8 or UTF-16) ↔ byte offsets.
 
 use dic_compiler::source::SourceDb;
 use dic_compiler::span::{ColumnEncoding, FileId, LineCol, LineIndex, Span};
@@ -14,6 +16,7 @@ pub const EXPLAIN_SCHEME: &str = "dic-explain";
 
 /// The compiler path of a document: a file path for `file:` URIs, the stdlib's pseudo
 /// path for `dic-stdlib:` ones; other schemes get their URI text (checked in memory only).
+/// (A stdlib file in the read-only folder maps back through [`Protocol::uri_to_path`].)
 pub fn uri_to_path(uri: &Uri) -> String {
     let s = uri.as_str();
     if let Some(rest) = s.strip_prefix("file://") {
@@ -30,7 +33,8 @@ pub fn uri_to_path(uri: &Uri) -> String {
     s.to_string()
 }
 
-/// The URI of a file the compiler loaded (`std/…` stdlib files get `dic-stdlib:`).
+/// The URI of a file the compiler loaded (`std/…` stdlib files get `dic-stdlib:`; see
+/// [`Protocol::path_to_uri`] for the folder of files).
 pub fn path_to_uri(path: &str, is_stdlib: bool) -> Uri {
     let text = if is_stdlib {
         format!("{STDLIB_SCHEME}:/{}", percent_encode(path))
@@ -81,13 +85,71 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Position ↔ offset conversion in the negotiated encoding.
+/// Where the read-only documents live for this client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Encoding(pub ColumnEncoding);
+pub enum ReadOnlyDocs {
+    /// `dic-stdlib:` and `dic-explain:` URIs, served by `dic/virtualDocument` (the VS Code
+    /// extension asks for this in its initialization options).
+    Virtual,
+    /// Files under this folder (`std/…`, `explain/CODE.md`) that any editor opens
+    /// (written once per dic version by [`crate::docs_folder`]).
+    Folder(&'static str),
+}
 
-impl Encoding {
+/// What was negotiated with this client: the position encoding for position ↔ offset
+/// conversion, and where the read-only documents live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Protocol {
+    pub columns: ColumnEncoding,
+    pub docs: ReadOnlyDocs,
+}
+
+impl Protocol {
+    /// Positions in `columns`, read-only documents virtual.
+    pub fn new(columns: ColumnEncoding) -> Protocol {
+        Protocol {
+            columns,
+            docs: ReadOnlyDocs::Virtual,
+        }
+    }
+
+    /// The compiler path of a document; a stdlib file in the read-only folder is the
+    /// stdlib's own path (`std/models.dist`), so it is treated as the stdlib.
+    pub fn uri_to_path(self, uri: &Uri) -> String {
+        let path = uri_to_path(uri);
+        if let ReadOnlyDocs::Folder(folder) = self.docs {
+            if let Some(rest) = path.strip_prefix(folder) {
+                if let Some(std) = rest.strip_prefix('/').filter(|r| r.starts_with("std/")) {
+                    return std.to_string();
+                }
+            }
+        }
+        path
+    }
+
+    /// The URI of a file the compiler loaded: stdlib files in the read-only folder or
+    /// virtual.
+    pub fn path_to_uri(self, path: &str, is_stdlib: bool) -> Uri {
+        match self.docs {
+            ReadOnlyDocs::Folder(folder) if is_stdlib => {
+                path_to_uri(&format!("{folder}/{path}"), false)
+            }
+            _ => path_to_uri(path, is_stdlib),
+        }
+    }
+
+    /// The explain page of a diagnostic code (the code's link).
+    pub fn explain_uri(self, code: &str) -> Option<Uri> {
+        match self.docs {
+            ReadOnlyDocs::Folder(folder) => {
+                Some(path_to_uri(&format!("{folder}/explain/{code}.md"), false))
+            }
+            ReadOnlyDocs::Virtual => explain_uri(code),
+        }
+    }
+
     pub fn position(self, lines: &LineIndex, text: &str, offset: usize) -> Position {
-        let lc = lines.line_col(text, offset, self.0);
+        let lc = lines.line_col(text, offset, self.columns);
         Position::new(lc.line, lc.character)
     }
 
@@ -105,7 +167,7 @@ impl Encoding {
                 line: pos.line,
                 character: pos.character,
             },
-            self.0,
+            self.columns,
         )
     }
 
@@ -113,7 +175,7 @@ impl Encoding {
     pub fn location(self, db: &SourceDb, file: FileId, span: Span) -> Location {
         let f = db.get(file);
         Location::new(
-            path_to_uri(&f.name, f.is_stdlib),
+            self.path_to_uri(&f.name, f.is_stdlib),
             self.range(&f.lines, &f.text, span),
         )
     }
@@ -135,6 +197,37 @@ mod tests {
         assert_eq!(
             uri_to_path(&path_to_uri("std/links.dist", true)),
             "std/links.dist"
+        );
+    }
+
+    #[test]
+    fn read_only_documents_in_a_folder_are_files_that_map_back_to_the_stdlib() {
+        let p = Protocol {
+            columns: ColumnEncoding::Utf16,
+            docs: ReadOnlyDocs::Folder("/home/u/.cache/dic/docs-0.1.0-abc"),
+        };
+        let uri = p.path_to_uri("std/links.dist", true);
+        assert_eq!(
+            uri.as_str(),
+            "file:///home/u/.cache/dic/docs-0.1.0-abc/std/links.dist"
+        );
+        assert_eq!(p.uri_to_path(&uri), "std/links.dist");
+        // The user's own files stay themselves, even in that folder.
+        let own = p.path_to_uri("/home/u/.cache/dic/docs-0.1.0-abc/mine.dist", false);
+        assert_eq!(
+            p.uri_to_path(&own),
+            "/home/u/.cache/dic/docs-0.1.0-abc/mine.dist"
+        );
+        assert_eq!(
+            p.explain_uri("E0201").unwrap().as_str(),
+            "file:///home/u/.cache/dic/docs-0.1.0-abc/explain/E0201.md"
+        );
+        assert_eq!(
+            Protocol::new(ColumnEncoding::Utf8)
+                .explain_uri("E0201")
+                .unwrap()
+                .as_str(),
+            "dic-explain:/E0201.md"
         );
     }
 }

@@ -4,12 +4,15 @@
 //! version the editor has already replaced is dropped.
 //!
 //! - [`convert`]: URIs ↔ compiler paths, LSP positions ↔ byte offsets (UTF-8 or UTF-16)
+//! - [`docs_folder`]: the stdlib and explain pages as files, for editors without virtual
+//!   documents
 //! - [`documents`]: open documents and the world that overlays them on the disk
 //! - [`snapshot`]: one check of one document and its name occurrences
 //! - [`features`]: diagnostics, hover, definition/references/symbols, completion, actions
 //! - [`server`]: the message loop
 
 pub mod convert;
+pub mod docs_folder;
 pub mod documents;
 pub mod features;
 pub mod server;

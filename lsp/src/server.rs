@@ -3,7 +3,7 @@
 //! with debouncing. [`Server`] is transport-free, so tests and the benchmark drive it with
 //! the same messages the editor sends.
 
-use crate::convert::{path_to_uri, uri_to_path, Encoding, EXPLAIN_SCHEME, STDLIB_SCHEME};
+use crate::convert::{Protocol, ReadOnlyDocs, EXPLAIN_SCHEME, STDLIB_SCHEME};
 use crate::documents::{Documents, OverlayWorld};
 use crate::features::{actions, completion, diagnostics, hover, navigation};
 use crate::snapshot::Snapshot;
@@ -27,7 +27,7 @@ pub const VIRTUAL_DOCUMENT: &str = "dic/virtualDocument";
 
 /// Negotiate the position encoding: UTF-8 when the client offers it, else UTF-16 (the
 /// protocol's default).
-pub fn negotiate(params: &lsp::InitializeParams) -> Encoding {
+pub fn negotiate(params: &lsp::InitializeParams) -> Protocol {
     let offered = params
         .capabilities
         .general
@@ -35,15 +35,27 @@ pub fn negotiate(params: &lsp::InitializeParams) -> Encoding {
         .and_then(|g| g.position_encodings.as_ref());
     match offered {
         Some(list) if list.contains(&lsp::PositionEncodingKind::UTF8) => {
-            Encoding(ColumnEncoding::Utf8)
+            Protocol::new(ColumnEncoding::Utf8)
         }
-        _ => Encoding(ColumnEncoding::Utf16),
+        _ => Protocol::new(ColumnEncoding::Utf16),
     }
 }
 
-pub fn capabilities(enc: Encoding) -> lsp::ServerCapabilities {
+/// Whether the client serves `dic-stdlib:` and `dic-explain:` documents itself (the VS
+/// Code extension says so with `initializationOptions: { "readOnlyDocuments": "virtual" }`);
+/// every other client gets them as files ([`crate::docs_folder`]).
+pub fn wants_virtual_documents(params: &lsp::InitializeParams) -> bool {
+    params
+        .initialization_options
+        .as_ref()
+        .and_then(|o| o.get("readOnlyDocuments"))
+        .and_then(Value::as_str)
+        == Some("virtual")
+}
+
+pub fn capabilities(proto: Protocol) -> lsp::ServerCapabilities {
     lsp::ServerCapabilities {
-        position_encoding: Some(if enc.0 == ColumnEncoding::Utf8 {
+        position_encoding: Some(if proto.columns == ColumnEncoding::Utf8 {
             lsp::PositionEncodingKind::UTF8
         } else {
             lsp::PositionEncodingKind::UTF16
@@ -73,7 +85,7 @@ pub struct Pending {
 }
 
 pub struct Server {
-    pub enc: Encoding,
+    pub proto: Protocol,
     /// Where files that are not open come from (the CLI's disk world).
     files: Box<dyn World>,
     docs: Documents,
@@ -98,14 +110,14 @@ fn is_virtual(path: &str) -> bool {
 
 impl Server {
     /// A server whose documents are only the open ones (tests, benchmarks).
-    pub fn new(enc: Encoding) -> Server {
-        Server::with_files(enc, Box::new(MemoryWorld::new()))
+    pub fn new(proto: Protocol) -> Server {
+        Server::with_files(proto, Box::new(MemoryWorld::new()))
     }
 
     /// A server that reads files that are not open through `files`.
-    pub fn with_files(enc: Encoding, files: Box<dyn World>) -> Server {
+    pub fn with_files(proto: Protocol, files: Box<dyn World>) -> Server {
         Server {
-            enc,
+            proto,
             files,
             docs: Documents::default(),
             snapshots: HashMap::new(),
@@ -190,7 +202,7 @@ impl Server {
     /// Check the next document waiting for diagnostics: first every changed document
     /// without the planner's advice, then (when nothing else waits) with it.
     pub fn diagnose_one(&mut self) -> Option<Pending> {
-        let enc = self.enc;
+        let proto = self.proto;
         let (path, advice) = match self.dirty.iter().next() {
             Some(p) => (p.clone(), Advice::Skip),
             None => (self.advice_pending.iter().next()?.clone(), Advice::Planner),
@@ -204,7 +216,7 @@ impl Server {
         Some(Pending {
             path,
             version: snap.version,
-            diagnostics: diagnostics::for_document(snap, enc),
+            diagnostics: diagnostics::for_document(snap, proto),
         })
     }
 
@@ -219,7 +231,7 @@ impl Server {
         }
         Some(notification::<lsp::notification::PublishDiagnostics>(
             lsp::PublishDiagnosticsParams {
-                uri: path_to_uri(&p.path, false),
+                uri: self.proto.path_to_uri(&p.path, false),
                 diagnostics: p.diagnostics,
                 version: Some(p.version),
             },
@@ -249,7 +261,7 @@ impl Server {
         match n.method.as_str() {
             N::DidOpenTextDocument::METHOD => {
                 if let Ok(p) = serde_json::from_value::<lsp::DidOpenTextDocumentParams>(n.params) {
-                    let path = uri_to_path(&p.text_document.uri);
+                    let path = self.proto.uri_to_path(&p.text_document.uri);
                     self.docs
                         .open(path.clone(), p.text_document.version, p.text_document.text);
                     self.mark_dirty(&path);
@@ -259,7 +271,7 @@ impl Server {
             N::DidChangeTextDocument::METHOD => {
                 if let Ok(p) = serde_json::from_value::<lsp::DidChangeTextDocumentParams>(n.params)
                 {
-                    let path = uri_to_path(&p.text_document.uri);
+                    let path = self.proto.uri_to_path(&p.text_document.uri);
                     // full sync: the last change holds the whole text
                     if let Some(c) = p.content_changes.into_iter().last() {
                         if self.docs.change(&path, p.text_document.version, c.text) {
@@ -272,7 +284,7 @@ impl Server {
             }
             N::DidCloseTextDocument::METHOD => {
                 if let Ok(p) = serde_json::from_value::<lsp::DidCloseTextDocumentParams>(n.params) {
-                    let path = uri_to_path(&p.text_document.uri);
+                    let path = self.proto.uri_to_path(&p.text_document.uri);
                     self.docs.close(&path);
                     self.snapshots.remove(&path);
                     self.caches.remove(&path);
@@ -330,7 +342,7 @@ impl Server {
 
     fn dispatch(&mut self, req: Request) -> Result<Value, (ErrorCode, String)> {
         use lsp::request as R;
-        let enc = self.enc;
+        let proto = self.proto;
         let bad = |e: serde_json::Error| (ErrorCode::InvalidParams, e.to_string());
         match req.method.as_str() {
             R::Shutdown::METHOD => {
@@ -340,14 +352,14 @@ impl Server {
             R::HoverRequest::METHOD => {
                 let p: lsp::HoverParams = serde_json::from_value(req.params).map_err(bad)?;
                 let (snap, offset) = self.at(&p.text_document_position_params)?;
-                Ok(json(hover::hover(snap, offset, enc)))
+                Ok(json(hover::hover(snap, offset, proto)))
             }
             R::GotoDefinition::METHOD => {
                 let p: lsp::GotoDefinitionParams =
                     serde_json::from_value(req.params).map_err(bad)?;
                 let (snap, offset) = self.at(&p.text_document_position_params)?;
                 Ok(json(
-                    navigation::definition(snap, offset, enc)
+                    navigation::definition(snap, offset, proto)
                         .map(lsp::GotoDefinitionResponse::Scalar),
                 ))
             }
@@ -355,15 +367,15 @@ impl Server {
                 let p: lsp::ReferenceParams = serde_json::from_value(req.params).map_err(bad)?;
                 let include = p.context.include_declaration;
                 let (snap, offset) = self.at(&p.text_document_position)?;
-                Ok(json(navigation::references(snap, offset, include, enc)))
+                Ok(json(navigation::references(snap, offset, include, proto)))
             }
             R::DocumentSymbolRequest::METHOD => {
                 let p: lsp::DocumentSymbolParams =
                     serde_json::from_value(req.params).map_err(bad)?;
-                let path = uri_to_path(&p.text_document.uri);
+                let path = self.proto.uri_to_path(&p.text_document.uri);
                 let snap = self.snapshot(&path).ok_or_else(not_open)?;
                 Ok(json(lsp::DocumentSymbolResponse::Nested(
-                    navigation::symbols(snap, enc),
+                    navigation::symbols(snap, proto),
                 )))
             }
             R::Completion::METHOD => {
@@ -376,21 +388,21 @@ impl Server {
             R::Formatting::METHOD => {
                 let p: lsp::DocumentFormattingParams =
                     serde_json::from_value(req.params).map_err(bad)?;
-                let path = uri_to_path(&p.text_document.uri);
+                let path = self.proto.uri_to_path(&p.text_document.uri);
                 let doc = self.docs.get(&path).ok_or_else(not_open)?;
                 let lines = dic_compiler::span::LineIndex::new(&doc.text);
-                Ok(json(actions::format(&doc.text, &lines, enc)))
+                Ok(json(actions::format(&doc.text, &lines, proto)))
             }
             R::CodeActionRequest::METHOD => {
                 let p: lsp::CodeActionParams = serde_json::from_value(req.params).map_err(bad)?;
-                let path = uri_to_path(&p.text_document.uri);
+                let path = self.proto.uri_to_path(&p.text_document.uri);
                 let snap = self.snapshot(&path).ok_or_else(not_open)?;
                 let f = snap.checked.db.get(snap.root);
                 let span = Span::new(
-                    enc.offset(&f.lines, &f.text, p.range.start),
-                    enc.offset(&f.lines, &f.text, p.range.end),
+                    proto.offset(&f.lines, &f.text, p.range.start),
+                    proto.offset(&f.lines, &f.text, p.range.end),
                 );
-                Ok(json(actions::code_actions(snap, span, enc)))
+                Ok(json(actions::code_actions(snap, span, proto)))
             }
             VIRTUAL_DOCUMENT => {
                 let uri = req.params.get("uri").and_then(Value::as_str).unwrap_or("");
@@ -408,11 +420,11 @@ impl Server {
         &mut self,
         p: &lsp::TextDocumentPositionParams,
     ) -> Result<(&Snapshot, usize), (ErrorCode, String)> {
-        let enc = self.enc;
-        let path = uri_to_path(&p.text_document.uri);
+        let proto = self.proto;
+        let path = self.proto.uri_to_path(&p.text_document.uri);
         let snap = self.snapshot(&path).ok_or_else(not_open)?;
         let f = snap.checked.db.get(snap.root);
-        let offset = enc.offset(&f.lines, &f.text, p.position);
+        let offset = proto.offset(&f.lines, &f.text, p.position);
         Ok((snap, offset))
     }
 }
@@ -450,9 +462,23 @@ pub fn run_stdio(files: Box<dyn World>) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let (id, params) = connection.initialize_start().map_err(|e| err(&e))?;
     let params: lsp::InitializeParams = serde_json::from_value(params).map_err(|e| err(&e))?;
-    let enc = negotiate(&params);
+    let mut proto = negotiate(&params);
+    if !wants_virtual_documents(&params) {
+        // Any other editor: stdlib and explain pages as files it can open.
+        match crate::docs_folder::ensure() {
+            Ok(dir) => {
+                let dir = dir.to_string_lossy().into_owned();
+                // One string for the server's life, shared by every Copy of `Protocol`.
+                proto.docs = ReadOnlyDocs::Folder(Box::leak(dir.into_boxed_str()));
+            }
+            Err(e) => eprintln!(
+                "dic lsp: cannot write the stdlib and explain pages to {} ({e}); links into them use the dic-stdlib: and dic-explain: schemes",
+                crate::docs_folder::cache_base().display()
+            ),
+        }
+    }
     let result = lsp::InitializeResult {
-        capabilities: capabilities(enc),
+        capabilities: capabilities(proto),
         server_info: Some(lsp::ServerInfo {
             name: "dic".into(),
             version: Some(env!("CARGO_PKG_VERSION").into()),
@@ -461,7 +487,7 @@ pub fn run_stdio(files: Box<dyn World>) -> Result<(), String> {
     connection
         .initialize_finish(id, json(result))
         .map_err(|e| err(&e))?;
-    let mut server = Server::with_files(enc, files);
+    let mut server = Server::with_files(proto, files);
     main_loop(&connection, &mut server).map_err(|e| err(&e))?;
     drop(connection);
     io_threads.join();

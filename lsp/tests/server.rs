@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
 
 use dic_compiler::span::ColumnEncoding;
-use dic_lsp::convert::Encoding;
+use dic_lsp::convert::Protocol;
 use dic_lsp::server::{note, request, Server};
 use lsp_server::Message;
 use lsp_types as lsp;
@@ -58,7 +58,7 @@ fn published(msgs: &[Message]) -> Vec<lsp::PublishDiagnosticsParams> {
 
 #[test]
 fn a_result_for_a_replaced_version_is_dropped() {
-    let mut s = Server::new(Encoding(ColumnEncoding::Utf16));
+    let mut s = Server::new(Protocol::new(ColumnEncoding::Utf16));
     let u = uri("file:///t/a.dist");
     open(&mut s, &u, 1, "gpu g { memory = 80 GB/s }\n");
     let stale = s.diagnose_one().expect("pending");
@@ -77,7 +77,7 @@ fn a_result_for_a_replaced_version_is_dropped() {
 
 #[test]
 fn closing_a_document_clears_its_diagnostics() {
-    let mut s = Server::new(Encoding(ColumnEncoding::Utf16));
+    let mut s = Server::new(Protocol::new(ColumnEncoding::Utf16));
     let u = uri("file:///t/a.dist");
     open(&mut s, &u, 1, "gpu g { memory = 80 GB/s }\n");
     assert!(!published(&s.flush()).last().unwrap().diagnostics.is_empty());
@@ -94,7 +94,7 @@ fn closing_a_document_clears_its_diagnostics() {
 
 #[test]
 fn an_import_sees_the_unsaved_text_of_another_open_document() {
-    let mut s = Server::new(Encoding(ColumnEncoding::Utf8));
+    let mut s = Server::new(Protocol::new(ColumnEncoding::Utf8));
     let a = uri("file:///nowhere/models.dist");
     let b = uri("file:///nowhere/main.dist");
     open(
@@ -240,8 +240,8 @@ proptest! {
             std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/deepseek_ep.dist")).unwrap(),
             "// 日本語 🚀\r\ngpu g = h100_sxm { memory = 80 GiB }\r\n".to_string(),
         ];
-        let enc = Encoding(if utf8 { ColumnEncoding::Utf8 } else { ColumnEncoding::Utf16 });
-        let mut s = Server::new(enc);
+        let proto = Protocol::new(if utf8 { ColumnEncoding::Utf8 } else { ColumnEncoding::Utf16 });
+        let mut s = Server::new(proto);
         let u = uri("file:///fuzz/doc.dist");
         let mut text = starts[start].clone();
         open(&mut s, &u, 1, &text);
@@ -317,7 +317,7 @@ proptest! {
 /// from the last keystroke.
 #[test]
 fn did_open_is_not_debounced_but_edits_are() {
-    let mut s = Server::new(Encoding(ColumnEncoding::Utf16));
+    let mut s = Server::new(Protocol::new(ColumnEncoding::Utf16));
     let u = uri("file:///w/a.dist");
     open(&mut s, &u, 1, "gpu g { memory = 80 GB }\n");
     assert_eq!(s.wait_before_check(), std::time::Duration::ZERO);

@@ -24,6 +24,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       { language: "dist", scheme: "untitled" },
       { language: "dist", scheme: "dic-stdlib" },
     ],
+    // This client serves the stdlib and explain pages itself (the provider below); other
+    // editors get them as files in dic's cache folder.
+    initializationOptions: { readOnlyDocuments: "virtual" },
   };
   client = new LanguageClient("dic", "dic language server", serverOptions, clientOptions);
   const provider: vscode.TextDocumentContentProvider = {

@@ -2,7 +2,7 @@
 //! stdlib import, the planner's cheaper layout) and, on `layout = auto`, pinning the layout
 //! the planner chose — and whole-document formatting with `dic fmt`.
 
-use crate::convert::{path_to_uri, Encoding};
+use crate::convert::Protocol;
 use crate::features::diagnostics::{convert, primary};
 use crate::snapshot::Snapshot;
 use dic_compiler::program::{Body, LayoutSpec};
@@ -14,7 +14,11 @@ fn overlaps(a: Span, b: Span) -> bool {
     a.start <= b.end && b.start <= a.end
 }
 
-pub fn code_actions(snap: &Snapshot, range: Span, enc: Encoding) -> Vec<lsp::CodeActionOrCommand> {
+pub fn code_actions(
+    snap: &Snapshot,
+    range: Span,
+    proto: Protocol,
+) -> Vec<lsp::CodeActionOrCommand> {
     let db = &snap.checked.db;
     let mut out = Vec::new();
     for d in &snap.checked.diagnostics {
@@ -25,16 +29,16 @@ pub fn code_actions(snap: &Snapshot, range: Span, enc: Encoding) -> Vec<lsp::Cod
         for fix in &d.fixes {
             let file = db.get(fix.span.file);
             let edit = lsp::TextEdit {
-                range: enc.range(&file.lines, &file.text, fix.span.span),
+                range: proto.range(&file.lines, &file.text, fix.span.span),
                 new_text: fix.replacement.clone(),
             };
             out.push(lsp::CodeActionOrCommand::CodeAction(lsp::CodeAction {
                 title: fix.title.clone(),
                 kind: Some(lsp::CodeActionKind::QUICKFIX),
-                diagnostics: convert(snap, d, enc).map(|x| vec![x]),
+                diagnostics: convert(snap, d, proto).map(|x| vec![x]),
                 edit: Some(lsp::WorkspaceEdit {
                     changes: Some(HashMap::from([(
-                        path_to_uri(&file.name, file.is_stdlib),
+                        proto.path_to_uri(&file.name, file.is_stdlib),
                         vec![edit],
                     )])),
                     ..Default::default()
@@ -75,9 +79,9 @@ pub fn code_actions(snap: &Snapshot, range: Span, enc: Encoding) -> Vec<lsp::Cod
             kind: Some(lsp::CodeActionKind::REFACTOR_REWRITE),
             edit: Some(lsp::WorkspaceEdit {
                 changes: Some(HashMap::from([(
-                    path_to_uri(&file.name, false),
+                    proto.path_to_uri(&file.name, false),
                     vec![lsp::TextEdit {
-                        range: enc.range(&file.lines, &file.text, dep.layout_at.span),
+                        range: proto.range(&file.lines, &file.text, dep.layout_at.span),
                         new_text: layout,
                     }],
                 )])),
@@ -94,7 +98,7 @@ pub fn code_actions(snap: &Snapshot, range: Span, enc: Encoding) -> Vec<lsp::Cod
 pub fn format(
     text: &str,
     lines: &dic_compiler::span::LineIndex,
-    enc: Encoding,
+    proto: Protocol,
 ) -> Option<Vec<lsp::TextEdit>> {
     let (ast, diags) = dic_compiler::syntax::parser::parse(text, dic_compiler::span::FileId(0));
     if !diags.is_empty() {
@@ -105,7 +109,7 @@ pub fn format(
         return Some(Vec::new());
     }
     Some(vec![lsp::TextEdit {
-        range: enc.range(lines, text, Span::new(0, text.len())),
+        range: proto.range(lines, text, Span::new(0, text.len())),
         new_text: formatted,
     }])
 }

@@ -3,7 +3,7 @@
 //! range, and every other label (in this file, another file or the stdlib) as related
 //! information.
 
-use crate::convert::{explain_uri, Encoding};
+use crate::convert::Protocol;
 use crate::snapshot::Snapshot;
 use dic_compiler::diagnostics::{Diagnostic, Severity};
 use lsp_types as lsp;
@@ -18,11 +18,11 @@ pub fn severity(s: Severity) -> lsp::DiagnosticSeverity {
 
 /// The diagnostics whose primary label lies in the document (others belong to the files
 /// they point at, which report them when open).
-pub fn for_document(snap: &Snapshot, enc: Encoding) -> Vec<lsp::Diagnostic> {
+pub fn for_document(snap: &Snapshot, proto: Protocol) -> Vec<lsp::Diagnostic> {
     snap.checked
         .diagnostics
         .iter()
-        .filter_map(|d| convert(snap, d, enc))
+        .filter_map(|d| convert(snap, d, proto))
         .collect()
 }
 
@@ -30,7 +30,7 @@ pub fn primary(d: &Diagnostic) -> Option<&dic_compiler::diagnostics::Label> {
     d.labels.iter().find(|l| l.primary).or(d.labels.first())
 }
 
-pub fn convert(snap: &Snapshot, d: &Diagnostic, enc: Encoding) -> Option<lsp::Diagnostic> {
+pub fn convert(snap: &Snapshot, d: &Diagnostic, proto: Protocol) -> Option<lsp::Diagnostic> {
     let db = &snap.checked.db;
     let main = primary(d);
     let in_doc = match main {
@@ -43,7 +43,7 @@ pub fn convert(snap: &Snapshot, d: &Diagnostic, enc: Encoding) -> Option<lsp::Di
     }
     let root = db.get(snap.root);
     let range = match main {
-        Some(l) => enc.range(&root.lines, &root.text, l.span.span),
+        Some(l) => proto.range(&root.lines, &root.text, l.span.span),
         None => lsp::Range::default(),
     };
     let mut message = d.message.clone();
@@ -61,7 +61,7 @@ pub fn convert(snap: &Snapshot, d: &Diagnostic, enc: Encoding) -> Option<lsp::Di
         .iter()
         .filter(|l| Some(*l) != main)
         .map(|l| lsp::DiagnosticRelatedInformation {
-            location: enc.location(db, l.span.file, l.span.span),
+            location: proto.location(db, l.span.file, l.span.span),
             message: if l.message.is_empty() {
                 "here".into()
             } else {
@@ -74,7 +74,9 @@ pub fn convert(snap: &Snapshot, d: &Diagnostic, enc: Encoding) -> Option<lsp::Di
         range,
         severity: Some(severity(d.severity)),
         code: Some(lsp::NumberOrString::String(code.to_string())),
-        code_description: explain_uri(code).map(|href| lsp::CodeDescription { href }),
+        code_description: proto
+            .explain_uri(code)
+            .map(|href| lsp::CodeDescription { href }),
         source: Some("dic".into()),
         message,
         related_information: (!related.is_empty()).then_some(related),

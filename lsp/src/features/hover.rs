@@ -3,7 +3,7 @@
 //! schema's documentation, the resolved value and the override chain; on a deployment,
 //! also the per-GPU memory breakdown and the predicted TTFT, TPOT, throughput and cost.
 
-use crate::convert::Encoding;
+use crate::convert::Protocol;
 use crate::snapshot::Snapshot;
 use dic_compiler::ir::DeploymentPlan;
 use dic_compiler::program::{Def, FieldValue, Value};
@@ -13,7 +13,7 @@ use dic_compiler::units::fmt_bytes;
 use lsp_types as lsp;
 use std::fmt::Write;
 
-pub fn hover(snap: &Snapshot, offset: usize, enc: Encoding) -> Option<lsp::Hover> {
+pub fn hover(snap: &Snapshot, offset: usize, proto: Protocol) -> Option<lsp::Hover> {
     let root = snap.checked.db.get(snap.root);
     let (markdown, span) = if let Some(o) = snap.occurrence_at(offset) {
         let def = snap.program().def(o.def)?;
@@ -26,7 +26,7 @@ pub fn hover(snap: &Snapshot, offset: usize, enc: Encoding) -> Option<lsp::Hover
             kind: lsp::MarkupKind::Markdown,
             value: markdown,
         }),
-        range: Some(enc.range(&root.lines, &root.text, span)),
+        range: Some(proto.range(&root.lines, &root.text, span)),
     })
 }
 

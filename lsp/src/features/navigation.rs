@@ -1,22 +1,22 @@
 //! Go to definition, find references (across the document, the files it imports and the
 //! stdlib) and the document's outline.
 
-use crate::convert::Encoding;
+use crate::convert::Protocol;
 use crate::snapshot::Snapshot;
 use dic_compiler::syntax::ast::{ExprKind, Item};
 use lsp_types as lsp;
 
-pub fn definition(snap: &Snapshot, offset: usize, enc: Encoding) -> Option<lsp::Location> {
+pub fn definition(snap: &Snapshot, offset: usize, proto: Protocol) -> Option<lsp::Location> {
     let o = snap.occurrence_at(offset)?;
     let def = snap.program().def(o.def)?;
-    Some(enc.location(&snap.checked.db, def.file, def.name_span))
+    Some(proto.location(&snap.checked.db, def.file, def.name_span))
 }
 
 pub fn references(
     snap: &Snapshot,
     offset: usize,
     include_declaration: bool,
-    enc: Encoding,
+    proto: Protocol,
 ) -> Vec<lsp::Location> {
     let Some(o) = snap.occurrence_at(offset) else {
         return Vec::new();
@@ -26,7 +26,7 @@ pub fn references(
         .iter()
         .filter(|x| x.def == o.def && (include_declaration || !x.is_definition))
         .filter(|x| seen.insert((x.file, x.span.start, x.span.end)))
-        .map(|x| enc.location(&snap.checked.db, x.file, x.span))
+        .map(|x| proto.location(&snap.checked.db, x.file, x.span))
         .collect()
 }
 
@@ -43,9 +43,9 @@ fn symbol_kind(kind: &str) -> lsp::SymbolKind {
 
 /// The document's definitions, each with its fields as children.
 #[allow(deprecated)] // DocumentSymbol::deprecated is a required field of the struct
-pub fn symbols(snap: &Snapshot, enc: Encoding) -> Vec<lsp::DocumentSymbol> {
+pub fn symbols(snap: &Snapshot, proto: Protocol) -> Vec<lsp::DocumentSymbol> {
     let f = snap.checked.db.get(snap.root);
-    let range = |s: dic_compiler::span::Span| enc.range(&f.lines, &f.text, s);
+    let range = |s: dic_compiler::span::Span| proto.range(&f.lines, &f.text, s);
     snap.ast
         .items
         .iter()

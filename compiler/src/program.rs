@@ -428,6 +428,10 @@ pub struct Workload {
     pub concurrency: Option<u64>,
     /// Requests in a finite run; `None` for steady state.
     pub requests: Option<u64>,
+    /// Share of each prompt found in the prefix cache (0–1).
+    pub prefix_reuse: f64,
+    /// Leading prompt tokens every request shares.
+    pub shared_prefix: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -189,7 +189,7 @@ deploy d {{ model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, eng
     let w = s.workload.unwrap();
     let (prompt, output) = (w.prompt, w.output);
     let ctx = prompt + output / 2.0;
-    let prefill = StepModel::new(&s).prefill_time(prompt, 1.0, ctx, &FITTED);
+    let prefill = StepModel::new(&s).prefill_time(prompt, 0.0, 1.0, ctx, &FITTED);
     let expected = FITTED.request_latency + p.step.tpot / 2.0 + prefill;
     assert!((p.ttft - expected).abs() < 1e-9, "{} vs {expected}", p.ttft);
     // past the KV cap: the excess waits (n − cap) / cap of a request's time in service
@@ -198,7 +198,7 @@ deploy d {{ model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, eng
     let p = predict(&s, &mem, &FITTED);
     assert!((p.running - p.running_cap).abs() < 1e-9, "runs at the cap");
     let sm = StepModel::new(&s);
-    let pf = sm.prefill_time(prompt, p.running, ctx, &FITTED);
+    let pf = sm.prefill_time(prompt, 0.0, p.running, ctx, &FITTED);
     let service = pf + output * p.step.tpot;
     let expected = FITTED.request_latency
         + p.step.tpot / 2.0

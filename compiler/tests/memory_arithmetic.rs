@@ -206,12 +206,7 @@ fn datasheet_figures_alone_order_unseen_gpus() {
                 ..Layout::default()
             },
         );
-        s.workload = Some(WorkloadSpec {
-            prompt: 1000.0,
-            output: 200.0,
-            load: Load::Concurrency(8),
-            requests: None,
-        });
+        s.workload = Some(WorkloadSpec::new(1000.0, 200.0, Load::Concurrency(8), None));
         let mem = memory(&s);
         predict(&s, &mem, &FITTED).tpot
     };

@@ -120,12 +120,12 @@ pub fn scenario(
         (None, Some(r)) => return Err(format!("--rate must be positive, got {r}")),
         (None, None) => Load::Concurrency(1),
     };
-    let workload = WorkloadSpec {
-        prompt: req.isl.unwrap_or(1024.0),
-        output: req.osl.unwrap_or(256.0).max(1.0),
+    let workload = WorkloadSpec::new(
+        req.isl.unwrap_or(1024.0),
+        req.osl.unwrap_or(256.0).max(1.0),
         load,
-        requests: req.num_requests.map(|n| n as f64),
-    };
+        req.num_requests.map(|n| n as f64),
+    );
     Ok(Scenario {
         model_name: model_name.to_string(),
         model,

@@ -100,12 +100,9 @@ pub fn slo_break_concurrency(
     if latency.is_empty() {
         return None;
     }
-    let w = s.workload.unwrap_or(WorkloadSpec {
-        prompt: 1024.0,
-        output: 256.0,
-        load: Load::Concurrency(1),
-        requests: None,
-    });
+    let w = s
+        .workload
+        .unwrap_or(WorkloadSpec::new(1024.0, 256.0, Load::Concurrency(1), None));
     let holds = |n: f64| {
         let mut v = s.clone();
         v.layout.dp = 1;
@@ -407,20 +404,11 @@ fn scenario_on(
         scale_out,
         price_per_node_hour: cluster.price.or(node.price),
     };
-    let engine = engine_settings(model, &topology.gpu, &d.engine);
+    let mut engine = engine_settings(model, &topology.gpu, &d.engine);
     let workload = d
         .workload
         .and_then(|id| p.workload(id))
-        .map(|w| WorkloadSpec {
-            prompt: w.prompt,
-            output: w.output,
-            load: match (w.rate, w.concurrency) {
-                (Some(r), _) => Load::Rate(r),
-                (None, Some(c)) => Load::Concurrency(c),
-                (None, None) => Load::Concurrency(1),
-            },
-            requests: w.requests.map(|n| n as f64),
-        });
+        .map(|w| workload_spec(w, &mut engine));
     let mut slo = Vec::new();
     let mut slo_spans = Vec::new();
     if let Some(sl) = d.slo.and_then(|id| p.slo(id)) {
@@ -470,6 +458,35 @@ fn scenario_on(
             .unwrap_or_default(),
         share: None,
     })
+}
+
+/// A workload as the models read it: the prompt tokens the prefix cache holds (the larger
+/// of `prefix_reuse` × prompt and the shared prefix, at most all but the last token),
+/// none when the engine turns prefix caching off. A workload that reuses prefixes turns
+/// prefix caching on explicitly when the engine leaves it to vLLM's default, so the flag
+/// the launch scripts pass matches what was predicted.
+fn workload_spec(w: &crate::program::Workload, engine: &mut EngineSettings) -> WorkloadSpec {
+    let load = match (w.rate, w.concurrency) {
+        (Some(r), _) => Load::Rate(r),
+        (None, Some(c)) => Load::Concurrency(c),
+        (None, None) => Load::Concurrency(1),
+    };
+    let mut spec = WorkloadSpec::new(w.prompt, w.output, load, w.requests.map(|n| n as f64));
+    let reuses = w.prefix_reuse > 0.0 || w.shared_prefix > 0.0;
+    spec.declared_reuse = (w.prefix_reuse * w.prompt)
+        .max(w.shared_prefix)
+        .min(w.prompt);
+    if reuses && engine.enable_prefix_caching.is_none() {
+        engine.enable_prefix_caching = Some(true);
+    }
+    if reuses && engine.enable_prefix_caching == Some(true) {
+        let most = (w.prompt - 1.0).max(0.0);
+        spec.shared_prefix = w.shared_prefix.min(most);
+        spec.cached_prompt = (w.prefix_reuse * w.prompt)
+            .max(spec.shared_prefix)
+            .min(most);
+    }
+    spec
 }
 
 fn field_span(

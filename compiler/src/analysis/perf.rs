@@ -375,8 +375,16 @@ impl StepModel<'_> {
 }
 
 impl StepModel<'_> {
-    /// Time to prefill one prompt of `prompt` tokens while `running` sequences decode.
-    pub fn prefill_time(&self, prompt: f64, running: f64, ctx: f64, c: &PerfConstants) -> f64 {
+    /// Time to prefill `prompt` new tokens of one request, after `cached` tokens its
+    /// prefix cache already holds, while `running` sequences decode.
+    pub fn prefill_time(
+        &self,
+        prompt: f64,
+        cached: f64,
+        running: f64,
+        ctx: f64,
+        c: &PerfConstants,
+    ) -> f64 {
         let s = self.s;
         let mnbt = s.engine.max_num_batched_tokens as f64;
         let room = (mnbt - running.min(mnbt - 1.0)).max(256.0_f64.min(mnbt));
@@ -391,7 +399,7 @@ impl StepModel<'_> {
         let weight = chunks / samples;
         for j in 0..samples as u64 {
             let k = ((j as f64 + 0.5) * weight - 0.5).floor().max(0.0);
-            let prefix = k * chunk + chunk / 2.0;
+            let prefix = cached + k * chunk + chunk / 2.0;
             let step: f64 = facts
                 .iter()
                 .map(|f| {
@@ -413,13 +421,20 @@ impl StepModel<'_> {
     }
 }
 
-/// Mean time to the first token of `k` prompts that arrive at once: the scheduler fills
-/// each step's token budget with them in order, so the i-th finishes after the steps that
-/// carry the first i + 1 prompts.
-fn burst_prefill(sm: &StepModel, k: f64, prompt: f64, ctx: f64, c: &PerfConstants) -> f64 {
+/// Mean time to the first token of `k` prompts of `prompt` new tokens each (after
+/// `cached` cached ones) that arrive at once: the scheduler fills each step's token budget
+/// with them in order, so the i-th finishes after the steps that carry the first i + 1.
+fn burst_prefill(
+    sm: &StepModel,
+    k: f64,
+    prompt: f64,
+    cached: f64,
+    ctx: f64,
+    c: &PerfConstants,
+) -> f64 {
     let budget = sm.s.engine.max_num_batched_tokens.max(1) as f64;
     let per_step = budget.min(k.max(1.0) * prompt);
-    let step = sm.prefill_time(per_step, 0.0, ctx, c);
+    let step = sm.prefill_time(per_step, cached, 0.0, ctx, c);
     let n = k.max(1.0).round() as u64;
     let steps: f64 = (1..=n)
         .map(|i| (i as f64 * prompt / budget).ceil())
@@ -448,16 +463,26 @@ pub struct Prediction {
     pub max_output_tokens_per_s: f64,
 }
 
+/// The workload's prompt tokens held by the prefix cache, and the part every request
+/// shares (both 0 without a workload or without prefix reuse), at most `prompt` − 1.
+fn prefix_of(s: &Scenario, prompt: f64) -> (f64, f64) {
+    let most = (prompt - 1.0).max(0.0);
+    s.workload
+        .map(|w| (w.cached_prompt.min(most), w.shared_prefix.min(most)))
+        .unwrap_or((0.0, 0.0))
+}
+
 /// Most running sequences per replica: max_num_seqs, the KV cache at the workload's
-/// context, and the step's token budget.
+/// context (a prefix every request shares is held once), and the step's token budget.
 pub fn running_cap(s: &Scenario, mem: &MemoryReport, prompt: f64, output: f64) -> f64 {
-    let per_request = prompt + output;
+    let (_, shared) = prefix_of(s, prompt);
+    let per_request = prompt + output - shared;
     // A hybrid model's windows and states do not grow with the context: count requests
     // by the pool's groups.
     let by_kv = if mem.stages.iter().any(|st| st.pool.hybrid) {
         mem.requests_at(per_request)
     } else {
-        mem.kv_cache_tokens as f64 / per_request.max(1.0)
+        (mem.kv_cache_tokens as f64 - shared).max(0.0) / per_request.max(1.0)
     };
     (s.engine.max_num_seqs as f64).min(by_kv).max(0.0)
 }
@@ -488,11 +513,13 @@ pub fn saturated(
 ) -> (f64, TokenStep) {
     let s = sm.s;
     let cap = running_cap(s, mem, prompt, output).max(1.0);
-    let ratio = prompt / output.max(1.0);
+    let (cached, _) = prefix_of(s, prompt);
+    let fresh = prompt - cached;
+    let ratio = fresh / output.max(1.0);
     let mnbt = s.engine.max_num_batched_tokens as f64;
     let running = cap.min(mnbt / (1.0 + ratio)).max(1.0);
     let ctx = prompt + output / 2.0;
-    let step = sm.token_step(running, ctx, running * ratio, prompt / 2.0, c);
+    let step = sm.token_step(running, ctx, running * ratio, cached + fresh / 2.0, c);
     (running, step)
 }
 
@@ -510,10 +537,14 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
     let sm = StepModel::new(s);
     let cap = running_cap(s, mem, prompt, output).max(1.0);
     let ctx = prompt + output / 2.0;
+    // Prompt tokens the prefix cache holds are not prefilled; the new ones attend to them.
+    let (cached, _) = prefix_of(s, prompt);
+    let fresh = prompt - cached;
+    let fresh_ctx = cached + fresh / 2.0;
     let (max_tps, _) = max_throughput(s, mem, prompt, output, c);
     let max_rps = max_tps / output;
     let mut running: f64 = 1.0;
-    let mut step = sm.token_step(running, ctx, 0.0, prompt / 2.0, c);
+    let mut step = sm.token_step(running, ctx, 0.0, fresh_ctx, c);
     let mut ttft: f64;
     let mut overloaded = false;
     let rate_per_replica;
@@ -526,8 +557,8 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
             let mut at = running;
             for _ in 0..60 {
                 at = running;
-                let prefill_per_step = r * prompt * step.tpot;
-                step = sm.token_step(running, ctx, prefill_per_step, prompt / 2.0, c);
+                let prefill_per_step = r * fresh * step.tpot;
+                step = sm.token_step(running, ctx, prefill_per_step, fresh_ctx, c);
                 let next = (r * (output * step.tpot)).max(r * step.tpot).min(cap);
                 if (next - running).abs() < 1e-3 {
                     running = next;
@@ -535,7 +566,7 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
                 }
                 running = 0.5 * running + 0.5 * next;
             }
-            ttft = sm.prefill_time(prompt, at, ctx, c);
+            ttft = sm.prefill_time(fresh, cached, at, ctx, c);
             let capacity_rps = max_rps / dp;
             if r >= capacity_rps * 0.999 {
                 overloaded = true;
@@ -546,10 +577,10 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
                     Some(n) => (n / dp / 2.0) * (1.0 / capacity_rps - 1.0 / r.max(1e-9)).max(0.0),
                     None => f64::INFINITY,
                 };
-                ttft = sm.prefill_time(prompt, running, ctx, c) + wait;
+                ttft = sm.prefill_time(fresh, cached, running, ctx, c) + wait;
             } else {
                 // M/D/1 wait for the prefill "server".
-                let service = sm.prefill_time(prompt, 0.0, ctx, c);
+                let service = sm.prefill_time(fresh, cached, 0.0, ctx, c);
                 let rho = (r * service).min(0.99);
                 ttft += rho * service / (2.0 * (1.0 - rho));
             }
@@ -561,10 +592,10 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
             rate_per_replica = 0.0;
             // `running` is fixed here: only the prefill share of each step moves, and it
             // settles within a few rounds (stop once the step no longer changes).
-            let pf = sm.prefill_time(prompt, running, ctx, c);
+            let pf = sm.prefill_time(fresh, cached, running, ctx, c);
             for _ in 0..30 {
                 let rate = running / (pf + output * step.tpot);
-                let next = sm.token_step(running, ctx, rate * prompt * step.tpot, prompt / 2.0, c);
+                let next = sm.token_step(running, ctx, rate * fresh * step.tpot, fresh_ctx, c);
                 let settled = (next.tpot - step.tpot).abs() <= 1e-12 * step.tpot.max(1e-12);
                 step = next;
                 if settled {
@@ -584,7 +615,7 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
             // that first wave queues its prefills behind each other.
             if let Some(total) = finite_requests {
                 let total = (total / dp).max(in_flight);
-                let burst = c.request_latency + burst_prefill(&sm, running, prompt, ctx, c);
+                let burst = c.request_latency + burst_prefill(&sm, running, fresh, cached, ctx, c);
                 ttft = (running * burst + (total - running) * ttft) / total;
             }
         }

@@ -159,9 +159,37 @@ pub struct WorkloadSpec {
     pub load: Load,
     /// Requests in a finite run (a benchmark of that many requests); `None`: steady state.
     pub requests: Option<f64>,
+    /// Prompt tokens per request that vLLM's prefix cache already holds (not prefilled
+    /// again); 0 when prefix caching is off.
+    pub cached_prompt: f64,
+    /// Of those, the leading tokens every request shares (a system prompt, a RAG
+    /// template): their KV blocks are held once, not per running request.
+    pub shared_prefix: f64,
+    /// Prompt tokens the workload says are reusable (`prefix_reuse`, `shared_prefix`),
+    /// whether or not the engine caches them.
+    pub declared_reuse: f64,
 }
 
 impl WorkloadSpec {
+    /// A workload without prefix reuse.
+    pub fn new(prompt: f64, output: f64, load: Load, requests: Option<f64>) -> WorkloadSpec {
+        WorkloadSpec {
+            prompt,
+            output,
+            load,
+            requests,
+            cached_prompt: 0.0,
+            shared_prefix: 0.0,
+            declared_reuse: 0.0,
+        }
+    }
+
+    /// Prompt tokens each request prefills: what the prefix cache does not hold (at least
+    /// one: vLLM always computes the last prompt token).
+    pub fn fresh_prompt(&self) -> f64 {
+        (self.prompt - self.cached_prompt).max(1.0_f64.min(self.prompt))
+    }
+
     /// The arrival rate of an open-loop workload (req/s); `None` for a closed loop.
     pub fn rate(&self) -> Option<f64> {
         match self.load {

@@ -169,6 +169,8 @@ impl<'s, 'w> Checker<'s, 'w> {
                     rate: r.num("rate"),
                     concurrency: r.uint("concurrency"),
                     requests: r.uint("requests"),
+                    prefix_reuse: r.num("prefix_reuse").unwrap_or(0.0),
+                    shared_prefix: r.num("shared_prefix").unwrap_or(0.0),
                 };
                 let written = raw
                     .body

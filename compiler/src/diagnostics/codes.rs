@@ -113,6 +113,7 @@ codes! {
     MoreGpusWorse = "W0404", Warning, "more GPUs make it worse";
     LoadNotAdmitted = "W0501", Warning, "the declared load cannot be admitted";
     FormatNotNative = "W0502", Warning, "weight format not native on this GPU";
+    PrefixCachingOff = "W0503", Warning, "the workload reuses prefixes but prefix caching is off";
     NoProductLabel = "W0801", Warning, "GPU without a product label: no node affinity";
 
     DpBeatsTp = "A0401", Advice, "DP replicas would beat a wider TP";

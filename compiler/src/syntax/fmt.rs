@@ -127,14 +127,17 @@ impl Formatter<'_> {
         }
     }
 
-    /// Comments inside `..end` not yet written, and a comment on the same line after `end`.
+    /// Comments inside `..end` not yet written, and comments on the same line after `end`
+    /// (or after the end of the trailing comment before them).
     /// Returns where the written source ends: `end`, or the end of the last comment taken.
     fn trailing(&mut self, end: usize) -> usize {
         let mut last = end;
         while self.next < self.comments.len() {
             let c = &self.comments[self.next];
             let start = c.span.start as usize;
-            let same_line = start >= end && !self.text[end..start].contains('\n');
+            // On the line where the entry, or the trailing comment before this one, ends
+            // (a multi-line block comment's last line carries what follows it).
+            let same_line = start >= last && !self.text[last..start].contains('\n');
             if start < end || same_line {
                 self.out.push(' ');
                 self.out.push_str(c.text.trim_end());
@@ -399,6 +402,16 @@ mod tests {
         let (ast, d) = crate::syntax::parse(src, FileId(0));
         assert!(d.is_empty(), "{d:?}");
         format(src, &ast)
+    }
+
+    /// A line comment after a multi-line block comment that trails an entry stays on the
+    /// block comment's last line, on the first pass and every later one (found by
+    /// `tests/robustness.rs`'s token soup).
+    #[test]
+    fn a_comment_after_a_multi_line_trailing_comment_stays_put() {
+        let once = fmt("tp /* \n /* b */ // c\n x gpu gpu");
+        assert_eq!(once, "tp x /* \n /* b */ // c\ngpu gpu\n");
+        assert_eq!(fmt(&once), once);
     }
 
     #[test]

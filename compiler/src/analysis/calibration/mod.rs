@@ -226,11 +226,13 @@ pub fn scenario(row: &Row) -> Option<Scenario> {
         ray: false,
         overrides: MemoryOverrides::default(),
     };
-    let workload = row.rate.map(|r| WorkloadSpec {
-        prompt: row.isl,
-        output: row.osl,
-        load: Load::Rate(if r.is_finite() { r } else { 1e6 }),
-        requests: Some(row.num_requests),
+    let workload = row.rate.map(|r| {
+        WorkloadSpec::new(
+            row.isl,
+            row.osl,
+            Load::Rate(if r.is_finite() { r } else { 1e6 }),
+            Some(row.num_requests),
+        )
     });
     Some(Scenario {
         model_name: model_name.to_string(),

@@ -175,12 +175,12 @@ pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
             ..Layout::default()
         },
         engine,
-        workload: Some(WorkloadSpec {
-            prompt: r.isl,
-            output: r.osl,
-            load: Load::Concurrency(r.concurrency),
-            requests: None,
-        }),
+        workload: Some(WorkloadSpec::new(
+            r.isl,
+            r.osl,
+            Load::Concurrency(r.concurrency),
+            None,
+        )),
     })
 }
 

@@ -14,6 +14,20 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
     let l = &s.layout;
     let t = &s.topology;
     let mut out = Vec::new();
+    if let Some(w) = s.workload.filter(|w| w.declared_reuse > 0.0) {
+        if s.engine.enable_prefix_caching == Some(false) {
+            out.push(Finding::new(
+                Code::PrefixCachingOff,
+                Anchor::Engine("enable_prefix_caching"),
+                format!(
+                    "the workload reuses {:.0} of each request's {:.0} prompt tokens, but prefix caching is off: every prompt is prefilled in full",
+                    w.declared_reuse, w.prompt
+                ),
+                "prefix caching disabled here",
+                Some("remove `enable_prefix_caching = false` (vLLM caches prefixes by default), or drop `prefix_reuse`/`shared_prefix` from the workload if the prompts share nothing".into()),
+            ));
+        }
+    }
     if !m.heads.is_multiple_of(l.tp.max(1)) {
         let valid = valid_tp_sizes(m.heads, l.tp.max(t.gpus_per_node) * 2);
         out.push(Finding::new(

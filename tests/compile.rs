@@ -584,7 +584,7 @@ fn every_engine_option_is_emitted_or_dic_only() {
         max_num_batched_tokens = 4k tokens, block_size = 32, enforce_eager = true, \
         kv_cache_memory = 20 GiB, enable_prefix_caching = false, cpu_offload = 2 GiB, \
         launcher = native, port = 9000, activation_memory = 2 GiB, non_torch_memory = 1 GiB, \
-        cuda_graph_memory = 0 GiB, extra_args = [\"--trust-remote-code\", \"--reasoning-parser\", \"deepseek_r1\"], \
+        cuda_graph_memory = 0 GiB, speculative = { method = eagle3, source = \"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\", tokens = 2 }, extra_args = [\"--trust-remote-code\", \"--reasoning-parser\", \"deepseek_r1\"], \
         env = [\"VLLM_ATTENTION_BACKEND=FLASHINFER\"] } }\n";
     let world = dic_compiler::source::MemoryWorld::new().with("e.dist", src);
     let checked = dic_compiler::driver::compile_file(&world, "e.dist").unwrap();
@@ -636,8 +636,19 @@ fn every_engine_option_is_emitted_or_dic_only() {
                 "`{}`: neither {on} nor {off:?} in {argv:?}",
                 option.name
             ),
+            Some(VllmFlag::Flags(flags)) => {
+                for flag in flags {
+                    assert!(
+                        value_after(flag).is_some(),
+                        "`{}`: no {flag} in {argv:?}",
+                        option.name
+                    )
+                }
+            }
         }
     }
+    assert_eq!(value_after("--spec-method").as_deref(), Some("eagle3"));
+    assert_eq!(value_after("--spec-tokens").as_deref(), Some("2"));
     assert_eq!(value_after("--cpu-offload-gb").as_deref(), Some("2"));
     assert_eq!(value_after("--block-size").as_deref(), Some("32"));
     assert_eq!(

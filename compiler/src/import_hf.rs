@@ -497,6 +497,14 @@ fn set_by_flag(
 }
 
 /// The `.dist` text of the model, or the reason it cannot be mapped.
+/// Config keys that count a checkpoint's multi-token-prediction layers (DeepSeek, GLM and
+/// MiMo; Qwen3.5/Qwen3-Next; MiniMax).
+const MTP_KEYS: [&str; 3] = [
+    "num_nextn_predict_layers",
+    "mtp_num_hidden_layers",
+    "num_mtp_modules",
+];
+
 pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
     if !is_identifier(req.name) {
         return Err(fail(
@@ -1008,6 +1016,8 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
     d.unquantized_layers = q.unquantized_layers;
     d.unquantized_mixer_layers = q.unquantized_mixer_layers.clone();
     d.quant_group = q.group.unwrap_or(0);
+    let mtp = MTP_KEYS.into_iter().find_map(|k| get_u(k).map(|n| (n, k)));
+    d.mtp_layers = mtp.map(|m| m.0).unwrap_or(0);
     if let Some(kv) = q.kv_cache {
         probe.kv_cache = kv.into();
     }
@@ -1290,6 +1300,9 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
     }
     if d.quant_group > 0 {
         out.push(line("quant_group", d.quant_group, qsrc("group_size")));
+    }
+    if let Some((n, key)) = mtp.filter(|m| m.0 > 0) {
+        out.push(line("mtp_layers", n, key));
     }
     if let Some(kv) = q.kv_cache {
         out.push(line("kv_cache", kv, qsrc("KV-cache quantization")));

@@ -282,6 +282,10 @@ pub struct ModelDetail {
     /// Weights per quantization scale group (AWQ/GPTQ/INT4; 0: the format's default).
     #[serde(skip_serializing_if = "is_zero")]
     pub quant_group: u64,
+    /// Multi-token-prediction layers the checkpoint ships beyond `layers` (loaded only as
+    /// a speculative draft, `method = mtp`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub mtp_layers: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -548,10 +552,41 @@ pub struct VllmOptions {
     pub activation_memory: Option<f64>,
     pub non_torch_memory: Option<f64>,
     pub cuda_graph_memory: Option<f64>,
+    /// `speculative = { … }`: speculative decoding.
+    pub speculative: Option<SpeculativeOptions>,
     /// `vllm serve` words appended after dic's flags (checked by `vllm_args`).
     pub extra_args: Vec<String>,
     /// Environment of the vLLM processes, in source order.
     pub env: Vec<(String, String)>,
+}
+
+/// The engine's `speculative = { … }` block, checked (the method's source or draft is
+/// there), defaults filled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpeculativeOptions {
+    /// One of [`crate::schema::SPEC_METHODS`].
+    pub method: String,
+    /// The EAGLE head's checkpoint.
+    pub source: Option<String>,
+    /// The draft model of `method = draft_model`.
+    pub draft: Option<DefId>,
+    pub tokens: u64,
+    /// Chance each drafted token is accepted.
+    pub acceptance: f64,
+}
+
+impl SpeculativeOptions {
+    /// Default acceptance per drafted token, by method. [heuristic: typical chat-traffic
+    /// rates that EAGLE-3, DeepSeek-V3's MTP and prompt-lookup papers and vLLM's blog
+    /// report at 2–3 drafted tokens; they move with the task, so the field says measure.]
+    pub fn default_acceptance(method: &str) -> f64 {
+        match method {
+            "eagle3" => 0.70,
+            "mtp" => 0.80,
+            "ngram" => 0.30,
+            _ => 0.60,
+        }
+    }
 }
 
 /// A deployment's `pod = { … }` settings (absent fields: dic's rules).

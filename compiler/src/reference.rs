@@ -52,6 +52,13 @@ fn vllm_text(v: VllmFlag) -> String {
         VllmFlag::Value(f) => format!("`{f} VALUE` (always emitted, with the value dic resolved)"),
         VllmFlag::Switch { on, off: Some(off) } => format!("`{on}` when true, `{off}` when false"),
         VllmFlag::Switch { on, off: None } => format!("`{on}` when true"),
+        VllmFlag::Flags(fs) => format!(
+            "{} (each the block sets or implies)",
+            fs.iter()
+                .map(|f| format!("`{f} VALUE`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         VllmFlag::DicOnly(why) => format!("nothing: dic's own ({why})"),
         VllmFlag::Passthrough => {
             "appended as written, after dic's flags (checked against vLLM 0.33's options)".into()

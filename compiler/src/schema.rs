@@ -155,6 +155,9 @@ pub enum VllmFlag {
         on: &'static str,
         off: Option<&'static str>,
     },
+    /// Several `--flag VALUE` pairs from one block option, in this order (each emitted
+    /// when the block sets it).
+    Flags(&'static [&'static str]),
     /// Read by dic only (why).
     DicOnly(&'static str),
     /// Passed through as written after dic's own flags or environment, checked against
@@ -167,6 +170,7 @@ impl VllmFlag {
     pub fn flags(self) -> Vec<&'static str> {
         match self {
             VllmFlag::Value(f) => vec![f],
+            VllmFlag::Flags(fs) => fs.to_vec(),
             VllmFlag::Switch { on, off } => std::iter::once(on).chain(off).collect(),
             VllmFlag::DicOnly(_) | VllmFlag::Passthrough => Vec::new(),
         }
@@ -487,6 +491,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("unquantized_layers", LAYERS0, "leading layers the checkpoint keeps wholly in `dtype`"),
             f!("unquantized_mixer_layers", Ty::List(&LAYERS0), "layers (0-based) whose attention or mixer the checkpoint keeps in `dtype`"),
             f!("quant_group", Ty::Int { min: 1, max: 1 << 20 }, "weights per quantization scale (AWQ/GPTQ/INT4 group size)"),
+            f!("mtp_layers", Ty::Int { min: 0, max: 16 }, "multi-token-prediction layers the checkpoint ships beyond `layers` (num_nextn_predict_layers, mtp_num_hidden_layers); vLLM loads them only as the draft of `speculative = { method = mtp }`"),
         ],
     },
     KindSchema {
@@ -555,6 +560,18 @@ pub static POD_FIELDS: &[Field] = &[
     f!("annotations", Ty::List(&Ty::Str(TextRule::Annotation)), "extra pod annotations, as \"key=value\""),
     f!("priority_class", Ty::Str(TextRule::DnsLabel), "PriorityClass of the pods"),
 ];
+
+/// The fields of the engine's `speculative = { … }` block (vLLM's `SpeculativeConfig`).
+pub static SPECULATIVE_FIELDS: &[Field] = &[
+    f!("method", Ty::Enum(SPEC_METHODS), req, "how drafts are made: `eagle3` or `eagle` (a small head trained on the target, from `source`), `mtp` (the checkpoint's own multi-token-prediction layers, `mtp_layers`), `ngram` (prompt lookup, no weights) or `draft_model` (a smaller model of the same tokenizer, `draft`)"),
+    f!("source", Ty::Str(TextRule::Argument), "the EAGLE head's checkpoint (a Hugging Face repository or a path); `--spec-model`"),
+    f!("draft", Ty::Ref(Kind::Model), "with `method = draft_model`: the draft model (its weights and KV cache share the GPUs; its `hf` is `--spec-model`)"),
+    f!("tokens", Ty::Int { min: 1, max: 16 }, "tokens drafted per step (`--spec-tokens`, default 3)"),
+    f!("acceptance", Ty::Quantity(D::Ratio, Range::closed(0.0, 0.99)), "chance that each drafted token is accepted, as vLLM's `vllm:spec_decode_num_accepted_tokens` ÷ drafted measure it on your traffic (default: eagle3 70%, eagle 60%, mtp 80%, draft_model 60%, ngram 30%; they vary with the task: measure)"),
+];
+
+/// vLLM 0.33's speculative methods that dic models (`--spec-method` choices).
+pub const SPEC_METHODS: &[&str] = &["eagle3", "eagle", "mtp", "ngram", "draft_model"];
 
 /// The fields of a deployment's `model_cache = { … }` block.
 pub static MODEL_CACHE_FIELDS: &[Field] = &[
@@ -655,6 +672,12 @@ pub static VLLM_OPTIONS: &[Field] = &[
             off: Some("--disable-prefix-caching")
         },
         "prefix caching (vLLM's default when unset)"
+    ),
+    engine!(
+        "speculative",
+        Ty::Block(SPECULATIVE_FIELDS),
+        VllmFlag::Flags(&["--spec-method", "--spec-model", "--spec-tokens"]),
+        "speculative decoding: `{ method = eagle3, source = \"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\", tokens = 3, acceptance = 70% }`; the draft's weights and KV cache are in the memory check, TPOT comes from the tokens accepted per step and the verify and draft cost"
     ),
     engine!(
         "cpu_offload",

@@ -147,13 +147,16 @@ fn step_svg(r: &ReportData) -> String {
     let Some(st) = &r.step else {
         return String::new();
     };
-    let rows = [
+    let mut rows = vec![
         ("compute", st.compute_ms, "#4e79a7"),
         ("memory", st.memory_ms, "#59a14f"),
         ("communication", st.communication_ms, "#e15759"),
         ("overhead", st.overhead_ms, "#9c755f"),
         ("bubble", st.bubble_ms, "#bab0ac"),
     ];
+    if st.draft_ms > 0.0 {
+        rows.push(("drafting", st.draft_ms, "#edc948"));
+    }
     let (x0, x1, top, bar, gap) = (110.0, 580.0, 8.0, 18.0, 8.0);
     let axis = Axis::to(rows.iter().map(|r| r.1).fold(0.0, f64::max), 6);
     let axis_y = top + rows.len() as f64 * (bar + gap);

@@ -290,13 +290,20 @@ pub fn memory(s: &Scenario) -> MemoryReport {
     let distributed = l.tp * l.pp * l.pcp > 1 || (l.ep && l.dp > 1) || (m.is_moe() && l.dp > 1);
     let len = e.max_model_len as f64;
     let mut spec_cache = kv_pool::SpecCache::new(m, l.tp);
+    // A speculative draft lives with the last stage: its weights, and its KV layers in
+    // the same pool (vLLM allocates them with the target's).
+    let draft = super::speculative::draft_shape(s);
     let mut stages = Vec::new();
     let mut first = 0;
     for (i, &count) in parts.iter().enumerate() {
         let is_first = i == 0;
         let is_last = i + 1 == parts.len();
         let w = rank_weights(m, l, first..first + count, is_first, is_last);
-        let weights = (w.bytes - e.cpu_offload).max(0.0);
+        let draft_bytes = draft
+            .as_ref()
+            .filter(|_| is_last)
+            .map_or(0.0, |d| d.weight_bytes);
+        let weights = (w.bytes + draft_bytes - e.cpu_offload).max(0.0);
         let activations = e
             .overrides
             .activation
@@ -323,9 +330,12 @@ pub fn memory(s: &Scenario) -> MemoryReport {
             Some(fixed) => fixed,
             None => budget - weights - activations - non_torch - cuda_graphs,
         };
-        let specs: Vec<kv_pool::CacheSpec> = (first..first + count)
+        let mut specs: Vec<kv_pool::CacheSpec> = (first..first + count)
             .filter_map(|x| spec_cache.get(m.layer(x).mixer))
             .collect();
+        if let Some(d) = draft.as_ref().filter(|_| is_last) {
+            specs.extend(d.kv_specs.iter().cloned());
+        }
         let pool = KvPool::new(
             &specs,
             kv_cache,

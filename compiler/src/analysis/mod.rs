@@ -18,8 +18,9 @@ pub mod memory;
 pub mod perf;
 pub mod rules;
 pub mod scenario;
+pub mod speculative;
 
-use crate::diagnostics::{Diagnostic, Severity};
+use crate::diagnostics::{Code, Diagnostic, Severity};
 use crate::program::{Body, DefId, FieldValue, LayoutSpec, Program, Value};
 use crate::span::FileSpan;
 use memory::MemoryReport;
@@ -65,6 +66,9 @@ fn analyze_at(s: &Scenario, slo: &[SloTarget], detailed: bool) -> Analysis {
         let (perf_findings, results) = rules::perf_rules_at(s, &mem, &p, slo, detailed);
         findings.extend(perf_findings);
         if detailed {
+            findings.extend(speculation_loss(s, &p));
+        }
+        if detailed {
             slo_break = slo_break_concurrency(s, &mem, slo, p.running_cap);
         }
         slo_results = results;
@@ -77,6 +81,41 @@ fn analyze_at(s: &Scenario, slo: &[SloTarget], detailed: bool) -> Analysis {
         slo_break_concurrency: slo_break,
         findings,
     }
+}
+
+/// W0405: speculative decoding that makes TPOT worse at the deployment's own load (the
+/// verify step's extra query tokens and the drafting cost more than the accepted tokens
+/// save: large batches, where the step is compute-bound, or low acceptance), with the
+/// TPOT without it, predicted the same way.
+fn speculation_loss(s: &Scenario, p: &Prediction) -> Option<Finding> {
+    let sp = s.engine.speculative.as_ref()?;
+    let mut plain = s.clone();
+    plain.engine.speculative = None;
+    let mem = memory::memory(&plain);
+    let without = perf::predict(&plain, &mem, &FITTED);
+    if p.tpot <= without.tpot * 1.02 {
+        return None;
+    }
+    Some(Finding::new(
+        Code::SpeculationSlower,
+        Anchor::Engine("speculative"),
+        format!(
+            "with {} drafting {} tokens at {:.0}% acceptance ({:.2} tokens per step), TPOT is predicted at {:.1} ms against {:.1} ms without it, at {:.0} running requests per replica",
+            sp.method,
+            sp.tokens,
+            sp.acceptance * 100.0,
+            sp.tokens_per_step(),
+            p.tpot * 1e3,
+            without.tpot * 1e3,
+            p.running
+        ),
+        "speculation costs more than it saves here",
+        Some(if sp.tokens > 1 {
+            format!("draft fewer tokens (`tokens = {}`), or remove `speculative`: at this batch the verify step is compute-bound and the rejected drafts are paid in full", (sp.tokens / 2).max(1))
+        } else {
+            "remove `speculative`: at this batch the verify step is compute-bound".to_string()
+        }),
+    ))
 }
 
 /// The largest number of requests in flight per replica at which every latency bound
@@ -405,6 +444,19 @@ fn scenario_on(
         price_per_node_hour: cluster.price.or(node.price),
     };
     let mut engine = engine_settings(model, &topology.gpu, &d.engine);
+    engine.speculative = d.engine.speculative.as_ref().map(|sp| {
+        let draft = sp.draft.and_then(|id| p.model(id));
+        SpecDecode {
+            method: sp.method.clone(),
+            tokens: sp.tokens,
+            acceptance: sp.acceptance,
+            source: sp
+                .source
+                .clone()
+                .or_else(|| draft.and_then(|m| m.hf.clone())),
+            draft: draft.map(|m| Box::new(m.clone())),
+        }
+    });
     let workload = d
         .workload
         .and_then(|id| p.workload(id))

@@ -20,6 +20,7 @@ use super::comm::{step_comm, CommContext, CommItem, StageBlocks};
 use super::kv_pool::{CacheSpec, SpecCache};
 use super::memory::{pp_partition, rank_weights, MemoryReport};
 use super::scenario::{Load, Scenario};
+use super::speculative::{draft_shape, DraftShape, DRAFT_PASS_OVERHEAD_SHARE};
 use crate::program::{Attention, Component, Mixer};
 use serde::Serialize;
 
@@ -116,15 +117,43 @@ pub struct StepModel<'a> {
     s: &'a Scenario,
     facts: Vec<StageFacts>,
     comm: CommContext,
+    /// Query tokens each decoding sequence brings to a step: 1, or 1 + drafted tokens
+    /// when the target verifies a speculative draft.
+    verify: f64,
+    /// The speculative draft, with tokens drafted and accepted per step.
+    draft: Option<(DraftShape, f64, f64)>,
 }
 
 impl<'a> StepModel<'a> {
     pub fn new(s: &'a Scenario) -> Self {
+        let spec = s.engine.speculative.as_ref();
         StepModel {
             s,
             facts: stage_facts(s),
             comm: CommContext::new(s),
+            verify: 1.0 + spec.map_or(0.0, |sp| sp.tokens as f64),
+            draft: spec
+                .and_then(|sp| draft_shape(s).map(|d| (d, sp.tokens as f64, sp.tokens_per_step()))),
         }
+    }
+
+    /// Time of the `k` drafting passes of one step for `running` sequences at mean context
+    /// `ctx`: each a roofline over the draft's weights and KV (the draft runs in 16 bits),
+    /// plus a share of a step's fixed overhead.
+    fn draft_time(&self, running: f64, ctx: f64, c: &PerfConstants) -> f64 {
+        let Some((d, k, _)) = &self.draft else {
+            return 0.0;
+        };
+        if d.weight_bytes == 0.0 {
+            return 0.0; // n-gram lookup runs on the CPU
+        }
+        let gpu = &self.s.topology.gpu;
+        let bytes = d.weight_bytes + running * ctx * d.kv_per_token;
+        let flops = 2.0 * d.active_params * running + 4.0 * running * ctx * d.attention_per_token;
+        let pass = (flops / (gpu.bf16 * c.compute_efficiency))
+            .max(bytes / (gpu.hbm_bandwidth * c.memory_efficiency))
+            + DRAFT_PASS_OVERHEAD_SHARE * c.step_overhead;
+        k * pass
     }
 }
 
@@ -239,7 +268,10 @@ fn stage_step(
     let m = &s.model;
     let l = &s.layout;
     let gpu = &s.topology.gpu;
-    let tokens = (decode + prefill).max(1e-9);
+    // A verifying step scores every drafted token of every sequence: more query tokens
+    // through the GEMMs and attention, the same context read once per sequence.
+    let queries = decode * sm.verify;
+    let tokens = (queries + prefill).max(1e-9);
     // Every rank of the MoE group (TP × DP) runs its experts on all DP ranks' tokens; each
     // token picks k of the E experts.
     let routed_tokens = tokens * l.dp.max(1) as f64;
@@ -270,8 +302,8 @@ fn stage_step(
         + tokens * f.kv_write
         + 2.0 * sequences * f.state_bytes;
     let attention_flops = 4.0
-        * ((decode * ctx + prefill * prefill_ctx) * f.growing_attn
-            + (decode * in_window(ctx) + prefill * in_window(prefill_ctx)) * f.window_attn)
+        * ((queries * ctx + prefill * prefill_ctx) * f.growing_attn
+            + (queries * in_window(ctx) + prefill * in_window(prefill_ctx)) * f.window_attn)
         + 4.0 * tokens * f.state_elements;
     // The layers' GEMMs run in their weights' formats; attention (QK and PV over the
     // cache) and the LM head (left unquantized by FP8/FP4 checkpoints) in bf16.
@@ -308,6 +340,8 @@ pub struct TokenStep {
     pub overhead: f64,
     /// Time stages sit idle because fewer micro-batches than stages are in flight.
     pub bubble: f64,
+    /// Speculative drafting (0 without it).
+    pub draft: f64,
     pub comm_items: Vec<CommItem>,
 }
 
@@ -335,6 +369,7 @@ impl StepModel<'_> {
             comm: 0.0,
             overhead: 0.0,
             bubble: 0.0,
+            draft: 0.0,
             comm_items: Vec::new(),
         };
         let mut slowest: f64 = 0.0;
@@ -370,6 +405,24 @@ impl StepModel<'_> {
         }
         // With fewer micro-batches than stages, stages idle for the missing ones.
         out.bubble += (pp - in_flight) / pp * out.tpot;
+        // Speculative decoding: the step also drafts, and every sequence advances by the
+        // tokens accepted on average; everything is per output token.
+        if let Some((_, _, accepted)) = &self.draft {
+            out.draft = self.draft_time(running, ctx, c);
+            out.tpot += out.draft;
+            let per = 1.0 / accepted.max(1.0);
+            out.tpot *= per;
+            out.compute *= per;
+            out.memory *= per;
+            out.comm *= per;
+            out.overhead *= per;
+            out.bubble *= per;
+            out.draft *= per;
+            for item in &mut out.comm_items {
+                item.time *= per;
+                item.nccl_time *= per;
+            }
+        }
         out
     }
 }

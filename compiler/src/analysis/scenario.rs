@@ -227,6 +227,33 @@ pub struct EngineSettings {
     /// Multi-node launch through Ray instead of vLLM's native `--nnodes`.
     pub ray: bool,
     pub overrides: MemoryOverrides,
+    /// Speculative decoding, with the draft model resolved.
+    pub speculative: Option<SpecDecode>,
+}
+
+/// Speculative decoding as the models read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpecDecode {
+    /// One of [`crate::schema::SPEC_METHODS`].
+    pub method: String,
+    /// Tokens drafted per step.
+    pub tokens: u64,
+    /// Chance each drafted token is accepted.
+    pub acceptance: f64,
+    /// What `--spec-model` names: the EAGLE head's checkpoint or the draft model's `hf`.
+    pub source: Option<String>,
+    /// The draft model of `method = draft_model`.
+    pub draft: Option<Box<Model>>,
+}
+
+impl SpecDecode {
+    /// Tokens each sequence advances per step on average: the accepted run of drafts plus
+    /// the token the target's verify pass always yields, `(1 − aᵏ⁺¹)/(1 − a)` for
+    /// acceptance `a` and `k` drafted tokens (each accepted independently).
+    pub fn tokens_per_step(&self) -> f64 {
+        let a = self.acceptance.clamp(0.0, 0.999);
+        (1.0 - a.powi(self.tokens as i32 + 1)) / (1.0 - a)
+    }
 }
 
 /// vLLM 0.33 defaults (`EngineArgs.get_batch_defaults`, `CacheConfig`), see
@@ -296,5 +323,6 @@ pub fn engine_settings(
             non_torch: o.non_torch_memory,
             cuda_graphs: o.cuda_graph_memory,
         },
+        speculative: None,
     }
 }

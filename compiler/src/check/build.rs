@@ -155,6 +155,7 @@ impl<'s, 'w> Checker<'s, 'w> {
                         unquantized_layers: r.uint("unquantized_layers").unwrap_or(0),
                         unquantized_mixer_layers: r.uints("unquantized_mixer_layers"),
                         quant_group: r.uint("quant_group").unwrap_or(0),
+                        mtp_layers: r.uint("mtp_layers").unwrap_or(0),
                     }),
                 };
                 let mut model = model;
@@ -480,6 +481,48 @@ impl Checker<'_, '_> {
     fn passthrough(&mut self, opts: &BTreeMap<String, FieldValue>) -> bool {
         let r = Reader(opts);
         let mut ok = true;
+        // `speculative`: each method's own input is there, and only it.
+        if let (Some(b), Some(fv)) = (r.block("speculative"), opts.get("speculative")) {
+            let s = Reader(&b);
+            let method = s.word("method").unwrap_or_default();
+            let (has_source, has_draft) =
+                (s.string("source").is_some(), s.reference("draft").is_some());
+            let problem = match method.as_str() {
+                "eagle" | "eagle3" if !has_source => Some((
+                    format!("`method = {method}` needs the head's checkpoint"),
+                    "add `source = \"…\"`, the EAGLE head trained for this model (e.g. \"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\")".to_string(),
+                )),
+                "draft_model" if !has_draft => Some((
+                    "`method = draft_model` needs the draft model".to_string(),
+                    "add `draft = <model>`, a smaller model with the same tokenizer (e.g. `draft = llama_3_2_1b` defined from its config)".to_string(),
+                )),
+                "mtp" | "ngram" if has_source || has_draft => Some((
+                    format!("`method = {method}` takes no `source` or `draft`"),
+                    if method == "mtp" {
+                        "MTP drafts with the checkpoint's own `mtp_layers`: remove `source`/`draft`".to_string()
+                    } else {
+                        "n-gram drafting looks tokens up in the prompt: remove `source`/`draft`".to_string()
+                    },
+                )),
+                "eagle" | "eagle3" if has_draft => Some((
+                    format!("`method = {method}` takes `source`, not `draft`"),
+                    "`draft` is for `method = draft_model`".to_string(),
+                )),
+                "draft_model" if has_source => Some((
+                    "`method = draft_model` takes `draft`, not `source`".to_string(),
+                    "the draft model's `hf` is what vLLM loads".to_string(),
+                )),
+                _ => None,
+            };
+            if let Some((message, help)) = problem {
+                self.push(
+                    Diagnostic::new(Code::MissingField, message)
+                        .primary(fv.at.file, fv.at.span, "speculative decoding")
+                        .help(help),
+                );
+                ok = false;
+            }
+        }
         if let Some(fv) = opts.get("extra_args") {
             for p in crate::vllm_args::check_extra_args(&r.strings("extra_args")) {
                 self.push(
@@ -627,6 +670,19 @@ pub(super) fn vllm_options(opts: &BTreeMap<String, FieldValue>) -> VllmOptions {
         activation_memory: r.num("activation_memory"),
         non_torch_memory: r.num("non_torch_memory"),
         cuda_graph_memory: r.num("cuda_graph_memory"),
+        speculative: r.block("speculative").map(|b| {
+            let s = Reader(&b);
+            let method = s.word("method").unwrap_or_else(|| "eagle3".into());
+            crate::program::SpeculativeOptions {
+                acceptance: s.num("acceptance").unwrap_or_else(|| {
+                    crate::program::SpeculativeOptions::default_acceptance(&method)
+                }),
+                source: s.string("source"),
+                draft: s.reference("draft"),
+                tokens: s.uint("tokens").unwrap_or(3),
+                method,
+            }
+        }),
         extra_args: r.strings("extra_args"),
         env: r
             .strings("env")

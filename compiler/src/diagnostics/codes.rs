@@ -79,6 +79,7 @@ codes! {
     InvalidText = "E0312", Error, "string not allowed in this field";
     InvalidLayerPattern = "E0313", Error, "invalid layer pattern";
     InvalidExtraArg = "E0314", Error, "vLLM option or variable dic cannot pass through";
+    SpecMethodUnavailable = "E0315", Error, "speculative method the model cannot run";
 
     TpAcrossNodes = "E0401", Error, "tensor parallelism across nodes";
     HeadsNotDivisible = "E0402", Error, "attention heads not divisible by TP";
@@ -111,6 +112,7 @@ codes! {
     EpOverSlowFabric = "W0402", Warning, "expert all-to-all across nodes on a slow fabric";
     PipelineBubble = "W0403", Warning, "pipeline bubble dominates";
     MoreGpusWorse = "W0404", Warning, "more GPUs make it worse";
+    SpeculationSlower = "W0405", Warning, "speculative decoding makes TPOT worse";
     LoadNotAdmitted = "W0501", Warning, "the declared load cannot be admitted";
     FormatNotNative = "W0502", Warning, "weight format not native on this GPU";
     PrefixCachingOff = "W0503", Warning, "the workload reuses prefixes but prefix caching is off";

@@ -214,6 +214,13 @@ pub(super) fn lower_one(
             cpu_offload_gib: (engine.cpu_offload > 0.0).then(|| engine.cpu_offload / GIB as f64),
             enable_prefix_caching: engine.enable_prefix_caching,
             port: engine.port,
+            speculative: engine.speculative.as_ref().map(|sp| SpeculativePlan {
+                method: sp.method.clone(),
+                model: sp.source.clone(),
+                tokens: sp.tokens,
+                acceptance: sp.acceptance,
+                tokens_per_step: sp.tokens_per_step(),
+            }),
             extra_args: d.engine.extra_args.clone(),
             env: d.engine.env.clone(),
         },

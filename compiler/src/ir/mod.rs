@@ -141,10 +141,26 @@ pub struct EnginePlan {
     pub cpu_offload_gib: Option<f64>,
     pub enable_prefix_caching: Option<bool>,
     pub port: u64,
+    /// Speculative decoding (`--spec-method`, `--spec-model`, `--spec-tokens`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<SpeculativePlan>,
     /// The user's own `vllm serve` words, appended after dic's (checked by `vllm_args`).
     pub extra_args: Vec<String>,
     /// The user's environment for the vLLM processes.
     pub env: Vec<(String, String)>,
+}
+
+/// Speculative decoding as launched, and the acceptance the prediction assumed.
+#[derive(Debug, Clone, Serialize)]
+pub struct SpeculativePlan {
+    pub method: String,
+    /// `--spec-model`: the EAGLE head or the draft model (none for mtp and ngram).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub tokens: u64,
+    pub acceptance: f64,
+    /// Tokens each sequence advances per step at that acceptance.
+    pub tokens_per_step: f64,
 }
 
 /// An engine option's value on vLLM's command line.
@@ -152,6 +168,8 @@ pub struct EnginePlan {
 pub enum FlagValue {
     /// `--flag VALUE`
     Text(String),
+    /// Several `--flag VALUE` pairs, in order.
+    Flags(Vec<(&'static str, String)>),
     /// a switch: its `on` flag when true, its `off` flag when false
     Switch(bool),
 }
@@ -172,6 +190,14 @@ impl EnginePlan {
             "kv_cache_memory" => self.kv_cache_memory_bytes.and_then(|b| text(b.to_string())),
             "enable_prefix_caching" => self.enable_prefix_caching.map(FlagValue::Switch),
             "cpu_offload" => self.cpu_offload_gib.and_then(|g| text(format!("{g}"))),
+            "speculative" => self.speculative.as_ref().map(|sp| {
+                let mut flags = vec![("--spec-method", sp.method.clone())];
+                if let Some(m) = &sp.model {
+                    flags.push(("--spec-model", m.clone()));
+                }
+                flags.push(("--spec-tokens", sp.tokens.to_string()));
+                FlagValue::Flags(flags)
+            }),
             _ => None,
         }
     }
@@ -306,6 +332,8 @@ pub struct StepRow {
     pub communication_ms: f64,
     pub overhead_ms: f64,
     pub bubble_ms: f64,
+    /// Speculative drafting, per output token.
+    pub draft_ms: f64,
     pub collectives: Vec<CollectiveRow>,
 }
 

@@ -69,6 +69,7 @@ pub(super) fn report_data(
         communication_ms: p.step.comm * 1e3,
         overhead_ms: p.step.overhead * 1e3,
         bubble_ms: p.step.bubble * 1e3,
+        draft_ms: p.step.draft * 1e3,
         collectives: p
             .step
             .comm_items

@@ -225,6 +225,7 @@ pub fn scenario(row: &Row) -> Option<Scenario> {
         port: super::scenario::vllm_defaults::PORT,
         ray: false,
         overrides: MemoryOverrides::default(),
+        speculative: None,
     };
     let workload = row.rate.map(|r| {
         WorkloadSpec::new(

@@ -28,6 +28,31 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
             ));
         }
     }
+    if let Some(sp) = &s.engine.speculative {
+        if sp.method == "mtp" && m.detail.mtp_layers == 0 {
+            out.push(Finding::new(
+                Code::SpecMethodUnavailable,
+                Anchor::Engine("speculative"),
+                "`method = mtp` drafts with the checkpoint's multi-token-prediction layers, and this model declares none (`mtp_layers`)".to_string(),
+                "no MTP layers to draft with",
+                Some("use `method = eagle3` with a head trained for this model, or `ngram`; if the checkpoint has MTP layers (`num_nextn_predict_layers` in its config.json), set `mtp_layers` on the model".into()),
+            ));
+        }
+        if let Some(d) = sp.draft.as_deref() {
+            if d.vocab != m.vocab {
+                out.push(Finding::new(
+                    Code::SpecMethodUnavailable,
+                    Anchor::Engine("speculative"),
+                    format!(
+                        "the draft model's vocabulary ({}) differs from the target's ({}): vLLM needs one tokenizer for both",
+                        d.vocab, m.vocab
+                    ),
+                    "draft with another tokenizer",
+                    Some("choose a draft from the target's family (same tokenizer), or `method = eagle3`".into()),
+                ));
+            }
+        }
+    }
     if !m.heads.is_multiple_of(l.tp.max(1)) {
         let valid = valid_tp_sizes(m.heads, l.tp.max(t.gpus_per_node) * 2);
         out.push(Finding::new(

@@ -1,0 +1,149 @@
+//! Speculative decoding: the draft's weights and KV layers are in the memory check, TPOT
+//! comes from the tokens accepted per step against the verify and drafting cost (a win at
+//! small batches, W0405 where it loses), each method needs what it drafts with (E0315).
+
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
+use dic_compiler::diagnostics::Code;
+use dic_compiler::driver;
+use dic_compiler::source::MemoryWorld;
+
+fn compile(model: &str, concurrency: u64, speculative: &str) -> driver::Checked {
+    let engine = if speculative.is_empty() {
+        String::new()
+    } else {
+        format!(", speculative = {{ {speculative} }}")
+    };
+    let src = format!(
+        "import std.nodes.*\nimport std.models.*\n\
+cluster c {{ nodes = 1 × dgx_h200 }}\n\
+workload w {{ prompt = 1k tokens, output = 300 tokens, concurrency = {concurrency} }}\n\
+deploy d {{ model = {model}, cluster = c, workload = w, layout = tp 8, engine = vllm {{ max_model_len = 8k tokens{engine} }} }}\n"
+    );
+    let world = MemoryWorld::new().with("p.dist", &src);
+    driver::compile_file(&world, "p.dist").unwrap()
+}
+
+/// (TPOT s, weights bytes per GPU, KV tokens) of the deployment.
+fn figures(c: &driver::Checked) -> (f64, f64, u64) {
+    let a = &c.deployments[0].analysis;
+    let p = a.prediction.as_ref().unwrap();
+    (p.tpot, a.memory.stages[0].weights, a.memory.kv_cache_tokens)
+}
+
+const EAGLE: &str = "method = eagle3, source = \"yuhuili/EAGLE3-LLaMA3.1-Instruct-70B\", tokens = 3, acceptance = 70%";
+
+#[test]
+fn eagle3_wins_at_small_batches_and_costs_memory() {
+    let plain = compile("llama_3_1_70b", 4, "");
+    let spec = compile("llama_3_1_70b", 4, EAGLE);
+    assert!(!spec.has_errors(), "{:?}", spec.diagnostics);
+    let (t0, w0, kv0) = figures(&plain);
+    let (t1, w1, kv1) = figures(&spec);
+    // 2.53 tokens per step for a verify step that costs little more at 4 sequences.
+    assert!(t1 < 0.6 * t0, "TPOT {t1} with EAGLE-3 vs {t0}");
+    // One 70B-shaped layer (0.86B), the 3h → h fusion (0.2B) and a 32k-vocabulary head
+    // (0.26B): 1.3B parameters in 16 bits, over 8 GPUs.
+    let head = w1 - w0;
+    assert!(
+        (300e6..360e6).contains(&head),
+        "{head} bytes of head per GPU"
+    );
+    // Its KV layer shares the pool: 1 more layer's worth per token over 80.
+    let ratio = kv0 as f64 / kv1 as f64;
+    assert!((1.005..1.03).contains(&ratio), "KV tokens {kv0} → {kv1}");
+    assert!(!spec
+        .diagnostics
+        .iter()
+        .any(|d| d.code == Code::SpeculationSlower));
+}
+
+#[test]
+fn at_large_batches_low_acceptance_is_w0405() {
+    let spec = "method = eagle3, source = \"x/y\", tokens = 5, acceptance = 40%";
+    let c = compile("llama_3_1_70b", 512, spec);
+    let w = c
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::SpeculationSlower)
+        .unwrap_or_else(|| panic!("{:?}", c.diagnostics));
+    assert!(w.message.contains("without it"), "{}", w.message);
+    let (t_spec, _, _) = figures(&c);
+    let (t_plain, _, _) = figures(&compile("llama_3_1_70b", 512, ""));
+    assert!(t_spec > t_plain);
+}
+
+#[test]
+fn mtp_drafts_with_the_checkpoint_s_own_layers() {
+    let plain = compile("deepseek_v3", 8, "");
+    let mtp = compile("deepseek_v3", 8, "method = mtp, tokens = 1");
+    assert!(!mtp.has_errors(), "{:?}", mtp.diagnostics);
+    let (t0, w0, _) = figures(&plain);
+    let (t1, w1, _) = figures(&mtp);
+    // One more MoE layer of 61 (plus its projection), sharded over the 8 GPUs.
+    let layer = (w1 - w0) / w0;
+    assert!(
+        (0.01..0.03).contains(&layer),
+        "MTP adds {layer:.3} of the weights"
+    );
+    assert!(t1 < t0, "{t1} vs {t0}");
+    // A model without MTP layers cannot draft this way.
+    let c = compile("llama_3_1_70b", 8, "method = mtp");
+    assert!(c
+        .diagnostics
+        .iter()
+        .any(|d| d.code == Code::SpecMethodUnavailable));
+}
+
+#[test]
+fn a_draft_model_is_checked_and_counted_whole() {
+    let c = compile(
+        "llama_3_1_70b",
+        4,
+        "method = draft_model, draft = llama_3_1_8b, tokens = 4, acceptance = 60%",
+    );
+    assert!(!c.has_errors(), "{:?}", c.diagnostics);
+    let (_, w0, _) = figures(&compile("llama_3_1_70b", 4, ""));
+    let (_, w1, _) = figures(&c);
+    // 8B in BF16 over 8 GPUs: about 2 GB each.
+    assert!((1.7e9..2.3e9).contains(&(w1 - w0)), "{}", w1 - w0);
+    let plan = &c.plan.deployments[0].engine;
+    let sp = plan.speculative.as_ref().unwrap();
+    assert_eq!(
+        sp.model.as_deref(),
+        Some("meta-llama/Llama-3.1-8B-Instruct")
+    );
+    // Another tokenizer is refused.
+    let c = compile(
+        "llama_3_1_70b",
+        4,
+        "method = draft_model, draft = qwen3_0_6b",
+    );
+    assert!(c
+        .diagnostics
+        .iter()
+        .any(|d| d.code == Code::SpecMethodUnavailable));
+}
+
+#[test]
+fn each_method_needs_its_own_input() {
+    for (spec, says) in [
+        ("method = eagle3", "needs the head's checkpoint"),
+        ("method = draft_model", "needs the draft model"),
+        ("method = ngram, source = \"x/y\"", "takes no `source`"),
+    ] {
+        let c = compile("llama_3_1_70b", 4, spec);
+        assert!(
+            c.diagnostics.iter().any(|d| d.message.contains(says)),
+            "{spec}: {:?}",
+            c.diagnostics
+        );
+    }
+    // n-gram needs nothing on the GPU and still shortens TPOT at small batches.
+    let c = compile("llama_3_1_70b", 4, "method = ngram, tokens = 3");
+    assert!(!c.has_errors());
+    let (t0, w0, _) = figures(&compile("llama_3_1_70b", 4, ""));
+    let (t1, w1, _) = figures(&c);
+    assert_eq!(w0, w1);
+    assert!(t1 < t0);
+}

@@ -502,13 +502,11 @@ fn finish(a: &RunArgs, plan: &Plan, summary: &RunSummary) -> u8 {
         }
     } else {
         print!("{}", render_table(summary));
-        // The predictions are for the planned GPUs and fabric at full size: say when what
-        // was measured is not that, so the two columns are not read as a verdict.
+        // The predictions are re-made at the sizes that ran; the fabric is the planned
+        // one: say when what was measured is not that, so the columns are not read as a
+        // verdict, and how to compare like with like.
         if a.backend == Backend::Cpu {
-            println!("note: the CPU backend moves the data over TCP between processes{}; its times measure dic's runtime and this machine, not the GPU fabric the predictions describe: run --backend nccl on the deployment's nodes to compare", if a.local { " on this machine" } else { "" });
-        }
-        if a.scale != 1.0 {
-            println!("note: measured at message sizes × {} (algbw/busbw use the plan's sizes); the predictions are at full size", a.scale);
+            println!("note: the CPU backend moves the data over TCP between processes{}; its times measure dic's runtime and this machine, not the GPU fabric the predictions describe: run --backend nccl on the deployment's nodes to compare{}", if a.local { " on this machine" } else { "" }, if a.calibrate.is_none() { ", or add --calibrate - for dic's model with this fabric's measured latency and bandwidth (model@run)" } else { "" });
         }
     }
     if let Some(path) = a.calibrate.as_deref().filter(|p| *p != "-") {

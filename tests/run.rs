@@ -102,7 +102,33 @@ fn every_example_plan_runs_locally_and_checks_exactly() {
             "{}: every schedule line measured",
             plan.display()
         );
+        // The plan carries the link figures it predicted with: re-predicting a line at
+        // the plan's own size gives the plan's figure, and at the run's (scaled) size no
+        // more than that (like with like).
+        let parsed = dic_runtime::plan::parse(&text).unwrap();
+        for stage in parsed.decode.stages.iter().chain(&parsed.prefill.stages) {
+            for step in &stage.steps {
+                let size = parsed
+                    .groups
+                    .iter()
+                    .find(|g| g.kind == step.group)
+                    .map_or(1, |g| g.members.len());
+                let again = step.predicted_at(step.bytes, size).unwrap();
+                assert!(
+                    (again - step.predicted_us).abs() <= 1e-6 * step.predicted_us.max(1.0),
+                    "{}: {again} vs {}",
+                    plan.display(),
+                    step.predicted_us
+                );
+                assert!(step.predicted_at(step.bytes / 100, size).unwrap() <= again);
+            }
+        }
         for l in lines {
+            assert!(
+                l["predicted_run_us"].as_f64().unwrap()
+                    <= l["predicted_us"].as_f64().unwrap() + 1e-9,
+                "{l}"
+            );
             assert!(l["measured_us"].as_f64().unwrap() > 0.0, "{l}");
             // Everything but the PP hand-off (checked on the receiver) is verified exactly.
             assert_eq!(l["verified"], true, "{}: {l}", plan.display());

@@ -120,6 +120,13 @@ struct RawCollective {
     bytes: u64,
     dtype: String,
     predicted_us: f64,
+    /// The α-β figures of the prediction (plans written before these lines lack them).
+    #[serde(default)]
+    link_type: Option<String>,
+    #[serde(default)]
+    link_bandwidth_gbps: Option<f64>,
+    #[serde(default)]
+    link_latency_us: Option<f64>,
 }
 
 /// One line of a stage's schedule: `calls` calls of `collective` on the rank's group of
@@ -133,6 +140,27 @@ pub struct Step {
     pub bytes: u64,
     pub dtype: DType,
     pub predicted_us: f64,
+    /// The link figures dic predicted with, to predict the call at another size.
+    pub fabric: Option<LinkFigures>,
+}
+
+pub use dic_compiler::analysis::comm::LinkFigures;
+
+impl Step {
+    /// dic's predicted time of one call of `bytes` (µs) with the plan's link figures;
+    /// `None` for plans without them.
+    pub fn predicted_at(&self, bytes: u64, group_size: usize) -> Option<f64> {
+        let f = self.fabric?;
+        let at = f.placement(group_size as u64);
+        Some(
+            dic_compiler::analysis::comm::collective_time(
+                self.collective,
+                bytes as f64,
+                group_size as u64,
+                &at,
+            ) * 1e6,
+        )
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -570,6 +598,22 @@ fn schedule(
                 bytes: rc.bytes,
                 dtype,
                 predicted_us: rc.predicted_us,
+                fabric: match (
+                    rc.link_type
+                        .as_deref()
+                        .and_then(dic_compiler::program::LinkType::parse),
+                    rc.link_bandwidth_gbps,
+                    rc.link_latency_us,
+                ) {
+                    (Some(link_type), Some(bw), Some(lat)) if bw > 0.0 && lat >= 0.0 => {
+                        Some(LinkFigures {
+                            link_type,
+                            bandwidth: bw * 1e9,
+                            latency: lat * 1e-6,
+                        })
+                    }
+                    _ => None,
+                },
             });
         }
         out.push(Stage {

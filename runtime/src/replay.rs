@@ -45,6 +45,10 @@ pub struct LineMeasurement {
     pub bytes_run: u64,
     pub calls: u64,
     pub predicted_us: f64,
+    /// dic's prediction of one call at the size it ran (`bytes_run`), on the planned
+    /// fabric: what `measured_us` compares with.
+    #[serde(default)]
+    pub predicted_run_us: Option<f64>,
     /// Mean time of one call on this rank, microseconds.
     pub measured_us: f64,
     pub verified: bool,
@@ -177,6 +181,7 @@ pub fn replay<C: Communicator>(
                     bytes_run: bytes,
                     calls: step.calls,
                     predicted_us: step.predicted_us,
+                    predicted_run_us: step.predicted_at(bytes, comm.size()),
                     measured_us: 0.0,
                     verified: false,
                 });
@@ -385,6 +390,7 @@ pub fn calibrate<C: Communicator>(
                 bytes,
                 dtype: DType::Bf16,
                 predicted_us: 0.0,
+                fabric: None,
             };
             let peer = (g.kind == GroupKind::Pp).then(|| 1 - comm.rank());
             let (us, _) = run_line(comm, &step, bytes, calls, peer, false)?;

@@ -27,6 +27,15 @@ pub struct LineSummary {
     pub predicted_us: f64,
     /// dic's predicted bus bandwidth at the plan's size.
     pub predicted_busbw_gbps: f64,
+    /// dic's prediction of one call at the size it ran, on the planned fabric (equal to
+    /// `predicted_us` at `--scale 1`; absent for plans without link figures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_run_us: Option<f64>,
+    /// dic's model of one call at the size it ran with the α and bandwidth this run
+    /// measured on the line's link (its calibration fit): like with like on any fabric,
+    /// loopback included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_measured_link_us: Option<f64>,
     pub verified: bool,
 }
 
@@ -42,6 +51,11 @@ pub struct RunSummary {
     pub measured_prefill_us: f64,
     pub predicted_decode_us: f64,
     pub predicted_prefill_us: f64,
+    /// The same sums predicted at the run's sizes (what the measured sums compare with).
+    #[serde(default)]
+    pub predicted_decode_run_us: f64,
+    #[serde(default)]
+    pub predicted_prefill_run_us: f64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub calibration: Vec<LinkFit>,
 }
@@ -61,6 +75,39 @@ fn gbps(bytes: f64, us: f64) -> f64 {
 }
 
 pub fn summarize(plan: &Plan, scale: f64, reports: &[RankReport]) -> RunSummary {
+    let calibration = fit_links(
+        &reports
+            .iter()
+            .flat_map(|r| r.calibration.iter().cloned())
+            .collect::<Vec<_>>(),
+    );
+    // Each group's link, and the α-β this run measured on it.
+    let link_of = |group: &str| {
+        plan.groups
+            .iter()
+            .find(|g| g.name == group)
+            .and_then(|g| g.link.clone())
+    };
+    let measured_link = |group: &str| {
+        let link = link_of(group)?;
+        calibration
+            .iter()
+            .find(|f| f.usable && f.link == link)
+            .cloned()
+    };
+    let step_of = |phase: &str, stage: u64, line: usize| {
+        let ph = if phase == crate::plan::Phase::Prefill.name() {
+            crate::plan::Phase::Prefill
+        } else {
+            crate::plan::Phase::Decode
+        };
+        plan.schedule(ph)
+            .stages
+            .iter()
+            .find(|s| s.stage == stage)
+            .and_then(|s| s.steps.get(line))
+            .cloned()
+    };
     let mut merged: BTreeMap<(String, u64, usize), LineMeasurement> = BTreeMap::new();
     for rep in reports {
         for l in &rep.lines {
@@ -83,6 +130,28 @@ pub fn summarize(plan: &Plan, scale: f64, reports: &[RankReport]) -> RunSummary 
             let f = c.busbw_factor(m.group_size as u64);
             let algbw = gbps(m.bytes_run as f64, m.measured_us);
             let pred_alg = gbps(m.bytes_plan as f64, m.predicted_us);
+            let model_measured_link_us = match (
+                measured_link(&m.group),
+                step_of(&m.phase, m.stage, m.line).and_then(|s| s.fabric),
+            ) {
+                (Some(fit), Some(f)) => {
+                    let at = crate::plan::LinkFigures {
+                        link_type: f.link_type,
+                        bandwidth: fit.bandwidth_gbps * 1e9,
+                        latency: fit.alpha_us * 1e-6,
+                    }
+                    .placement(m.group_size as u64);
+                    Some(
+                        dic_compiler::analysis::comm::collective_time(
+                            c,
+                            m.bytes_run as f64,
+                            m.group_size as u64,
+                            &at,
+                        ) * 1e6,
+                    )
+                }
+                _ => None,
+            };
             LineSummary {
                 phase: m.phase,
                 stage: m.stage,
@@ -97,6 +166,8 @@ pub fn summarize(plan: &Plan, scale: f64, reports: &[RankReport]) -> RunSummary 
                 busbw_gbps: algbw * f,
                 predicted_us: m.predicted_us,
                 predicted_busbw_gbps: pred_alg * f,
+                predicted_run_us: m.predicted_run_us,
+                model_measured_link_us,
                 verified: m.verified,
             }
         })
@@ -119,13 +190,14 @@ pub fn summarize(plan: &Plan, scale: f64, reports: &[RankReport]) -> RunSummary 
         measured_prefill_us: total("prefill chunk", &|l| l.measured_us),
         predicted_decode_us: plan.decode.predicted_us,
         predicted_prefill_us: plan.prefill.predicted_us,
+        predicted_decode_run_us: total("decode step", &|l| {
+            l.predicted_run_us.unwrap_or(l.predicted_us)
+        }),
+        predicted_prefill_run_us: total("prefill chunk", &|l| {
+            l.predicted_run_us.unwrap_or(l.predicted_us)
+        }),
         lines,
-        calibration: fit_links(
-            &reports
-                .iter()
-                .flat_map(|r| r.calibration.iter().cloned())
-                .collect::<Vec<_>>(),
-        ),
+        calibration,
     }
 }
 
@@ -159,9 +231,13 @@ pub fn render_table(s: &RunSummary) -> String {
             String::new()
         }
     );
+    // "pred": dic's model at the size each line ran, on the planned fabric; "model@run":
+    // the same model with the α and bandwidth this run measured on the line's link, when
+    // the calibration sweep fitted them (like with like on any fabric, loopback included).
+    let refit = s.lines.iter().any(|l| l.model_measured_link_us.is_some());
     let _ = writeln!(
         out,
-        "{:<14} {:>5} {:<4} {:>3} {:<15} {:>6} {:>10} {:>11} {:>9} {:>9} {:>11} {:>11} {:>9}",
+        "{:<14} {:>5} {:<4} {:>3} {:<15} {:>6} {:>10} {:>11} {:>9} {:>9} {:>11} {:>11}{} {:>9}",
         "phase",
         "stage",
         "grp",
@@ -174,12 +250,19 @@ pub fn render_table(s: &RunSummary) -> String {
         "busbw",
         "pred (µs)",
         "pred busbw",
+        if refit {
+            format!(" {:>12}", "model@run")
+        } else {
+            String::new()
+        },
         "check"
     );
     for l in &s.lines {
+        let pred = l.predicted_run_us.unwrap_or(l.predicted_us);
+        let f = collective(&l.collective).busbw_factor(l.group_size as u64);
         let _ = writeln!(
             out,
-            "{:<14} {:>5} {:<4} {:>3} {:<15} {:>6} {:>10} {:>11.1} {:>9.3} {:>9.3} {:>11.1} {:>11.2} {:>9}",
+            "{:<14} {:>5} {:<4} {:>3} {:<15} {:>6} {:>10} {:>11.1} {:>9.3} {:>9.3} {:>11.1} {:>11.2}{} {:>9}",
             l.phase,
             l.stage,
             l.group,
@@ -190,16 +273,37 @@ pub fn render_table(s: &RunSummary) -> String {
             l.measured_us,
             l.algbw_gbps,
             l.busbw_gbps,
-            l.predicted_us,
-            l.predicted_busbw_gbps,
+            pred,
+            gbps(l.bytes_run as f64, pred) * f,
+            match (refit, l.model_measured_link_us) {
+                (false, _) => String::new(),
+                (true, Some(v)) => format!(" {v:>12.1}"),
+                (true, None) => format!(" {:>12}", "—"),
+            },
             if l.verified { "exact" } else { "—" }
         );
     }
-    let _ = writeln!(out, "bandwidths in GB/s; predicted figures are dic's model at the plan's sizes on the planned fabric");
+    let sized = if s.scale != 1.0 {
+        format!(
+            "predicted figures are dic's model at the sizes that ran (× {} of the plan's) on the planned fabric",
+            s.scale
+        )
+    } else {
+        "predicted figures are dic's model on the planned fabric".to_string()
+    };
+    let _ = writeln!(out, "bandwidths in GB/s; {sized}");
+    if refit {
+        let _ = writeln!(out, "model@run: the same model with the latency and bandwidth this run measured on each link (the calibration fits below), to compare on any fabric");
+    }
     let _ = writeln!(
         out,
-        "communication per decode step: measured {:.1} µs, predicted {:.1} µs; per prefill chunk: measured {:.1} µs, predicted {:.1} µs",
-        s.measured_decode_us, s.predicted_decode_us, s.measured_prefill_us, s.predicted_prefill_us
+        "communication per decode step: measured {:.1} µs, predicted {:.1} µs at these sizes ({:.1} µs at the plan's); per prefill chunk: measured {:.1} µs, predicted {:.1} µs ({:.1} µs at the plan's)",
+        s.measured_decode_us,
+        s.predicted_decode_run_us,
+        s.predicted_decode_us,
+        s.measured_prefill_us,
+        s.predicted_prefill_run_us,
+        s.predicted_prefill_us
     );
     for f in &s.calibration {
         if !f.usable {

@@ -621,6 +621,35 @@ pub struct CommItem {
     /// Seconds for all of them with NCCL, what `dic run` replays: `time`, except where
     /// vLLM runs its own kernel (the custom all-reduce).
     pub nccl_time: f64,
+    /// The α-β figures `nccl_time` came from (effective bytes/s, seconds) and the link's
+    /// type, so `dic run` predicts the same call at another size.
+    #[serde(skip)]
+    pub fabric: LinkFigures,
+}
+
+/// A placement's figures for one collective: what [`collective_time`] reads of it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LinkFigures {
+    pub link_type: LinkType,
+    /// Effective bytes/s per rank per direction.
+    pub bandwidth: f64,
+    /// Seconds per message (α).
+    pub latency: f64,
+}
+
+impl LinkFigures {
+    /// A placement with these figures, for [`collective_time`].
+    pub fn placement(&self, size: u64) -> Placement {
+        Placement {
+            size,
+            spans_nodes: false,
+            within_scale_up_domain: true,
+            link_name: std::sync::Arc::from(""),
+            link_type: self.link_type,
+            bandwidth: self.bandwidth,
+            latency: self.latency,
+        }
+    }
 }
 
 impl CommItem {
@@ -643,6 +672,11 @@ impl CommItem {
             link: at.link_name.clone(),
             time,
             nccl_time: time,
+            fabric: LinkFigures {
+                link_type: at.link_type,
+                bandwidth: at.bandwidth,
+                latency: at.latency,
+            },
         }
     }
 }

@@ -90,6 +90,9 @@ pub(super) fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
                         bytes: c.bytes.round() as u64,
                         dtype: crate::analysis::comm::ACTIVATION_DTYPE,
                         predicted_us: time * 1e6 / c.count.max(1) as f64,
+                        link_type: c.fabric.link_type,
+                        link_bandwidth_gbps: c.fabric.bandwidth / 1e9,
+                        link_latency_us: c.fabric.latency * 1e6,
                     }
                 })
                 .collect();

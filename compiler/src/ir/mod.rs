@@ -426,6 +426,12 @@ pub struct CollectiveStep {
     pub dtype: crate::analysis::comm::DType,
     /// dic's predicted time of one call, microseconds.
     pub predicted_us: f64,
+    /// The α-β figures that prediction used: the link's type, its effective bandwidth
+    /// per rank and direction (GB/s) and latency (µs), so `dic run` predicts the same
+    /// call at the size it runs (`--scale`).
+    pub link_type: crate::program::LinkType,
+    pub link_bandwidth_gbps: f64,
+    pub link_latency_us: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]

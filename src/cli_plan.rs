@@ -5,7 +5,7 @@
 use dic::disk::DiskWorld;
 use dic::exit::{ERRORS, OK, USAGE};
 use dic::render;
-use dic_compiler::planner::{search, space_of, Candidate};
+use dic_compiler::planner::{disaggregated_family, search, space_of, Candidate, DisaggCandidate};
 
 fn ms(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "—".into())
@@ -33,6 +33,70 @@ fn row(i: usize, c: &Candidate) -> String {
     )
 }
 
+/// The disaggregated family beside the aggregated one: its best splits, and which family
+/// serves more output tokens per GPU within the SLOs, by how much.
+fn print_disaggregated(
+    result: &dic_compiler::planner::Search,
+    disagg: &[DisaggCandidate],
+    top: usize,
+) {
+    if disagg.is_empty() || top == 0 {
+        return;
+    }
+    println!("disaggregated prefill/decode (predicted; dic does not emit these launches yet):");
+    println!(
+        "{:>3}  {:<34} {:>5} {:>10} {:>9} {:>8} {:>11} {:>9}",
+        "#", "pools", "GPUs", "$/h", "TTFT ms", "TPOT ms", "max/GPU", "KV ms"
+    );
+    for (i, d) in disagg.iter().take(top.min(5)).enumerate() {
+        println!(
+            "{:>3}  {:<34} {:>5} {:>10} {:>9} {:>8.1} {:>11.0} {:>9.2}{}",
+            i + 1,
+            d.name,
+            d.gpus,
+            if d.priced {
+                format!("${:.2}", d.cost_per_hour)
+            } else {
+                "—".into()
+            },
+            ms(d.ttft_ms),
+            d.tpot_ms,
+            d.capacity_per_gpu,
+            d.transfer_ms,
+            if d.meets_slo { "" } else { "  (misses an SLO)" }
+        );
+    }
+    let best_agg = result
+        .ranked
+        .iter()
+        .filter_map(|c| Some((c, c.max_output_tokens_per_s? / c.gpus.max(1) as f64)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let best_dis = disagg
+        .iter()
+        .filter(|d| d.meets_slo)
+        .max_by(|a, b| a.capacity_per_gpu.total_cmp(&b.capacity_per_gpu));
+    match (best_agg, best_dis) {
+        (Some((a, at)), Some(d)) => {
+            let (winner, by) = if d.capacity_per_gpu > at {
+                ("disaggregated", d.capacity_per_gpu / at - 1.0)
+            } else {
+                ("aggregated", at / d.capacity_per_gpu.max(1e-9) - 1.0)
+            };
+            println!(
+                "  saturated output per GPU, layouts that meet the SLOs: aggregated {} {at:.0} tok/s/GPU, disaggregated {} {:.0} tok/s/GPU: {winner} by {:.0}%",
+                a.describe(),
+                d.name,
+                d.capacity_per_gpu,
+                by * 100.0
+            );
+        }
+        (Some(_), None) => println!("  no disaggregated split meets every SLO: aggregated wins"),
+        (None, Some(d)) => println!("  only disaggregated meets every SLO: {}", d.name),
+        (None, None) => {}
+    }
+    println!();
+}
+
 pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 {
     let checked = match dic_compiler::driver::front_end(&DiskWorld, file) {
         Ok(c) => c,
@@ -55,11 +119,20 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
         let started = std::time::Instant::now();
         let result = search(&ds.scenario, &ds.slo, &space);
         let elapsed = started.elapsed();
+        // The disaggregated family in the deployment's own formats (the planner's choice
+        // when it chose them), at the same load and SLOs.
+        let mut base = ds.scenario.clone();
+        if let Some(c) = &result.chosen {
+            base.model.weights = c.weights.clone();
+            base.model.kv_cache = c.kv_cache.clone();
+        }
+        let disagg = disaggregated_family(&base, &ds.slo);
         if result.chosen.is_none() {
             code = ERRORS;
         }
         if json {
-            all.push(serde_json::json!({ "deployment": ds.name, "search": result }));
+            let shown: Vec<&DisaggCandidate> = disagg.iter().take(top.max(1)).collect();
+            all.push(serde_json::json!({ "deployment": ds.name, "search": result, "disaggregated": shown }));
             continue;
         }
         let t = &ds.scenario.topology;
@@ -111,6 +184,7 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
             }
             println!();
         }
+        print_disaggregated(&result, &disagg, top);
         if !result.scaling.is_empty() {
             println!(
                 "scaling, one replica (weights {}, KV cache {}): GPUs → tok/s per GPU, TPOT",

@@ -8,8 +8,8 @@ mod common;
 
 use dic_compiler::analysis::calibration::kv_logs::{parse_kv_logs, KvLogRow};
 use dic_compiler::analysis::calibration::silicon::{
-    cross_validate, fit_silicon, model_label, parse_silicon, silicon_objective, silicon_table,
-    stats, SiliconRow, START, STORED,
+    cross_validate, disagg_table, fit_silicon, model_label, parse_disagg, parse_silicon,
+    silicon_objective, silicon_table, stats, DisaggRow, SiliconRow, START, STORED,
 };
 use dic_compiler::analysis::calibration::{error_table, parse_rows, summary, Metric, Row};
 use dic_compiler::analysis::perf::FITTED;
@@ -35,6 +35,8 @@ struct Silicon {
     skipped: usize,
     logo: Vec<Option<(f64, f64)>>,
     lomo: Vec<Option<(f64, f64)>>,
+    /// The disaggregated rows (compared, never fitted).
+    disagg: Vec<DisaggRow>,
 }
 
 fn silicon() -> Option<&'static Silicon> {
@@ -45,7 +47,9 @@ fn silicon() -> Option<&'static Silicon> {
             std::fs::read_to_string(shared.join("calibration/vllm-silicon/vllm-silicon-train.csv"))
                 .expect("csv");
         let (rows, skipped) = parse_silicon(&csv);
+        let disagg = parse_disagg(&csv);
         assert!(rows.len() >= 350, "{} rows, {skipped} skipped", rows.len());
+        assert_eq!(disagg.len(), 3, "the training split's disaggregated rows");
         let fit = |train: &[SiliconRow]| fit_silicon(train, START);
         let logo = cross_validate(&rows, |r| r.gpu.clone(), |t| fit(t));
         let lomo = cross_validate(&rows, |r| model_label(r).to_string(), |t| fit(t));
@@ -54,6 +58,7 @@ fn silicon() -> Option<&'static Silicon> {
             skipped,
             logo,
             lomo,
+            disagg,
         })
     })
     .as_ref()
@@ -165,6 +170,7 @@ fn calibration_table_is_current() {
         error_table(&trt, &FITTED),
         kv_table(&kv, kv_skipped)
     );
+    let table = format!("{table}\n{}", disagg_table(&s.disagg));
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/errors.md");
     if std::env::var("DIC_UPDATE_CALIBRATION").is_ok() {
         std::fs::create_dir_all(concat!(env!("CARGO_MANIFEST_DIR"), "/calibration")).unwrap();

@@ -12,6 +12,7 @@ pub mod allocation;
 pub mod calibration;
 pub mod catalog;
 pub mod comm;
+pub mod disagg;
 pub mod estimate;
 pub mod kv_pool;
 pub mod memory;

@@ -17,8 +17,10 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 mod advice;
+mod disaggregated;
 mod scaling;
 pub use advice::{advise, cheaper_layout, no_layout, working_layout};
+pub use disaggregated::{disaggregated_family, DisaggCandidate};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Candidate {

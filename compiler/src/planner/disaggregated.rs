@@ -1,0 +1,135 @@
+//! The disaggregated family: every split of the cluster into a prefill pool and a decode
+//! pool (TP of each inside a node, up to 8 replicas each), predicted by
+//! [`crate::analysis::disagg`], kept when it meets every SLO, ranked like the aggregated
+//! family (cost, then output tokens/s per GPU). `dic plan` shows it beside the aggregated
+//! search; dic does not emit these launches yet.
+
+use super::tp_sizes;
+use crate::analysis::disagg::{predict, PoolSplit};
+use crate::analysis::perf::FITTED;
+use crate::analysis::rules::{predicted, SloTarget};
+use crate::analysis::Scenario;
+use crate::program::Layout;
+use serde::Serialize;
+
+/// Most replicas per pool the search tries.
+const MAX_POOL_REPLICAS: u64 = 8;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DisaggCandidate {
+    pub split: PoolSplit,
+    pub name: String,
+    pub gpus: u64,
+    pub nodes: u64,
+    /// $/h of the nodes it occupies (GPU count when the cluster has no price).
+    pub cost_per_hour: f64,
+    pub priced: bool,
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: f64,
+    pub output_tokens_per_s: f64,
+    pub output_tokens_per_s_per_gpu: f64,
+    /// Saturated output tokens/s per GPU (the slower pool deciding).
+    pub capacity_per_gpu: f64,
+    pub transfer_ms: f64,
+    pub prefill_utilization: f64,
+    pub meets_slo: bool,
+}
+
+/// Every split that fits, best first: those meeting the SLOs by cost then saturated
+/// tokens/s per GPU, then the rest by tokens/s per GPU.
+pub fn disaggregated_family(base: &Scenario, slo: &[SloTarget]) -> Vec<DisaggCandidate> {
+    let t = &base.topology;
+    let Some(w) = base.workload else {
+        return Vec::new();
+    };
+    let tps: Vec<u64> = tp_sizes(base)
+        .into_iter()
+        .filter(|tp| *tp <= t.gpus_per_node.max(1))
+        .collect();
+    let mut out = Vec::new();
+    for &tp_p in &tps {
+        for &tp_d in &tps {
+            for x in 1..=MAX_POOL_REPLICAS {
+                for y in 1..=MAX_POOL_REPLICAS {
+                    let split = PoolSplit {
+                        prefill: Layout {
+                            tp: tp_p,
+                            ..base.layout
+                        },
+                        prefill_replicas: x,
+                        decode: Layout {
+                            tp: tp_d,
+                            ..base.layout
+                        },
+                        decode_replicas: y,
+                    };
+                    let split = PoolSplit {
+                        prefill: Layout {
+                            pp: 1,
+                            dp: 1,
+                            ep: false,
+                            ..split.prefill
+                        },
+                        decode: Layout {
+                            pp: 1,
+                            dp: 1,
+                            ep: false,
+                            ..split.decode
+                        },
+                        ..split
+                    };
+                    if split.gpus() > t.total_gpus() {
+                        continue;
+                    }
+                    let Some(d) = predict(base, &split, &FITTED) else {
+                        continue;
+                    };
+                    let p = &d.prediction;
+                    let meets = !p.overloaded
+                        && slo.iter().all(|b| {
+                            let v = predicted(p, b, w.output);
+                            match b.op {
+                                crate::syntax::ast::Op::Le | crate::syntax::ast::Op::Lt => {
+                                    v <= b.value
+                                }
+                                _ => v >= b.value,
+                            }
+                        });
+                    let nodes = t.nodes_for(split.gpus());
+                    let (cost_per_hour, priced) = match t.price_per_node_hour {
+                        Some(price) => (price * nodes as f64, true),
+                        None => (split.gpus() as f64, false),
+                    };
+                    out.push(DisaggCandidate {
+                        name: split.to_string(),
+                        split,
+                        gpus: split.gpus(),
+                        nodes,
+                        cost_per_hour,
+                        priced,
+                        ttft_ms: Some(p.ttft * 1e3).filter(|v| v.is_finite()),
+                        tpot_ms: p.tpot * 1e3,
+                        output_tokens_per_s: p.output_tokens_per_s,
+                        output_tokens_per_s_per_gpu: p.output_tokens_per_s_per_gpu,
+                        capacity_per_gpu: p.max_output_tokens_per_s / split.gpus().max(1) as f64,
+                        transfer_ms: d.transfer * 1e3,
+                        prefill_utilization: d.prefill_utilization,
+                        meets_slo: meets,
+                    });
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| {
+        b.meets_slo
+            .cmp(&a.meets_slo)
+            .then(if a.meets_slo {
+                a.cost_per_hour.total_cmp(&b.cost_per_hour)
+            } else {
+                std::cmp::Ordering::Equal
+            })
+            .then(b.capacity_per_gpu.total_cmp(&a.capacity_per_gpu))
+            .then(a.gpus.cmp(&b.gpus))
+    });
+    out
+}

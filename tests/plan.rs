@@ -35,11 +35,22 @@ fn plan_ranks_by_cost_and_explains_rejections() {
         .any(|r| r["family"].as_str().unwrap().starts_with("tp 16")
             && r["reason"].as_str().unwrap().contains("spans 2 nodes")));
     assert!(!s["scaling"].as_array().unwrap().is_empty());
+    // The disaggregated family beside it: splits within the cluster, those meeting the
+    // SLOs first.
+    let dis = v[0]["disaggregated"].as_array().unwrap();
+    assert!(!dis.is_empty());
+    assert!(dis.iter().all(|d| d["gpus"].as_u64().unwrap() <= 16));
+    let meets: Vec<bool> = dis.iter().map(|d| d["meets_slo"] == true).collect();
+    assert!(meets.windows(2).all(|w| w[0] >= w[1]), "{meets:?}");
     // the human table
     let text =
         String::from_utf8(dic(&["plan", "examples/prod.dist", "--top", "3"]).stdout).unwrap();
     assert!(
         text.contains("chosen: ") && text.contains("rejected:") && text.contains("scaling"),
+        "{text}"
+    );
+    assert!(
+        text.contains("disaggregated prefill/decode") && text.contains("saturated output per GPU"),
         "{text}"
     );
 }

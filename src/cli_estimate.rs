@@ -114,6 +114,15 @@ fn to_json(s: &Scenario, a: &Analysis) -> Value {
             "communication": ms(Some(p.step.comm)),
             "overhead": ms(Some(p.step.overhead)),
             "bubble": ms(Some(p.step.bubble)),
+            "draft": ms(Some(p.step.draft)),
+            // The kernel groups in sequence, each at its own roofline: with communication,
+            // overhead and drafting they add up to TPOT (with PP, `bubble` is the idle
+            // share of it).
+            "kernels": {
+                "dense_gemms": ms(Some(p.step.kernels.dense_gemms)),
+                "experts": ms(Some(p.step.kernels.experts)),
+                "attention": ms(Some(p.step.kernels.attention)),
+            },
             "collectives": p.step.comm_items.iter().map(|c| json!({
                 "group": c.group.name(),
                 "collective": c.collective.name(),

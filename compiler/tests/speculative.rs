@@ -147,3 +147,22 @@ fn each_method_needs_its_own_input() {
     assert_eq!(w0, w1);
     assert!(t1 < t0);
 }
+
+/// The step's breakdown adds up: kernel groups (each at its own roofline), communication,
+/// overhead and drafting make TPOT, for a dense model, a MoE with EP and a speculative
+/// deployment alike (what `dic estimate --json` and the report's step chart show).
+#[test]
+fn the_step_breakdown_adds_up_to_tpot() {
+    for c in [
+        compile("llama_3_1_70b", 16, ""),
+        compile("llama_3_1_70b", 4, EAGLE),
+        compile("qwen3_235b_a22b_fp8", 32, ""),
+    ] {
+        let p = c.deployments[0].analysis.prediction.clone().unwrap();
+        let s = &p.step;
+        let k = s.kernels;
+        let sum = k.dense_gemms + k.experts + k.attention + s.comm + s.overhead + s.draft;
+        assert!((sum - s.tpot).abs() <= 1e-9 * s.tpot, "{sum} vs {}", s.tpot);
+        assert!(k.dense_gemms > 0.0 && k.attention > 0.0);
+    }
+}

@@ -141,15 +141,17 @@ fn memory_svg(r: &ReportData) -> String {
     s.finish()
 }
 
-/// Horizontal bars on a milliseconds axis: what one decode step spends its time on, each
-/// with its value.
+/// Horizontal bars on a milliseconds axis: what one decode step spends its time on — the
+/// kernel groups, communication, overhead and drafting (which add up to TPOT), and the
+/// pipeline bubble — each with its value.
 fn step_svg(r: &ReportData) -> String {
     let Some(st) = &r.step else {
         return String::new();
     };
     let mut rows = vec![
-        ("compute", st.compute_ms, "#4e79a7"),
-        ("memory", st.memory_ms, "#59a14f"),
+        ("dense GEMMs", st.dense_gemms_ms, "#4e79a7"),
+        ("experts", st.experts_ms, "#76b7b2"),
+        ("attention", st.attention_ms, "#59a14f"),
         ("communication", st.communication_ms, "#e15759"),
         ("overhead", st.overhead_ms, "#9c755f"),
         ("bubble", st.bubble_ms, "#bab0ac"),
@@ -157,6 +159,8 @@ fn step_svg(r: &ReportData) -> String {
     if st.draft_ms > 0.0 {
         rows.push(("drafting", st.draft_ms, "#edc948"));
     }
+    // A dense model has no expert kernels.
+    rows.retain(|r| r.0 != "experts" || r.1 > 0.0);
     let (x0, x1, top, bar, gap) = (110.0, 580.0, 8.0, 18.0, 8.0);
     let axis = Axis::to(rows.iter().map(|r| r.1).fold(0.0, f64::max), 6);
     let axis_y = top + rows.len() as f64 * (bar + gap);

@@ -83,7 +83,35 @@ pub struct StepCost {
     pub comm: f64,
     pub overhead: f64,
     pub total: f64,
+    /// The kernel groups, each at its own roofline (they add up with `comm` and
+    /// `overhead` to `total`).
+    pub kernels: KernelTimes,
     pub comm_items: Vec<CommItem>,
+}
+
+/// Seconds of each kernel group in a step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct KernelTimes {
+    /// Dense GEMMs (attention projections, dense MLPs, shared experts) and the LM head.
+    pub dense_gemms: f64,
+    /// Routed experts.
+    pub experts: f64,
+    /// Attention over the KV cache (and recurrent state updates).
+    pub attention: f64,
+}
+
+impl KernelTimes {
+    fn add(&mut self, o: &KernelTimes) {
+        self.dense_gemms += o.dense_gemms;
+        self.experts += o.experts;
+        self.attention += o.attention;
+    }
+
+    fn scale(&mut self, f: f64) {
+        self.dense_gemms *= f;
+        self.experts *= f;
+        self.attention *= f;
+    }
 }
 
 /// Per-stage static facts used by every step.
@@ -333,7 +361,11 @@ fn stage_step(
     ];
     let compute: f64 = ops.iter().map(|o| o.0).sum();
     let memory: f64 = ops.iter().map(|o| o.1).sum();
-    let kernels: f64 = ops.iter().map(|o| o.0.max(o.1)).sum();
+    let kernels = KernelTimes {
+        dense_gemms: ops[0].0.max(ops[0].1),
+        experts: ops[1].0.max(ops[1].1),
+        attention: ops[2].0.max(ops[2].1),
+    };
     let comm_items = step_comm(s, &sm.comm, tokens, &f.blocks, f.last);
     let comm: f64 = comm_items.iter().map(|i| i.time).sum();
     // Per sequence, not per token: sampling, detokenising and scheduling happen once per
@@ -344,7 +376,8 @@ fn stage_step(
         memory,
         comm,
         overhead,
-        total: kernels + comm + overhead,
+        total: kernels.dense_gemms + kernels.experts + kernels.attention + comm + overhead,
+        kernels,
         comm_items,
     }
 }
@@ -362,6 +395,8 @@ pub struct TokenStep {
     pub bubble: f64,
     /// Speculative drafting (0 without it).
     pub draft: f64,
+    /// The kernel groups over all stages.
+    pub kernels: KernelTimes,
     pub comm_items: Vec<CommItem>,
 }
 
@@ -390,6 +425,7 @@ impl StepModel<'_> {
             overhead: 0.0,
             bubble: 0.0,
             draft: 0.0,
+            kernels: KernelTimes::default(),
             comm_items: Vec::new(),
         };
         let mut slowest: f64 = 0.0;
@@ -400,6 +436,7 @@ impl StepModel<'_> {
             out.memory += st.memory;
             out.comm += st.comm;
             out.overhead += st.overhead;
+            out.kernels.add(&st.kernels);
             slowest = slowest.max(st.total);
             for item in st.comm_items {
                 match out
@@ -438,6 +475,7 @@ impl StepModel<'_> {
             out.overhead *= per;
             out.bubble *= per;
             out.draft *= per;
+            out.kernels.scale(per);
             for item in &mut out.comm_items {
                 item.time *= per;
                 item.nccl_time *= per;

@@ -334,6 +334,11 @@ pub struct StepRow {
     pub bubble_ms: f64,
     /// Speculative drafting, per output token.
     pub draft_ms: f64,
+    /// The kernel groups, each at its own roofline; with communication, overhead and
+    /// drafting they add up to `tpot_ms` (with PP, the bubble is the idle share of it).
+    pub dense_gemms_ms: f64,
+    pub experts_ms: f64,
+    pub attention_ms: f64,
     pub collectives: Vec<CollectiveRow>,
 }
 

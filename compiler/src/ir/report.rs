@@ -70,6 +70,9 @@ pub(super) fn report_data(
         overhead_ms: p.step.overhead * 1e3,
         bubble_ms: p.step.bubble * 1e3,
         draft_ms: p.step.draft * 1e3,
+        dense_gemms_ms: p.step.kernels.dense_gemms * 1e3,
+        experts_ms: p.step.kernels.experts * 1e3,
+        attention_ms: p.step.kernels.attention * 1e3,
         collectives: p
             .step
             .comm_items

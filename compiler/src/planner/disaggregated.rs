@@ -51,32 +51,16 @@ pub fn disaggregated_family(base: &Scenario, slo: &[SloTarget]) -> Vec<DisaggCan
         for &tp_d in &tps {
             for x in 1..=MAX_POOL_REPLICAS {
                 for y in 1..=MAX_POOL_REPLICAS {
-                    let split = PoolSplit {
-                        prefill: Layout {
-                            tp: tp_p,
-                            ..base.layout
-                        },
-                        prefill_replicas: x,
-                        decode: Layout {
-                            tp: tp_d,
-                            ..base.layout
-                        },
-                        decode_replicas: y,
+                    // One engine per replica: TP only (no PP, DP or EP inside a pool).
+                    let engine = |tp: u64| Layout {
+                        tp,
+                        ..Layout::default()
                     };
                     let split = PoolSplit {
-                        prefill: Layout {
-                            pp: 1,
-                            dp: 1,
-                            ep: false,
-                            ..split.prefill
-                        },
-                        decode: Layout {
-                            pp: 1,
-                            dp: 1,
-                            ep: false,
-                            ..split.decode
-                        },
-                        ..split
+                        prefill: engine(tp_p),
+                        prefill_replicas: x,
+                        decode: engine(tp_d),
+                        decode_replicas: y,
                     };
                     if split.gpus() > t.total_gpus() {
                         continue;

@@ -324,6 +324,19 @@ impl Range {
     }
     /// `more than 0 and at most 1`, in the dimension's base unit.
     pub fn describe(&self, dim: Dimension) -> String {
+        // A share (at most 1) reads as the percentage it is usually written as.
+        if dim == Dimension::Ratio && self.max <= 1.0 {
+            let low = if self.min_exclusive {
+                "more than"
+            } else {
+                "at least"
+            };
+            return format!(
+                "{low} {}% and at most {}%",
+                crate::units::fmt_num(self.min * 100.0),
+                crate::units::fmt_num(self.max * 100.0)
+            );
+        }
         let unit = dim.base_symbol();
         let sp = if unit.is_empty() { "" } else { " " };
         let low = if self.min_exclusive {
@@ -584,7 +597,7 @@ pub static MODEL_CACHE_FIELDS: &[Field] = &[
 /// The fields of a deployment's `autoscale = { … }` block.
 pub static AUTOSCALE_FIELDS: &[Field] = &[
     f!("min", Ty::Int { min: 0, max: 1 << 20 }, "fewest replicas (groups); 0 only with KEDA (scale to zero)"),
-    f!("max", Ty::Int { min: 1, max: 1 << 20 }, "most replicas (groups); the cluster must hold them"),
+    f!("max", Ty::Int { min: 1, max: 1 << 20 }, req, "most replicas (groups); the cluster must hold them"),
     f!("waiting", Ty::Int { min: 1, max: 1 << 20 }, "requests waiting per replica (vllm:num_requests_waiting) that add a replica (default 5, production-stack's)"),
     f!("via", Ty::Enum(&["hpa", "keda"]), "HorizontalPodAutoscaler on a custom pod metric (needs a metrics adapter such as prometheus-adapter) or a KEDA ScaledObject querying Prometheus (default hpa)"),
     f!("prometheus", Ty::Str(TextRule::Url), "Prometheus server KEDA queries, e.g. \"http://prometheus.monitoring:9090\""),

@@ -86,6 +86,9 @@ pub fn managed_by(dest: &str) -> Option<String> {
         }
         "api_key" => "`api_key_secret` (a Kubernetes Secret; a key written here would be copied in plain text into every script and manifest)",
         "config" => "the `.dist` file: a vLLM config file would override the flags dic writes, unseen by its checks",
+        // The same settings as `--spec-*`, which the engine's `speculative` block writes:
+        // passed here they would change memory and TPOT behind dic's prediction.
+        "speculative_config" => "`engine = vllm { speculative = { … } }` (its draft's memory and TPOT are predicted)",
         _ => return None,
     };
     Some(by.to_string())
@@ -357,6 +360,12 @@ mod tests {
         assert!(p[0].message.contains("not one of"), "{p:?}");
         let p = check_extra_args(&words(&["meta-llama/x"]));
         assert!(p[0].message.contains("not an option"), "{p:?}");
+        // Speculative decoding goes through the engine's `speculative` block, in either
+        // spelling vLLM accepts.
+        for flag in ["--speculative-config", "--spec-method"] {
+            let p = check_extra_args(&words(&[flag, "x"]));
+            assert!(p[0].help.contains("speculative ="), "{flag}: {p:?}");
+        }
     }
 
     #[test]

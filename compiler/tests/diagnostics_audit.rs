@@ -199,3 +199,60 @@ fn a_layer_pattern_needs_a_mixer() {
     );
     assert!(diagnostics(&model("(dense, full) × 2")).is_empty());
 }
+
+fn deploy_with(workload: &str, engine: &str) -> String {
+    format!(
+        "import std.nodes.dgx_h100\nimport std.models.llama_3_1_8b\n\
+cluster c {{ nodes = 1 × dgx_h100 }}\n\
+workload w {{ prompt = 1k tokens, output = 100 tokens, concurrency = 4{workload} }}\n\
+deploy d {{ model = llama_3_1_8b, cluster = c, workload = w, layout = tp 1, engine = vllm {{ max_model_len = 4k tokens{engine} }} }}\n"
+    )
+}
+
+/// A block's required field is required like a definition's: `speculative` without a
+/// `method` (which would have launched EAGLE-3 with no head) and `autoscale` without `max`
+/// are one E0306 each, through the same check.
+#[test]
+fn a_block_without_its_required_field_is_e0306() {
+    let d = diagnostics(&deploy_with("", ", speculative = { tokens = 3 }"));
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].0, Code::MissingField);
+    assert_eq!(d[0].1, "`speculative` has no `method`");
+    let d = diagnostics(
+        &deploy_with("", "").replace("layout = tp 1,", "layout = tp 1, autoscale = { min = 1 },"),
+    );
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].1, "`autoscale` has no `max`");
+}
+
+/// An out-of-range share reads as written and as a percentage: `150%`, not "a quantity in
+/// `%`" against "at most 0.99".
+#[test]
+fn out_of_range_shares_read_as_percentages() {
+    let d = diagnostics(&deploy_with(
+        "",
+        ", speculative = { method = ngram, acceptance = 150% }",
+    ));
+    assert_eq!(d[0].0, Code::OutOfRange, "{d:?}");
+    assert_eq!(d[0].1, "`acceptance` = 150% is out of range");
+    let world = MemoryWorld::new().with(
+        "a.dist",
+        &deploy_with("", ", speculative = { method = ngram, acceptance = 150% }"),
+    );
+    let checked = driver::check_file(&world, "a.dist").unwrap();
+    let label = &checked.diagnostics[0].labels[0].message;
+    assert_eq!(label, "must be at least 0% and at most 99%");
+}
+
+/// A shared prefix as long as the prompt leaves no request anything of its own.
+#[test]
+fn a_shared_prefix_longer_than_the_prompt_is_refused() {
+    let d = diagnostics(&deploy_with(", shared_prefix = 2k tokens", ""));
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].0, Code::OutOfRange);
+    assert!(
+        d[0].1
+            .contains("`shared_prefix` (2000) is not shorter than the prompt (1000)"),
+        "{d:?}"
+    );
+}

@@ -17,7 +17,8 @@
 //! family beside the aggregated one so the two can be compared.
 
 use super::memory::memory;
-use super::perf::{running_cap, PerfConstants, Prediction, StepModel};
+use super::memory::MemoryReport;
+use super::perf::{prefix_of, running_cap, PerfConstants, Prediction, StepModel};
 use super::scenario::{Load, Scenario};
 use crate::program::Layout;
 use serde::Serialize;
@@ -66,11 +67,13 @@ pub struct DisaggPrediction {
     pub prefill_utilization: f64,
 }
 
-/// KV bytes one token occupies across the whole model (every layer, every KV head).
-fn kv_bytes_per_token(s: &Scenario) -> f64 {
-    let mem = memory(s);
-    let tp = s.layout.tp.max(1) as f64;
-    mem.stages.iter().map(|st| st.kv_bytes_per_token * tp).sum()
+/// KV bytes one token occupies across the whole model (every layer, every KV head), from
+/// a pool's memory report (`tp`: the pool's TP, over which the per-GPU figure is split).
+fn kv_bytes_per_token(mem: &MemoryReport, tp: u64) -> f64 {
+    mem.stages
+        .iter()
+        .map(|st| st.kv_bytes_per_token * tp.max(1) as f64)
+        .sum()
 }
 
 /// The pair's prediction under the scenario's workload; `None` when a pool does not fit
@@ -92,7 +95,7 @@ pub fn predict(s: &Scenario, split: &PoolSplit, c: &PerfConstants) -> Option<Dis
         return None;
     }
     let (prompt, output) = (w.prompt, w.output.max(1.0));
-    let cached = w.cached_prompt.min((prompt - 1.0).max(0.0));
+    let (cached, _) = prefix_of(s, prompt);
     let fresh = prompt - cached;
     let ctx = prompt + output / 2.0;
     let psm = StepModel::new(&ps);
@@ -100,7 +103,7 @@ pub fn predict(s: &Scenario, split: &PoolSplit, c: &PerfConstants) -> Option<Dis
     let prefill = psm.prefill_time(fresh, cached, 0.0, ctx, c);
     // The transfer: the fresh tokens' KV (cached blocks are already on the decode side
     // only if it cached them itself; counted in full, the conservative side).
-    let bytes = kv_bytes_per_token(&ps) * prompt;
+    let bytes = kv_bytes_per_token(&pm, split.prefill.tp) * prompt;
     let streams = split.prefill.tp.min(split.decode.tp).max(1) as f64;
     let same_node = split.gpus() <= t.gpus_per_node;
     let (bandwidth, latency) = match (&t.scale_up, &t.scale_out) {

@@ -576,7 +576,7 @@ pub struct Prediction {
 
 /// The workload's prompt tokens held by the prefix cache, and the part every request
 /// shares (both 0 without a workload or without prefix reuse), at most `prompt` − 1.
-fn prefix_of(s: &Scenario, prompt: f64) -> (f64, f64) {
+pub(crate) fn prefix_of(s: &Scenario, prompt: f64) -> (f64, f64) {
     let most = (prompt - 1.0).max(0.0);
     s.workload
         .map(|w| (w.cached_prompt.min(most), w.shared_prefix.min(most)))

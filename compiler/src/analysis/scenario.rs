@@ -184,12 +184,6 @@ impl WorkloadSpec {
         }
     }
 
-    /// Prompt tokens each request prefills: what the prefix cache does not hold (at least
-    /// one: vLLM always computes the last prompt token).
-    pub fn fresh_prompt(&self) -> f64 {
-        (self.prompt - self.cached_prompt).max(1.0_f64.min(self.prompt))
-    }
-
     /// The arrival rate of an open-loop workload (req/s); `None` for a closed loop.
     pub fn rate(&self) -> Option<f64> {
         match self.load {

@@ -13,6 +13,7 @@
 use super::kv_pool::{CacheSpec, SpecCache};
 use super::memory::{rank_weights, weight_bytes};
 use super::scenario::Scenario;
+use crate::architecture;
 use crate::program::{Layout, Mixer, Model};
 
 /// EAGLE-3 heads predict over a reduced draft vocabulary of this size (the released
@@ -39,17 +40,16 @@ pub struct DraftShape {
     pub attention_per_token: f64,
 }
 
-/// One decoder layer of `m`'s dense shape (attention and a gated MLP), in parameters.
+/// One decoder layer of `m`'s dense shape: its full-attention mixer and a dense MLP (an
+/// MLP as wide as the experts a token uses when the model has no dense one), in
+/// parameters.
 fn dense_layer_params(m: &Model) -> f64 {
-    let h = m.hidden as f64;
-    let q = m.heads as f64 * m.head_dim as f64;
-    let kv = m.kv_heads as f64 * m.head_dim as f64;
-    let inter = if m.intermediate > 0 {
-        m.intermediate
+    let mlp = if m.intermediate > 0 {
+        architecture::dense_params(m)
     } else {
-        m.moe_intermediate.max(1) * m.experts_per_token.max(1)
-    } as f64;
-    h * q + 2.0 * h * kv + q * h + 3.0 * h * inter
+        architecture::expert_params(m) * m.experts_per_token.max(1) as f64
+    };
+    architecture::mixer_params(m, Mixer::Full, 1).on_rank() + mlp
 }
 
 /// The draft of `s`'s speculative decoding on each GPU, `None` without one.

@@ -203,6 +203,24 @@ impl<'s, 'w> Checker<'s, 'w> {
                     );
                     ok = false;
                 }
+                if w.shared_prefix >= w.prompt && w.prompt > 0.0 && f.contains_key("shared_prefix")
+                {
+                    let at = f.get("shared_prefix").map(|v| v.at).expect("present");
+                    self.push(
+                        Diagnostic::new(
+                            Code::OutOfRange,
+                            format!(
+                                "workload `{}`: `shared_prefix` ({}) is not shorter than the prompt ({})",
+                                raw.name.node,
+                                crate::units::fmt_num(w.shared_prefix),
+                                crate::units::fmt_num(w.prompt)
+                            ),
+                        )
+                        .primary(at.file, at.span, "the prefix every prompt starts with")
+                        .help("a shared prefix is the part of `prompt` that every request repeats; each request adds at least one token of its own"),
+                    );
+                    ok = false;
+                }
                 Body::Workload(w)
             }
             Kind::Slo => {
@@ -241,6 +259,7 @@ impl<'s, 'w> Checker<'s, 'w> {
                 let engine = match f.get("engine").map(|v| &v.value) {
                     Some(Value::Engine(_, opts)) => {
                         ok &= self.passthrough(opts);
+                        ok &= self.speculative(opts);
                         vllm_options(opts)
                     }
                     _ => VllmOptions::default(),
@@ -451,9 +470,10 @@ impl Checker<'_, '_> {
         let keda = a.word("via").as_deref() == Some("keda");
         let max = a.uint("max");
         let min = a.uint("min").unwrap_or(1);
+        // Without `max` the block already has its error (a required field).
+        let max = max?;
         let problem = match (max, keda, a.string("prometheus").is_some()) {
-            (None, _, _) => Some(("`autoscale` has no `max`", "add the most replicas to scale to, e.g. `max = 4`")),
-            (Some(max), _, _) if min > max => Some(("`min` is above `max`", "swap them")),
+            (max, _, _) if min > max => Some(("`min` is above `max`", "swap them")),
             (_, false, _) if min == 0 => Some(("`min = 0` needs KEDA", "a HorizontalPodAutoscaler cannot scale to zero: add `via = keda` and `prometheus`")),
             (_, true, false) => Some(("KEDA needs `prometheus`", "add the server KEDA queries, e.g. `prometheus = \"http://prometheus.monitoring:9090\"`")),
             (_, false, true) => Some(("`prometheus` is read only by KEDA", "add `via = keda`, or remove `prometheus` (the HPA reads the custom-metrics API)")),
@@ -469,19 +489,18 @@ impl Checker<'_, '_> {
         }
         Some(Autoscale {
             min,
-            max: max.unwrap_or(1),
+            max,
             waiting: a.uint("waiting").unwrap_or(5),
             keda,
             prometheus: a.string("prometheus"),
         })
     }
 
-    /// The engine block's pass-through options, checked against vLLM's own option table
-    /// and dic's own flags and variables (E0314). True when they are clean.
-    fn passthrough(&mut self, opts: &BTreeMap<String, FieldValue>) -> bool {
+    /// The engine's `speculative` block: each method's own input is there, and only it.
+    /// True when it is clean (or absent).
+    fn speculative(&mut self, opts: &BTreeMap<String, FieldValue>) -> bool {
         let r = Reader(opts);
         let mut ok = true;
-        // `speculative`: each method's own input is there, and only it.
         if let (Some(b), Some(fv)) = (r.block("speculative"), opts.get("speculative")) {
             let s = Reader(&b);
             let method = s.word("method").unwrap_or_default();
@@ -523,6 +542,14 @@ impl Checker<'_, '_> {
                 ok = false;
             }
         }
+        ok
+    }
+
+    /// The engine block's pass-through options, checked against vLLM's own option table
+    /// and dic's own flags and variables (E0314). True when they are clean.
+    fn passthrough(&mut self, opts: &BTreeMap<String, FieldValue>) -> bool {
+        let r = Reader(opts);
+        let mut ok = true;
         if let Some(fv) = opts.get("extra_args") {
             for p in crate::vllm_args::check_extra_args(&r.strings("extra_args")) {
                 self.push(

@@ -340,6 +340,24 @@ impl<'s, 'w> Checker<'s, 'w> {
     }
 }
 
+/// A number as the user wrote it (`150%`, `2k tokens`), else what kind of value it is.
+fn written(e: &Expr) -> String {
+    match &e.kind {
+        ExprKind::Quantity {
+            text,
+            unit: Some(u),
+            ..
+        } if u.node == "%" => format!("{text}%"),
+        ExprKind::Quantity {
+            text,
+            unit: Some(u),
+            ..
+        } => format!("{text} {}", u.node),
+        ExprKind::Quantity { text, .. } => text.clone(),
+        _ => describe_expr(e),
+    }
+}
+
 fn describe_expr(e: &Expr) -> String {
     match &e.kind {
         ExprKind::Quantity { unit: Some(u), .. } => format!("a quantity in `{}`", u.node),

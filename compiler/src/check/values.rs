@@ -195,7 +195,7 @@ impl<'s, 'w> Checker<'s, 'w> {
         self.push(
             Diagnostic::new(
                 Code::OutOfRange,
-                format!("`{field}` = {} is out of range", describe_expr(expr)),
+                format!("`{field}` = {} is out of range", written(expr)),
             )
             .primary(file, expr.span, format!("must be {}", range.describe(dim))),
         );
@@ -534,9 +534,33 @@ impl<'s, 'w> Checker<'s, 'w> {
             Ty::Layout => self.layout(file, expr).map(Value::Layout),
             Ty::Engine => self.engine(m, file, expr, field),
             Ty::Block(fields) => match &expr.kind {
-                ExprKind::Object(block) => Some(Value::Block(
-                    self.check_entries(m, file, None, block, fields, kind, field, false),
-                )),
+                ExprKind::Object(block) => {
+                    let entries =
+                        self.check_entries(m, file, None, block, fields, kind, field, false);
+                    // A required field the block does not write at all (one written with
+                    // a wrong value has its own error already).
+                    let missing: Vec<&crate::schema::Field> = fields
+                        .iter()
+                        .filter(|f| {
+                            f.required && !block.entries.iter().any(|e| e.key_text() == f.name)
+                        })
+                        .collect();
+                    for f in &missing {
+                        self.push(
+                            Diagnostic::new(
+                                Code::MissingField,
+                                format!("`{field}` has no `{}`", f.name),
+                            )
+                            .primary(file, expr.span, format!("needs `{}`: {}", f.name, f.doc))
+                            .help(format!(
+                                "add `{} = …` ({})",
+                                f.name,
+                                f.ty.describe()
+                            )),
+                        );
+                    }
+                    missing.is_empty().then_some(Value::Block(entries))
+                }
                 _ => {
                     self.type_error(file, expr, ty, field);
                     None

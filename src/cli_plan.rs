@@ -43,7 +43,7 @@ fn print_disaggregated(
     if disagg.is_empty() || top == 0 {
         return;
     }
-    println!("disaggregated prefill/decode (predicted; dic does not emit these launches yet):");
+    println!("disaggregated prefill/decode (predicted; deploy one with the `layout` shown under the table):");
     println!(
         "{:>3}  {:<34} {:>5} {:>10} {:>9} {:>8} {:>11} {:>9}",
         "#", "pools", "GPUs", "$/h", "TTFT ms", "TPOT ms", "max/GPU", "KV ms"
@@ -65,6 +65,9 @@ fn print_disaggregated(
             d.transfer_ms,
             if d.meets_slo { "" } else { "  (misses an SLO)" }
         );
+    }
+    if let Some(first) = disagg.first() {
+        println!("  #1 as a layout: `layout = {}`", first.split.as_layout());
     }
     let best_agg = result
         .ranked
@@ -115,6 +118,29 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
     let mut all = Vec::new();
     let mut code = OK;
     for ds in dic_compiler::analysis::scenarios_from_program(&checked.program) {
+        // A disaggregated deployment is planned once, from its decode pool, with the
+        // written split's own prediction beside the two families.
+        if ds
+            .pool
+            .as_ref()
+            .is_some_and(|x| x.pool == dic_compiler::program::Pool::Prefill)
+        {
+            continue;
+        }
+        let written_split = ds.pool.as_ref().map(|part| {
+            let a = dic_compiler::analysis::analyze_pool(&ds.scenario, part, &ds.slo);
+            let (ps, dsc) = part.pools(&ds.scenario);
+            let gpus = ps.layout.gpus() + dsc.layout.gpus();
+            serde_json::json!({
+                "prefill": ps.layout.to_string(),
+                "decode": dsc.layout.to_string(),
+                "gpus": gpus,
+                "ttft_ms": a.prediction.as_ref().map(|p| p.ttft * 1e3).filter(|v| v.is_finite()),
+                "tpot_ms": a.prediction.as_ref().map(|p| p.tpot * 1e3),
+                "capacity_per_gpu": a.prediction.as_ref().map(|p| p.max_output_tokens_per_s / gpus.max(1) as f64),
+                "meets_slo": a.prediction.as_ref().is_some_and(|p| !p.overloaded) && a.slo.iter().all(|r| r.met),
+            })
+        });
         let space = space_of(&ds);
         let started = std::time::Instant::now();
         let result = search(&ds.scenario, &ds.slo, &space);
@@ -132,7 +158,7 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
         }
         if json {
             let shown: Vec<&DisaggCandidate> = disagg.iter().take(top.max(1)).collect();
-            all.push(serde_json::json!({ "deployment": ds.name, "search": result, "disaggregated": shown }));
+            all.push(serde_json::json!({ "deployment": ds.name, "search": result, "disaggregated": shown, "written_split": written_split }));
             continue;
         }
         let t = &ds.scenario.topology;
@@ -150,6 +176,23 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
             result.pruned,
             elapsed.as_secs_f64() * 1e3
         );
+        if let Some(w) = &written_split {
+            let num = |k: &str, digits: usize| {
+                w[k].as_f64()
+                    .map(|v| format!("{v:.digits$}"))
+                    .unwrap_or_else(|| "—".into())
+            };
+            println!(
+                "written: prefill {} + decode {} (disaggregated, {} GPUs): TTFT {} ms, TPOT {} ms, {} tok/s/GPU saturated{}",
+                w["prefill"].as_str().unwrap_or_default(),
+                w["decode"].as_str().unwrap_or_default(),
+                w["gpus"],
+                num("ttft_ms", 1),
+                num("tpot_ms", 1),
+                num("capacity_per_gpu", 0),
+                if w["meets_slo"].as_bool() == Some(true) { "" } else { " (misses an SLO)" }
+            );
+        }
         match &result.chosen {
             Some(c) => println!("chosen: {}\n", c.describe()),
             None => {

@@ -212,8 +212,20 @@ fn every_example_forms_a_working_set_of_objects() {
         }
         // Every pod template: requests on every container, probe ports declared, RDMA
         // and IPC_LOCK only where a group spans nodes, IMEX claims backed by a domain.
-        for (file, t, _) in &templates {
+        for (file, t, labels) in &templates {
+            // A disaggregated pool's KV transfer crosses nodes over NIXL when its pair
+            // does: the example's pools then span both nodes.
+            let pool_crosses = labels.contains_key("dic.dev/pool")
+                && objects
+                    .iter()
+                    .filter(|(_, o)| o["kind"] == "Deployment")
+                    .filter_map(|(_, o)| {
+                        o["spec"]["template"]["metadata"]["labels"]["dic.dev/pool"].as_str()
+                    })
+                    .count()
+                    == 2;
             let spans_nodes = file.ends_with("leaderworkerset.yaml")
+                || pool_crosses
                 || file.contains("/preflight/")
                     && objects.iter().any(|(_, o)| o["kind"] == "LeaderWorkerSet");
             let ports = container_ports(t);
@@ -262,6 +274,124 @@ fn every_example_forms_a_working_set_of_objects() {
         objects_per_example.push(format!("{path}: {}", kinds.join(", ")));
     }
     eprintln!("{}", objects_per_example.join("\n"));
+}
+
+/// A disaggregated deployment forms one working service: the client Service named after the
+/// deployment selects the router's pods; the router sends prompts to a Service that selects
+/// the prefill pool's serving pods and generation to one selecting the decode pool's, on
+/// ports those pods declare; both pools run the same model under the same served name with
+/// the NIXL connector, announce their pod IP on NIXL's side channel and declare its port.
+#[test]
+fn a_disaggregated_deployment_routes_to_both_pools() {
+    let mut seen = 0;
+    for (path, files) in all_outputs() {
+        let objects: Vec<Value> = files
+            .iter()
+            .filter(|(f, _)| f.contains("/k8s/") && !f.ends_with("kustomization.yaml"))
+            .map(|(_, t)| parse(t))
+            .collect();
+        let Some(router) = objects.iter().find(|o| {
+            o["kind"] == "Deployment"
+                && o["spec"]["template"]["spec"]["containers"][0]["name"] == "router"
+        }) else {
+            continue;
+        };
+        seen += 1;
+        let deployment = router["metadata"]["labels"]["app.kubernetes.io/part-of"]
+            .as_str()
+            .unwrap();
+        let (_, router_labels) = &pod_templates(router)[0];
+        let client = objects
+            .iter()
+            .find(|o| o["kind"] == "Service" && o["metadata"]["name"] == deployment)
+            .unwrap_or_else(|| panic!("{path}: no client Service `{deployment}`"));
+        assert!(
+            matches(&client["spec"]["selector"], router_labels),
+            "{path}: client Service misses the router"
+        );
+        let argv: Vec<String> = router["spec"]["template"]["spec"]["containers"][0]["command"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect();
+        let script = argv[1].rsplit('/').next().unwrap();
+        let config = objects
+            .iter()
+            .find(|o| o["kind"] == "ConfigMap" && o["data"].get(script).is_some())
+            .unwrap_or_else(|| panic!("{path}: no ConfigMap holds {script}"));
+        let volume = &router["spec"]["template"]["spec"]["volumes"][0];
+        assert_eq!(
+            volume["configMap"]["name"], config["metadata"]["name"],
+            "{path}"
+        );
+        let mut served = Vec::new();
+        for (flag, pool) in [("--prefill", "prefill"), ("--decode", "decode")] {
+            let url = &argv[argv.iter().position(|a| a == flag).unwrap() + 1];
+            let rest = url.strip_prefix("http://").unwrap();
+            let (host, port) = rest.split_once(':').unwrap();
+            let svc = objects
+                .iter()
+                .find(|o| o["kind"] == "Service" && o["metadata"]["name"] == host)
+                .unwrap_or_else(|| {
+                    panic!("{path}: the router names Service `{host}`, which is not emitted")
+                });
+            let svc_port = &svc["spec"]["ports"][0];
+            assert_eq!(
+                svc_port["port"].as_u64().unwrap().to_string(),
+                port,
+                "{path}: {host}"
+            );
+            let selected: Vec<_> = objects
+                .iter()
+                .flat_map(pod_templates)
+                .filter(|(_, l)| matches(&svc["spec"]["selector"], l))
+                .collect();
+            assert!(!selected.is_empty(), "{path}: `{host}` selects no pod");
+            for (t, l) in selected {
+                assert_eq!(
+                    l.get("dic.dev/pool").map(String::as_str),
+                    Some(pool),
+                    "{path}: `{host}` selects another pool's pods"
+                );
+                let ports = container_ports(&t);
+                assert!(
+                    ports.iter().any(|p| p == "http") && ports.iter().any(|p| p == "nixl"),
+                    "{path}: {pool} ports {ports:?}"
+                );
+                let c = &t["spec"]["containers"][0];
+                let cmd = c["command"][2].as_str().unwrap();
+                assert!(cmd.contains(r#"--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'"#), "{path}: {pool} without the NIXL connector");
+                let name = cmd
+                    .split("--served-model-name ")
+                    .nth(1)
+                    .unwrap()
+                    .split(' ')
+                    .next()
+                    .unwrap();
+                served.push(name.to_string());
+                let env = c["env"].as_array().unwrap();
+                assert!(
+                    env.iter()
+                        .any(|e| e["name"] == "VLLM_NIXL_SIDE_CHANNEL_HOST"
+                            && e["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"),
+                    "{path}: {pool} does not announce its pod IP"
+                );
+                assert!(
+                    env.iter()
+                        .any(|e| e["name"] == "VLLM_NIXL_SIDE_CHANNEL_PORT"),
+                    "{path}: {pool}"
+                );
+            }
+        }
+        served.dedup();
+        assert_eq!(
+            served.len(),
+            1,
+            "{path}: pools serve different names {served:?}"
+        );
+    }
+    assert!(seen > 0, "no example is disaggregated");
 }
 
 /// Kinds the validator has no schema or CRD for offline (checked above by the invariants,

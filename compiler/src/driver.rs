@@ -180,8 +180,13 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
         .into_iter()
         .map(|ds| {
             let key = format!(
-                "{:?}|{:?}|{:?}|{:?}|{}",
-                ds.scenario, ds.slo, ds.allowed_weights, ds.allowed_kv_cache, ds.auto_layout
+                "{:?}|{:?}|{:?}|{:?}|{}|{:?}",
+                ds.scenario,
+                ds.slo,
+                ds.allowed_weights,
+                ds.allowed_kv_cache,
+                ds.auto_layout,
+                ds.pool
             );
             (key, ds)
         })
@@ -194,9 +199,7 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
         .iter()
         .filter(|(k, ds)| !ds.auto_layout && cache.entries[k].analysis.is_none())
         .collect();
-    let done = parallel_map(&missing, |(_, ds)| {
-        analyze_and_advise(&ds.scenario, &ds.slo)
-    });
+    let done = parallel_map(&missing, |(_, ds)| analyze_written(ds));
     for ((key, _), a) in missing.iter().copied().zip(done) {
         if let Some(e) = cache.entries.get_mut(key) {
             e.analysis = Some(a);
@@ -210,6 +213,13 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
             .filter(|(k, ds)| {
                 let e = &cache.entries[k];
                 let wanted = advice == Advice::Report || !ds.slo.is_empty();
+                // A disaggregated deployment is compared with the aggregated search once,
+                // on its decode pool.
+                let wanted = wanted
+                    && ds
+                        .pool
+                        .as_ref()
+                        .is_none_or(|pp| pp.pool == crate::program::Pool::Decode);
                 // A written layout that fails is searched too: the search knows a layout
                 // that works (A0701 says which).
                 e.search.is_none() && (ds.auto_layout || (wanted && e.analysis.is_some()))
@@ -261,6 +271,9 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
         let mut a = base.clone();
         let clean = a.findings.iter().all(|f| f.severity != Severity::Error);
         match (&e.search, clean, ds.slo.is_empty()) {
+            (Some(search), _, _) if ds.pool.is_some() => {
+                a.findings.extend(planner::aggregated_wins(ds, &a, search))
+            }
             (Some(search), true, false) => a.findings.extend(planner::cheaper_layout(ds, search)),
             (Some(search), false, false) => a.findings.extend(planner::working_layout(ds, search)),
             _ => {}
@@ -318,47 +331,66 @@ fn account_clusters(
         Some((def, Body::Deploy(d))) => Some((def, d.as_ref())),
         _ => None,
     };
-    // Each deployment once, its parts' replicas summed; a layout that fails its own
-    // checks is not launched and takes no GPUs.
-    let mut demands: Vec<(crate::program::DefId, analysis::allocation::Demand)> = Vec::new();
+    // Each deployment (each pool of a disaggregated one) once, its parts' replicas
+    // summed; a layout that fails its own checks is not launched and takes no GPUs.
+    let unit_of = |d: &Decided| -> analysis::Unit {
+        (
+            d.scenario.deploy,
+            d.scenario.pool.as_ref().map(|pp| pp.pool),
+        )
+    };
+    let mut demands: Vec<(analysis::Unit, analysis::allocation::Demand)> = Vec::new();
     for x in decided.iter().filter(|d| {
         !d.analysis
             .findings
             .iter()
             .any(|f| f.severity == Severity::Error)
     }) {
-        let id = x.scenario.deploy;
-        if demands.iter().any(|(seen, _)| *seen == id) {
+        let unit = unit_of(x);
+        if demands.iter().any(|(seen, _)| *seen == unit) {
             continue;
         }
-        let Some((def, d)) = deploy_of(id) else {
+        let Some((def, d)) = deploy_of(unit.0) else {
             continue;
         };
-        let mut layout = x.scenario.scenario.layout;
-        layout.dp = decided
-            .iter()
-            .filter(|y| y.scenario.deploy == id)
-            .map(|y| y.scenario.scenario.layout.dp.max(1))
-            .sum();
-        if d.node_group.is_some() && analysis::pinned_group(p, d).is_none() {
-            diags.push(node_group_not_in_cluster(p, def, d));
+        let demand = match (&d.layout, unit.1) {
+            (crate::program::LayoutSpec::Disaggregated(pl), Some(pool)) => {
+                if pl.group(pool).is_some() && analysis::pool_pin(p, d, pl, pool).is_none() {
+                    diags.push(node_group_not_in_cluster(p, def, d, pool_pin_field(pool)));
+                }
+                analysis::pool_demand(p, def, d, pl, pool)
+            }
+            _ => {
+                let mut layout = x.scenario.scenario.layout;
+                layout.dp = decided
+                    .iter()
+                    .filter(|y| unit_of(y) == unit)
+                    .map(|y| y.scenario.scenario.layout.dp.max(1))
+                    .sum();
+                analysis::demand_of(p, def, d, &layout)
+            }
+        };
+        let first_unit = !demands.iter().any(|((id, _), _)| *id == unit.0);
+        if first_unit && d.node_group.is_some() && analysis::pinned_group(p, d).is_none() {
+            diags.push(node_group_not_in_cluster(p, def, d, "node_group"));
         }
-        demands.push((id, analysis::demand_of(p, def, d, &layout)));
+        demands.push((unit, demand));
     }
     let mut unplaced = std::collections::HashSet::new();
     for account in analysis::account_clusters(p, &demands) {
-        for (i, (id, _, placement)) in account.members.iter().enumerate() {
+        for (i, (unit, _, placement)) in account.members.iter().enumerate() {
             if placement.unplaced > 0 {
-                unplaced.insert(*id);
+                unplaced.insert(unit.0);
                 // A pin to a group the cluster lacks already has its own error.
-                if let Some((def, d)) = deploy_of(*id) {
-                    if d.node_group.is_none() || analysis::pinned_group(p, d).is_some() {
-                        diags.push(oversubscribed(p, def, &account, i));
-                    }
+                if placement.slots.is_empty() && account.members[i].1.group == Some(usize::MAX) {
+                    continue;
+                }
+                if let Some((def, _)) = deploy_of(unit.0) {
+                    diags.push(oversubscribed(p, def, &account, i));
                 }
                 continue;
             }
-            for x in decided.iter_mut().filter(|x| x.scenario.deploy == *id) {
+            for x in decided.iter_mut().filter(|x| unit_of(x) == *unit) {
                 x.slots = placement
                     .slots
                     .iter()
@@ -371,17 +403,27 @@ fn account_clusters(
     unplaced
 }
 
+/// The field that pins `pool` to a node group.
+fn pool_pin_field(pool: crate::program::Pool) -> &'static str {
+    match pool {
+        crate::program::Pool::Prefill => "prefill_node_group",
+        crate::program::Pool::Decode => "decode_node_group",
+    }
+}
+
 /// E0409: `node_group` names a node that is not one of the cluster's groups.
 fn node_group_not_in_cluster(
     p: &Program,
     def: &crate::program::Def,
     d: &crate::program::Deploy,
+    field: &str,
 ) -> Diagnostic {
-    let at = def
-        .fields
-        .get("node_group")
-        .map(|f| f.at)
-        .unwrap_or(def.location());
+    let at = match (field, def.fields.get("layout").map(|f| &f.value)) {
+        ("node_group", _) => def.fields.get("node_group").map(|f| f.at),
+        (_, Some(crate::program::Value::Layout(_))) => def.fields.get("layout").map(|f| f.at),
+        _ => None,
+    }
+    .unwrap_or(def.location());
     let cluster = d.cluster.and_then(|c| p.def(c));
     let groups = d
         .cluster
@@ -395,7 +437,14 @@ fn node_group_not_in_cluster(
             cluster.map(|c| c.name.as_str()).unwrap_or_default()
         ),
     )
-    .primary(at.file, at.span, "not one of the cluster's node groups")
+    .primary(
+        at.file,
+        at.span,
+        match field {
+            "node_group" => "not one of the cluster's node groups".to_string(),
+            _ => format!("`{field}` is not one of the cluster's node groups"),
+        },
+    )
     .help(format!(
         "the cluster's groups are {}",
         groups
@@ -497,6 +546,16 @@ fn oversubscribed(
 
 /// A written layout's analysis with the planner's advice on it (W0404, A0501, A0401):
 /// what `dic check` reports for one deployment and `dic estimate` for one scenario.
+/// A written deployment's analysis: a pool of a disaggregated one as such (its own checks,
+/// the pair's prediction; the aggregated advice does not apply), any other with the
+/// planner's advice.
+pub fn analyze_written(ds: &DeploymentScenario) -> Analysis {
+    match &ds.pool {
+        Some(part) => analysis::analyze_pool(&ds.scenario, part, &ds.slo),
+        None => analyze_and_advise(&ds.scenario, &ds.slo),
+    }
+}
+
 pub fn analyze_and_advise(s: &Scenario, slo: &[SloTarget]) -> Analysis {
     let mut a = analysis::analyze(s, slo);
     let advice = planner::advise(s, &a);

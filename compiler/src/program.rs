@@ -534,6 +534,54 @@ impl std::fmt::Display for Layout {
 pub enum LayoutSpec {
     Auto,
     Explicit(Layout),
+    /// `{ prefill = tp 4, decode = tp 2 × dp 2 }`: disaggregated prefill/decode serving
+    /// (vLLM's P/D with the NIXL connector), each pool its own layout and, optionally, its
+    /// own node group.
+    Disaggregated(PoolLayouts),
+}
+
+/// The two pools of a disaggregated deployment. A pool's `dp` is its replicas (each an
+/// engine of its own), as in an aggregated layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolLayouts {
+    pub prefill: Layout,
+    pub decode: Layout,
+    /// The node groups the pools are pinned to (`prefill_node_group`,
+    /// `decode_node_group`); unset, the deployment's `node_group` or the accounting.
+    pub prefill_group: Option<DefId>,
+    pub decode_group: Option<DefId>,
+}
+
+/// Which pool of a disaggregated deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pool {
+    Prefill,
+    Decode,
+}
+
+impl Pool {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pool::Prefill => "prefill",
+            Pool::Decode => "decode",
+        }
+    }
+}
+
+impl PoolLayouts {
+    pub fn layout(&self, pool: Pool) -> Layout {
+        match pool {
+            Pool::Prefill => self.prefill,
+            Pool::Decode => self.decode,
+        }
+    }
+    pub fn group(&self, pool: Pool) -> Option<DefId> {
+        match pool {
+            Pool::Prefill => self.prefill_group,
+            Pool::Decode => self.decode_group,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]

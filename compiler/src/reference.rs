@@ -97,6 +97,17 @@ fn fields_section(out: &mut String, heading: &str, fields: &[Field]) {
             let _ = writeln!(out, "Fields of `{} = {{ … }}`:\n", f.name);
             fields_section(out, &format!("{heading}#"), inner);
         }
+        if f.ty == Ty::Layout && f.name == "layout" {
+            let _ = writeln!(
+                out,
+                "Fields of a disaggregated `layout = {{ … }}` (prefill and decode pools, vLLM's P/D with the NIXL connector; see `examples/pd_70b_h200.dist`):\n"
+            );
+            fields_section(
+                out,
+                &format!("{heading}#"),
+                crate::schema::POOL_LAYOUT_FIELDS,
+            );
+        }
     }
 }
 

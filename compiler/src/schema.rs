@@ -118,7 +118,10 @@ impl Ty {
             Ty::List(t) => format!("a list of {}", t.describe()),
             Ty::CountOf(k) => format!("a count and a `{}`, like `8 × name`", k.keyword()),
             Ty::Groups(k) => format!("`N × {}` or a list of them", k.keyword()),
-            Ty::Layout => "`auto` or a layout like `tp 8 × pp 2 × dp 2`".into(),
+            Ty::Layout => {
+                "`auto`, a layout like `tp 8 × pp 2 × dp 2`, or `{ prefill = …, decode = … }`"
+                    .into()
+            }
             Ty::Engine => "an engine like `vllm { … }`".into(),
             Ty::Block(fields) => format!(
                 "a block `{{ … }}` with {}",
@@ -540,7 +543,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("cluster", Ty::Ref(Kind::Cluster), req, "the hardware"),
             f!("workload", Ty::Ref(Kind::Workload), "the traffic"),
             f!("slo", Ty::Ref(Kind::Slo), "the service levels"),
-            f!("layout", Ty::Layout, req, "`auto`, or `tp N × pp N × dp N` with optional `ep`, `dcp N`, `pcp N`"),
+            f!("layout", Ty::Layout, req, "`auto`, or `tp N × pp N × dp N` with optional `ep`, `dcp N`, `pcp N`; or disaggregated prefill/decode, `{ prefill = tp 4, decode = tp 2 × dp 2 }` (each pool's `dp` its replicas)"),
             f!("engine", Ty::Engine, "the serving engine and its options, e.g. `vllm { gpu_memory_utilization = 0.90 }`"),
             f!("model_source", Ty::Str(TextRule::Argument), "what `vllm serve` loads: a Hugging Face repository or a path (default: the model's `hf`)"),
             f!("served_model_name", Ty::Str(TextRule::Argument), "the name clients use (default: the deployment's name)"),
@@ -572,6 +575,14 @@ pub static POD_FIELDS: &[Field] = &[
     f!("labels", Ty::List(&Ty::Str(TextRule::Label)), "extra pod labels, as \"key=value\""),
     f!("annotations", Ty::List(&Ty::Str(TextRule::Annotation)), "extra pod annotations, as \"key=value\""),
     f!("priority_class", Ty::Str(TextRule::DnsLabel), "PriorityClass of the pods"),
+];
+
+/// The fields of a disaggregated layout, `layout = { prefill = …, decode = … }`.
+pub static POOL_LAYOUT_FIELDS: &[Field] = &[
+    f!("prefill", Ty::Layout, req, "the prefill pool's layout: `tp N × pp N × dp N` (`dp`: its replicas); its engines compute prompts and hand their KV cache to the decode pool over NIXL"),
+    f!("decode", Ty::Layout, req, "the decode pool's layout: `tp N × pp N × dp N` (`dp`: its replicas); its engines receive the prompts' KV cache and generate"),
+    f!("prefill_node_group", Ty::Ref(Kind::Node), "the cluster's node group the prefill pool runs on (default: the deployment's `node_group`, else the first with room)"),
+    f!("decode_node_group", Ty::Ref(Kind::Node), "the cluster's node group the decode pool runs on (default: the deployment's `node_group`, else the first with room)"),
 ];
 
 /// The fields of the engine's `speculative = { … }` block (vLLM's `SpeculativeConfig`).

@@ -97,3 +97,145 @@ fn the_family_ranks_what_meets_the_slos_first() {
         assert!(pair[0].cost_per_hour <= pair[1].cost_per_hour);
     }
 }
+
+/// The checked program of `body` (imports of H200 nodes, Llama 3.1 70B and B200 nodes).
+fn checked(body: &str) -> driver::Checked {
+    let src = format!(
+        "import std.nodes.dgx_h200\nimport std.nodes.dgx_b200\nimport std.models.llama_3_1_70b\n{body}"
+    );
+    let world = MemoryWorld::new().with("p.dist", &src);
+    driver::compile_file(&world, "p.dist").unwrap()
+}
+
+const PD: &str = "model m = llama_3_1_70b { weights = fp8 }\n\
+workload w { prompt = 4k tokens, output = 500 tokens, rate = 1 req/s }\n";
+
+fn codes(c: &driver::Checked) -> Vec<String> {
+    c.diagnostics.iter().map(|d| d.code.to_string()).collect()
+}
+
+#[test]
+fn a_written_split_is_two_pools_predicted_as_the_planner_predicts_it() {
+    let c = checked(&format!(
+        "{PD}cluster c {{ nodes = 1 × dgx_h200 }}\n\
+deploy d {{ model = m, cluster = c, workload = w, layout = {{ prefill = tp 2, decode = tp 2 × dp 2 }}, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
+    ));
+    assert!(!c.has_errors(), "{:?}", codes(&c));
+    let parts = scenarios_from_program(&c.program);
+    assert_eq!(parts.len(), 2);
+    let (p, d) = (&parts[0], &parts[1]);
+    let pool = |x: &dic_compiler::analysis::DeploymentScenario| x.pool.as_ref().unwrap().pool;
+    assert_eq!(pool(p), dic_compiler::program::Pool::Prefill);
+    assert_eq!(pool(d), dic_compiler::program::Pool::Decode);
+    assert_eq!((p.scenario.layout.tp, p.scenario.layout.dp), (2, 1));
+    assert_eq!((d.scenario.layout.tp, d.scenario.layout.dp), (2, 2));
+    // The written pair predicts as the planner's split of the same engines does, on
+    // both pools' analyses.
+    let family = predict(&p.scenario, &split(2, 1, 2, 2), &FITTED).unwrap();
+    for part in [p, d] {
+        let a = driver::analyze_written(part);
+        let got = a.prediction.unwrap();
+        assert!((got.ttft / family.prediction.ttft - 1.0).abs() < 1e-9);
+        assert!((got.tpot / family.prediction.tpot - 1.0).abs() < 1e-9);
+    }
+    // Lowered as two launch units that know each other, both with the NIXL connector.
+    let names: Vec<&str> = c.plan.deployments.iter().map(|x| x.name.as_str()).collect();
+    assert_eq!(names, ["d-prefill", "d-decode"]);
+    for x in &c.plan.deployments {
+        let pd = x.disaggregated.as_ref().unwrap();
+        assert_eq!(pd.prefill_servers.len(), 1);
+        assert_eq!(pd.decode_servers.len(), 2);
+        assert!(pd.kv_transfer_config.contains("NixlConnector"));
+        // Four GPUs of one node: the transfer stays on NVLink, no RDMA needed.
+        assert!(!pd.crosses_nodes);
+    }
+    // Every server of both pools has a port of its own on the shared node.
+    let pd = c.plan.deployments[0].disaggregated.as_ref().unwrap();
+    let mut ports: Vec<u64> = pd
+        .prefill_servers
+        .iter()
+        .chain(&pd.decode_servers)
+        .map(|s| s.1)
+        .collect();
+    ports.sort();
+    ports.dedup();
+    assert_eq!(ports.len(), 3);
+}
+
+#[test]
+fn pools_pinned_to_two_groups_move_the_kv_cache_over_the_fabric() {
+    let c = checked(&format!(
+        "{PD}cluster c {{ nodes = [1 × dgx_h200, 1 × dgx_b200], price = $50/h }}\n\
+deploy d {{ model = m, cluster = c, workload = w, layout = {{ prefill = tp 4, decode = tp 4, prefill_node_group = dgx_b200, decode_node_group = dgx_h200 }}, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
+    ));
+    assert!(!c.has_errors(), "{:?}", codes(&c));
+    let parts = scenarios_from_program(&c.program);
+    assert_eq!(parts[0].scenario.topology.gpu.name, "b200");
+    assert_eq!(parts[1].scenario.topology.gpu.name, "h200_sxm");
+    let part = parts[1].pool.as_ref().unwrap();
+    assert!(!part.same_group);
+    let a = driver::analyze_written(&parts[1]);
+    assert!(a.prediction.is_some());
+    let (ps, ds) = part.pools(&parts[1].scenario);
+    let pair = dic_compiler::analysis::disagg::predict_written(ps, ds, false, &FITTED).unwrap();
+    // FP8 KV? No: the model's own BF16 KV cache, 80 × 8 × 128 × 2 × 2 bytes per token.
+    let bytes = 80.0 * 8.0 * 128.0 * 2.0 * 2.0 * 4000.0;
+    assert!((pair.transfer_bytes / bytes - 1.0).abs() < 0.01);
+    // InfiniBand NDR (50 GB/s per port), four streams (TP 4 on each side, 8 NICs).
+    let (bandwidth, latency, link) = dic_compiler::analysis::disagg::transfer_link(ps, ds, false);
+    assert_eq!(link, "ib_ndr");
+    assert!((bandwidth / (4.0 * 50e9) - 1.0).abs() < 1e-9, "{bandwidth}");
+    assert!((pair.transfer - (latency + bytes / bandwidth)).abs() / pair.transfer < 0.01);
+    // Each pool pays its own node; the plans say the transfer crosses nodes.
+    let pd = c.plan.deployments[0].disaggregated.as_ref().unwrap();
+    assert!(pd.crosses_nodes);
+    assert_eq!(pd.pair.prefill_cost_per_hour, Some(50.0));
+    assert_eq!(pd.pair.cost_per_hour, Some(100.0));
+}
+
+#[test]
+fn a_pool_layout_is_written_out_and_its_pins_exist() {
+    let deploy = |layout: &str| {
+        checked(&format!(
+            "{PD}cluster c {{ nodes = 2 × dgx_h200 }}\n\
+deploy d {{ model = m, cluster = c, workload = w, layout = {layout}, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
+        ))
+    };
+    for (layout, code) in [
+        ("{ prefill = auto, decode = tp 2 }", "E0311"),
+        ("{ prefill = tp 2 × ep, decode = tp 2 }", "E0311"),
+        ("{ prefill = tp 2 × dp 2 × pcp 2, decode = tp 2 }", "E0311"),
+        ("{ prefill = tp 2 }", "E0306"),
+        (
+            "{ prefill = tp 2, decode = tp 2, decode_node_group = dgx_b200 }",
+            "E0409",
+        ),
+        ("{ prefill = tp 8 × dp 2, decode = tp 8 }", "E0408"),
+        ("{ prefill = tp 16, decode = tp 2 }", "E0401"),
+        (
+            "{ prefill = tp 2, decode = tp 2 }, autoscale = { max = 4 }",
+            "E0311",
+        ),
+    ] {
+        let c = deploy(layout);
+        assert!(
+            codes(&c).iter().any(|x| x == code),
+            "{layout}: {:?}",
+            codes(&c)
+        );
+        assert!(
+            c.plan.deployments.is_empty(),
+            "{layout}: half a pair lowered"
+        );
+    }
+}
+
+#[test]
+fn a_split_s_pool_names_are_taken() {
+    let c = checked(&format!(
+        "{PD}cluster c {{ nodes = 2 × dgx_h200 }}\n\
+deploy chat_prefill {{ model = m, cluster = c, workload = w, layout = tp 2, engine = vllm {{ max_model_len = 8k tokens }} }}\n\
+deploy chat {{ model = m, cluster = c, workload = w, layout = {{ prefill = tp 2, decode = tp 2 }}, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
+    ));
+    assert!(codes(&c).iter().any(|x| x == "E0208"), "{:?}", codes(&c));
+}

@@ -163,7 +163,21 @@ fn labels(d: &DeploymentPlan) -> BTreeMap<String, String> {
     if let Some(part) = &d.part_of {
         l.insert(PART_OF_LABEL.into(), dns_name(&part.deployment));
     }
+    if let Some(x) = &d.disaggregated {
+        l.insert(PART_OF_LABEL.into(), dns_name(&x.deployment));
+        l.insert(POOL_LABEL.into(), x.role.name().into());
+    }
     l
+}
+
+/// The label a disaggregated deployment's pods carry: `prefill` or `decode`.
+const POOL_LABEL: &str = "dic.dev/pool";
+
+/// The pods' traffic crosses nodes over the fabric: a group spanning nodes (NCCL), or a
+/// disaggregated pool whose KV transfer leaves the node (NIXL over RDMA). Only these get
+/// the network profile's RDMA devices, capabilities and annotations.
+fn uses_fabric(d: &DeploymentPlan) -> bool {
+    d.nodes_per_group > 1 || d.disaggregated.as_ref().is_some_and(|x| x.crosses_nodes)
 }
 
 /// The label every node group's part of one deployment carries: its Service selects it.
@@ -253,6 +267,20 @@ fn pod(
         }
     }
     let mut env: Vec<EnvVar> = env_map.iter().map(|(k, v)| env_var(k, v)).collect();
+    if d.disaggregated.is_some() {
+        // NIXL's side channel announces the pod's own address to the other pool.
+        env.push(EnvVar {
+            name: crate::vllm::SIDE_CHANNEL_HOST.into(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(k8s_openapi::api::core::v1::ObjectFieldSelector {
+                    field_path: "status.podIP".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
     env.push(env_var("HF_HOME", HF_HOME));
     if !matches!(d.kubernetes.model_cache, ModelCache::EmptyDir { .. }) {
         // A staged cache is mounted read-only: resolve from it, never download.
@@ -288,11 +316,19 @@ fn pod(
         ]),
         env: Some(env),
         ports: api.then(|| {
-            vec![ContainerPort {
+            let mut ports = vec![ContainerPort {
                 name: Some("http".into()),
                 container_port: d.engine.port as i32,
                 ..Default::default()
-            }]
+            }];
+            if d.disaggregated.is_some() {
+                ports.push(ContainerPort {
+                    name: Some("nixl".into()),
+                    container_port: dic_compiler::ir::NIXL_SIDE_CHANNEL_PORT as i32,
+                    ..Default::default()
+                });
+            }
+            ports
         }),
         resources: Some(resources),
         volume_mounts: Some(vec![
@@ -311,8 +347,8 @@ fn pod(
         startup_probe: api.then(|| health("http", 10, startup_failures)),
         readiness_probe: api.then(|| health("http", 5, 3)),
         liveness_probe: api.then(|| health("http", 10, 3)),
-        // RDMA needs locked memory, and only a group that spans nodes uses RDMA.
-        security_context: (spans_nodes && !d.network.capabilities.is_empty()).then(|| {
+        // RDMA needs locked memory, and only traffic that leaves the node uses RDMA.
+        security_context: (uses_fabric(d) && !d.network.capabilities.is_empty()).then(|| {
             SecurityContext {
                 capabilities: Some(Capabilities {
                     add: Some(d.network.capabilities.clone()),
@@ -323,8 +359,8 @@ fn pod(
         }),
         ..Default::default()
     };
-    // The profile's annotations attach the RDMA networks: only for groups that span nodes.
-    let mut annotations: BTreeMap<String, String> = if spans_nodes {
+    // The profile's annotations attach the RDMA networks: only for traffic across nodes.
+    let mut annotations: BTreeMap<String, String> = if uses_fabric(d) {
         d.network.annotations.iter().cloned().collect()
     } else {
         BTreeMap::new()
@@ -474,7 +510,7 @@ fn cache_volume(d: &DeploymentPlan) -> (Volume, bool) {
 /// node's disk), ephemeral storage for the checkpoint.
 fn pod_resources(d: &DeploymentPlan, gpus: u64, cache: bool) -> ResourceRequirements {
     let mut limits = BTreeMap::from([(d.gpu.resource.clone(), quantity(gpus))]);
-    if let (true, Some((res, count))) = (d.nodes_per_group > 1, &d.network.rdma_resource) {
+    if let (true, Some((res, count))) = (uses_fabric(d), &d.network.rdma_resource) {
         limits.insert(res.clone(), quantity(count));
     }
     let memory = gib(d.kubernetes.memory_bytes);
@@ -703,8 +739,206 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
             out.insert(file, text);
         }
     }
+    if let Some(x) = d
+        .disaggregated
+        .as_ref()
+        .filter(|x| x.role == dic_compiler::program::Pool::Decode)
+    {
+        for (file, text) in router(d, x)? {
+            out.insert(file, text);
+        }
+    }
     kustomizations(d, &mut out);
     Ok(out)
+}
+
+/// Router pods of a disaggregated deployment.
+const ROUTER_REPLICAS: i32 = 2;
+
+/// The client Service of a plan's pods: the plan's name, or `<name>-leader` for a
+/// LeaderWorkerSet (which owns the headless Service under its own name).
+fn client_service(name: &str, single_node_pods: bool) -> String {
+    if single_node_pods {
+        name.to_string()
+    } else {
+        format!("{name}-leader")
+    }
+}
+
+/// The router of a disaggregated deployment, in the decode pool's folder: dic's router
+/// script in a ConfigMap, a Deployment running it on the vLLM image (CPU only), pointed at
+/// each pool's client Service, and the deployment's client Service, named after the
+/// deployment, in front of it. Each pool's Service spreads the legs over its servers.
+fn router(
+    d: &DeploymentPlan,
+    x: &dic_compiler::ir::DisaggPlan,
+) -> Result<Vec<(String, String)>, String> {
+    use k8s_openapi::api::core::v1::{ConfigMap, ConfigMapVolumeSource};
+    let base = dns_name(&x.deployment);
+    let name = format!("{base}-router");
+    let single = |plan_name: &str| {
+        // Both pools are launched the same way when their groups fit a node; a pool
+        // spanning nodes is a LeaderWorkerSet behind `<name>-leader`.
+        let pool_single = if plan_name == d.name {
+            d.nodes_per_group == 1 || d.launch == LaunchMode::Replicas
+        } else {
+            !x.peer_spans_nodes
+        };
+        format!(
+            "http://{}:{}",
+            client_service(&dns_name(plan_name), pool_single),
+            d.engine.port
+        )
+    };
+    let (prefill, decode) = (single(&x.peer), single(&d.name));
+    let labels = BTreeMap::from([
+        ("app.kubernetes.io/name".to_string(), name.clone()),
+        (
+            "app.kubernetes.io/managed-by".to_string(),
+            "dic".to_string(),
+        ),
+        (PART_OF_LABEL.to_string(), base.clone()),
+    ]);
+    let meta_of = |n: &str, extra: &[(&str, &str)]| {
+        let mut l = labels.clone();
+        for (k, v) in extra {
+            l.insert(k.to_string(), v.to_string());
+        }
+        ObjectMeta {
+            name: Some(n.to_string()),
+            namespace: d.kubernetes.namespace.clone(),
+            labels: Some(l),
+            ..Default::default()
+        }
+    };
+    let config = ConfigMap {
+        metadata: meta_of(&name, &[]),
+        data: Some(BTreeMap::from([(
+            "pd_router.py".to_string(),
+            crate::vllm::ROUTER.to_string(),
+        )])),
+        ..Default::default()
+    };
+    let argv = [
+        "python3".to_string(),
+        "/etc/dic-router/pd_router.py".into(),
+        "--port".into(),
+        x.router_port.to_string(),
+        "--prefill".into(),
+        prefill,
+        "--decode".into(),
+        decode,
+    ];
+    let probe = |period: i32, failures: i32| Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some("/health".into()),
+            port: IntOrString::String("http".into()),
+            ..Default::default()
+        }),
+        period_seconds: Some(period),
+        failure_threshold: Some(failures),
+        ..Default::default()
+    };
+    let selector = BTreeMap::from([("app.kubernetes.io/name".to_string(), name.clone())]);
+    let deployment = Deployment {
+        metadata: meta_of(&name, &[]),
+        spec: Some(DeploymentSpec {
+            // Stateless: two, so a restart or a node drain never cuts the service.
+            replicas: Some(ROUTER_REPLICAS),
+            selector: LabelSelector {
+                match_labels: Some(selector.clone()),
+                ..Default::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels.clone()),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: "router".into(),
+                        image: Some(d.kubernetes.image.clone()),
+                        command: Some(argv.to_vec()),
+                        ports: Some(vec![ContainerPort {
+                            name: Some("http".into()),
+                            container_port: x.router_port as i32,
+                            ..Default::default()
+                        }]),
+                        resources: Some(ResourceRequirements {
+                            requests: Some(BTreeMap::from([
+                                ("cpu".to_string(), quantity(2)),
+                                ("memory".to_string(), quantity("2Gi")),
+                            ])),
+                            limits: Some(BTreeMap::from([("memory".to_string(), quantity("2Gi"))])),
+                            ..Default::default()
+                        }),
+                        volume_mounts: Some(vec![VolumeMount {
+                            name: "router".into(),
+                            mount_path: "/etc/dic-router".into(),
+                            read_only: Some(true),
+                            ..Default::default()
+                        }]),
+                        // Ready once each pool has a healthy server; the pools take minutes
+                        // to load, so liveness only checks the router process.
+                        readiness_probe: Some(probe(5, 3)),
+                        liveness_probe: Some(Probe {
+                            tcp_socket: Some(k8s_openapi::api::core::v1::TCPSocketAction {
+                                port: IntOrString::String("http".into()),
+                                ..Default::default()
+                            }),
+                            period_seconds: Some(10),
+                            failure_threshold: Some(3),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }],
+                    volumes: Some(vec![Volume {
+                        name: "router".into(),
+                        config_map: Some(ConfigMapVolumeSource {
+                            name: name.clone(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }]),
+                    image_pull_secrets: (!d.kubernetes.pod.image_pull_secrets.is_empty()).then(
+                        || {
+                            d.kubernetes
+                                .pod
+                                .image_pull_secrets
+                                .iter()
+                                .map(|n| LocalObjectReference { name: n.clone() })
+                                .collect()
+                        },
+                    ),
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let service = Service {
+        metadata: meta_of(&base, &[(API_LABEL, "true")]),
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".into()),
+            selector: Some(selector),
+            ports: Some(vec![ServicePort {
+                name: Some("http".into()),
+                port: x.router_port as i32,
+                target_port: Some(IntOrString::String("http".into())),
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let yaml = |v: &dyn erased::Yaml| v.to_yaml();
+    Ok(vec![
+        ("k8s/router-script.yaml".into(), yaml(&config)?),
+        ("k8s/router.yaml".into(), yaml(&deployment)?),
+        ("k8s/router-service.yaml".into(), yaml(&service)?),
+    ])
 }
 
 /// The replica count the objects state: none under autoscaling (the autoscaler owns it).

@@ -10,7 +10,9 @@
 //! agree, in vLLM's canonical dashed spelling.
 
 use crate::shell::{line, quote, Arg};
-use dic_compiler::ir::{DeploymentPlan, LaunchMode, DP_RPC_PORT, MASTER_PORT, RAY_PORT};
+use dic_compiler::ir::{
+    DeploymentPlan, LaunchMode, DP_RPC_PORT, MASTER_PORT, NIXL_SIDE_CHANNEL_PORT, RAY_PORT,
+};
 
 const _: () = assert!(RAY_PORT == 6379, "RAY_ADDRESS_SUFFIX spells the port");
 use serde::Serialize;
@@ -75,6 +77,9 @@ fn serve(d: &DeploymentPlan, port: u64) -> Vec<Arg> {
     if let Some(dt) = &d.model.mamba_ssm_cache_dtype {
         flag(&mut a, "--mamba-ssm-cache-dtype", dt);
     }
+    if let Some(x) = &d.disaggregated {
+        flag(&mut a, "--kv-transfer-config", &x.kv_transfer_config);
+    }
     for option in VLLM_OPTIONS {
         match (option.vllm, e.flag_value(option.name)) {
             (Some(VllmFlag::Value(f)), Some(FlagValue::Text(v))) => flag(&mut a, f, v),
@@ -107,11 +112,22 @@ fn base_env(d: &DeploymentPlan) -> BTreeMap<String, String> {
         env.insert("NCCL_SOCKET_IFNAME".into(), ifname.clone());
         env.insert("GLOO_SOCKET_IFNAME".into(), ifname.clone());
     }
+    if d.disaggregated.is_some() {
+        env.insert(SIDE_CHANNEL_PORT.into(), NIXL_SIDE_CHANNEL_PORT.to_string());
+    }
     for (k, v) in d.network.env.iter().chain(&d.engine.env) {
         env.insert(k.clone(), v.clone());
     }
     env
 }
+
+/// NIXL's handshake port variable (the base; each worker adds its rank).
+pub const SIDE_CHANNEL_PORT: &str = "VLLM_NIXL_SIDE_CHANNEL_PORT";
+/// NIXL's handshake host variable: the address the other pool's engines reach this one at.
+pub const SIDE_CHANNEL_HOST: &str = "VLLM_NIXL_SIDE_CHANNEL_HOST";
+/// Environment variable the operator sets on every node of a disaggregated pool to the
+/// node's own address (NIXL's side channel listens there for the other pool).
+pub const NODE_ADDR: &str = "DIC_NODE_ADDR";
 
 /// `:6379`, the Ray head port after the head's address.
 const RAY_ADDRESS_SUFFIX: &str = ":6379";
@@ -151,6 +167,14 @@ pub fn commands(d: &DeploymentPlan) -> Vec<NodeCommand> {
                     replica.iter().map(|k| k.local_gpu.to_string()).collect();
                 let mut e = env.clone();
                 e.insert("CUDA_VISIBLE_DEVICES".into(), devices.join(","));
+                if d.disaggregated.is_some() {
+                    // NIXL's handshake listens on the base port plus each worker's rank:
+                    // servers sharing a node start past each other's GPUs.
+                    e.insert(
+                        SIDE_CHANNEL_PORT.into(),
+                        (NIXL_SIDE_CHANNEL_PORT + first.local_gpu).to_string(),
+                    );
+                }
                 out.push(NodeCommand {
                     node_rank: first.node,
                     argv: serve(d, port),
@@ -363,6 +387,17 @@ pub fn node_script(d: &DeploymentPlan, node: u64, mine: &[&NodeCommand]) -> Stri
         // No quotes inside `${VAR:?message}`: bash would look for their partners.
         s.push_str(&format!(": \"${{{HEAD_ADDR}:?set {HEAD_ADDR} to the address of the head node of this group}}\"\n\n"));
     }
+    if d.disaggregated.as_ref().is_some_and(|x| x.crosses_nodes) {
+        s.push_str("# A disaggregated pool: the other pool's engines pull KV caches from this node over NIXL,
+");
+        s.push_str(
+            "# and find it at the address its handshake side channel announces.
+",
+        );
+        s.push_str(&format!(
+            "export {SIDE_CHANNEL_HOST}=\"${{{NODE_ADDR}:?set {NODE_ADDR} to this node's address, which the other pool reaches}}\"\n\n"
+        ));
+    }
     if d.nodes_per_group > 1 && d.network.socket_ifname.is_none() {
         s.push_str(
             "# No socket interface is named (the network profile's `socket_ifname`): NCCL and\n",
@@ -377,12 +412,24 @@ pub fn node_script(d: &DeploymentPlan, node: u64, mine: &[&NodeCommand]) -> Stri
             .filter(|c| !c.blocking)
             .filter_map(|c| port_of(&c.argv))
             .collect();
-        s.push_str(&format!(
-            "# {} replicas on this node, each its own server: ports {}. Put a load balancer in\n",
-            ports.len(),
-            ports.join(", ")
-        ));
-        s.push_str("# front of them. A signal stops them all; one replica exiting stops the others, so a\n");
+        match &d.disaggregated {
+            Some(x) => s.push_str(&format!(
+                "# {} {} servers on this node: ports {}. The router ({}-decode/vllm/router.sh)\n\
+                 # sends them requests. A signal stops them all; one exiting stops the others, so a\n",
+                ports.len(),
+                x.role.name(),
+                ports.join(", "),
+                x.deployment
+            )),
+            None => {
+                s.push_str(&format!(
+                    "# {} replicas on this node, each its own server: ports {}. Put a load balancer in\n",
+                    ports.len(),
+                    ports.join(", ")
+                ));
+                s.push_str("# front of them. A signal stops them all; one replica exiting stops the others, so a\n");
+            }
+        }
         s.push_str(
             "# supervisor (systemd, a container runtime) sees the failure and restarts the node.\n",
         );
@@ -443,5 +490,69 @@ pub fn files(d: &DeploymentPlan) -> BTreeMap<String, String> {
         let mine = by_node.get(&node).map(Vec::as_slice).unwrap_or(&[]);
         out.insert(format!("vllm/node-{node}.sh"), node_script(d, node, mine));
     }
+    if let Some(x) = d
+        .disaggregated
+        .as_ref()
+        .filter(|x| x.role == dic_compiler::program::Pool::Decode)
+    {
+        out.insert("vllm/pd_router.py".into(), ROUTER.to_string());
+        out.insert("vllm/router.sh".into(), router_script(&x.deployment, x));
+    }
     out
+}
+
+/// dic's prefill/decode router (Python, standard library only).
+pub const ROUTER: &str = include_str!("../templates/pd_router.py");
+
+/// The variable that holds the address of cluster node `node` (`dgx_h200-0` →
+/// `DIC_ADDR_DGX_H200_0`): only letters, digits and `_`, so it is safe in a script.
+pub fn node_addr_var(node: &str) -> String {
+    let mut v = String::from("DIC_ADDR_");
+    v.extend(node.chars().map(|c| {
+        if c.is_ascii_alphanumeric() {
+            c.to_ascii_uppercase()
+        } else {
+            '_'
+        }
+    }));
+    v
+}
+
+/// The router's launch script: one variable per cluster node the pools run on (its
+/// address), checked before the start, then the router with every server's URL.
+pub fn router_script(deployment: &str, x: &dic_compiler::ir::DisaggPlan) -> String {
+    let mut s = String::from("#!/usr/bin/env bash\n");
+    s.push_str(&format!(
+        "# Generated by dic for deployment {}: the router in front of its prefill and decode\n\
+         # pools (pd_router.py, next to this script). Run it anywhere that reaches both pools'\n\
+         # nodes, with python3 (standard library only). Do not edit.\n",
+        quote(deployment)
+    ));
+    s.push_str("set -euo pipefail\n\n");
+    let mut vars: Vec<(String, String)> = Vec::new();
+    for (node, _) in x.prefill_servers.iter().chain(&x.decode_servers) {
+        let v = node_addr_var(node);
+        if !vars.iter().any(|(w, _)| *w == v) {
+            vars.push((v, node.clone()));
+        }
+    }
+    for (v, node) in &vars {
+        s.push_str(&format!(
+            ": \"${{{v}:?set {v} to the address of cluster node {node}}}\"\n"
+        ));
+    }
+    let urls = |servers: &[(String, u64)]| -> String {
+        servers
+            .iter()
+            .map(|(node, port)| format!("\"http://${{{}}}:{port}\"", node_addr_var(node)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    s.push_str(&format!(
+        "\nexec python3 \"$(dirname \"$0\")/pd_router.py\" --port {} \\\n  --prefill {} \\\n  --decode {}\n",
+        x.router_port,
+        urls(&x.prefill_servers),
+        urls(&x.decode_servers)
+    ));
+    s
 }

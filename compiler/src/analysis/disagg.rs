@@ -13,8 +13,9 @@
 //! - the decode pool runs decode-only steps at the batch Little's law gives it;
 //! - TTFT = fixed request latency + prefill wait + prefill + transfer + one decode step.
 //!
-//! The launch configuration for such a pair is not emitted yet: `dic plan` reports this
-//! family beside the aggregated one so the two can be compared.
+//! A deployment declares a pair with `layout = { prefill = …, decode = … }`; each pool is
+//! then analysed for its own memory and structure (`analyze_pool`) and predicted here as
+//! a pair ([`predict_pools`]). `dic plan` reports the family beside the aggregated one.
 
 use super::memory::memory;
 use super::memory::MemoryReport;
@@ -36,6 +37,28 @@ pub struct PoolSplit {
 impl PoolSplit {
     pub fn gpus(&self) -> u64 {
         self.prefill.gpus() * self.prefill_replicas + self.decode.gpus() * self.decode_replicas
+    }
+}
+
+impl PoolSplit {
+    /// The split as a `.dist` layout: `{ prefill = tp 2 × dp 7, decode = tp 2 }`.
+    pub fn as_layout(&self) -> String {
+        let pool = |l: &Layout, replicas: u64| {
+            let dp = l.dp.max(1) * replicas;
+            let mut s = format!("tp {}", l.tp);
+            if l.pp > 1 {
+                s.push_str(&format!(" × pp {}", l.pp));
+            }
+            if dp > 1 {
+                s.push_str(&format!(" × dp {dp}"));
+            }
+            s
+        };
+        format!(
+            "{{ prefill = {}, decode = {} }}",
+            pool(&self.prefill, self.prefill_replicas),
+            pool(&self.decode, self.decode_replicas)
+        )
     }
 }
 
@@ -83,43 +106,160 @@ pub fn predict(s: &Scenario, split: &PoolSplit, c: &PerfConstants) -> Option<Dis
     if split.gpus() > t.total_gpus() || split.prefill_replicas == 0 || split.decode_replicas == 0 {
         return None;
     }
-    let w = s.workload?;
-    let mut ps = s.clone();
-    ps.layout = split.prefill;
-    let mut ds = s.clone();
-    ds.layout = split.decode;
-    let (pm, dm) = (memory(&ps), memory(&ds));
+    let pool = |l: Layout| {
+        let mut x = s.clone();
+        x.layout = l;
+        x
+    };
+    predict_pools(
+        (&pool(split.prefill), split.prefill_replicas),
+        (&pool(split.decode), split.decode_replicas),
+        true,
+        c,
+    )
+}
+
+/// The link a prompt's KV cache crosses from the prefill pool to the decode pool:
+/// NVLink when both pools share one node of one group, else the nodes' scale-out fabric
+/// (the slower of the two groups'), one stream per GPU of the narrower TP group up to the
+/// NICs a node has. Returns (bandwidth in bytes/s, latency in s, what it is).
+/// `ps` and `ds` are the pools as written (`dp`: replicas).
+pub fn transfer_link(ps: &Scenario, ds: &Scenario, same_group: bool) -> (f64, f64, String) {
+    engine_link(ps, ds, ps.layout.gpus() + ds.layout.gpus(), same_group)
+}
+
+/// [`transfer_link`] between engines `ps` and `ds` of pools that take `gpus` together.
+fn engine_link(ps: &Scenario, ds: &Scenario, gpus: u64, same_group: bool) -> (f64, f64, String) {
+    let (pt, dt) = (&ps.topology, &ds.topology);
+    let streams = ps.layout.tp.min(ds.layout.tp).max(1) as f64;
+    let one_node = same_group && gpus <= pt.gpus_per_node;
+    if let (true, Some(up)) = (one_node, &pt.scale_up) {
+        return (up.bandwidth * streams, up.latency, up.name.clone());
+    }
+    let out = |t: &super::scenario::Topology| {
+        t.scale_out.as_ref().map(|o| {
+            (
+                o.link.bandwidth * streams.min(o.nics.max(1) as f64),
+                o.link.latency,
+                o.link.name.clone(),
+            )
+        })
+    };
+    match (out(pt), out(dt)) {
+        (Some(a), Some(b)) => {
+            if a.0 <= b.0 {
+                (a.0, a.1.max(b.1), a.2)
+            } else {
+                (b.0, a.1.max(b.1), b.2)
+            }
+        }
+        (Some(a), None) | (None, Some(a)) => a,
+        // No fabric between nodes: the pools can only meet inside a node.
+        (None, None) => match &pt.scale_up {
+            Some(up) => (up.bandwidth * streams, up.latency, up.name.clone()),
+            None => (
+                pt.gpu.pcie.bandwidth * streams,
+                pt.gpu.pcie.latency,
+                pt.gpu.pcie.name.clone(),
+            ),
+        },
+    }
+}
+
+/// GPUs, nodes and $/h of the two pools together: on one node group they pack onto the
+/// same nodes; on two, each pays for its own. The price is `None` when a group has none.
+pub fn pair_cost(ps: &Scenario, ds: &Scenario, same_group: bool) -> (u64, u64, Option<f64>) {
+    let gpus = ps.layout.gpus() + ds.layout.gpus();
+    if same_group {
+        let t = &ps.topology;
+        let nodes = t.nodes_for(gpus);
+        return (gpus, nodes, t.price_per_node_hour.map(|p| p * nodes as f64));
+    }
+    let (np, nd) = (
+        ps.topology.nodes_for_layout(&ps.layout),
+        ds.topology.nodes_for_layout(&ds.layout),
+    );
+    let price = match (
+        ps.topology.price_per_node_hour,
+        ds.topology.price_per_node_hour,
+    ) {
+        (Some(a), Some(b)) => Some(a * np as f64 + b * nd as f64),
+        _ => None,
+    };
+    (gpus, np + nd, price)
+}
+
+/// One replica of a pool (its engine alone).
+pub fn replica(s: &Scenario) -> Scenario {
+    let mut one = s.clone();
+    one.layout.dp = 1;
+    one
+}
+
+/// Each pool's share of [`pair_cost`]'s $/h (`None` without a price): on one node group
+/// the pools share nodes, so the hour is split by GPUs; on two, each pays its own nodes.
+pub fn pool_costs(ps: &Scenario, ds: &Scenario, same_group: bool) -> (Option<f64>, Option<f64>) {
+    let (gpus, _, price) = pair_cost(ps, ds, same_group);
+    if same_group {
+        let share = |x: &Scenario| price.map(|p| p * x.layout.gpus() as f64 / gpus.max(1) as f64);
+        return (share(ps), share(ds));
+    }
+    let own = |x: &Scenario| x.topology.price_for_layout(&x.layout);
+    (own(ps), own(ds))
+}
+
+/// The prediction of two pools written in a deployment (each scenario's layout its
+/// pool's, `dp` its replicas, each replica an engine of its own; each pool on its own
+/// hardware), `same_group` when both run on one node group. `None` when a pool has no KV
+/// room.
+pub fn predict_written(
+    ps: &Scenario,
+    ds: &Scenario,
+    same_group: bool,
+    c: &PerfConstants,
+) -> Option<DisaggPrediction> {
+    predict_pools(
+        (&replica(ps), ps.layout.dp.max(1)),
+        (&replica(ds), ds.layout.dp.max(1)),
+        same_group,
+        c,
+    )
+}
+
+/// The prediction of `x` prefill engines `ps` and `y` decode engines `ds` (each
+/// scenario's layout one engine's: its `dp` are attention-DP ranks, each serving its own
+/// requests). `None` when an engine has no KV room.
+pub fn predict_pools(
+    (ps, x_engines): (&Scenario, u64),
+    (ds, y_engines): (&Scenario, u64),
+    same_group: bool,
+    c: &PerfConstants,
+) -> Option<DisaggPrediction> {
+    let w = ds.workload?;
+    let gpus = ps.layout.gpus() * x_engines + ds.layout.gpus() * y_engines;
+    let (bandwidth, latency, _) = engine_link(ps, ds, gpus, same_group);
+    let (pm, dm) = (memory(ps), memory(ds));
     if pm.stages.iter().any(|st| st.kv_cache <= 0.0)
         || dm.stages.iter().any(|st| st.kv_cache <= 0.0)
     {
         return None;
     }
+    let s = ds;
     let (prompt, output) = (w.prompt, w.output.max(1.0));
     let (cached, _) = prefix_of(s, prompt);
     let fresh = prompt - cached;
     let ctx = prompt + output / 2.0;
-    let psm = StepModel::new(&ps);
-    let dsm = StepModel::new(&ds);
+    let psm = StepModel::new(ps);
+    let dsm = StepModel::new(ds);
     let prefill = psm.prefill_time(fresh, cached, 0.0, ctx, c);
     // The transfer: the fresh tokens' KV (cached blocks are already on the decode side
     // only if it cached them itself; counted in full, the conservative side).
-    let bytes = kv_bytes_per_token(&pm, split.prefill.tp) * prompt;
-    let streams = split.prefill.tp.min(split.decode.tp).max(1) as f64;
-    let same_node = split.gpus() <= t.gpus_per_node;
-    let (bandwidth, latency) = match (&t.scale_up, &t.scale_out) {
-        (Some(up), _) if same_node => (up.bandwidth * streams, up.latency),
-        (_, Some(out)) => (
-            out.link.bandwidth * streams.min(out.nics.max(1) as f64),
-            out.link.latency,
-        ),
-        (Some(up), None) => (up.bandwidth * streams, up.latency),
-        (None, None) => (t.gpu.pcie.bandwidth * streams, t.gpu.pcie.latency),
-    };
+    let bytes = kv_bytes_per_token(&pm, ps.layout.tp) * prompt;
     let transfer = latency + bytes / bandwidth.max(1.0);
-    let cap = running_cap(&ds, &dm, prompt, output).max(1.0);
+    let cap = running_cap(ds, &dm, prompt, output).max(1.0);
     // Servers: every DP rank of every engine takes its own requests.
-    let y = (split.decode_replicas * split.decode.dp.max(1)) as f64;
-    let x = (split.prefill_replicas * split.prefill.dp.max(1)) as f64;
+    let y = (y_engines * ds.layout.dp.max(1)) as f64;
+    let x = (x_engines * ps.layout.dp.max(1)) as f64;
     // Decode-only steps at the batch the load gives each decode replica.
     let decode_at = |running: f64| dsm.token_step(running.max(1.0), ctx, 0.0, 0.0, c);
     let (rate, running, step, closed_wait) = match w.load {
@@ -179,7 +319,7 @@ pub fn predict(s: &Scenario, split: &PoolSplit, c: &PerfConstants) -> Option<Dis
     } else {
         rate * output
     };
-    let gpus = split.gpus().max(1) as f64;
+    let gpus = gpus.max(1) as f64;
     Some(DisaggPrediction {
         prediction: Prediction {
             running,

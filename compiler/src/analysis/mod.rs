@@ -22,7 +22,7 @@ pub mod scenario;
 pub mod speculative;
 
 use crate::diagnostics::{Code, Diagnostic, Severity};
-use crate::program::{Body, DefId, FieldValue, LayoutSpec, Program, Value};
+use crate::program::{Body, DefId, FieldValue, LayoutSpec, Pool, PoolLayouts, Program, Value};
 use crate::span::FileSpan;
 use memory::MemoryReport;
 use perf::{Prediction, FITTED};
@@ -82,6 +82,81 @@ fn analyze_at(s: &Scenario, slo: &[SloTarget], detailed: bool) -> Analysis {
         slo_break_concurrency: slo_break,
         findings,
     }
+}
+
+/// One pool of a disaggregated deployment: its own structural and memory rules (the
+/// prefill pool needs activation room at its batch, the decode pool KV for its requests),
+/// the pair's prediction (both pools and the transfer between them, [`disagg`]) and the
+/// SLOs on it. The load's findings (SLOs, overload, W0407) are the decode pool's, so each
+/// is said once; the prefill pool's analysis carries the same prediction and SLO results.
+pub fn analyze_pool(s: &Scenario, part: &PoolPart, slo: &[SloTarget]) -> Analysis {
+    // Each replica is an engine of its own (the launch starts them as such): the rules
+    // are about one engine; the cluster's accounting places the replicas (E0408).
+    let one = disagg::replica(s);
+    let mut findings = rules::structural(&one);
+    let mem = memory::memory(&one);
+    findings.extend(rules::memory_rules(&one, &mem));
+    let fits = !findings.iter().any(|f| f.severity == Severity::Error);
+    let (ps, ds) = part.pools(s);
+    let pair = fits
+        .then(|| disagg::predict_written(ps, ds, part.same_group, &FITTED))
+        .flatten();
+    let mut slo_results = Vec::new();
+    let mut prediction = None;
+    if let Some(pair) = pair {
+        let p = pair.prediction.clone();
+        let one = disagg::replica(ds);
+        let (load_findings, results) =
+            rules::perf_rules_at(&one, &memory::memory(&one), &p, slo, false);
+        if part.pool == Pool::Decode {
+            findings.extend(load_findings.into_iter().map(|mut f| {
+                if f.help.is_none() && f.code == Code::SloInfeasible {
+                    f.help = Some("change either pool's layout or replicas; `dic plan` lists the splits (and the aggregated layouts) that meet every bound".into());
+                }
+                f
+            }));
+            findings.extend(transfer_dominates(ps, ds, part, &pair));
+        }
+        slo_results = results;
+        prediction = Some(p);
+    }
+    Analysis {
+        memory: mem,
+        prediction,
+        slo: slo_results,
+        slo_break_concurrency: None,
+        findings,
+    }
+}
+
+/// W0407: moving a prompt's KV cache from the prefill pool to the decode pool takes
+/// longer than computing it, so the fabric the placement crosses, not the GPUs, sets the
+/// TTFT the split gains.
+fn transfer_dominates(
+    ps: &Scenario,
+    ds: &Scenario,
+    part: &PoolPart,
+    pair: &disagg::DisaggPrediction,
+) -> Option<Finding> {
+    if pair.transfer <= pair.prefill || !pair.prediction.ttft.is_finite() {
+        return None;
+    }
+    let (bandwidth, _, link) = disagg::transfer_link(ps, ds, part.same_group);
+    Some(Finding::new(
+        Code::TransferDominates,
+        Anchor::Layout,
+        format!(
+            "moving a prompt's KV cache to the decode pool ({:.0} MB over `{link}`, {:.0} GB/s) takes {:.1} ms, more than its prefill ({:.1} ms): {:.0}% of the predicted TTFT of {:.0} ms",
+            pair.transfer_bytes / 1e6,
+            bandwidth / 1e9,
+            pair.transfer * 1e3,
+            pair.prefill * 1e3,
+            pair.transfer / pair.prediction.ttft * 100.0,
+            pair.prediction.ttft * 1e3
+        ),
+        "the KV transfer costs more than the prefill it moves",
+        Some("put both pools on one NVLink node or domain (`prefill_node_group`, `decode_node_group`), use a faster fabric, or serve aggregated: `dic plan` compares both".into()),
+    ))
 }
 
 /// W0405: speculative decoding that makes TPOT worse at the deployment's own load (the
@@ -198,7 +273,33 @@ pub struct DeploymentScenario {
     pub group_node: String,
     /// When the deployment's replicas span node groups: this scenario's part.
     pub share: Option<Share>,
+    /// When the deployment is disaggregated: which pool this scenario is, and the other.
+    pub pool: Option<PoolPart>,
 }
+
+/// One pool of a disaggregated deployment: which, and the other pool's scenario (the
+/// prediction needs both).
+#[derive(Debug, Clone)]
+pub struct PoolPart {
+    pub pool: Pool,
+    pub peer: Scenario,
+    /// Both pools run on one node group (a transfer may stay inside a node).
+    pub same_group: bool,
+}
+
+impl PoolPart {
+    /// (prefill, decode) scenarios, `own` being this part's.
+    pub fn pools<'a>(&'a self, own: &'a Scenario) -> (&'a Scenario, &'a Scenario) {
+        match self.pool {
+            Pool::Prefill => (own, &self.peer),
+            Pool::Decode => (&self.peer, own),
+        }
+    }
+}
+
+/// What the cluster's accounting places: a deployment, or one pool of a disaggregated
+/// one.
+pub type Unit = (DefId, Option<Pool>);
 
 /// The part of a deployment that runs on one node group when its replicas span several.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -237,14 +338,18 @@ pub fn scenarios_from_program(p: &Program) -> Vec<DeploymentScenario> {
         })
         .collect();
     // The written layouts of each cluster, placed together.
-    let written: Vec<(DefId, allocation::Demand)> = deploys
+    let written: Vec<(Unit, allocation::Demand)> = deploys
         .iter()
-        .filter_map(|(def, d)| match d.layout {
-            LayoutSpec::Explicit(l) => Some((def.id, demand_of(p, def, d, &l))),
-            LayoutSpec::Auto => None,
+        .flat_map(|(def, d)| match &d.layout {
+            LayoutSpec::Explicit(l) => vec![((def.id, None), demand_of(p, def, d, l))],
+            LayoutSpec::Disaggregated(pl) => [Pool::Prefill, Pool::Decode]
+                .into_iter()
+                .map(|pool| ((def.id, Some(pool)), pool_demand(p, def, d, pl, pool)))
+                .collect(),
+            LayoutSpec::Auto => Vec::new(),
         })
         .collect();
-    let placements: std::collections::HashMap<DefId, allocation::Placement> =
+    let placements: std::collections::HashMap<Unit, allocation::Placement> =
         account_clusters(p, &written)
             .into_iter()
             .flat_map(|a| a.members)
@@ -252,8 +357,12 @@ pub fn scenarios_from_program(p: &Program) -> Vec<DeploymentScenario> {
             .collect();
     let mut out = Vec::new();
     for (def, d) in deploys {
+        if let LayoutSpec::Disaggregated(pl) = &d.layout {
+            out.extend(pool_scenarios(p, def, d, pl, &placements));
+            continue;
+        }
         let pinned = pinned_group(p, d);
-        let shares = match (&d.layout, placements.get(&def.id)) {
+        let shares = match (&d.layout, placements.get(&(def.id, None))) {
             (LayoutSpec::Explicit(_), Some(pl)) if pl.unplaced == 0 && pl.shares().len() > 1 => {
                 pl.shares()
             }
@@ -300,13 +409,91 @@ pub fn scenarios_from_program(p: &Program) -> Vec<DeploymentScenario> {
     out
 }
 
-/// One cluster's accounting: its node groups, and each deployment on it with its demand
-/// and placement, in the order given (program order).
+/// The two pools of a disaggregated deployment, each on the group the accounting put it
+/// (or its pin), its layout the pool's; each knows the other.
+fn pool_scenarios(
+    p: &Program,
+    def: &crate::program::Def,
+    d: &crate::program::Deploy,
+    pl: &PoolLayouts,
+    placements: &std::collections::HashMap<Unit, allocation::Placement>,
+) -> Vec<DeploymentScenario> {
+    let part = |pool: Pool| {
+        let group = match placements.get(&(def.id, Some(pool))) {
+            Some(placed) if placed.unplaced == 0 && !placed.slots.is_empty() => {
+                placed.slots[0].group
+            }
+            _ => pool_pin(p, d, pl, pool).unwrap_or(0),
+        };
+        let mut ds = scenario_on(p, def, d, group)?;
+        ds.scenario.layout = pl.layout(pool);
+        ds.auto_layout = false;
+        Some(ds)
+    };
+    let (Some(mut prefill), Some(mut decode)) = (part(Pool::Prefill), part(Pool::Decode)) else {
+        return Vec::new();
+    };
+    let same_group = prefill.group == decode.group;
+    prefill.pool = Some(PoolPart {
+        pool: Pool::Prefill,
+        peer: decode.scenario.clone(),
+        same_group,
+    });
+    decode.pool = Some(PoolPart {
+        pool: Pool::Decode,
+        peer: prefill.scenario.clone(),
+        same_group,
+    });
+    vec![prefill, decode]
+}
+
+/// The group a pool is pinned to: its own `…_node_group`, else the deployment's.
+pub fn pool_pin(
+    p: &Program,
+    d: &crate::program::Deploy,
+    pl: &PoolLayouts,
+    pool: Pool,
+) -> Option<usize> {
+    match pl.group(pool) {
+        Some(node) => p
+            .cluster(d.cluster?)?
+            .groups
+            .iter()
+            .position(|g| g.node == node),
+        None => pinned_group(p, d),
+    }
+}
+
+/// What one pool of a disaggregated deployment asks of its cluster: its replicas, each a
+/// server of its own (`<deployment>-prefill`, `<deployment>-decode`).
+pub fn pool_demand(
+    p: &Program,
+    def: &crate::program::Def,
+    d: &crate::program::Deploy,
+    pl: &PoolLayouts,
+    pool: Pool,
+) -> allocation::Demand {
+    let l = pl.layout(pool);
+    let pinned = pl.group(pool).is_some() || d.node_group.is_some();
+    allocation::Demand {
+        name: format!("{}-{}", def.name, pool.name()),
+        replica_gpus: l.replica_gpus(),
+        replicas: l.dp.max(1),
+        reserved: 0,
+        whole: false,
+        // A pin to a node the cluster lacks places nothing (E0409 says why).
+        group: pinned.then(|| pool_pin(p, d, pl, pool).unwrap_or(usize::MAX)),
+        port: d.engine.port.unwrap_or(vllm_defaults::PORT),
+    }
+}
+
+/// One cluster's accounting: its node groups, and each deployment (or pool) on it with
+/// its demand and placement, in the order given (program order).
 #[derive(Debug, Clone)]
 pub struct ClusterAccount {
     pub cluster: DefId,
     pub groups: Vec<allocation::GroupCapacity>,
-    pub members: Vec<(DefId, allocation::Demand, allocation::Placement)>,
+    pub members: Vec<(Unit, allocation::Demand, allocation::Placement)>,
 }
 
 /// Places the deployments `members` (by their deployment's id, in program order) cluster
@@ -314,7 +501,7 @@ pub struct ClusterAccount {
 /// decided layout) both read.
 pub fn account_clusters(
     p: &Program,
-    members: &[(DefId, allocation::Demand)],
+    members: &[(Unit, allocation::Demand)],
 ) -> Vec<ClusterAccount> {
     let cluster_of = |id: DefId| match p.def(id).map(|d| &d.body) {
         Some(Body::Deploy(d)) => d.cluster,
@@ -322,7 +509,7 @@ pub fn account_clusters(
     };
     let mut clusters: Vec<DefId> = members
         .iter()
-        .filter_map(|(id, _)| cluster_of(*id))
+        .filter_map(|((id, _), _)| cluster_of(*id))
         .collect();
     clusters.sort();
     clusters.dedup();
@@ -330,9 +517,9 @@ pub fn account_clusters(
         .into_iter()
         .filter_map(|c| {
             let groups = group_capacities(p, c)?;
-            let mine: Vec<&(DefId, allocation::Demand)> = members
+            let mine: Vec<&(Unit, allocation::Demand)> = members
                 .iter()
-                .filter(|(id, _)| cluster_of(*id) == Some(c))
+                .filter(|((id, _), _)| cluster_of(*id) == Some(c))
                 .collect();
             let demands: Vec<allocation::Demand> = mine.iter().map(|(_, d)| d.clone()).collect();
             let placements = allocation::allocate(&groups, &demands);
@@ -411,6 +598,8 @@ fn scenario_on(
     let (layout, auto_layout) = match d.layout {
         LayoutSpec::Explicit(l) => (l, false),
         LayoutSpec::Auto => (crate::program::Layout::default(), true),
+        // Each pool's layout is set by `pool_scenarios`.
+        LayoutSpec::Disaggregated(pl) => (pl.decode, false),
     };
     let model = d.model.and_then(|id| p.model(id))?;
     let cluster = d.cluster.and_then(|id| p.cluster(id))?;
@@ -510,6 +699,7 @@ fn scenario_on(
             .map(|n| n.name.clone())
             .unwrap_or_default(),
         share: None,
+        pool: None,
     })
 }
 
@@ -582,12 +772,25 @@ pub fn diagnostics_for(
             };
             // A node group's part of a deployment: say which part, and offer no rewrite
             // of the layout (the part's layout is not the one written).
-            let who = match &ds.share {
-                Some(sh) => format!(
+            let who = match (&ds.share, &ds.pool) {
+                (Some(sh), _) => format!(
                     "deploy `{}` (its {} of {} replicas on `{}`)",
                     ds.name, sh.replicas, sh.of, sh.node
                 ),
-                None => format!("deploy `{}`", ds.name),
+                // The pair's findings (SLOs, load, transfer) are the deployment's; a pool's
+                // own (memory, structure) name the pool.
+                (None, Some(part))
+                    if !matches!(f.anchor, Anchor::Slo(_) | Anchor::Deploy)
+                        && !matches!(f.code, Code::AggregatedWins | Code::TransferDominates) =>
+                {
+                    format!(
+                        "deploy `{}` ({} pool, `{}`)",
+                        ds.name,
+                        part.pool.name(),
+                        ds.scenario.layout
+                    )
+                }
+                _ => format!("deploy `{}`", ds.name),
             };
             let mut diag = Diagnostic::new(f.code, format!("{who}: {}", f.message))
                 .with_severity(f.severity)
@@ -595,7 +798,10 @@ pub fn diagnostics_for(
             if let Some(h) = &f.help {
                 diag = diag.help(h.clone());
             }
-            if let (Some(r), None) = (&f.replacement, &ds.share) {
+            // A pool's own finding offers no rewrite of the layout (the written one holds
+            // both pools); W0406's aggregated layout replaces both.
+            let rewrites = ds.pool.is_none() || f.code == Code::AggregatedWins;
+            if let (Some(r), None, true) = (&f.replacement, &ds.share, rewrites) {
                 diag = diag.fix(format!("use `layout = {r}`"), at, r.clone());
             }
             diag

@@ -286,6 +286,18 @@ impl<'s, 'w> Checker<'s, 'w> {
                 let model_cache = model_cache.unwrap_or(ModelCache::EmptyDir { size: None });
                 let autoscale = self.autoscale(f, &r);
                 ok &= autoscale.is_some() || !f.contains_key("autoscale");
+                if let (Some(_), LayoutSpec::Disaggregated(_)) = (&autoscale, &layout) {
+                    let at = f.get("autoscale").map(|v| v.at).expect("present");
+                    self.push(
+                        Diagnostic::new(
+                            Code::InvalidLayout,
+                            "`autoscale` with a disaggregated layout".to_string(),
+                        )
+                        .primary(at.file, at.span, "dic does not scale P/D pools yet")
+                        .help("size each pool's replicas in the layout (`dp`); `dic plan` lists splits that meet the SLOs at the declared load"),
+                    );
+                    ok = false;
+                }
                 Body::Deploy(Box::new(Deploy {
                     model: r.reference("model"),
                     cluster: r.reference("cluster"),

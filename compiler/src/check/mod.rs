@@ -87,21 +87,33 @@ impl<'s, 'w> Checker<'s, 'w> {
             if def.kind != Kind::Deploy {
                 continue;
             }
-            let k8s = text_rules::kubernetes_name(&def.name);
+            // A disaggregated deployment also names its pools and its router.
+            let disaggregated = matches!(
+                &def.body,
+                Body::Deploy(d) if matches!(d.layout, LayoutSpec::Disaggregated(_))
+            );
+            let mut names = vec![def.name.clone()];
+            if disaggregated {
+                names.extend(["prefill", "decode", "router"].map(|p| format!("{}-{p}", def.name)));
+            }
             let at = FileSpan::new(def.file, def.name_span);
-            match seen.get(&k8s) {
-                Some((first, first_at)) => {
-                    let d = Diagnostic::new(
-                        Code::KubernetesNameClash,
-                        format!("deployments `{first}` and `{}` are both `{k8s}` in Kubernetes", def.name),
-                    )
-                    .primary(at.file, at.span, format!("its objects would overwrite those of `{first}`"))
-                    .secondary(*first_at, "first here")
-                    .help("Kubernetes names are lower case with `-` for `_`, cut at 50 characters: rename one deployment");
-                    self.push(d);
-                }
-                None => {
-                    seen.insert(k8s, (def.name.clone(), at));
+            for name in names {
+                let k8s = text_rules::kubernetes_name(&name);
+                match seen.get(&k8s) {
+                    Some((first, first_at)) => {
+                        let d = Diagnostic::new(
+                            Code::KubernetesNameClash,
+                            format!("deployments `{first}` and `{}` are both `{k8s}` in Kubernetes", def.name),
+                        )
+                        .primary(at.file, at.span, format!("its objects would overwrite those of `{first}`"))
+                        .secondary(*first_at, "first here")
+                        .help("Kubernetes names are lower case with `-` for `_`, cut at 50 characters (a disaggregated deployment also takes `<name>-prefill`, `-decode` and `-router`): rename one deployment");
+                        self.push(d);
+                        break;
+                    }
+                    None => {
+                        seen.insert(k8s, (def.name.clone(), at));
+                    }
                 }
             }
         }

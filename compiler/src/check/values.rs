@@ -531,41 +531,25 @@ impl<'s, 'w> Checker<'s, 'w> {
                     .collect();
                 (groups.len() == items.len()).then_some(Value::Groups(groups))
             }
-            Ty::Layout => self.layout(file, expr).map(Value::Layout),
-            Ty::Engine => self.engine(m, file, expr, field),
-            Ty::Block(fields) => match &expr.kind {
-                ExprKind::Object(block) => {
-                    let entries =
-                        self.check_entries(m, file, None, block, fields, kind, field, false);
-                    // A required field the block does not write at all (one written with
-                    // a wrong value has its own error already).
-                    let missing: Vec<&crate::schema::Field> = fields
-                        .iter()
-                        .filter(|f| {
-                            f.required && !block.entries.iter().any(|e| e.key_text() == f.name)
-                        })
-                        .collect();
-                    for f in &missing {
-                        self.push(
-                            Diagnostic::new(
-                                Code::MissingField,
-                                format!("`{field}` has no `{}`", f.name),
-                            )
-                            .primary(file, expr.span, format!("needs `{}`: {}", f.name, f.doc))
-                            .help(format!(
-                                "add `{} = …` ({})",
-                                f.name,
-                                f.ty.describe()
-                            )),
-                        );
-                    }
-                    missing.is_empty().then_some(Value::Block(entries))
-                }
-                _ => {
-                    self.type_error(file, expr, ty, field);
-                    None
-                }
+            Ty::Layout => match &expr.kind {
+                ExprKind::Object(_) if field == "layout" => self
+                    .block_entries(
+                        m,
+                        file,
+                        expr,
+                        ty,
+                        crate::schema::POOL_LAYOUT_FIELDS,
+                        field,
+                        kind,
+                    )
+                    .and_then(|entries| self.pool_layouts(&entries))
+                    .map(Value::Layout),
+                _ => self.layout(file, expr).map(Value::Layout),
             },
+            Ty::Engine => self.engine(m, file, expr, field),
+            Ty::Block(fields) => self
+                .block_entries(m, file, expr, ty, fields, field, kind)
+                .map(Value::Block),
             Ty::Bound(dim) => self
                 .quantity(file, expr, dim, field, kind)
                 .and_then(|v| {
@@ -573,6 +557,88 @@ impl<'s, 'w> Checker<'s, 'w> {
                 })
                 .map(|v| Value::Bound(Op::Le, v)),
         }
+    }
+
+    /// A `{ … }` block's entries checked against `fields`, with an error for each required
+    /// field it does not write; `None` after any error.
+    #[allow(clippy::too_many_arguments)]
+    fn block_entries(
+        &mut self,
+        m: usize,
+        file: FileId,
+        expr: &Expr,
+        ty: &Ty,
+        fields: &'static [crate::schema::Field],
+        field: &str,
+        kind: Kind,
+    ) -> Option<std::collections::BTreeMap<String, FieldValue>> {
+        let ExprKind::Object(block) = &expr.kind else {
+            self.type_error(file, expr, ty, field);
+            return None;
+        };
+        let entries = self.check_entries(m, file, None, block, fields, kind, field, false);
+        // A required field the block does not write at all (one written with a wrong
+        // value has its own error already).
+        let missing: Vec<&crate::schema::Field> = fields
+            .iter()
+            .filter(|f| f.required && !block.entries.iter().any(|e| e.key_text() == f.name))
+            .collect();
+        for f in &missing {
+            self.push(
+                Diagnostic::new(Code::MissingField, format!("`{field}` has no `{}`", f.name))
+                    .primary(file, expr.span, format!("needs `{}`: {}", f.name, f.doc))
+                    .help(format!("add `{} = …` ({})", f.name, f.ty.describe())),
+            );
+        }
+        missing.is_empty().then_some(entries)
+    }
+
+    /// `layout = { prefill = …, decode = … }`: both pools written out (no `auto`, no
+    /// nested pools, no `ep`, `dcp` or `pcp`: dic predicts P/D pools of TP, PP and
+    /// replicas).
+    fn pool_layouts(
+        &mut self,
+        entries: &std::collections::BTreeMap<String, FieldValue>,
+    ) -> Option<LayoutSpec> {
+        let mut ok = true;
+        let pool = |this: &mut Self, key: &str| -> Option<Layout> {
+            let fv = entries.get(key)?;
+            let problem = match &fv.value {
+                Value::Layout(LayoutSpec::Explicit(l)) if l.ep || l.dcp > 1 || l.pcp > 1 => Some((
+                    "takes `tp`, `pp` and `dp` only",
+                    "dic predicts disaggregated pools of tensor and pipeline parallelism and replicas: remove `ep`, `dcp` and `pcp` here (or serve the model aggregated)",
+                )),
+                Value::Layout(LayoutSpec::Explicit(l)) => return Some(*l),
+                Value::Layout(LayoutSpec::Auto) => Some((
+                    "is written out, not `auto`",
+                    "write the pool's layout, e.g. `tp 4`; `dic plan` lists disaggregated splits that meet the SLOs",
+                )),
+                _ => Some(("is one layout, not two pools", "write e.g. `tp 4 × dp 2`")),
+            };
+            if let Some((label, help)) = problem {
+                this.push(
+                    Diagnostic::new(Code::InvalidLayout, format!("the {key} pool {label}"))
+                        .primary(fv.at.file, fv.at.span, "not a pool layout")
+                        .help(help),
+                );
+            }
+            None
+        };
+        let prefill = pool(self, "prefill");
+        let decode = pool(self, "decode");
+        ok &= prefill.is_some() && decode.is_some();
+        let group = |key: &str| match entries.get(key).map(|v| &v.value) {
+            Some(Value::Ref(id)) => Some(*id),
+            _ => None,
+        };
+        ok.then(|| {
+            LayoutSpec::Disaggregated(crate::program::PoolLayouts {
+                prefill: prefill.expect("checked"),
+                decode: decode.expect("checked"),
+                prefill_group: group("prefill_node_group"),
+                decode_group: group("decode_node_group"),
+            })
+        })
     }
 
     pub(super) fn count_of(

@@ -113,6 +113,8 @@ codes! {
     PipelineBubble = "W0403", Warning, "pipeline bubble dominates";
     MoreGpusWorse = "W0404", Warning, "more GPUs make it worse";
     SpeculationSlower = "W0405", Warning, "speculative decoding makes TPOT worse";
+    AggregatedWins = "W0406", Warning, "aggregated serving beats this disaggregated split";
+    TransferDominates = "W0407", Warning, "the KV transfer between pools costs more than the prefill";
     LoadNotAdmitted = "W0501", Warning, "the declared load cannot be admitted";
     FormatNotNative = "W0502", Warning, "weight format not native on this GPU";
     PrefixCachingOff = "W0503", Warning, "the workload reuses prefixes but prefix caching is off";

@@ -145,12 +145,19 @@ pub(super) fn lower_one(
     let node_memory = p.node_of_cluster(d.cluster).and_then(|(_, n)| n.cpu_memory);
     let st = a.memory.tightest();
     let pred = a.prediction.as_ref();
+    let disaggregated = ds
+        .pool
+        .as_ref()
+        .map(|part| disagg_plan(&def.name, s, part, engine.port));
     let mut plan = DeploymentPlan {
-        name: match &ds.share {
+        name: match (&ds.share, &ds.pool) {
             // Each node group's part is its own launch unit (scripts, pods, NCCL plan).
-            Some(share) => format!("{}-{}", def.name, share.node),
-            None => def.name.clone(),
+            (Some(share), _) => format!("{}-{}", def.name, share.node),
+            // So is each pool of a disaggregated deployment.
+            (None, Some(part)) => format!("{}-{}", def.name, part.pool.name()),
+            (None, None) => def.name.clone(),
         },
+        disaggregated,
         part_of: ds.share.as_ref().map(|sh| PartOf {
             deployment: def.name.clone(),
             replicas: sh.replicas,
@@ -267,6 +274,60 @@ pub(super) fn lower_one(
         place_on_cluster(&mut plan, slots, &ds.group_node);
     }
     Ok((plan, warnings))
+}
+
+/// A pool's launch facts and the pair's report numbers.
+fn disagg_plan(
+    deployment: &str,
+    s: &crate::analysis::Scenario,
+    part: &crate::analysis::PoolPart,
+    port: u64,
+) -> DisaggPlan {
+    use crate::analysis::disagg;
+    use crate::program::Pool;
+    let (ps, ds) = part.pools(s);
+    let pair = disagg::predict_written(ps, ds, part.same_group, &crate::analysis::perf::FITTED);
+    let (bandwidth, _, link) = disagg::transfer_link(ps, ds, part.same_group);
+    let (_, nodes, cost) = disagg::pair_cost(ps, ds, part.same_group);
+    let one_node = nodes <= 1;
+    let (prefill_cost, decode_cost) = disagg::pool_costs(ps, ds, part.same_group);
+    DisaggPlan {
+        deployment: deployment.to_string(),
+        role: part.pool,
+        peer: format!(
+            "{deployment}-{}",
+            match part.pool {
+                Pool::Prefill => Pool::Decode,
+                Pool::Decode => Pool::Prefill,
+            }
+            .name()
+        ),
+        kv_transfer_config: KV_TRANSFER_CONFIG.to_string(),
+        crosses_nodes: !one_node,
+        router_port: port,
+        prefill_servers: Vec::new(),
+        decode_servers: Vec::new(),
+        peer_spans_nodes: false,
+        pair: PairReport {
+            prefill_layout: ps.layout.to_string(),
+            prefill_gpus: ps.layout.gpus(),
+            decode_layout: ds.layout.to_string(),
+            decode_gpus: ds.layout.gpus(),
+            prefill_cost_per_hour: prefill_cost,
+            decode_cost_per_hour: decode_cost,
+            cost_per_hour: cost,
+            prefill_ms: pair.as_ref().map(|x| x.prefill * 1e3).unwrap_or(0.0),
+            prefill_wait_ms: pair
+                .as_ref()
+                .map(|x| x.prefill_wait * 1e3)
+                .filter(|v| v.is_finite()),
+            prefill_utilization: pair.as_ref().map(|x| x.prefill_utilization).unwrap_or(0.0),
+            transfer_bytes: pair.as_ref().map(|x| x.transfer_bytes).unwrap_or(0.0),
+            transfer_ms: pair.as_ref().map(|x| x.transfer * 1e3).unwrap_or(0.0),
+            transfer_link: link,
+            transfer_gbps: bandwidth / 1e9,
+        },
+    }
 }
 
 /// What NCCL must use between the nodes of a group that spans nodes: multi-node NVLink

@@ -477,12 +477,69 @@ pub struct PartOf {
     pub first: bool,
 }
 
+/// The KV connector both pools of a disaggregated deployment run: vLLM's NIXL connector,
+/// each engine both sending and receiving (vLLM's documented P/D setup).
+pub const KV_TRANSFER_CONFIG: &str = r#"{"kv_connector":"NixlConnector","kv_role":"kv_both"}"#;
+/// First port of NIXL's handshake side channel (`VLLM_NIXL_SIDE_CHANNEL_PORT`, vLLM's
+/// default); each worker of an engine listens on it plus its rank.
+pub const NIXL_SIDE_CHANNEL_PORT: u64 = 5600;
+
+/// One pool of a disaggregated deployment as launched: its role, the connector, and what
+/// the router in front of both pools needs.
+#[derive(Debug, Clone, Serialize)]
+pub struct DisaggPlan {
+    /// The deployment's own name: the router and the client Service carry it.
+    pub deployment: String,
+    pub role: crate::program::Pool,
+    /// The other pool's plan name (`<deployment>-prefill`, `<deployment>-decode`).
+    pub peer: String,
+    /// `--kv-transfer-config` ([`KV_TRANSFER_CONFIG`]).
+    pub kv_transfer_config: String,
+    /// The transfer crosses nodes: the pods get the network profile's RDMA devices.
+    pub crosses_nodes: bool,
+    /// Port the router listens on (the deployment's port).
+    pub router_port: u64,
+    /// Each pool's servers as scripts reach them: (cluster node, API port), in replica
+    /// order (filled once both pools are lowered).
+    pub prefill_servers: Vec<(String, u64)>,
+    pub decode_servers: Vec<(String, u64)>,
+    /// The other pool's groups span nodes (a LeaderWorkerSet on Kubernetes).
+    pub peer_spans_nodes: bool,
+    /// The pair's numbers (the same on both pools' plans).
+    pub pair: PairReport,
+}
+
+/// Both pools, the transfer between them and the cost split, for the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairReport {
+    pub prefill_layout: String,
+    pub prefill_gpus: u64,
+    pub decode_layout: String,
+    pub decode_gpus: u64,
+    /// $/h of each pool's nodes and of both (absent without prices).
+    pub prefill_cost_per_hour: Option<f64>,
+    pub decode_cost_per_hour: Option<f64>,
+    pub cost_per_hour: Option<f64>,
+    /// One prompt's prefill on an idle prefill server, and the wait before it.
+    pub prefill_ms: f64,
+    pub prefill_wait_ms: Option<f64>,
+    pub prefill_utilization: f64,
+    /// The prompt's KV cache moved to the decode pool: bytes, time, over which link.
+    pub transfer_bytes: f64,
+    pub transfer_ms: f64,
+    pub transfer_link: String,
+    pub transfer_gbps: f64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct DeploymentPlan {
-    /// The deployment's name, or `<deployment>-<node>` for one node group's part.
+    /// The deployment's name, `<deployment>-<node>` for one node group's part, or
+    /// `<deployment>-prefill` / `-decode` for a disaggregated deployment's pool.
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub part_of: Option<PartOf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disaggregated: Option<DisaggPlan>,
     /// The cluster node each of the deployment's nodes is (`dgx_h100-3`: the node group's
     /// node and its index in the group), from the cluster's accounting.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -564,6 +621,7 @@ pub fn lower(p: &Program, planned: &[Planned<'_>]) -> (Plan, Vec<Diagnostic>) {
             Err(d) => diags.push(*d),
         }
     }
+    connect_pools(&mut deployments);
     (
         Plan {
             deployments,
@@ -571,4 +629,61 @@ pub fn lower(p: &Program, planned: &[Planned<'_>]) -> (Plan, Vec<Diagnostic>) {
         },
         diags,
     )
+}
+
+/// Gives each pool of a disaggregated deployment the servers of both pools (the router
+/// reaches each by its cluster node and port). A pool whose peer was not lowered (its
+/// own errors) is dropped: half a P/D pair serves nothing.
+fn connect_pools(deployments: &mut Vec<DeploymentPlan>) {
+    let servers = |d: &DeploymentPlan| -> Vec<(String, u64)> {
+        let per = d.layout.replica_gpus().max(1) as usize;
+        d.comm
+            .ranks
+            .chunks(per)
+            .enumerate()
+            .map(|(i, r)| {
+                let node = r.first().map(|x| x.node).unwrap_or(0);
+                let name = d
+                    .cluster_nodes
+                    .get(node as usize)
+                    .cloned()
+                    .unwrap_or_else(|| format!("node-{node}"));
+                let port = d.replica_ports.get(i).copied().unwrap_or(d.engine.port);
+                (name, port)
+            })
+            .collect()
+    };
+    let spans = |d: &DeploymentPlan| d.nodes_per_group > 1 && d.launch != LaunchMode::Replicas;
+    // Each pool's name, its servers (cluster node, port), and whether its groups span nodes.
+    type Pool = (String, Vec<(String, u64)>, bool);
+    let found: Vec<Pool> = deployments
+        .iter()
+        .filter(|d| d.disaggregated.is_some())
+        .map(|d| (d.name.clone(), servers(d), spans(d)))
+        .collect();
+    deployments.retain(|d| {
+        d.disaggregated
+            .as_ref()
+            .is_none_or(|x| found.iter().any(|(n, _, _)| *n == x.peer))
+    });
+    for d in deployments.iter_mut() {
+        let name = d.name.clone();
+        let Some(x) = d.disaggregated.as_mut() else {
+            continue;
+        };
+        let of = |n: &str| {
+            found
+                .iter()
+                .find(|(m, _, _)| m == n)
+                .map(|(_, s, _)| s.clone())
+                .unwrap_or_default()
+        };
+        x.peer_spans_nodes = found.iter().any(|(m, _, sp)| *m == x.peer && *sp);
+        let (prefill, decode) = match x.role {
+            crate::program::Pool::Prefill => (of(&name), of(&x.peer)),
+            crate::program::Pool::Decode => (of(&x.peer), of(&name)),
+        };
+        x.prefill_servers = prefill;
+        x.decode_servers = decode;
+    }
 }

@@ -88,8 +88,37 @@ pub(super) fn report_data(
             })
             .collect(),
     });
-    let nodes = s.topology.nodes_for_layout(&l);
-    let per_hour = s.topology.price_for_layout(&l);
+    // A disaggregated pool reports the pair: both pools' nodes and price, the prefill
+    // pool's hour charged to prompt tokens and the decode pool's to output tokens.
+    let pair = ds.pool.as_ref().map(|part| {
+        let (ps, dsc) = part.pools(s);
+        let (gpus, nodes, price) = crate::analysis::disagg::pair_cost(ps, dsc, part.same_group);
+        let (cp, cd) = match crate::analysis::disagg::pool_costs(ps, dsc, part.same_group) {
+            (Some(a), Some(b)) => (a, b),
+            _ => (ps.layout.gpus() as f64, dsc.layout.gpus() as f64),
+        };
+        let capacity = if part.same_group {
+            nodes * ps.topology.gpus_per_node.max(1)
+        } else {
+            ps.topology.nodes_for_layout(&ps.layout) * ps.topology.gpus_per_node.max(1)
+                + dsc.topology.nodes_for_layout(&dsc.layout) * dsc.topology.gpus_per_node.max(1)
+        };
+        (
+            format!("prefill {} + decode {}", ps.layout, dsc.layout),
+            gpus,
+            nodes,
+            price,
+            capacity.saturating_sub(gpus),
+            cp / (cp + cd).max(1e-9),
+        )
+    });
+    let nodes = pair
+        .as_ref()
+        .map_or_else(|| s.topology.nodes_for_layout(&l), |x| x.2);
+    let per_hour = match &pair {
+        Some(x) => x.3,
+        None => s.topology.price_for_layout(&l),
+    };
     let (prompt, output) = s
         .workload
         .map(|w| (w.prompt, w.output))
@@ -99,19 +128,22 @@ pub(super) fn report_data(
     // GPU's step time: the decode step without prefill vs the step as served (prompt
     // chunks ride along). The two prices sum to the true cost of a request:
     // prompt × input + output × output = per_hour / (3600 × requests/s).
-    let input_share = p
-        .map(|p| {
-            let ctx = prompt + output / 2.0;
-            let decode_only = crate::analysis::perf::StepModel::new(s)
-                .token_step(p.running, ctx, 0.0, 0.0, &crate::analysis::perf::FITTED)
-                .tpot;
-            if p.tpot > 0.0 {
-                (1.0 - decode_only / p.tpot).clamp(0.0, 1.0)
-            } else {
-                0.0
-            }
-        })
-        .unwrap_or(0.0);
+    let input_share = match &pair {
+        Some(x) => x.5,
+        None => p
+            .map(|p| {
+                let ctx = prompt + output / 2.0;
+                let decode_only = crate::analysis::perf::StepModel::new(s)
+                    .token_step(p.running, ctx, 0.0, 0.0, &crate::analysis::perf::FITTED)
+                    .tpot;
+                if p.tpot > 0.0 {
+                    (1.0 - decode_only / p.tpot).clamp(0.0, 1.0)
+                } else {
+                    0.0
+                }
+            })
+            .unwrap_or(0.0),
+    };
     let per_million = |share: f64, tokens_per_s: Option<f64>| match (per_hour, tokens_per_s) {
         (Some(c), Some(t)) if t > 0.0 => Some(c * share / (t * 3600.0) * 1e6),
         _ => None,
@@ -126,8 +158,11 @@ pub(super) fn report_data(
         },
         input_share,
         nodes,
-        gpus_used: l.gpus(),
-        gpus_idle: nodes * s.topology.gpus_per_node.max(1) - l.gpus(),
+        gpus_used: pair.as_ref().map_or(l.gpus(), |x| x.1),
+        gpus_idle: pair.as_ref().map_or_else(
+            || nodes * s.topology.gpus_per_node.max(1) - l.gpus(),
+            |x| x.4,
+        ),
     };
     let no_search;
     let search = match search {
@@ -149,17 +184,29 @@ pub(super) fn report_data(
             ttft_ms: c.ttft_ms,
             tpot_ms: c.tpot_ms,
             output_tokens_per_s: c.output_tokens_per_s,
-            chosen: c.layout == l && c.weights == s.model.weights && c.kv_cache == s.model.kv_cache,
+            chosen: pair.is_none()
+                && c.layout == l
+                && c.weights == s.model.weights
+                && c.kv_cache == s.model.kv_cache,
         })
         .collect();
     if !alternatives.iter().any(|a| a.chosen) {
         alternatives.insert(
             0,
             AlternativeRow {
-                layout: format!("{l}"),
-                gpus: l.gpus(),
+                layout: pair
+                    .as_ref()
+                    .map_or_else(|| format!("{l}"), |x| x.0.clone()),
+                gpus: pair.as_ref().map_or(l.gpus(), |x| x.1),
                 cost_per_hour: per_hour,
-                cost_per_million_output: cost.per_million_output_tokens,
+                // The whole hour over the output tokens, as the planner's rows are.
+                cost_per_million_output: match (&pair, per_hour, p) {
+                    (Some(_), Some(c), Some(p)) if p.output_tokens_per_s > 0.0 => {
+                        Some(c / (p.output_tokens_per_s * 3600.0) * 1e6)
+                    }
+                    (Some(_), _, _) => None,
+                    _ => cost.per_million_output_tokens,
+                },
                 ttft_ms: p.map(|p| p.ttft * 1e3).filter(|v| v.is_finite()),
                 tpot_ms: p.map(|p| p.tpot * 1e3),
                 output_tokens_per_s: p.map(|p| p.output_tokens_per_s),

@@ -2,13 +2,16 @@
 //! pool (TP of each inside a node, up to 8 replicas each), predicted by
 //! [`crate::analysis::disagg`], kept when it meets every SLO, ranked like the aggregated
 //! family (cost, then output tokens/s per GPU). `dic plan` shows it beside the aggregated
-//! search; dic does not emit these launches yet.
+//! search; a split is deployed by writing it as the layout (`PoolSplit::as_layout`). W0406
+//! says when the aggregated search beats a written split.
 
 use super::tp_sizes;
 use crate::analysis::disagg::{predict, PoolSplit};
 use crate::analysis::perf::FITTED;
 use crate::analysis::rules::{predicted, SloTarget};
-use crate::analysis::Scenario;
+use crate::analysis::rules::{Anchor, Finding};
+use crate::analysis::{Analysis, DeploymentScenario, Scenario};
+use crate::diagnostics::Code;
 use crate::program::Layout;
 use serde::Serialize;
 
@@ -116,4 +119,80 @@ pub fn disaggregated_family(base: &Scenario, slo: &[SloTarget]) -> Vec<DisaggCan
             .then(a.gpus.cmp(&b.gpus))
     });
     out
+}
+
+/// W0406, on a disaggregated deployment's decode pool: the aggregated search over the same
+/// cluster found a layout that meets every SLO for less than both pools cost, or one that
+/// meets bounds this split misses, or, at no higher cost, serves more tokens/s per GPU
+/// (by 5% or more). Says which and by how much, with the layout as the quick fix.
+pub fn aggregated_wins(
+    ds: &DeploymentScenario,
+    a: &Analysis,
+    search: &super::Search,
+) -> Option<Finding> {
+    let part = ds.pool.as_ref()?;
+    if part.pool != crate::program::Pool::Decode {
+        return None;
+    }
+    let p = a.prediction.as_ref()?;
+    let (ps, dsc) = part.pools(&ds.scenario);
+    let (gpus, _, price) = crate::analysis::disagg::pair_cost(ps, dsc, part.same_group);
+    let s = &ds.scenario;
+    let best = search
+        .ranked
+        .iter()
+        .find(|c| c.weights == s.model.weights && c.kv_cache == s.model.kv_cache)?;
+    let pair_cost = price.unwrap_or(gpus as f64);
+    let meets = !p.overloaded && a.slo.iter().all(|r| r.met);
+    let per_gpu = |tps: f64, g: u64| tps / g.max(1) as f64;
+    let pair_capacity = per_gpu(p.max_output_tokens_per_s, gpus);
+    let best_capacity = per_gpu(best.max_output_tokens_per_s.unwrap_or(0.0), best.gpus);
+    let money = |v: f64| {
+        if best.priced && price.is_some() {
+            format!("${v:.2}/h")
+        } else {
+            format!("{v:.0} GPUs")
+        }
+    };
+    let why = if best.cost_per_hour < pair_cost - 1e-9 {
+        format!(
+            "`{}` meets every SLO on {} GPU{} for {} where the two pools take {} GPUs for {} ({:.0}% less)",
+            best.layout,
+            best.gpus,
+            if best.gpus == 1 { "" } else { "s" },
+            money(best.cost_per_hour),
+            gpus,
+            money(pair_cost),
+            (1.0 - best.cost_per_hour / pair_cost) * 100.0
+        )
+    } else if !meets && !ds.slo.is_empty() {
+        format!(
+            "`{}` meets every SLO, which this split does not, for {}",
+            best.layout,
+            money(best.cost_per_hour)
+        )
+    } else if best.cost_per_hour <= pair_cost + 1e-9 && best_capacity > pair_capacity * 1.05 {
+        format!(
+            "`{}` serves {:.0} output tokens/s per GPU saturated against {:.0} for this split ({:.0}% more) at no higher cost, and meets every SLO",
+            best.layout,
+            best_capacity,
+            pair_capacity,
+            (best_capacity / pair_capacity.max(1e-9) - 1.0) * 100.0
+        )
+    } else {
+        return None;
+    };
+    Some(Finding {
+        replacement: Some(best.layout.to_string()),
+        ..Finding::new(
+            Code::AggregatedWins,
+            Anchor::Layout,
+            format!("aggregated serving wins here: {why}"),
+            "disaggregation does not pay for this workload",
+            Some(format!(
+                "use `layout = {}`; splitting prefill from decode pays when prompts are long against the output and TTFT and TPOT bounds pull apart (`dic plan` compares both families)",
+                best.layout
+            )),
+        )
+    })
 }

@@ -20,7 +20,7 @@ mod advice;
 mod disaggregated;
 mod scaling;
 pub use advice::{advise, cheaper_layout, no_layout, working_layout};
-pub use disaggregated::{disaggregated_family, DisaggCandidate};
+pub use disaggregated::{aggregated_wins, disaggregated_family, DisaggCandidate};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Candidate {

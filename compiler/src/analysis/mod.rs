@@ -96,8 +96,11 @@ pub fn analyze_pool(s: &Scenario, part: &PoolPart, slo: &[SloTarget]) -> Analysi
     let mut findings = rules::structural(&one);
     let mem = memory::memory(&one);
     findings.extend(rules::memory_rules(&one, &mem));
-    let fits = !findings.iter().any(|f| f.severity == Severity::Error);
     let (ps, ds) = part.pools(s);
+    if part.pool == Pool::Decode {
+        findings.extend(pools_cannot_pair(ps, ds));
+    }
+    let fits = !findings.iter().any(|f| f.severity == Severity::Error);
     let pair = fits
         .then(|| disagg::predict_written(ps, ds, part.same_group, &FITTED))
         .flatten();
@@ -127,6 +130,30 @@ pub fn analyze_pool(s: &Scenario, part: &PoolPart, slo: &[SloTarget]) -> Analysi
         slo_break_concurrency: None,
         findings,
     }
+}
+
+/// E0410: what vLLM's NIXL connector cannot transfer between the pools: a model with
+/// recurrent (Mamba, linear-attention) layers between engines of different TP (vLLM's
+/// compatibility matrix: heterogeneous TP for hybrid SSM models is work in progress).
+fn pools_cannot_pair(ps: &Scenario, ds: &Scenario) -> Option<Finding> {
+    let m = &ds.model;
+    let recurrent = (0..m.layers).any(|l| m.layer(l).mixer.is_recurrent());
+    if !recurrent || ps.layout.tp == ds.layout.tp {
+        return None;
+    }
+    Some(Finding::new(
+        Code::PoolsCannotPair,
+        Anchor::Layout,
+        format!(
+            "the prefill pool runs tp {} and the decode pool tp {}, and the model keeps recurrent states (Mamba or linear attention): vLLM's NIXL connector does not transfer those between engines of different TP",
+            ps.layout.tp, ds.layout.tp
+        ),
+        "heterogeneous TP for a hybrid model",
+        Some(format!(
+            "give both pools the same tp (e.g. `tp {}` on each), or serve the model aggregated",
+            ps.layout.tp.max(ds.layout.tp)
+        )),
+    ))
 }
 
 /// W0407: moving a prompt's KV cache from the prefill pool to the decode pool takes
@@ -781,7 +808,10 @@ pub fn diagnostics_for(
                 // own (memory, structure) name the pool.
                 (None, Some(part))
                     if !matches!(f.anchor, Anchor::Slo(_) | Anchor::Deploy)
-                        && !matches!(f.code, Code::AggregatedWins | Code::TransferDominates) =>
+                        && !matches!(
+                            f.code,
+                            Code::AggregatedWins | Code::TransferDominates | Code::PoolsCannotPair
+                        ) =>
                 {
                     format!(
                         "deploy `{}` ({} pool, `{}`)",

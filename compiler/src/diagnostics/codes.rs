@@ -90,6 +90,7 @@ codes! {
     InvalidDcp = "E0407", Error, "invalid decode context parallelism";
     ClusterOversubscribed = "E0408", Error, "deployments oversubscribe the cluster";
     NodeGroupNotInCluster = "E0409", Error, "node group not in the cluster";
+    PoolsCannotPair = "E0410", Error, "disaggregated pools the KV connector cannot pair";
 
     DoesNotFit = "E0501", Error, "model does not fit in GPU memory";
     RequestDoesNotFit = "E0502", Error, "one request of max_model_len does not fit the KV cache";

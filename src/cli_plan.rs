@@ -5,7 +5,7 @@
 use dic::disk::DiskWorld;
 use dic::exit::{ERRORS, OK, USAGE};
 use dic::render;
-use dic_compiler::planner::{disaggregated_family, search, space_of, Candidate, DisaggCandidate};
+use dic_compiler::planner::{search, space_of, Candidate, DisaggCandidate};
 
 fn ms(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "—".into())
@@ -97,6 +97,9 @@ fn print_disaggregated(
         (None, Some(d)) => println!("  only disaggregated meets every SLO: {}", d.name),
         (None, None) => {}
     }
+    if let Some(why) = &result.family_choice {
+        println!("  `layout = auto` deploys {why}");
+    }
     println!();
 }
 
@@ -145,14 +148,8 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
         let started = std::time::Instant::now();
         let result = search(&ds.scenario, &ds.slo, &space);
         let elapsed = started.elapsed();
-        // The disaggregated family in the deployment's own formats (the planner's choice
-        // when it chose them), at the same load and SLOs.
-        let mut base = ds.scenario.clone();
-        if let Some(c) = &result.chosen {
-            base.model.weights = c.weights.clone();
-            base.model.kv_cache = c.kv_cache.clone();
-        }
-        let disagg = disaggregated_family(&base, &ds.slo);
+        // The disaggregated family (in the chosen formats) comes with the search.
+        let disagg = result.splits.clone();
         if result.chosen.is_none() {
             code = ERRORS;
         }

@@ -63,6 +63,17 @@ fn bench(c: &mut Criterion) {
         b.iter(|| search(black_box(&llama), &slo(), &four))
     });
 
+    // The disaggregated family beside it (every xPyD split of TP engines, up to 8 + 8).
+    let fam = dic_compiler::planner::disaggregated_family(&llama, &slo());
+    eprintln!(
+        "70B / 64 H100 disaggregated: {} splits, best {:?}",
+        fam.len(),
+        fam.first().map(|c| c.name.clone())
+    );
+    c.bench_function("disaggregated family Llama-3.1-70B over 64 H100", |b| {
+        b.iter(|| dic_compiler::planner::disaggregated_family(black_box(&llama), &slo()))
+    });
+
     let ds = scenario("deepseek_v3", "h200_sxm", 16, 10.0);
     let fp8 = SearchSpace {
         weights: vec!["fp8".into()],

@@ -158,8 +158,9 @@ struct CachedDeployment {
     /// The written layout's analysis (explicit layouts only).
     analysis: Option<Analysis>,
     search: Option<Arc<Search>>,
-    /// For `layout = auto`: the planner's choice and its analysis, once searched.
-    chosen: Option<Option<(DeploymentScenario, Analysis)>>,
+    /// For `layout = auto`: the planner's choice (one layout, or the two pools of a
+    /// disaggregated split) and its analysis, once searched.
+    chosen: Option<Vec<(DeploymentScenario, Analysis)>>,
 }
 
 impl AnalysisCache {
@@ -228,17 +229,7 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
         let found = parallel_map(&to_search, |(_, ds)| {
             let search = planner::search(&ds.scenario, &ds.slo, &planner::space_of(ds));
             // The planner's choice for an auto layout is analysed in full here too.
-            let chosen = ds.auto_layout.then(|| {
-                search.chosen.as_ref().map(|c| {
-                    let mut chosen = ds.clone();
-                    chosen.scenario.layout = c.layout;
-                    chosen.scenario.model.weights = c.weights.clone();
-                    chosen.scenario.model.kv_cache = c.kv_cache.clone();
-                    chosen.auto_layout = false;
-                    let a = analyze_and_advise(&chosen.scenario, &chosen.slo);
-                    (chosen, a)
-                })
-            });
+            let chosen = ds.auto_layout.then(|| choice_of(ds, &search));
             (Arc::new(search), chosen)
         });
         for ((key, _), (search, chosen)) in to_search.iter().copied().zip(found) {
@@ -252,16 +243,28 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
     let mut diags = checked.front_diagnostics.clone();
     let mut decided = Vec::new();
     let mut auto_decided = Vec::new();
+    // A disaggregated deployment's one search (on its decode pool) is both pools'.
+    let pair_search: std::collections::HashMap<crate::program::DefId, Arc<Search>> = scenarios
+        .iter()
+        .filter(|(_, ds)| {
+            ds.pool
+                .as_ref()
+                .is_some_and(|x| x.pool == crate::program::Pool::Decode)
+        })
+        .filter_map(|(k, ds)| Some((ds.deploy, cache.entries[k].search.clone()?)))
+        .collect();
     for (key, ds) in &scenarios {
         let e = &cache.entries[key];
         if ds.auto_layout {
             match (&e.search, &e.chosen) {
-                (Some(search), Some(Some((chosen, a)))) => auto_decided.push(Decided {
-                    scenario: chosen.clone(),
-                    analysis: a.clone(),
-                    search: Some(search.clone()),
-                    slots: Vec::new(),
-                }),
+                (Some(search), Some(chosen)) if !chosen.is_empty() => {
+                    auto_decided.extend(chosen.iter().map(|(x, a)| Decided {
+                        scenario: x.clone(),
+                        analysis: a.clone(),
+                        search: Some(search.clone()),
+                        slots: Vec::new(),
+                    }))
+                }
                 (Some(search), _) => diags.extend(planner::no_layout(p, ds, search)),
                 (None, _) => {}
             }
@@ -281,7 +284,11 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
         diags.extend(analysis::diagnostics_for(p, ds, &a.findings));
         decided.push(Decided {
             scenario: ds.clone(),
-            search: e.search.clone(),
+            search: e.search.clone().or_else(|| {
+                ds.pool
+                    .as_ref()
+                    .and_then(|_| pair_search.get(&ds.deploy).cloned())
+            }),
             analysis: a,
             slots: Vec::new(),
         });
@@ -358,7 +365,15 @@ fn account_clusters(
                 if pl.group(pool).is_some() && analysis::pool_pin(p, d, pl, pool).is_none() {
                     diags.push(node_group_not_in_cluster(p, def, d, pool_pin_field(pool)));
                 }
-                analysis::pool_demand(p, def, d, pl, pool)
+                let group = analysis::written_pool_group(p, d, pl, pool);
+                analysis::pool_demand(def, d, pl.layout(pool), pool, group)
+            }
+            // The planner's split for `layout = auto`: on the deployment's pin, if any.
+            (_, Some(pool)) => {
+                let group = d
+                    .node_group
+                    .map(|_| analysis::pinned_group(p, d).unwrap_or(usize::MAX));
+                analysis::pool_demand(def, d, x.scenario.scenario.layout, pool, group)
             }
             _ => {
                 let mut layout = x.scenario.scenario.layout;
@@ -546,6 +561,57 @@ fn oversubscribed(
 
 /// A written layout's analysis with the planner's advice on it (W0404, A0501, A0401):
 /// what `dic check` reports for one deployment and `dic estimate` for one scenario.
+/// The planner's choice for `layout = auto`, analysed in full: the chosen layout, or the
+/// two pools of the split when the disaggregated family wins; empty when nothing meets
+/// the SLOs.
+fn choice_of(ds: &DeploymentScenario, search: &Search) -> Vec<(DeploymentScenario, Analysis)> {
+    let in_formats = |weights: &str, kv: &str| {
+        let mut x = ds.clone();
+        x.scenario.model.weights = weights.to_string();
+        x.scenario.model.kv_cache = kv.to_string();
+        x.auto_layout = false;
+        x
+    };
+    if let (true, Some(best)) = (search.split_wins, search.splits.first()) {
+        let formats = search
+            .chosen
+            .as_ref()
+            .map(|c| (c.weights.clone(), c.kv_cache.clone()))
+            .unwrap_or_else(|| {
+                (
+                    ds.scenario.model.weights.clone(),
+                    ds.scenario.model.kv_cache.clone(),
+                )
+            });
+        let base = in_formats(&formats.0, &formats.1);
+        let pool = |l: crate::program::Layout, replicas: u64| crate::program::Layout {
+            dp: l.dp.max(1) * replicas,
+            ..l
+        };
+        return analysis::split_into_pools(
+            &base,
+            pool(best.split.prefill, best.split.prefill_replicas),
+            pool(best.split.decode, best.split.decode_replicas),
+        )
+        .into_iter()
+        .map(|x| {
+            let a = analyze_written(&x);
+            (x, a)
+        })
+        .collect();
+    }
+    search
+        .chosen
+        .iter()
+        .map(|c| {
+            let mut chosen = in_formats(&c.weights, &c.kv_cache);
+            chosen.scenario.layout = c.layout;
+            let a = analyze_and_advise(&chosen.scenario, &chosen.slo);
+            (chosen, a)
+        })
+        .collect()
+}
+
 /// A written deployment's analysis: a pool of a disaggregated one as such (its own checks,
 /// the pair's prediction; the aggregated advice does not apply), any other with the
 /// planner's advice.
@@ -588,4 +654,49 @@ fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Ve
 /// Checks every stdlib module in full (the stdlib must check clean).
 pub fn check_stdlib() -> Checked {
     Checked::from_front(front::check_stdlib())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// When the split wins, `layout = auto` becomes the split's two pools (each knowing the
+    /// other, in the search's formats), analysed like a written split; else the one layout.
+    #[test]
+    fn an_auto_layout_deploys_the_winning_family() {
+        let src = "import std.nodes.dgx_h200\nimport std.models.llama_3_1_70b\n\
+model m = llama_3_1_70b { weights = fp8 }\n\
+cluster c { nodes = 2 × dgx_h200, price = $60/h }\n\
+workload w { prompt = 8k tokens, output = 256 tokens, rate = 4 req/s }\n\
+slo s { ttft.p95 <= 2 s, tpot.p50 <= 25 ms }\n\
+deploy d { model = m, cluster = c, workload = w, slo = s, layout = auto, engine = vllm { max_model_len = 16k tokens } }\n";
+        let world = crate::source::MemoryWorld::new().with("p.dist", src);
+        let checked = front_end(&world, "p.dist").expect("readable");
+        let ds = analysis::scenarios_from_program(&checked.program).remove(0);
+        let mut found = planner::search(&ds.scenario, &ds.slo, &planner::space_of(&ds));
+        assert!(!found.split_wins, "{:?}", found.family_choice);
+        let one = choice_of(&ds, &found);
+        assert_eq!(one.len(), 1);
+        assert!(one[0].0.pool.is_none());
+        let best = found.splits[0].clone();
+        found.split_wins = true;
+        let two = choice_of(&ds, &found);
+        assert_eq!(two.len(), 2);
+        let (p, d) = (&two[0].0, &two[1].0);
+        assert_eq!(
+            p.pool.as_ref().map(|x| x.pool),
+            Some(crate::program::Pool::Prefill)
+        );
+        assert_eq!(
+            d.pool.as_ref().map(|x| x.pool),
+            Some(crate::program::Pool::Decode)
+        );
+        assert_eq!(p.scenario.layout.tp, best.split.prefill.tp);
+        assert_eq!(p.scenario.layout.dp, best.split.prefill_replicas);
+        assert_eq!(d.scenario.layout.dp, best.split.decode_replicas);
+        assert!(!p.auto_layout && !d.auto_layout);
+        // The pair's prediction is the family's.
+        let got = two[1].1.prediction.as_ref().expect("predicted");
+        assert!((got.tpot * 1e3 / best.tpot_ms - 1.0).abs() < 1e-9);
+    }
 }

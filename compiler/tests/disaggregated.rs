@@ -239,3 +239,43 @@ deploy chat {{ model = m, cluster = c, workload = w, layout = {{ prefill = tp 2,
     ));
     assert!(codes(&c).iter().any(|x| x == "E0208"), "{:?}", codes(&c));
 }
+
+#[test]
+fn a_split_wins_the_auto_layout_only_on_the_aggregated_terms() {
+    use dic_compiler::planner::{choose_family, search};
+    let (s, slo) = scenario("fp8", "4 req/s");
+    let ds_space = dic_compiler::planner::SearchSpace {
+        weights: vec!["fp8".into()],
+        kv_cache: vec![s.model.kv_cache.clone()],
+    };
+    let found = search(&s, &slo, &ds_space);
+    let ranked = &found.ranked;
+    assert!(!ranked.is_empty());
+    let mut split = found.splits.first().cloned().unwrap();
+    split.meets_slo = true;
+    let cheapest = ranked[0].cost_per_hour;
+    let rival = ranked
+        .iter()
+        .filter(|c| c.cost_per_hour <= cheapest + 1e-9)
+        .map(|c| c.max_output_tokens_per_s.unwrap() / c.gpus as f64)
+        .fold(0.0, f64::max);
+    // At the cheapest aggregated cost: 6% more tokens per GPU than the best aggregated
+    // layout of that cost wins, 4% more does not.
+    split.cost_per_hour = cheapest;
+    split.capacity_per_gpu = rival * 1.06;
+    assert!(choose_family(ranked, Some(&split)).0);
+    split.capacity_per_gpu = rival * 1.04;
+    let (wins, why) = choose_family(ranked, Some(&split));
+    assert!(!wins);
+    assert!(why.unwrap().contains("does not serve 5% more"));
+    // Cheaper wins whatever it serves; a split missing an SLO never wins; with no
+    // aggregated layout meeting the SLOs, a split that meets them does.
+    split.cost_per_hour = cheapest * 0.5;
+    assert!(choose_family(ranked, Some(&split)).0);
+    split.meets_slo = false;
+    assert!(!choose_family(ranked, Some(&split)).0);
+    split.meets_slo = true;
+    assert!(choose_family(&[], Some(&split)).0);
+    // The search itself says which family and why.
+    assert!(found.family_choice.is_some());
+}

@@ -371,7 +371,13 @@ pub fn scenarios_from_program(p: &Program) -> Vec<DeploymentScenario> {
             LayoutSpec::Explicit(l) => vec![((def.id, None), demand_of(p, def, d, l))],
             LayoutSpec::Disaggregated(pl) => [Pool::Prefill, Pool::Decode]
                 .into_iter()
-                .map(|pool| ((def.id, Some(pool)), pool_demand(p, def, d, pl, pool)))
+                .map(|pool| {
+                    let group = written_pool_group(p, d, pl, pool);
+                    (
+                        (def.id, Some(pool)),
+                        pool_demand(def, d, pl.layout(pool), pool, group),
+                    )
+                })
                 .collect(),
             LayoutSpec::Auto => Vec::new(),
         })
@@ -457,9 +463,34 @@ fn pool_scenarios(
         ds.auto_layout = false;
         Some(ds)
     };
-    let (Some(mut prefill), Some(mut decode)) = (part(Pool::Prefill), part(Pool::Decode)) else {
+    let (Some(prefill), Some(decode)) = (part(Pool::Prefill), part(Pool::Decode)) else {
         return Vec::new();
     };
+    pair_up(prefill, decode)
+}
+
+/// A deployment's scenario split into the two pools the planner chose (`prefill` and
+/// `decode` with `dp` their replicas), both on the deployment's node group.
+pub fn split_into_pools(
+    ds: &DeploymentScenario,
+    prefill: crate::program::Layout,
+    decode: crate::program::Layout,
+) -> Vec<DeploymentScenario> {
+    let pool = |l| {
+        let mut x = ds.clone();
+        x.scenario.layout = l;
+        x.auto_layout = false;
+        x.share = None;
+        x
+    };
+    pair_up(pool(prefill), pool(decode))
+}
+
+/// The two pools, each told which it is and given the other's scenario.
+fn pair_up(
+    mut prefill: DeploymentScenario,
+    mut decode: DeploymentScenario,
+) -> Vec<DeploymentScenario> {
     let same_group = prefill.group == decode.group;
     prefill.pool = Some(PoolPart {
         pool: Pool::Prefill,
@@ -491,27 +522,37 @@ pub fn pool_pin(
     }
 }
 
-/// What one pool of a disaggregated deployment asks of its cluster: its replicas, each a
-/// server of its own (`<deployment>-prefill`, `<deployment>-decode`).
+/// What one pool of a disaggregated deployment asks of its cluster: its replicas (`l`'s
+/// `dp`), each a server of its own (`<deployment>-prefill`, `<deployment>-decode`),
+/// pinned to `group` when set (`usize::MAX`: a pin the cluster lacks, which places
+/// nothing).
 pub fn pool_demand(
-    p: &Program,
     def: &crate::program::Def,
     d: &crate::program::Deploy,
-    pl: &PoolLayouts,
+    l: crate::program::Layout,
     pool: Pool,
+    group: Option<usize>,
 ) -> allocation::Demand {
-    let l = pl.layout(pool);
-    let pinned = pl.group(pool).is_some() || d.node_group.is_some();
     allocation::Demand {
         name: format!("{}-{}", def.name, pool.name()),
         replica_gpus: l.replica_gpus(),
         replicas: l.dp.max(1),
         reserved: 0,
         whole: false,
-        // A pin to a node the cluster lacks places nothing (E0409 says why).
-        group: pinned.then(|| pool_pin(p, d, pl, pool).unwrap_or(usize::MAX)),
+        group,
         port: d.engine.port.unwrap_or(vllm_defaults::PORT),
     }
+}
+
+/// The group a written pool is pinned to, as [`pool_demand`] takes it.
+pub fn written_pool_group(
+    p: &Program,
+    d: &crate::program::Deploy,
+    pl: &PoolLayouts,
+    pool: Pool,
+) -> Option<usize> {
+    let pinned = pl.group(pool).is_some() || d.node_group.is_some();
+    pinned.then(|| pool_pin(p, d, pl, pool).unwrap_or(usize::MAX))
 }
 
 /// One cluster's accounting: its node groups, and each deployment (or pool) on it with

@@ -387,6 +387,10 @@ pub struct ReportData {
     pub scaling: Vec<crate::planner::ScalingPoint>,
     pub worse_from_gpus: Option<u64>,
     pub planner_evaluated: usize,
+    /// The disaggregated family's best splits, and which family the planner would deploy
+    /// and why.
+    pub splits: Vec<crate::planner::DisaggCandidate>,
+    pub family_choice: Option<String>,
     /// The warnings and the planner's advice on this deployment, as `dic check` words
     /// them.
     pub findings: Vec<FindingRow>,

@@ -229,6 +229,8 @@ pub(super) fn report_data(
         scaling: search.scaling.clone(),
         worse_from_gpus: search.worse_from_gpus,
         planner_evaluated: search.evaluated,
+        splits: search.splits.clone(),
+        family_choice: search.family_choice.clone(),
         findings: a
             .findings
             .iter()

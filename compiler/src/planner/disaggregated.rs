@@ -138,7 +138,7 @@ pub fn aggregated_wins(
     let (ps, dsc) = part.pools(&ds.scenario);
     let (gpus, _, price) = crate::analysis::disagg::pair_cost(ps, dsc, part.same_group);
     let s = &ds.scenario;
-    let best = search
+    let mut best = search
         .ranked
         .iter()
         .find(|c| c.weights == s.model.weights && c.kv_cache == s.model.kv_cache)?;
@@ -146,7 +146,6 @@ pub fn aggregated_wins(
     let meets = !p.overloaded && a.slo.iter().all(|r| r.met);
     let per_gpu = |tps: f64, g: u64| tps / g.max(1) as f64;
     let pair_capacity = per_gpu(p.max_output_tokens_per_s, gpus);
-    let best_capacity = per_gpu(best.max_output_tokens_per_s.unwrap_or(0.0), best.gpus);
     let money = |v: f64| {
         if best.priced && price.is_some() {
             format!("${v:.2}/h")
@@ -171,13 +170,16 @@ pub fn aggregated_wins(
             best.layout,
             money(best.cost_per_hour)
         )
-    } else if best.cost_per_hour <= pair_cost + 1e-9 && best_capacity > pair_capacity * 1.05 {
+    } else if let Some((rival, capacity)) = best_aggregated_within(&search.ranked, pair_cost)
+        .filter(|(_, capacity)| *capacity > pair_capacity * 1.05)
+    {
+        best = rival;
         format!(
             "`{}` serves {:.0} output tokens/s per GPU saturated against {:.0} for this split ({:.0}% more) at no higher cost, and meets every SLO",
-            best.layout,
-            best_capacity,
+            rival.layout,
+            capacity,
             pair_capacity,
-            (best_capacity / pair_capacity.max(1e-9) - 1.0) * 100.0
+            (capacity / pair_capacity.max(1e-9) - 1.0) * 100.0
         )
     } else {
         return None;
@@ -195,4 +197,92 @@ pub fn aggregated_wins(
             )),
         )
     })
+}
+
+/// The most output tokens per GPU (saturated) an aggregated layout that meets every SLO
+/// serves for at most `cost` $/h (GPUs when unpriced): the aggregated side of every
+/// comparison with a split, with the layout.
+pub fn best_aggregated_within(
+    ranked: &[super::Candidate],
+    cost: f64,
+) -> Option<(&super::Candidate, f64)> {
+    ranked
+        .iter()
+        .filter(|c| c.cost_per_hour <= cost + 1e-9)
+        .map(|c| {
+            (
+                c,
+                c.max_output_tokens_per_s.unwrap_or(0.0) / c.gpus.max(1) as f64,
+            )
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// Which family a search deploys (`ranked`: the aggregated layouts meeting every SLO,
+/// best first; `split`: the best split): the split wins when it meets every SLO and is
+/// cheaper than any aggregated layout, or meets them where none does, or serves 5% or more
+/// output tokens per GPU at saturation than the best aggregated layout of no higher cost
+/// (the margin covers what a split adds that dic does not model: the router hop, a second
+/// set of engines to run). Returns (split wins, why in words).
+pub fn choose_family(
+    ranked: &[super::Candidate],
+    split: Option<&DisaggCandidate>,
+) -> (bool, Option<String>) {
+    let split = split.filter(|s| s.meets_slo);
+    let cheapest = ranked.first();
+    let money = |priced: bool, v: f64| {
+        if priced {
+            format!("${v:.2}/h")
+        } else {
+            format!("{v:.0} GPUs")
+        }
+    };
+    match (cheapest, split) {
+        (None, None) => (false, None),
+        (Some(a), None) => (
+            false,
+            Some(format!(
+                "aggregated `{}`: no disaggregated split meets every SLO",
+                a.layout
+            )),
+        ),
+        (None, Some(s)) => (
+            true,
+            Some(format!(
+                "disaggregated {}: no aggregated layout meets every SLO",
+                s.name
+            )),
+        ),
+        (Some(a), Some(s)) => {
+            let cheaper = s.cost_per_hour < a.cost_per_hour - 1e-9;
+            let rival = best_aggregated_within(ranked, s.cost_per_hour);
+            let more = rival.is_none_or(|(_, cap)| s.capacity_per_gpu >= cap * 1.05);
+            let (b, cap) = rival.unwrap_or((a, 0.0));
+            let say = |first: String, second: String| Some(format!("{first} over {second}"));
+            let split_words = format!(
+                "disaggregated {} ({}, {:.0} tok/s per GPU saturated)",
+                s.name,
+                money(s.priced, s.cost_per_hour),
+                s.capacity_per_gpu
+            );
+            if cheaper || more {
+                let agg = format!(
+                    "aggregated `{}` ({}, {cap:.0})",
+                    b.layout,
+                    money(b.priced, b.cost_per_hour)
+                );
+                (true, say(split_words, agg))
+            } else {
+                (
+                    false,
+                    Some(format!(
+                        "aggregated `{}` ({}): {split_words} is not cheaper and does not serve 5% more per GPU than `{}` ({cap:.0})",
+                        a.layout,
+                        money(a.priced, a.cost_per_hour),
+                        b.layout
+                    )),
+                )
+            }
+        }
+    }
 }

@@ -20,7 +20,7 @@ mod advice;
 mod disaggregated;
 mod scaling;
 pub use advice::{advise, cheaper_layout, no_layout, working_layout};
-pub use disaggregated::{aggregated_wins, disaggregated_family, DisaggCandidate};
+pub use disaggregated::{aggregated_wins, choose_family, disaggregated_family, DisaggCandidate};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Candidate {
@@ -136,7 +136,19 @@ pub struct Search {
     /// The deepest pipeline explored: max(8, nodes), so PP can always cross every node;
     /// deeper pipelines only add hand-offs and bubbles.
     pub max_pp: u64,
+    /// The disaggregated family in the same formats, best first (at most
+    /// [`SPLITS_KEPT`]).
+    pub splits: Vec<DisaggCandidate>,
+    /// The best split beats the aggregated choice on the same terms (cheaper; or meets
+    /// the SLOs where no aggregated layout does; or, at no higher cost, 5% or more output
+    /// tokens per GPU at saturation): `layout = auto` deploys it.
+    pub split_wins: bool,
+    /// Which family the planner chose and why, in words.
+    pub family_choice: Option<String>,
 }
+
+/// Splits a search keeps (the report's and `dic plan`'s).
+pub const SPLITS_KEPT: usize = 5;
 
 impl Search {
     /// No search (for callers that need only diagnostics).
@@ -151,6 +163,9 @@ impl Search {
             scaling: Vec::new(),
             worse_from_gpus: None,
             max_pp: 0,
+            splits: Vec::new(),
+            split_wins: false,
+            family_choice: None,
         }
     }
 }
@@ -446,7 +461,16 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
         ),
     };
     let (scaling, worse_from_gpus) = scaling::scaling_curve(base, formats, &tps);
+    let mut in_formats = base.clone();
+    in_formats.model.weights = formats.0.to_string();
+    in_formats.model.kv_cache = formats.1.to_string();
+    let mut splits = disaggregated_family(&in_formats, slo);
+    splits.truncate(SPLITS_KEPT);
+    let (split_wins, family_choice) = disaggregated::choose_family(&feasible, splits.first());
     Search {
+        splits,
+        split_wins,
+        family_choice,
         chosen: feasible.first().cloned(),
         closest: if feasible.is_empty() { closest } else { None },
         ranked: feasible,

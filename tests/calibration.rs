@@ -6,6 +6,10 @@
 
 mod common;
 
+use dic_compiler::analysis::calibration::gemm::{
+    curve, parse_gemm_table, KernelFamily, MeasuredGemm, CURVES,
+};
+use dic_compiler::analysis::calibration::kernels::{fit_gemm_curves, gemm_table};
 use dic_compiler::analysis::calibration::kv_logs::{parse_kv_logs, KvLogRow};
 use dic_compiler::analysis::calibration::silicon::{
     cross_validate, disagg_table, fit_silicon, model_label, parse_disagg, parse_silicon,
@@ -153,13 +157,66 @@ Recent = logged in 2025 or later (vLLM V1); older versions profiled memory diffe
     t
 }
 
+/// The GEMM tables of the three GPUs measured (label, kernel family, rows).
+type GemmTables = Vec<(&'static str, KernelFamily, Vec<MeasuredGemm>)>;
+
+fn gemm_tables() -> Option<&'static GemmTables> {
+    use std::io::Read;
+    static T: OnceLock<Option<GemmTables>> = OnceLock::new();
+    T.get_or_init(|| {
+        let shared = common::shared_dir()?;
+        let mut out = Vec::new();
+        for (dir, gpu) in [
+            ("h100_sxm", "NVIDIA H100 80GB HBM3"),
+            ("h200_sxm", "NVIDIA H200"),
+            ("b200_sxm", "NVIDIA B200"),
+        ] {
+            let mut text = String::new();
+            let path = shared.join(format!("calibration/kernels/{dir}/gemm.csv.gz"));
+            flate2::read::GzDecoder::new(std::fs::File::open(&path).expect("gemm table"))
+                .read_to_string(&mut text)
+                .expect("gzip");
+            let (spec, _) = dic_compiler::analysis::catalog::gpu(gpu).expect("catalog");
+            let rows = parse_gemm_table(&text, &spec);
+            assert!(rows.len() > 50_000, "{dir}: {} rows", rows.len());
+            out.push((dir, KernelFamily::of(spec.architecture.as_deref()), rows));
+        }
+        Some(out)
+    })
+    .as_ref()
+}
+
+/// The stored GEMM curves are what the fit on the kernel tables finds.
+#[cfg_attr(
+    dic_no_shared,
+    ignore = "needs ../shared, the reference data beside the repository"
+)]
+#[test]
+fn gemm_curves_are_the_fit() {
+    let Some(tables) = gemm_tables() else { return };
+    let by_family: Vec<(KernelFamily, Vec<MeasuredGemm>)> = tables
+        .iter()
+        .map(|(_, f, rows)| (*f, rows.clone()))
+        .collect();
+    let fitted = fit_gemm_curves(&by_family);
+    assert_eq!(fitted.len(), CURVES.len(), "{fitted:#?}");
+    for (f, k, c) in &fitted {
+        assert_eq!(
+            *c,
+            curve(*f, *k),
+            "{f:?} {k:?}: the fit is {c:?}; store it in gemm::CURVES"
+        );
+    }
+}
+
 #[cfg_attr(
     dic_no_shared,
     ignore = "needs ../shared, the reference data beside the repository"
 )]
 #[test]
 fn calibration_table_is_current() {
-    let (Some(s), Some(trt), Some((kv, kv_skipped))) = (silicon(), trtllm_rows(), kv_predictions())
+    let (Some(s), Some(trt), Some((kv, kv_skipped)), Some(gemm)) =
+        (silicon(), trtllm_rows(), kv_predictions(), gemm_tables())
     else {
         return;
     };
@@ -170,7 +227,15 @@ fn calibration_table_is_current() {
         error_table(&trt, &FITTED),
         kv_table(&kv, kv_skipped)
     );
-    let table = format!("{table}\n{}", disagg_table(&s.disagg));
+    let table = format!(
+        "{table}\n{}\n## GEMM kernels measured inside vLLM (kernels/<gpu>/gemm.csv.gz)\n\n\
+The curves of `analysis::calibration::gemm` (fitted per kernel family on shapes with at least \
+2²¹ weight elements and at most 16 384 tokens), against every such shape of each GPU's table. \
+Error = predicted / measured − 1. The step model does not use them: put in its place they \
+raised the cross-validated end-to-end error above (the module's header gives the figures).\n\n{}",
+        disagg_table(&s.disagg),
+        gemm_table(gemm)
+    );
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/errors.md");
     if std::env::var("DIC_UPDATE_CALIBRATION").is_ok() {
         std::fs::create_dir_all(concat!(env!("CARGO_MANIFEST_DIR"), "/calibration")).unwrap();

@@ -443,16 +443,63 @@ pub fn custom_all_reduce_latency(architecture: Option<&str>) -> f64 {
     }
 }
 
+/// NCCL's all-reduce inside one NVLink domain as vLLM calls it (pynccl, above the custom
+/// all-reduce's 8 MiB): `latency + 2(p−1)/p · S / (B · efficiency)`, B the placement's
+/// bandwidth (the link's × [`LINK_EFFICIENCY`]). Fitted per architecture on the kernel
+/// tables' messages of 8 MiB to 1 GiB on 2, 4 and 8 GPUs
+/// (../shared/calibration/kernels/*/allreduce.csv.gz: H100 and H200 for Hopper, B200 for
+/// Blackwell; `tests/calibration.rs` re-runs the fit). The measured bus bandwidth is well
+/// below NVLS's ideal (S/B): 0.58 ms for 128 MiB on 8 H100s, 0.44 ms on 8 B200s.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NvlinkAllReduce {
+    pub latency: f64,
+    pub efficiency: f64,
+}
+
+pub const NCCL_NVLINK_ALL_REDUCE_HOPPER: NvlinkAllReduce = NvlinkAllReduce {
+    latency: 30e-6,
+    efficiency: 0.98,
+};
+pub const NCCL_NVLINK_ALL_REDUCE_BLACKWELL: NvlinkAllReduce = NvlinkAllReduce {
+    latency: 30e-6,
+    efficiency: 0.86,
+};
+
+/// The NVLink all-reduce constants of a GPU architecture (Hopper's for those without
+/// tables).
+pub fn nccl_nvlink_all_reduce(architecture: Option<&str>) -> NvlinkAllReduce {
+    match architecture {
+        Some(a) if a.starts_with("blackwell") => NCCL_NVLINK_ALL_REDUCE_BLACKWELL,
+        _ => NCCL_NVLINK_ALL_REDUCE_HOPPER,
+    }
+}
+
+impl NvlinkAllReduce {
+    pub fn time(&self, bytes: f64, p: u64, bandwidth: f64) -> f64 {
+        let pf = p as f64;
+        self.latency + 2.0 * (pf - 1.0) / pf * bytes / (bandwidth.max(1.0) * self.efficiency)
+    }
+}
+
 /// A TP all-reduce as vLLM runs it: its custom all-reduce where that applies (and is
-/// faster), NCCL otherwise. The NCCL plan keeps [`collective_time`]: `dic run` replays
-/// with NCCL.
+/// faster), NCCL otherwise (inside an NVLink domain as measured, [`NvlinkAllReduce`]).
+/// The NCCL plan keeps [`collective_time`]: `dic run` replays with NCCL.
 pub fn vllm_all_reduce_time(
     bytes: f64,
     p: u64,
     link: &Placement,
     architecture: Option<&str>,
 ) -> f64 {
-    let nccl = collective_time(Collective::AllReduce, bytes, p, link);
+    if p <= 1 || bytes <= 0.0 {
+        return 0.0;
+    }
+    let in_nvlink_domain =
+        !link.spans_nodes && matches!(link.link_type, LinkType::Nvlink | LinkType::Nvswitch);
+    let nccl = if in_nvlink_domain {
+        nccl_nvlink_all_reduce(architecture).time(bytes, p, link.bandwidth)
+    } else {
+        collective_time(Collective::AllReduce, bytes, p, link)
+    };
     let custom = matches!(p, 2 | 4 | 6 | 8)
         && !link.spans_nodes
         && matches!(link.link_type, LinkType::Nvlink | LinkType::Nvswitch)

@@ -5,8 +5,12 @@
 //! one after another, each at its own roofline `max(flops / (peak × compute_eff), bytes /
 //! (HBM × memory_eff))`: the dense GEMMs and LM head (streaming the dense weights, at the
 //! weights' format's rate), the experts (streaming the experts the batch touches) and
-//! attention (streaming the KV cache, at the 16-bit rate); then communication and a fixed
-//! overhead. (One `max` over the whole step, as before, let a memory-bound attention hide
+//! attention (streaming the KV cache, at the 16-bit rate); then communication (TP
+//! all-reduces as vLLM runs them, `comm::vllm_all_reduce_time`, both regimes fitted on
+//! the kernel tables) and a fixed overhead. Every rate is taken at the share of the
+//! datasheet peak the GPU's kernel family reaches in the kernel tables relative to
+//! Hopper's, on which the efficiency is mostly fitted (`gemm::compute_factor`: B200 0.87).
+//! (One `max` over the whole step, as before, let a memory-bound attention hide
 //! compute-bound GEMMs: cross-validated TPOT error fell from 10.8% to 8.9% leaving one
 //! GPU out and from 15.5% to 13.4% leaving one model out with the op-level sum.) A
 //! decode token traverses every stage (TPOT = Σ stages); a replica with PP keeps `pp`
@@ -21,6 +25,7 @@
 //! end to end (`calibration::silicon`), never per row.
 
 use super::comm::{step_comm, CommContext, CommItem, StageBlocks};
+use super::gemm::compute_factor;
 use super::kv_pool::{CacheSpec, SpecCache};
 use super::memory::{pp_partition, rank_weights, MemoryReport};
 use super::scenario::{Load, Scenario};
@@ -52,11 +57,11 @@ pub struct PerfConstants {
 /// fit; `calibration_table_is_current` regenerates `calibration/errors.md`, with the
 /// leave-one-GPU-out and leave-one-model-out errors.
 pub const FITTED: PerfConstants = PerfConstants {
-    memory_efficiency: 0.747,
-    compute_efficiency: 0.550,
-    step_overhead: 0.0040,
-    token_overhead: 53.0e-6,
-    request_latency: 0.0497,
+    memory_efficiency: 0.763,
+    compute_efficiency: 0.600,
+    step_overhead: 0.00418,
+    token_overhead: 43.6e-6,
+    request_latency: 0.0446,
 };
 
 /// Percentile ÷ mean factors for latencies. [heuristic, not fitted: the public
@@ -182,7 +187,7 @@ impl<'a> StepModel<'a> {
         let gpu = &self.s.topology.gpu;
         let bytes = d.weight_bytes + running * ctx * d.kv_per_token;
         let flops = 2.0 * d.active_params * running + 4.0 * running * ctx * d.attention_per_token;
-        let pass = (flops / (gpu.bf16 * c.compute_efficiency))
+        let pass = (flops / (gpu.bf16 * compute_factor(gpu, "bf16") * c.compute_efficiency))
             .max(bytes / (gpu.hbm_bandwidth * c.memory_efficiency))
             + DRAFT_PASS_OVERHEAD_SHARE * c.step_overhead;
         k * pass
@@ -337,8 +342,12 @@ fn stage_step(
         + 4.0 * tokens * f.state_elements;
     // The layers' GEMMs run in their weights' formats; attention (QK and PV over the
     // cache) and the LM head (left unquantized by FP8/FP4 checkpoints) in bf16.
-    let dense_rate = gpu.matmul_flops(m.format_of(Component::Mixer, None));
-    let expert_rate = gpu.matmul_flops(m.format_of(Component::Experts, None));
+    // Each rate at the share of the datasheet peak the GPU's kernel family reaches
+    // relative to the fitted (mostly Hopper) efficiency (`gemm::compute_factor`).
+    let rate = |format: &str| gpu.matmul_flops(format) * compute_factor(gpu, format);
+    let dense_rate = rate(m.format_of(Component::Mixer, None));
+    let expert_rate = rate(m.format_of(Component::Experts, None));
+    let bf16_rate = rate("bf16");
     // Three kernel groups run one after another, each at its own roofline: the dense
     // GEMMs and LM head (streaming the dense weights), the experts (streaming the experts
     // the batch touches) and attention (streaming the KV cache).
@@ -349,7 +358,7 @@ fn stage_step(
     let ops = [
         (
             (2.0 * tokens * f.dense_params / dense_rate
-                + 2.0 * sequences * f.lm_head_params / gpu.bf16)
+                + 2.0 * sequences * f.lm_head_params / bf16_rate)
                 / ce,
             f.dense_bytes / me,
         ),
@@ -357,7 +366,7 @@ fn stage_step(
             2.0 * routed_tokens * f.expert_params * expert_share / expert_rate / ce,
             f.expert_bytes * touched / me,
         ),
-        (attention_flops / gpu.bf16 / ce, kv_bytes / me),
+        (attention_flops / bf16_rate / ce, kv_bytes / me),
     ];
     let compute: f64 = ops.iter().map(|o| o.0).sum();
     let memory: f64 = ops.iter().map(|o| o.1).sum();

@@ -10,7 +10,8 @@
 //! by [`fit_curve`]; the test `gemm_curves_are_the_fit` re-runs it and
 //! `calibration/errors.md` lists the residuals per GPU.
 //!
-//! The step model (`perf`) does not use these curves. Substituting them for its dense
+//! The step model (`perf`) does not use these curves (it takes only the compute-bound
+//! efficiencies of `analysis::gemm`). Substituting them for its dense
 //! GEMMs (each layer's GEMMs as calls with launch and quantization costs, the rest of
 //! the end-to-end fit unchanged) made the cross-validated end-to-end error worse: TPOT
 //! leaving one GPU out 8.9% → 20.0%, leaving one model out 13.4% → 25.7%, TTFT 26.4% →
@@ -21,36 +22,8 @@
 //! CUDA graphs, other shapes), so the step model keeps end-to-end efficiencies and these
 //! curves stay the measured reference for per-operation work.
 
+use crate::analysis::gemm::{kind_of, KernelFamily, MatmulKind};
 use crate::analysis::scenario::GpuSpec;
-
-/// The kernel a weight format runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum MatmulKind {
-    /// 16-bit activations × 16-bit weights (also weight-only quantized formats, which
-    /// dequantize to 16 bits).
-    Bf16,
-    /// FP8 (or INT8) weights and activations quantized per token.
-    Fp8,
-    /// NVFP4/MXFP4 weights and activations (Blackwell).
-    Fp4,
-}
-
-/// GPU families with measured kernel tables.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum KernelFamily {
-    Hopper,
-    Blackwell,
-}
-
-impl KernelFamily {
-    /// The family whose curves stand for `architecture` (the nearest with tables).
-    pub fn of(architecture: Option<&str>) -> KernelFamily {
-        match architecture {
-            Some("blackwell") => KernelFamily::Blackwell,
-            _ => KernelFamily::Hopper,
-        }
-    }
-}
 
 /// A fitted GEMM curve.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -133,23 +106,6 @@ pub fn curve(family: KernelFamily, kind: MatmulKind) -> GemmCurve {
     find(kind)
         .or_else(|| find(MatmulKind::Fp8))
         .unwrap_or(CURVES[0].2)
-}
-
-/// The kernel weights in `format` run on, on this GPU, and its dense tensor peak: FP8
-/// and INT8 where the GPU has an 8-bit rate, FP4 where it has a 4-bit one, else 16 bits.
-pub fn kind_of(gpu: &GpuSpec, format: &str) -> (MatmulKind, f64) {
-    match format {
-        "fp8" | "int8" => match gpu.fp8.or(gpu.int8) {
-            Some(peak) => (MatmulKind::Fp8, peak),
-            None => (MatmulKind::Bf16, gpu.bf16),
-        },
-        "nvfp4" | "mxfp4" => match gpu.fp4 {
-            Some(peak) => (MatmulKind::Fp4, peak),
-            None => (MatmulKind::Bf16, gpu.bf16),
-        },
-        "fp16" => (MatmulKind::Bf16, gpu.fp16),
-        _ => (MatmulKind::Bf16, gpu.bf16),
-    }
 }
 
 /// Time of one GEMM call, split into its parts (seconds).
@@ -383,10 +339,7 @@ mod tests {
     }
 
     #[test]
-    fn gpus_without_tables_take_the_nearest_familys_curves() {
-        assert_eq!(KernelFamily::of(Some("ampere")), KernelFamily::Hopper);
-        assert_eq!(KernelFamily::of(Some("cdna3")), KernelFamily::Hopper);
-        assert_eq!(KernelFamily::of(Some("blackwell")), KernelFamily::Blackwell);
+    fn a_kind_without_a_table_takes_the_familys_fp8_curve() {
         assert_eq!(
             curve(KernelFamily::Hopper, MatmulKind::Fp4),
             curve(KernelFamily::Hopper, MatmulKind::Fp8)

@@ -1,9 +1,12 @@
 //! The kernel tables measured inside vLLM (../shared/calibration/kernels): the GEMM
-//! curves' fit per kernel family and format, and their residuals per GPU for
-//! `calibration/errors.md`.
+//! curves' fit per kernel family and format and their residuals per GPU for
+//! `calibration/errors.md`, and the fit of NCCL's all-reduce inside an NVLink domain
+//! (`comm::NvlinkAllReduce`, which the step model uses).
 
-use super::gemm::{fit_curve, gemm_time, in_fitted_range, KernelFamily, MatmulKind, MeasuredGemm};
+use super::gemm::{fit_curve, gemm_time, in_fitted_range, GemmShape, MeasuredGemm};
 use super::median;
+use crate::analysis::comm::NvlinkAllReduce;
+use crate::analysis::gemm::{KernelFamily, MatmulKind};
 use std::collections::BTreeMap;
 
 /// Every `stride`-th row in the fitted range (the tables hold ~36 000 shapes per format;
@@ -67,4 +70,76 @@ pub fn gemm_table(tables: &[(&str, KernelFamily, Vec<MeasuredGemm>)]) -> String 
         }
     }
     out
+}
+
+/// One measured NCCL all-reduce inside an NVLink domain: GPUs, bytes, the placement's
+/// bandwidth (the link's × `LINK_EFFICIENCY`), seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeasuredAllReduce {
+    pub gpus: u64,
+    pub bytes: f64,
+    pub bandwidth: f64,
+    pub seconds: f64,
+}
+
+/// Mean |log(predicted / measured)| of NVLink all-reduce constants over rows.
+pub fn all_reduce_objective(c: &NvlinkAllReduce, rows: &[MeasuredAllReduce]) -> f64 {
+    rows.iter()
+        .map(|r| {
+            (c.time(r.bytes, r.gpus, r.bandwidth) / r.seconds)
+                .ln()
+                .abs()
+        })
+        .sum::<f64>()
+        / rows.len().max(1) as f64
+}
+
+/// Fits [`NvlinkAllReduce`] on a grid: latency in whole µs steps of 2 (0–60 µs), efficiency
+/// in hundredths (0.30–1.50); the first best point in that order, so deterministic.
+pub fn fit_nvlink_all_reduce(rows: &[MeasuredAllReduce]) -> NvlinkAllReduce {
+    let mut best = (
+        f64::INFINITY,
+        NvlinkAllReduce {
+            latency: 0.0,
+            efficiency: 1.0,
+        },
+    );
+    for us in (0..=60).step_by(2) {
+        for hundredths in 30..=150 {
+            let c = NvlinkAllReduce {
+                latency: us as f64 / 1e6,
+                efficiency: hundredths as f64 / 100.0,
+            };
+            let o = all_reduce_objective(&c, rows);
+            if o < best.0 {
+                best = (o, c);
+            }
+        }
+    }
+    best.1
+}
+
+/// Shapes whose GEMMs are compute-bound: 2 048–16 384 tokens, at least 2²⁴ weight
+/// elements.
+pub fn is_compute_bound(g: &GemmShape) -> bool {
+    (2048.0..=16384.0).contains(&g.m) && g.n * g.k >= (1u64 << 24) as f64
+}
+
+/// `analysis::gemm::COMPUTE_BOUND_EFFICIENCY` from the tables: per family and kind, the
+/// median of FLOPs ÷ time ÷ peak over compute-bound shapes, to three decimals.
+pub fn compute_bound_medians(
+    tables: &[(KernelFamily, Vec<MeasuredGemm>)],
+) -> Vec<(KernelFamily, MatmulKind, f64)> {
+    let mut by: BTreeMap<(KernelFamily, MatmulKind), Vec<f64>> = BTreeMap::new();
+    for (family, rows) in tables {
+        for r in rows.iter().filter(|r| is_compute_bound(&r.shape)) {
+            let g = r.shape;
+            by.entry((*family, r.kind))
+                .or_default()
+                .push(2.0 * g.m * g.n * g.k / r.seconds / r.peak);
+        }
+    }
+    by.into_iter()
+        .map(|((f, k), v)| (f, k, (median(v) * 1000.0).round() / 1000.0))
+        .collect()
 }

@@ -1,0 +1,116 @@
+//! GEMM kernels as the step model sees them: which kernel a weight format runs on, the
+//! kernel families with measured tables, and how much of its datasheet peak each family's
+//! compute-bound GEMMs reach.
+//!
+//! The step model's compute efficiency is fitted end to end on rows that are mostly
+//! Hopper's; a GPU of another family reaches a different share of its datasheet peak in
+//! compute-bound GEMMs (prompt chunks), measured in the kernel tables
+//! (../shared/calibration/kernels/<gpu>/gemm.csv.gz: the median of FLOPs ÷ time ÷ peak
+//! over shapes of 2 048–16 384 tokens and at least 2²⁴ weight elements). [`compute_factor`]
+//! carries the fitted efficiency to the GPU's family: B200's FP8 GEMMs reach 0.424 of
+//! their peak where Hopper's reach 0.490, so a B200 prompt chunk runs at 0.87 × the fitted
+//! efficiency. Decode (memory-bound) steps take no such factor: the end-to-end TPOT shows
+//! no bias by family. `tests/calibration.rs` re-derives the medians; architectures without
+//! tables (Ampere, Ada, AMD) take Hopper's, Blackwell parts Blackwell's.
+
+use super::scenario::GpuSpec;
+
+/// The kernel a weight format runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MatmulKind {
+    /// 16-bit activations × 16-bit weights (also weight-only quantized formats, which
+    /// dequantize to 16 bits).
+    Bf16,
+    /// FP8 (or INT8) weights and activations quantized per token.
+    Fp8,
+    /// NVFP4/MXFP4 weights and activations (Blackwell).
+    Fp4,
+}
+
+/// GPU families with measured kernel tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KernelFamily {
+    Hopper,
+    Blackwell,
+}
+
+impl KernelFamily {
+    /// The family whose curves stand for `architecture` (the nearest with tables).
+    pub fn of(architecture: Option<&str>) -> KernelFamily {
+        match architecture {
+            Some("blackwell") => KernelFamily::Blackwell,
+            _ => KernelFamily::Hopper,
+        }
+    }
+}
+
+/// The kernel weights in `format` run on, on this GPU, and its dense tensor peak: FP8
+/// and INT8 where the GPU has an 8-bit rate, FP4 where it has a 4-bit one, else 16 bits.
+pub fn kind_of(gpu: &GpuSpec, format: &str) -> (MatmulKind, f64) {
+    match format {
+        "fp8" | "int8" => match gpu.fp8.or(gpu.int8) {
+            Some(peak) => (MatmulKind::Fp8, peak),
+            None => (MatmulKind::Bf16, gpu.bf16),
+        },
+        "nvfp4" | "mxfp4" => match gpu.fp4 {
+            Some(peak) => (MatmulKind::Fp4, peak),
+            None => (MatmulKind::Bf16, gpu.bf16),
+        },
+        "fp16" => (MatmulKind::Bf16, gpu.fp16),
+        _ => (MatmulKind::Bf16, gpu.bf16),
+    }
+}
+
+/// Median achieved share of the datasheet peak of compute-bound GEMMs, per family and
+/// kind (the kernel tables; H100 and H200 pooled for Hopper).
+pub const COMPUTE_BOUND_EFFICIENCY: [(KernelFamily, MatmulKind, f64); 5] = [
+    (KernelFamily::Hopper, MatmulKind::Bf16, 0.791),
+    (KernelFamily::Hopper, MatmulKind::Fp8, 0.490),
+    (KernelFamily::Blackwell, MatmulKind::Bf16, 0.688),
+    (KernelFamily::Blackwell, MatmulKind::Fp8, 0.424),
+    (KernelFamily::Blackwell, MatmulKind::Fp4, 0.382),
+];
+
+/// The measured compute-bound efficiency of a family and kind; a kind the family has no
+/// table for takes the family's FP8 figure.
+pub fn compute_bound_efficiency(family: KernelFamily, kind: MatmulKind) -> f64 {
+    let find = |k: MatmulKind| {
+        COMPUTE_BOUND_EFFICIENCY
+            .iter()
+            .find(|(f, kk, _)| *f == family && *kk == k)
+            .map(|e| e.2)
+    };
+    find(kind).or_else(|| find(MatmulKind::Fp8)).unwrap_or(1.0)
+}
+
+/// The factor on the fitted compute efficiency for weights in `format` on `gpu`: its
+/// family's measured compute-bound efficiency over Hopper's for the same kind (FP4, which
+/// Hopper lacks, against Hopper's FP8: the rate it would run at there). 1 on Hopper and on
+/// families without tables.
+pub fn compute_factor(gpu: &GpuSpec, format: &str) -> f64 {
+    let family = KernelFamily::of(gpu.architecture.as_deref());
+    let (kind, _) = kind_of(gpu, format);
+    compute_bound_efficiency(family, kind) / compute_bound_efficiency(KernelFamily::Hopper, kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpus_without_tables_take_the_nearest_familys_curves() {
+        assert_eq!(KernelFamily::of(Some("ampere")), KernelFamily::Hopper);
+        assert_eq!(KernelFamily::of(Some("cdna3")), KernelFamily::Hopper);
+        assert_eq!(KernelFamily::of(Some("blackwell")), KernelFamily::Blackwell);
+    }
+
+    #[test]
+    fn blackwell_prompt_chunks_run_at_the_measured_share_of_hoppers_efficiency() {
+        let (b200, _) = crate::analysis::catalog::gpu("NVIDIA B200").expect("catalog");
+        let (h100, _) = crate::analysis::catalog::gpu("NVIDIA H100 80GB HBM3").expect("catalog");
+        assert_eq!(compute_factor(&h100, "fp8"), 1.0);
+        assert!((compute_factor(&b200, "fp8") - 0.424 / 0.490).abs() < 1e-12);
+        assert!((compute_factor(&b200, "nvfp4") - 0.382 / 0.490).abs() < 1e-12);
+        assert!((compute_factor(&b200, "bf16") - 0.688 / 0.791).abs() < 1e-12);
+    }
+}

@@ -583,7 +583,8 @@ fn every_engine_option_is_emitted_or_dic_only() {
         gpu_memory_utilization = 0.85, max_model_len = 4k tokens, max_num_seqs = 64, \
         max_num_batched_tokens = 4k tokens, block_size = 32, enforce_eager = true, \
         kv_cache_memory = 20 GiB, enable_prefix_caching = false, cpu_offload = 2 GiB, \
-        launcher = native, port = 9000, activation_memory = 2 GiB, non_torch_memory = 1 GiB, \
+        launcher = native, port = 9000, all2all_backend = deepep_low_latency, \
+        activation_memory = 2 GiB, non_torch_memory = 1 GiB, \
         cuda_graph_memory = 0 GiB, speculative = { method = eagle3, source = \"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\", tokens = 2 }, extra_args = [\"--trust-remote-code\", \"--reasoning-parser\", \"deepseek_r1\"], \
         env = [\"VLLM_ATTENTION_BACKEND=FLASHINFER\"] } }\n";
     let world = dic_compiler::source::MemoryWorld::new().with("e.dist", src);
@@ -624,7 +625,7 @@ fn every_engine_option_is_emitted_or_dic_only() {
                 ),
                 other => panic!("pass-through option `{other}` is not tested"),
             },
-            Some(VllmFlag::Value(flag)) => {
+            Some(VllmFlag::Value(flag) | VllmFlag::WhenSet(flag)) => {
                 assert!(
                     value_after(flag).is_some(),
                     "`{}`: no {flag} in {argv:?}",

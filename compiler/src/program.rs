@@ -596,6 +596,7 @@ pub struct VllmOptions {
     pub enable_prefix_caching: Option<bool>,
     pub cpu_offload: Option<f64>,
     pub launcher: Option<String>,
+    pub all2all_backend: Option<String>,
     pub port: Option<u64>,
     pub activation_memory: Option<f64>,
     pub non_torch_memory: Option<f64>,

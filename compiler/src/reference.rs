@@ -50,6 +50,7 @@ pub fn example(ty: &Ty) -> String {
 fn vllm_text(v: VllmFlag) -> String {
     match v {
         VllmFlag::Value(f) => format!("`{f} VALUE` (always emitted, with the value dic resolved)"),
+        VllmFlag::WhenSet(f) => format!("`{f} VALUE` (emitted when set; vLLM's default otherwise)"),
         VllmFlag::Switch { on, off: Some(off) } => format!("`{on}` when true, `{off}` when false"),
         VllmFlag::Switch { on, off: None } => format!("`{on}` when true"),
         VllmFlag::Flags(fs) => format!(

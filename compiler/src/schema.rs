@@ -153,6 +153,8 @@ pub enum VllmFlag {
     /// `--flag VALUE`, always emitted with the value dic resolved (written or vLLM 0.33's
     /// default), so vLLM and dic's memory model agree.
     Value(&'static str),
+    /// `--flag VALUE`, emitted only when the option is set (vLLM's default otherwise).
+    WhenSet(&'static str),
     /// `--on` when true, `--off` when false (nothing when unset and `off` is `None`).
     Switch {
         on: &'static str,
@@ -172,7 +174,7 @@ impl VllmFlag {
     /// The flags this option can put on a command line.
     pub fn flags(self) -> Vec<&'static str> {
         match self {
-            VllmFlag::Value(f) => vec![f],
+            VllmFlag::Value(f) | VllmFlag::WhenSet(f) => vec![f],
             VllmFlag::Flags(fs) => fs.to_vec(),
             VllmFlag::Switch { on, off } => std::iter::once(on).chain(off).collect(),
             VllmFlag::DicOnly(_) | VllmFlag::Passthrough => Vec::new(),
@@ -630,6 +632,14 @@ pub static NETWORK_SCHEMA: KindSchema = KindSchema {
 };
 
 /// Options of the `vllm { … }` engine block, in the order their flags are emitted.
+/// The values of `engine = vllm { all2all_backend = … }`: vLLM 0.33's
+/// `--all2all-backend` choices dic models.
+pub const ALL2ALL_BACKENDS: &[&str] = &[
+    "allgather_reducescatter",
+    "deepep_high_throughput",
+    "deepep_low_latency",
+];
+
 pub static VLLM_OPTIONS: &[Field] = &[
     engine!(
         "port",
@@ -685,7 +695,7 @@ pub static VLLM_OPTIONS: &[Field] = &[
     engine!(
         "kv_cache_memory",
         q(D::Bytes),
-        VllmFlag::Value("--kv-cache-memory-bytes"),
+        VllmFlag::WhenSet("--kv-cache-memory-bytes"),
         "fixed KV-cache size per GPU (skips utilization-based sizing)"
     ),
     engine!(
@@ -706,8 +716,14 @@ pub static VLLM_OPTIONS: &[Field] = &[
     engine!(
         "cpu_offload",
         q(D::Bytes),
-        VllmFlag::Value("--cpu-offload-gb"),
+        VllmFlag::WhenSet("--cpu-offload-gb"),
         "weights kept in CPU memory per GPU (emitted in GiB)"
+    ),
+    engine!(
+        "all2all_backend",
+        Ty::Enum(ALL2ALL_BACKENDS),
+        VllmFlag::WhenSet("--all2all-backend"),
+        "how a MoE layer's tokens move between DP ranks (with dp > 1): `allgather_reducescatter` (vLLM 0.33's default: every rank gathers all DP ranks' tokens and reduce-scatters the outputs back) or DeepEP's all-to-all, `deepep_high_throughput` or `deepep_low_latency` (with `ep`; each token goes only to the ranks of its experts; needs an image with DeepEP's kernels)"
     ),
     engine!(
         "launcher",

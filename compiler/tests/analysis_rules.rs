@@ -117,16 +117,17 @@ fn plan_vocabulary_round_trips() {
     }
 }
 
-/// The expert layers' traffic in the three EP cases, by hand: Qwen3-30B-A3B (hidden
-/// 2048, top-8 of 128 experts, 48 MoE layers), a step of 64 tokens per replica.
+/// The expert layers' traffic in the EP cases, by hand: Qwen3-30B-A3B (hidden 2048,
+/// top-8 of 128 experts, 48 MoE layers), a step of 64 tokens per replica, under vLLM's
+/// default all-gather/reduce-scatter and under DeepEP.
 #[test]
 fn moe_traffic_follows_the_moe_group() {
-    use dic_compiler::analysis::comm::{moe_comm, CommContext, GroupKind};
-    let scenario = |layout: &str| {
+    use dic_compiler::analysis::comm::{ep_groups, moe_comm, CommContext, GroupKind};
+    let scenario = |layout: &str, engine: &str| {
         let src = format!(
             "import std.nodes.dgx_h100\nimport std.models.qwen3_30b_a3b\n\
 cluster c {{ nodes = 1 × dgx_h100 }}\n\
-deploy d {{ model = qwen3_30b_a3b, cluster = c, layout = {layout}, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
+deploy d {{ model = qwen3_30b_a3b, cluster = c, layout = {layout}, engine = vllm {{ max_model_len = 8k tokens{engine} }} }}\n"
         );
         let world = MemoryWorld::new().with("p.dist", &src);
         let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
@@ -134,32 +135,54 @@ deploy d {{ model = qwen3_30b_a3b, cluster = c, layout = {layout}, engine = vllm
         checked.deployments[0].scenario.scenario.clone()
     };
     // EP inside one DP rank: the MoE group is the TP group; its AllReduce combines.
-    let s = scenario("tp 4 × ep");
+    let s = scenario("tp 4 × ep", "");
     assert!(moe_comm(&s, &CommContext::new(&s), 64.0, 48).is_empty());
-    // EP over tp 2 × dp 2 (4 ranks): each rank sends its 32 tokens to the expected
-    // 4 (1 − (3/4)^8) = 3.5995 distinct ranks of their experts, 3/4 of them remote:
-    // 32 × 3.59954833984375 × 2048 × 2 B × 3/4 = 353,850 B, dispatch and combine.
-    let s = scenario("tp 2 × dp 2 × ep");
-    let items = moe_comm(&s, &CommContext::new(&s), 64.0, 48);
-    assert_eq!(items.len(), 1);
-    assert_eq!(items[0].group, GroupKind::Ep);
-    assert_eq!(items[0].collective, Collective::AllToAll);
-    assert_eq!(items[0].count, 96);
-    assert_eq!(items[0].ranks, 4);
-    assert!(
-        (items[0].bytes - 353_850.0).abs() < 1e-6,
-        "{}",
-        items[0].bytes
-    );
-    // No EP, dp 2: experts sharded over all 4 ranks; both replicas' 2 × 64 tokens are
-    // gathered (128 × 2048 × 2 B = 524,288 B) and the outputs reduce-scattered back.
-    let s = scenario("tp 2 × dp 2");
-    let items = moe_comm(&s, &CommContext::new(&s), 64.0, 48);
-    let kinds: Vec<Collective> = items.iter().map(|i| i.collective).collect();
-    assert_eq!(kinds, [Collective::AllGather, Collective::ReduceScatter]);
-    for i in &items {
-        assert_eq!((i.count, i.ranks, i.bytes), (48, 4, 524_288.0));
+    // vLLM's default backend, with or without EP, tp 2 × dp 2: each TP rank gathers both
+    // replicas' 2 × 64 tokens from its DP group of 2 — hidden states (2048 × 2 B) with
+    // their top-8 ids and weights (8 × (4 + 4) B): 128 × 4160 = 532,480 B — and
+    // reduce-scatters the outputs (128 × 4096 = 524,288 B), once per MoE layer each.
+    for layout in ["tp 2 × dp 2 × ep", "tp 2 × dp 2"] {
+        for engine in ["", ", all2all_backend = allgather_reducescatter"] {
+            let s = scenario(layout, engine);
+            let items = moe_comm(&s, &CommContext::new(&s), 64.0, 48);
+            let kinds: Vec<Collective> = items.iter().map(|i| i.collective).collect();
+            assert_eq!(kinds, [Collective::AllGather, Collective::ReduceScatter]);
+            assert_eq!(
+                (items[0].count, items[0].ranks, items[0].bytes),
+                (48, 2, 532_480.0)
+            );
+            assert_eq!(
+                (items[1].count, items[1].ranks, items[1].bytes),
+                (48, 2, 524_288.0)
+            );
+            assert_eq!(ep_groups(&s), [vec![0, 2], vec![1, 3]], "{layout}");
+        }
     }
+    // DeepEP over tp 2 × dp 2 × ep (4 ranks): each rank sends its 32 tokens to the
+    // expected 4 (1 − (3/4)^8) = 3.5995 distinct ranks of their experts, 3/4 of them
+    // remote: 32 × 3.59954833984375 × 2048 × 2 B × 3/4 = 353,850 B, dispatch and combine.
+    for backend in ["deepep_low_latency", "deepep_high_throughput"] {
+        let s = scenario(
+            "tp 2 × dp 2 × ep",
+            &format!(", all2all_backend = {backend}"),
+        );
+        let items = moe_comm(&s, &CommContext::new(&s), 64.0, 48);
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].group, GroupKind::Ep);
+        assert_eq!(items[0].collective, Collective::AllToAll);
+        assert_eq!(items[0].count, 96);
+        assert_eq!(items[0].ranks, 4);
+        assert!(
+            (items[0].bytes - 353_850.0).abs() < 1e-6,
+            "{}",
+            items[0].bytes
+        );
+        assert_eq!(ep_groups(&s), [vec![0, 1, 2, 3]]);
+    }
+    // DeepEP needs EP: without it the default's traffic stands.
+    let s = scenario("tp 2 × dp 2", ", all2all_backend = deepep_low_latency");
+    let items = moe_comm(&s, &CommContext::new(&s), 64.0, 48);
+    assert_eq!(items[0].collective, Collective::AllGather);
 }
 
 /// TTFT's terms: at one request in flight, the fixed request latency + half a step of

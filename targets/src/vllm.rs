@@ -82,7 +82,9 @@ fn serve(d: &DeploymentPlan, port: u64) -> Vec<Arg> {
     }
     for option in VLLM_OPTIONS {
         match (option.vllm, e.flag_value(option.name)) {
-            (Some(VllmFlag::Value(f)), Some(FlagValue::Text(v))) => flag(&mut a, f, v),
+            (Some(VllmFlag::Value(f) | VllmFlag::WhenSet(f)), Some(FlagValue::Text(v))) => {
+                flag(&mut a, f, v)
+            }
             (Some(VllmFlag::Flags(_)), Some(FlagValue::Flags(pairs))) => {
                 for (f, v) in pairs {
                     flag(&mut a, f, v);

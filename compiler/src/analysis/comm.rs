@@ -265,16 +265,30 @@ pub fn tp_groups(s: &Scenario) -> Vec<Vec<u64>> {
         .collect()
 }
 
-/// The EP groups (TP × DP ranks of the same PP stage), when EP is on.
+/// The groups a MoE layer's tokens move in across DP ranks ([`moe_comm`]): with DeepEP,
+/// the TP × DP ranks of each PP stage; with vLLM's default all-gather/reduce-scatter,
+/// the DP group of each TP rank and stage (the same TP rank of every replica).
 pub fn ep_groups(s: &Scenario) -> Vec<Vec<u64>> {
     let l = &s.layout;
-    (0..l.pp.max(1))
-        .map(|stage| {
-            (0..l.dp.max(1))
-                .flat_map(|d| (0..l.tp.max(1)).map(move |t| rank_of(l, d, stage, 0, t)))
-                .collect()
-        })
-        .collect()
+    if uses_deepep(s) {
+        (0..l.pp.max(1))
+            .map(|stage| {
+                (0..l.dp.max(1))
+                    .flat_map(|d| (0..l.tp.max(1)).map(move |t| rank_of(l, d, stage, 0, t)))
+                    .collect()
+            })
+            .collect()
+    } else {
+        (0..l.pp.max(1))
+            .flat_map(|stage| {
+                (0..l.tp.max(1)).map(move |t| {
+                    (0..l.dp.max(1))
+                        .map(|d| rank_of(l, d, stage, 0, t))
+                        .collect()
+                })
+            })
+            .collect()
+    }
 }
 
 /// The pairs of ranks at each PP stage boundary (stage s's rank i sends to stage s+1's rank i).
@@ -366,9 +380,16 @@ pub fn tp_placement(s: &Scenario) -> Placement {
 pub fn ep_placement(s: &Scenario) -> Placement {
     let l = &s.layout;
     let (tp, dp) = (l.tp.max(1), l.dp.max(1));
-    let spans = (0..l.pp.max(1))
-        .map(move |st| (rank_of(l, 0, st, 0, 0), rank_of(l, dp - 1, st, 0, tp - 1)));
-    place(s, tp * dp, spans)
+    if uses_deepep(s) {
+        let spans = (0..l.pp.max(1))
+            .map(move |st| (rank_of(l, 0, st, 0, 0), rank_of(l, dp - 1, st, 0, tp - 1)));
+        place(s, tp * dp, spans)
+    } else {
+        let spans = (0..l.pp.max(1)).flat_map(move |st| {
+            (0..tp).map(move |t| (rank_of(l, 0, st, 0, t), rank_of(l, dp - 1, st, 0, t)))
+        });
+        place(s, dp, spans)
+    }
 }
 
 pub fn pp_placement(s: &Scenario) -> Option<Placement> {
@@ -519,7 +540,8 @@ pub fn vllm_all_reduce_time(
 #[derive(Debug, Clone)]
 pub struct CommContext {
     pub tp: Placement,
-    /// The MoE group (TP × DP ranks of a stage), when an MoE model has DP > 1.
+    /// The group a MoE layer's tokens move in across DP ranks ([`ep_groups`]), when an
+    /// MoE model has DP > 1.
     pub ep: Option<Placement>,
     pub pp: Option<Placement>,
     /// Expected distinct ranks among a token's top-k experts spread evenly over the MoE
@@ -728,44 +750,69 @@ impl CommItem {
     }
 }
 
-/// The expert layers' traffic across DP ranks (vLLM's MoE group is TP × DP). With one DP
-/// rank there is none: the MoE group is the TP group, and the layer's TP AllReduce
-/// combines the experts' outputs. With EP, each rank sends its share of the replica's
-/// tokens (`tokens / tp`) to the distinct ranks that hold their top-k experts and back
-/// (dispatch and combine, All-to-All); without EP every expert is sharded over the whole
-/// group, so every rank's tokens are gathered to all and the outputs reduce-scattered
-/// back.
+/// Whether the MoE layers exchange tokens through DeepEP's all-to-all
+/// (`engine = vllm { all2all_backend = deepep_… }` with `ep`) rather than vLLM 0.33's
+/// default all-gather and reduce-scatter.
+pub fn uses_deepep(s: &Scenario) -> bool {
+    s.layout.ep
+        && s.engine
+            .all2all_backend
+            .as_deref()
+            .is_some_and(|b| b.starts_with("deepep"))
+}
+
+/// The expert layers' traffic across DP ranks, as vLLM 0.33's `--all2all-backend` moves
+/// it. With one DP rank there is none: the MoE group is the TP group, and the layer's TP
+/// AllReduce combines the experts' outputs. With DP > 1, vLLM's default
+/// (`allgather_reducescatter`, `AgRsAll2AllManager`) gathers every DP rank's tokens — the
+/// hidden states with their top-k ids (int32) and weights (fp32) — to every rank of the
+/// DP group and reduce-scatters the expert outputs back, with or without EP. DeepEP (a
+/// `deepep_*` backend with EP) instead sends each rank's share of the replica's tokens
+/// (`tokens / tp`) only to the distinct ranks that hold their top-k experts and back
+/// (dispatch and combine, All-to-All).
 pub fn moe_comm(s: &Scenario, cx: &CommContext, tokens: f64, moe_layers: u64) -> Vec<CommItem> {
     let (m, l) = (&s.model, &s.layout);
     let Some(group) = cx.ep.as_ref().filter(|_| moe_layers > 0 && l.dp > 1) else {
         return Vec::new();
     };
     let act = ACTIVATION_DTYPE_BYTES;
-    let p = l.tp.max(1) * l.dp;
-    let pf = p as f64;
     let hidden = m.hidden as f64;
-    let item = |collective: Collective, bytes: f64, per_layer: u64| {
-        CommItem::nccl(
-            GroupKind::Ep,
-            collective,
-            per_layer * moe_layers,
-            bytes,
-            p,
-            group,
-        )
-    };
-    if l.ep {
+    if uses_deepep(s) {
+        let p = l.tp.max(1) * l.dp;
+        let pf = p as f64;
         let local = tokens / l.tp.max(1) as f64;
         // Expected distinct ranks among a token's k experts, spread evenly over p ranks.
         let distinct = cx.ep_distinct_ranks;
         let bytes = local * distinct * hidden * act * (pf - 1.0) / pf;
         // dispatch and combine
-        vec![item(Collective::AllToAll, bytes, 2)]
+        vec![CommItem::nccl(
+            GroupKind::Ep,
+            Collective::AllToAll,
+            2 * moe_layers,
+            bytes,
+            p,
+            group,
+        )]
     } else {
-        let gathered = tokens * l.dp as f64 * hidden * act;
+        let gathered_tokens = tokens * l.dp as f64;
+        let routing = m.experts_per_token.max(1) as f64 * (4.0 + 4.0);
         vec![
-            item(Collective::AllGather, gathered, 1),
-            item(Collective::ReduceScatter, gathered, 1),
+            CommItem::nccl(
+                GroupKind::Ep,
+                Collective::AllGather,
+                moe_layers,
+                gathered_tokens * (hidden * act + routing),
+                l.dp,
+                group,
+            ),
+            CommItem::nccl(
+                GroupKind::Ep,
+                Collective::ReduceScatter,
+                moe_layers,
+                gathered_tokens * hidden * act,
+                l.dp,
+                group,
+            ),
         ]
     }
 }

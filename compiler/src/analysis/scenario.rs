@@ -220,6 +220,8 @@ pub struct EngineSettings {
     pub port: u64,
     /// Multi-node launch through Ray instead of vLLM's native `--nnodes`.
     pub ray: bool,
+    /// `--all2all-backend` when written (`None`: vLLM's `allgather_reducescatter`).
+    pub all2all_backend: Option<String>,
     pub overrides: MemoryOverrides,
     /// Speculative decoding, with the draft model resolved.
     pub speculative: Option<SpecDecode>,
@@ -312,6 +314,7 @@ pub fn engine_settings(
         enable_prefix_caching: o.enable_prefix_caching,
         port: o.port.unwrap_or(vllm_defaults::PORT),
         ray: o.launcher.as_deref() == Some("ray"),
+        all2all_backend: o.all2all_backend.clone(),
         overrides: MemoryOverrides {
             activation: o.activation_memory,
             non_torch: o.non_torch_memory,

@@ -705,6 +705,7 @@ pub(super) fn vllm_options(opts: &BTreeMap<String, FieldValue>) -> VllmOptions {
         enable_prefix_caching: r.boolean("enable_prefix_caching"),
         cpu_offload: r.num("cpu_offload"),
         launcher: r.word("launcher"),
+        all2all_backend: r.word("all2all_backend"),
         port: r.uint("port"),
         activation_memory: r.num("activation_memory"),
         non_torch_memory: r.num("non_torch_memory"),

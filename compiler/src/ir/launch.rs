@@ -221,6 +221,7 @@ pub(super) fn lower_one(
             cpu_offload_gib: (engine.cpu_offload > 0.0).then(|| engine.cpu_offload / GIB as f64),
             enable_prefix_caching: engine.enable_prefix_caching,
             port: engine.port,
+            all2all_backend: engine.all2all_backend.clone(),
             speculative: engine.speculative.as_ref().map(|sp| SpeculativePlan {
                 method: sp.method.clone(),
                 model: sp.source.clone(),

@@ -141,6 +141,9 @@ pub struct EnginePlan {
     pub cpu_offload_gib: Option<f64>,
     pub enable_prefix_caching: Option<bool>,
     pub port: u64,
+    /// `--all2all-backend`, when written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub all2all_backend: Option<String>,
     /// Speculative decoding (`--spec-method`, `--spec-model`, `--spec-tokens`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speculative: Option<SpeculativePlan>,
@@ -190,6 +193,7 @@ impl EnginePlan {
             "kv_cache_memory" => self.kv_cache_memory_bytes.and_then(|b| text(b.to_string())),
             "enable_prefix_caching" => self.enable_prefix_caching.map(FlagValue::Switch),
             "cpu_offload" => self.cpu_offload_gib.and_then(|g| text(format!("{g}"))),
+            "all2all_backend" => self.all2all_backend.clone().and_then(text),
             "speculative" => self.speculative.as_ref().map(|sp| {
                 let mut flags = vec![("--spec-method", sp.method.clone())];
                 if let Some(m) = &sp.model {

@@ -226,6 +226,7 @@ pub fn scenario(row: &Row) -> Option<Scenario> {
         enable_prefix_caching: None,
         port: super::scenario::vllm_defaults::PORT,
         ray: false,
+        all2all_backend: None,
         overrides: MemoryOverrides::default(),
         speculative: None,
     };

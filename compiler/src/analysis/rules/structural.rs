@@ -199,8 +199,33 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
             ));
         }
     }
-    // With one DP rank the EP group is the TP group: no all-to-all (`comm::moe_comm`).
-    if l.ep && m.experts > 0 && l.dp > 1 {
+    if let Some(backend) = s.engine.all2all_backend.as_deref() {
+        let why = if m.experts == 0 {
+            Some(format!("{} has no MoE layers", s.model_name))
+        } else if l.dp <= 1 {
+            Some("with one DP rank the experts' group is the TP group, whose all-reduce combines them: no tokens move between DP ranks".to_string())
+        } else if backend.starts_with("deepep") && !l.ep {
+            Some("DeepEP's kernels run only with expert parallelism; without `ep` vLLM gathers and reduce-scatters the tokens".to_string())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            out.push(Finding::new(
+                Code::All2AllUnused,
+                Anchor::Engine("all2all_backend"),
+                format!("`all2all_backend = {backend}` has no effect here: {why}"),
+                "no effect on this layout",
+                Some(if backend.starts_with("deepep") && !l.ep && l.dp > 1 && m.experts > 0 {
+                    "add `ep` to the layout (e.g. `tp 2 × dp 4 × ep`) or remove `all2all_backend`".into()
+                } else {
+                    "remove `all2all_backend`".into()
+                }),
+            ));
+        }
+    }
+    // With one DP rank the MoE group is the TP group: no tokens move (`comm::moe_comm`);
+    // with several, they move with or without EP.
+    if m.experts > 0 && l.dp > 1 {
         let ep = ep_placement(s);
         // The fabric's measured rate per GPU decides, not its name: 8 × 400G RoCE is as
         // fast as 8 × 400G InfiniBand.
@@ -210,7 +235,8 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
                 Code::EpOverSlowFabric,
                 Anchor::Layout,
                 format!(
-                    "EP all-to-all crosses nodes over {} at {:.1} GB/s per GPU, under the {:.0} GB/s (one 200G port per GPU) wide EP needs",
+                    "the MoE layers' token exchange ({}) crosses nodes over {} at {:.1} GB/s per GPU, under the {:.0} GB/s (one 200G port per GPU) wide EP needs",
+                    if super::super::comm::uses_deepep(s) { "DeepEP all-to-all" } else { "all-gather and reduce-scatter" },
                     ep.link_name,
                     per_gpu / 1e9,
                     SLOW_EP_FABRIC_BYTES_PER_GPU / 1e9

@@ -8,7 +8,7 @@ mod common;
 
 use dic_compiler::analysis::calibration::gemm::{curve, parse_gemm_table, MeasuredGemm, CURVES};
 use dic_compiler::analysis::calibration::kernels::{
-    compute_bound_medians, fit_gemm_curves, fit_nvlink_all_reduce, gemm_table, MeasuredAllReduce,
+    compute_bound_medians, fit_gemm_curves, fit_link, gemm_table, MeasuredTransfer,
 };
 use dic_compiler::analysis::calibration::kv_logs::{parse_kv_logs, KvLogRow};
 use dic_compiler::analysis::calibration::silicon::{
@@ -338,8 +338,8 @@ fn trtllm_reference_errors_are_bounded() {
 #[test]
 fn custom_all_reduce_matches_its_kernel_tables() {
     use dic_compiler::analysis::comm::{
-        custom_all_reduce_latency, nccl_nvlink_all_reduce, vllm_all_reduce_time, Placement,
-        CUSTOM_ALL_REDUCE_MAX_BYTES, LINK_EFFICIENCY,
+        all_reduce_wire_bytes, custom_all_reduce_latency, nccl_nvlink_all_reduce,
+        vllm_all_reduce_time, Placement, CUSTOM_ALL_REDUCE_MAX_BYTES, LINK_EFFICIENCY,
     };
     use std::io::Read;
     let Some(shared) = common::shared_dir() else {
@@ -347,7 +347,7 @@ fn custom_all_reduce_matches_its_kernel_tables() {
     };
     use dic_compiler::analysis::calibration::median;
     let mut small: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
-    let mut large: std::collections::BTreeMap<&str, Vec<MeasuredAllReduce>> = Default::default();
+    let mut large: std::collections::BTreeMap<&str, Vec<MeasuredTransfer>> = Default::default();
     for (dir, gpu, arch) in [
         ("h100_sxm", "NVIDIA H100 80GB HBM3", "hopper"),
         ("h200_sxm", "NVIDIA H200", "hopper"),
@@ -395,9 +395,8 @@ fn custom_all_reduce_matches_its_kernel_tables() {
             let predicted =
                 vllm_all_reduce_time(bytes, p, &placement, spec.architecture.as_deref());
             if bytes > CUSTOM_ALL_REDUCE_MAX_BYTES {
-                large.entry(arch).or_default().push(MeasuredAllReduce {
-                    gpus: p,
-                    bytes,
+                large.entry(arch).or_default().push(MeasuredTransfer {
+                    wire_bytes: all_reduce_wire_bytes(bytes, p),
                     bandwidth: placement.bandwidth,
                     seconds: measured,
                 });
@@ -417,7 +416,7 @@ fn custom_all_reduce_matches_its_kernel_tables() {
         assert!(m < 0.15, "{dir}: NCCL median |error| {:.1}%", m * 100.0);
     }
     for (arch, rows) in &large {
-        let fit = fit_nvlink_all_reduce(rows);
+        let fit = fit_link(rows, 60);
         assert_eq!(
             fit,
             nccl_nvlink_all_reduce(Some(arch)),
@@ -431,5 +430,85 @@ fn custom_all_reduce_matches_its_kernel_tables() {
             (m - stored).abs() < 1e-9,
             "{arch}: stored {stored:e} s, the tables' median {m:e} s"
         );
+    }
+}
+
+/// DeepEP's dispatch and combine against their kernel tables: the stored `LinkFit`s are
+/// the fit on each architecture's EP-8 rows and stay within a median 20%.
+#[cfg_attr(
+    dic_no_shared,
+    ignore = "needs ../shared, the reference data beside the repository"
+)]
+#[test]
+fn deepep_kernels_match_their_tables() {
+    use dic_compiler::analysis::comm::{deepep_fit, LINK_EFFICIENCY};
+    use std::io::Read;
+    let Some(shared) = common::shared_dir() else {
+        return;
+    };
+    type Key = (&'static str, &'static str, usize);
+    let mut rows: std::collections::BTreeMap<Key, Vec<MeasuredTransfer>> = Default::default();
+    for (dir, gpu, arch) in [
+        ("h100_sxm", "NVIDIA H100 80GB HBM3", "hopper"),
+        ("h200_sxm", "NVIDIA H200", "hopper"),
+        ("b200_sxm", "NVIDIA B200", "blackwell"),
+    ] {
+        let mut text = String::new();
+        let path = shared.join(format!("calibration/kernels/{dir}/moe_a2a.csv.gz"));
+        flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap())
+            .read_to_string(&mut text)
+            .unwrap();
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let col = |n: &str| header.iter().position(|h| *h == n).unwrap();
+        let (backend, phase, ep, hidden, topk, tokens, lat) = (
+            col("comm_backend"),
+            col("phase"),
+            col("ep_size"),
+            col("hidden_size"),
+            col("topk"),
+            col("num_tokens"),
+            col("latency"),
+        );
+        let (_, scale_up) = dic_compiler::analysis::catalog::gpu(gpu).unwrap();
+        let bandwidth = scale_up.unwrap().bandwidth * LINK_EFFICIENCY;
+        for l in lines {
+            let f: Vec<&str> = l.split(',').collect();
+            let name = match f[backend] {
+                "deepep_ll" => "deepep_low_latency",
+                "deepep_ht" => "deepep_high_throughput",
+                _ => continue,
+            };
+            let num = |i: usize| f[i].parse::<f64>().unwrap();
+            let p = num(ep);
+            let distinct = p * (1.0 - (1.0 - 1.0 / p).powf(num(topk)));
+            rows.entry((arch, name, usize::from(f[phase] == "combine")))
+                .or_default()
+                .push(MeasuredTransfer {
+                    wire_bytes: num(tokens) * distinct * num(hidden) * 2.0 * (p - 1.0) / p,
+                    bandwidth,
+                    // microseconds
+                    seconds: num(lat) * 1e-6,
+                });
+        }
+    }
+    assert_eq!(rows.len(), 8, "{:?}", rows.keys().collect::<Vec<_>>());
+    for ((arch, backend, phase), rows) in &rows {
+        let fit = fit_link(rows, 400);
+        let stored = deepep_fit(Some(arch), backend).unwrap()[*phase];
+        assert_eq!(
+            fit, stored,
+            "{arch} {backend} phase {phase}: the fit is {fit:?}"
+        );
+        let errors: Vec<f64> = rows
+            .iter()
+            .map(|r| (stored.time(r.wire_bytes, r.bandwidth) / r.seconds - 1.0).abs())
+            .collect();
+        let m = dic_compiler::analysis::calibration::median(errors);
+        eprintln!(
+            "{arch} {backend} phase {phase}: median |error| {:.1}%",
+            m * 100.0
+        );
+        assert!(m < 0.20, "{arch} {backend} {phase}: {:.1}%", m * 100.0);
     }
 }

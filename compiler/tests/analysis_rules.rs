@@ -178,6 +178,18 @@ deploy d {{ model = qwen3_30b_a3b, cluster = c, layout = {layout}, engine = vllm
             items[0].bytes
         );
         assert_eq!(ep_groups(&s), [vec![0, 1, 2, 3]]);
+        if backend == "deepep_low_latency" {
+            // Inside the node DeepEP's measured kernels set the time, per MoE layer: a
+            // dispatch of 52 µs + 353,850 B at 0.35 × 360 GB/s (NVSwitch × 0.8) and a
+            // combine of 48 µs + the same bytes at 0.44 × 360 GB/s.
+            let per_layer = 52e-6 + 353_850.0 / (0.35 * 360e9) + 48e-6 + 353_850.0 / (0.44 * 360e9);
+            assert!(
+                (items[0].time - 48.0 * per_layer).abs() < 1e-9,
+                "{} vs {}",
+                items[0].time,
+                48.0 * per_layer
+            );
+        }
     }
     // DeepEP needs EP: without it the default's traffic stands.
     let s = scenario("tp 2 × dp 2", ", all2all_backend = deepep_low_latency");

@@ -464,46 +464,132 @@ pub fn custom_all_reduce_latency(architecture: Option<&str>) -> f64 {
     }
 }
 
-/// NCCL's all-reduce inside one NVLink domain as vLLM calls it (pynccl, above the custom
-/// all-reduce's 8 MiB): `latency + 2(p−1)/p · S / (B · efficiency)`, B the placement's
-/// bandwidth (the link's × [`LINK_EFFICIENCY`]). Fitted per architecture on the kernel
-/// tables' messages of 8 MiB to 1 GiB on 2, 4 and 8 GPUs
-/// (../shared/calibration/kernels/*/allreduce.csv.gz: H100 and H200 for Hopper, B200 for
-/// Blackwell; `tests/calibration.rs` re-runs the fit). The measured bus bandwidth is well
-/// below NVLS's ideal (S/B): 0.58 ms for 128 MiB on 8 H100s, 0.44 ms on 8 B200s.
+/// A transfer measured inside one NVLink domain: a fixed latency, then the bytes on the
+/// wire at a share of the placement's bandwidth (the link's × [`LINK_EFFICIENCY`]). Its
+/// two constants are fitted on the kernel tables (`calibration::kernels`).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct NvlinkAllReduce {
+pub struct LinkFit {
     pub latency: f64,
     pub efficiency: f64,
 }
 
-pub const NCCL_NVLINK_ALL_REDUCE_HOPPER: NvlinkAllReduce = NvlinkAllReduce {
+impl LinkFit {
+    pub fn time(&self, wire_bytes: f64, bandwidth: f64) -> f64 {
+        self.latency + wire_bytes / (bandwidth.max(1.0) * self.efficiency)
+    }
+}
+
+/// NCCL's all-reduce inside one NVLink domain as vLLM calls it (pynccl, above the custom
+/// all-reduce's 8 MiB): `latency + 2(p−1)/p · S / (B · efficiency)`. Fitted per
+/// architecture on the kernel tables' messages of 8 MiB to 1 GiB on 2, 4 and 8 GPUs
+/// (../shared/calibration/kernels/*/allreduce.csv.gz: H100 and H200 for Hopper, B200 for
+/// Blackwell; `tests/calibration.rs` re-runs the fit). The measured bus bandwidth is well
+/// below NVLS's ideal (S/B): 0.58 ms for 128 MiB on 8 H100s, 0.44 ms on 8 B200s.
+pub const NCCL_NVLINK_ALL_REDUCE_HOPPER: LinkFit = LinkFit {
     latency: 30e-6,
     efficiency: 0.98,
 };
-pub const NCCL_NVLINK_ALL_REDUCE_BLACKWELL: NvlinkAllReduce = NvlinkAllReduce {
+pub const NCCL_NVLINK_ALL_REDUCE_BLACKWELL: LinkFit = LinkFit {
     latency: 30e-6,
     efficiency: 0.86,
 };
 
 /// The NVLink all-reduce constants of a GPU architecture (Hopper's for those without
 /// tables).
-pub fn nccl_nvlink_all_reduce(architecture: Option<&str>) -> NvlinkAllReduce {
+pub fn nccl_nvlink_all_reduce(architecture: Option<&str>) -> LinkFit {
     match architecture {
         Some(a) if a.starts_with("blackwell") => NCCL_NVLINK_ALL_REDUCE_BLACKWELL,
         _ => NCCL_NVLINK_ALL_REDUCE_HOPPER,
     }
 }
 
-impl NvlinkAllReduce {
-    pub fn time(&self, bytes: f64, p: u64, bandwidth: f64) -> f64 {
-        let pf = p as f64;
-        self.latency + 2.0 * (pf - 1.0) / pf * bytes / (bandwidth.max(1.0) * self.efficiency)
-    }
+/// The all-reduce's bytes on the wire per rank: the ring's `2(p−1)/p · S`.
+pub fn all_reduce_wire_bytes(bytes: f64, p: u64) -> f64 {
+    let pf = p.max(1) as f64;
+    2.0 * (pf - 1.0) / pf * bytes
+}
+
+/// DeepEP's kernels as vLLM's `deepep_low_latency` and `deepep_high_throughput` backends
+/// run them inside one NVLink domain: dispatch and combine, each a [`LinkFit`] over the
+/// bytes a rank sends (its tokens × the distinct remote ranks of their experts × hidden ×
+/// 2 B), fitted per architecture on the kernel tables
+/// (../shared/calibration/kernels/*/moe_a2a.csv.gz, EP 8 on one node; median |error|
+/// 8–14%). Their fixed costs dominate a decode step's exchange: about 50 µs per
+/// low-latency dispatch or combine, 80–260 µs per high-throughput one.
+pub const DEEPEP_FITS: [(&str, &str, [LinkFit; 2]); 4] = [
+    (
+        "hopper",
+        "deepep_low_latency",
+        [
+            LinkFit {
+                latency: 52e-6,
+                efficiency: 0.35,
+            },
+            LinkFit {
+                latency: 48e-6,
+                efficiency: 0.44,
+            },
+        ],
+    ),
+    (
+        "hopper",
+        "deepep_high_throughput",
+        [
+            LinkFit {
+                latency: 244e-6,
+                efficiency: 0.67,
+            },
+            LinkFit {
+                latency: 80e-6,
+                efficiency: 0.49,
+            },
+        ],
+    ),
+    (
+        "blackwell",
+        "deepep_low_latency",
+        [
+            LinkFit {
+                latency: 52e-6,
+                efficiency: 0.23,
+            },
+            LinkFit {
+                latency: 60e-6,
+                efficiency: 0.8,
+            },
+        ],
+    ),
+    (
+        "blackwell",
+        "deepep_high_throughput",
+        [
+            LinkFit {
+                latency: 262e-6,
+                efficiency: 0.25,
+            },
+            LinkFit {
+                latency: 94e-6,
+                efficiency: 0.16,
+            },
+        ],
+    ),
+];
+
+/// The fitted dispatch and combine of a DeepEP backend on an architecture (Hopper's for
+/// architectures without tables); `None` for other backends.
+pub fn deepep_fit(architecture: Option<&str>, backend: &str) -> Option<[LinkFit; 2]> {
+    let family = match architecture {
+        Some(a) if a.starts_with("blackwell") => "blackwell",
+        _ => "hopper",
+    };
+    DEEPEP_FITS
+        .iter()
+        .find(|(f, b, _)| *f == family && *b == backend)
+        .map(|e| e.2)
 }
 
 /// A TP all-reduce as vLLM runs it: its custom all-reduce where that applies (and is
-/// faster), NCCL otherwise (inside an NVLink domain as measured, [`NvlinkAllReduce`]).
+/// faster), NCCL otherwise (inside an NVLink domain as measured, [`nccl_nvlink_all_reduce`]).
 /// The NCCL plan keeps [`collective_time`]: `dic run` replays with NCCL.
 pub fn vllm_all_reduce_time(
     bytes: f64,
@@ -517,7 +603,7 @@ pub fn vllm_all_reduce_time(
     let in_nvlink_domain =
         !link.spans_nodes && matches!(link.link_type, LinkType::Nvlink | LinkType::Nvswitch);
     let nccl = if in_nvlink_domain {
-        nccl_nvlink_all_reduce(architecture).time(bytes, p, link.bandwidth)
+        nccl_nvlink_all_reduce(architecture).time(all_reduce_wire_bytes(bytes, p), link.bandwidth)
     } else {
         collective_time(Collective::AllReduce, bytes, p, link)
     };
@@ -785,14 +871,23 @@ pub fn moe_comm(s: &Scenario, cx: &CommContext, tokens: f64, moe_layers: u64) ->
         let distinct = cx.ep_distinct_ranks;
         let bytes = local * distinct * hidden * act * (pf - 1.0) / pf;
         // dispatch and combine
-        vec![CommItem::nccl(
+        let mut item = CommItem::nccl(
             GroupKind::Ep,
             Collective::AllToAll,
             2 * moe_layers,
             bytes,
             p,
             group,
-        )]
+        );
+        let in_nvlink_domain = !group.spans_nodes || group.within_scale_up_domain;
+        let backend = s.engine.all2all_backend.as_deref().unwrap_or_default();
+        if let Some([dispatch, combine]) =
+            deepep_fit(s.topology.gpu.architecture.as_deref(), backend).filter(|_| in_nvlink_domain)
+        {
+            item.time = moe_layers as f64
+                * (dispatch.time(bytes, group.bandwidth) + combine.time(bytes, group.bandwidth));
+        }
+        vec![item]
     } else {
         let gathered_tokens = tokens * l.dp as f64;
         let routing = m.experts_per_token.max(1) as f64 * (4.0 + 4.0);

@@ -1,11 +1,11 @@
 //! The kernel tables measured inside vLLM (../shared/calibration/kernels): the GEMM
 //! curves' fit per kernel family and format and their residuals per GPU for
 //! `calibration/errors.md`, and the fit of NCCL's all-reduce inside an NVLink domain
-//! (`comm::NvlinkAllReduce`, which the step model uses).
+//! and of DeepEP's dispatch and combine (`comm::LinkFit`s the step model uses).
 
 use super::gemm::{fit_curve, gemm_time, in_fitted_range, GemmShape, MeasuredGemm};
 use super::median;
-use crate::analysis::comm::NvlinkAllReduce;
+use crate::analysis::comm::LinkFit;
 use crate::analysis::gemm::{KernelFamily, MatmulKind};
 use std::collections::BTreeMap;
 
@@ -72,45 +72,41 @@ pub fn gemm_table(tables: &[(&str, KernelFamily, Vec<MeasuredGemm>)]) -> String 
     out
 }
 
-/// One measured NCCL all-reduce inside an NVLink domain: GPUs, bytes, the placement's
-/// bandwidth (the link's × `LINK_EFFICIENCY`), seconds.
+/// One measured transfer inside an NVLink domain: bytes on the wire per rank, the
+/// placement's bandwidth (the link's × `LINK_EFFICIENCY`), seconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MeasuredAllReduce {
-    pub gpus: u64,
-    pub bytes: f64,
+pub struct MeasuredTransfer {
+    pub wire_bytes: f64,
     pub bandwidth: f64,
     pub seconds: f64,
 }
 
-/// Mean |log(predicted / measured)| of NVLink all-reduce constants over rows.
-pub fn all_reduce_objective(c: &NvlinkAllReduce, rows: &[MeasuredAllReduce]) -> f64 {
+/// Mean |log(predicted / measured)| of a [`LinkFit`] over rows.
+pub fn link_fit_objective(c: &LinkFit, rows: &[MeasuredTransfer]) -> f64 {
     rows.iter()
-        .map(|r| {
-            (c.time(r.bytes, r.gpus, r.bandwidth) / r.seconds)
-                .ln()
-                .abs()
-        })
+        .map(|r| (c.time(r.wire_bytes, r.bandwidth) / r.seconds).ln().abs())
         .sum::<f64>()
         / rows.len().max(1) as f64
 }
 
-/// Fits [`NvlinkAllReduce`] on a grid: latency in whole µs steps of 2 (0–60 µs), efficiency
-/// in hundredths (0.30–1.50); the first best point in that order, so deterministic.
-pub fn fit_nvlink_all_reduce(rows: &[MeasuredAllReduce]) -> NvlinkAllReduce {
+/// Fits a [`LinkFit`] on a grid: latency in steps of 2 µs up to `max_latency_us`,
+/// efficiency in hundredths from 0.02 to 1.50; the first best point in that order, so
+/// deterministic.
+pub fn fit_link(rows: &[MeasuredTransfer], max_latency_us: u32) -> LinkFit {
     let mut best = (
         f64::INFINITY,
-        NvlinkAllReduce {
+        LinkFit {
             latency: 0.0,
             efficiency: 1.0,
         },
     );
-    for us in (0..=60).step_by(2) {
-        for hundredths in 30..=150 {
-            let c = NvlinkAllReduce {
+    for us in (0..=max_latency_us).step_by(2) {
+        for hundredths in 2..=150 {
+            let c = LinkFit {
                 latency: us as f64 / 1e6,
                 efficiency: hundredths as f64 / 100.0,
             };
-            let o = all_reduce_objective(&c, rows);
+            let o = link_fit_objective(&c, rows);
             if o < best.0 {
                 best = (o, c);
             }

@@ -158,25 +158,44 @@ Recent = logged in 2025 or later (vLLM V1); older versions profiled memory diffe
     t
 }
 
+/// The GPUs with kernel tables: directory, catalog name, kernel family.
+const KERNEL_GPUS: [(&str, &str, &str); 3] = [
+    ("h100_sxm", "NVIDIA H100 80GB HBM3", "hopper"),
+    ("h200_sxm", "NVIDIA H200", "hopper"),
+    ("b200_sxm", "NVIDIA B200", "blackwell"),
+];
+
+/// A kernel table's text (../shared/calibration/kernels/<dir>/<op>.csv.gz, decompressed).
+fn kernel_text(shared: &std::path::Path, dir: &str, op: &str) -> String {
+    use std::io::Read;
+    let mut text = String::new();
+    let path = shared.join(format!("calibration/kernels/{dir}/{op}.csv.gz"));
+    flate2::read::GzDecoder::new(std::fs::File::open(&path).expect("kernel table"))
+        .read_to_string(&mut text)
+        .expect("gzip");
+    text
+}
+
+/// A CSV header's column index by name.
+fn column_of(header: &str) -> impl Fn(&str) -> usize + '_ {
+    move |name| {
+        header
+            .split(',')
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no column {name}"))
+    }
+}
+
 /// The GEMM tables of the three GPUs measured (label, kernel family, rows).
 type GemmTables = Vec<(&'static str, KernelFamily, Vec<MeasuredGemm>)>;
 
 fn gemm_tables() -> Option<&'static GemmTables> {
-    use std::io::Read;
     static T: OnceLock<Option<GemmTables>> = OnceLock::new();
     T.get_or_init(|| {
         let shared = common::shared_dir()?;
         let mut out = Vec::new();
-        for (dir, gpu) in [
-            ("h100_sxm", "NVIDIA H100 80GB HBM3"),
-            ("h200_sxm", "NVIDIA H200"),
-            ("b200_sxm", "NVIDIA B200"),
-        ] {
-            let mut text = String::new();
-            let path = shared.join(format!("calibration/kernels/{dir}/gemm.csv.gz"));
-            flate2::read::GzDecoder::new(std::fs::File::open(&path).expect("gemm table"))
-                .read_to_string(&mut text)
-                .expect("gzip");
+        for (dir, gpu, _) in KERNEL_GPUS {
+            let text = kernel_text(&shared, dir, "gemm");
             let (spec, _) = dic_compiler::analysis::catalog::gpu(gpu).expect("catalog");
             let rows = parse_gemm_table(&text, &spec);
             assert!(rows.len() > 50_000, "{dir}: {} rows", rows.len());
@@ -196,11 +215,7 @@ fn gemm_tables() -> Option<&'static GemmTables> {
 #[test]
 fn compute_bound_efficiencies_are_the_tables_medians() {
     let Some(tables) = gemm_tables() else { return };
-    let by_family: Vec<(KernelFamily, Vec<MeasuredGemm>)> = tables
-        .iter()
-        .map(|(_, f, rows)| (*f, rows.clone()))
-        .collect();
-    let medians = compute_bound_medians(&by_family);
+    let medians = compute_bound_medians(tables);
     assert_eq!(medians.len(), 5, "{medians:?}");
     for (f, k, m) in medians {
         assert_eq!(
@@ -219,11 +234,7 @@ fn compute_bound_efficiencies_are_the_tables_medians() {
 #[test]
 fn gemm_curves_are_the_fit() {
     let Some(tables) = gemm_tables() else { return };
-    let by_family: Vec<(KernelFamily, Vec<MeasuredGemm>)> = tables
-        .iter()
-        .map(|(_, f, rows)| (*f, rows.clone()))
-        .collect();
-    let fitted = fit_gemm_curves(&by_family);
+    let fitted = fit_gemm_curves(tables);
     assert_eq!(fitted.len(), CURVES.len(), "{fitted:#?}");
     for (f, k, c) in &fitted {
         assert_eq!(
@@ -330,7 +341,7 @@ fn trtllm_reference_errors_are_bounded() {
 /// latency is the median of its GPUs' CUDA-graph runs at ≤ 8 KiB, and the model (that
 /// latency plus the ring's bytes over the GPU's NVLink) stays within a median 35% of every
 /// measured size it is used for (≤ 8 MiB), per GPU; above 8 MiB (NCCL) the stored
-/// `NvlinkAllReduce` constants are the fit on the tables and stay within a median 15%.
+/// `LinkFit` constants are the fit on the tables and stay within a median 15%.
 #[cfg_attr(
     dic_no_shared,
     ignore = "needs ../shared, the reference data beside the repository"
@@ -341,26 +352,16 @@ fn custom_all_reduce_matches_its_kernel_tables() {
         all_reduce_wire_bytes, custom_all_reduce_latency, nccl_nvlink_all_reduce,
         vllm_all_reduce_time, Placement, CUSTOM_ALL_REDUCE_MAX_BYTES, LINK_EFFICIENCY,
     };
-    use std::io::Read;
     let Some(shared) = common::shared_dir() else {
         return;
     };
     use dic_compiler::analysis::calibration::median;
     let mut small: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
     let mut large: std::collections::BTreeMap<&str, Vec<MeasuredTransfer>> = Default::default();
-    for (dir, gpu, arch) in [
-        ("h100_sxm", "NVIDIA H100 80GB HBM3", "hopper"),
-        ("h200_sxm", "NVIDIA H200", "hopper"),
-        ("b200_sxm", "NVIDIA B200", "blackwell"),
-    ] {
-        let mut text = String::new();
-        let path = shared.join(format!("calibration/kernels/{dir}/allreduce.csv.gz"));
-        flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap())
-            .read_to_string(&mut text)
-            .unwrap();
+    for (dir, gpu, arch) in KERNEL_GPUS {
+        let text = kernel_text(&shared, dir, "allreduce");
         let mut lines = text.lines();
-        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-        let col = |n: &str| header.iter().position(|h| *h == n).unwrap();
+        let col = column_of(lines.next().unwrap());
         let (src, gpus, size, lat) = (
             col("kernel_source"),
             col("num_gpus"),
@@ -442,25 +443,15 @@ fn custom_all_reduce_matches_its_kernel_tables() {
 #[test]
 fn deepep_kernels_match_their_tables() {
     use dic_compiler::analysis::comm::{deepep_fit, LINK_EFFICIENCY};
-    use std::io::Read;
     let Some(shared) = common::shared_dir() else {
         return;
     };
     type Key = (&'static str, &'static str, usize);
     let mut rows: std::collections::BTreeMap<Key, Vec<MeasuredTransfer>> = Default::default();
-    for (dir, gpu, arch) in [
-        ("h100_sxm", "NVIDIA H100 80GB HBM3", "hopper"),
-        ("h200_sxm", "NVIDIA H200", "hopper"),
-        ("b200_sxm", "NVIDIA B200", "blackwell"),
-    ] {
-        let mut text = String::new();
-        let path = shared.join(format!("calibration/kernels/{dir}/moe_a2a.csv.gz"));
-        flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap())
-            .read_to_string(&mut text)
-            .unwrap();
+    for (dir, gpu, arch) in KERNEL_GPUS {
+        let text = kernel_text(&shared, dir, "moe_a2a");
         let mut lines = text.lines();
-        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-        let col = |n: &str| header.iter().position(|h| *h == n).unwrap();
+        let col = column_of(lines.next().unwrap());
         let (backend, phase, ep, hidden, topk, tokens, lat) = (
             col("comm_backend"),
             col("phase"),

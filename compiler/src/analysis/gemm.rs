@@ -71,16 +71,25 @@ pub const COMPUTE_BOUND_EFFICIENCY: [(KernelFamily, MatmulKind, f64); 5] = [
     (KernelFamily::Blackwell, MatmulKind::Fp4, 0.382),
 ];
 
-/// The measured compute-bound efficiency of a family and kind; a kind the family has no
-/// table for takes the family's FP8 figure.
-pub fn compute_bound_efficiency(family: KernelFamily, kind: MatmulKind) -> f64 {
+/// The entry of a per-family, per-kind table; a kind the family has no table for (FP4 on
+/// Hopper) takes the family's FP8 entry.
+pub fn lookup<T: Copy>(
+    table: &[(KernelFamily, MatmulKind, T)],
+    family: KernelFamily,
+    kind: MatmulKind,
+) -> Option<T> {
     let find = |k: MatmulKind| {
-        COMPUTE_BOUND_EFFICIENCY
+        table
             .iter()
             .find(|(f, kk, _)| *f == family && *kk == k)
             .map(|e| e.2)
     };
-    find(kind).or_else(|| find(MatmulKind::Fp8)).unwrap_or(1.0)
+    find(kind).or_else(|| find(MatmulKind::Fp8))
+}
+
+/// The measured compute-bound efficiency of a family and kind ([`lookup`]).
+pub fn compute_bound_efficiency(family: KernelFamily, kind: MatmulKind) -> f64 {
+    lookup(&COMPUTE_BOUND_EFFICIENCY, family, kind).unwrap_or(1.0)
 }
 
 /// The factor on the fitted compute efficiency for weights in `format` on `gpu`: its

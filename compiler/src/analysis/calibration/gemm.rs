@@ -22,7 +22,7 @@
 //! CUDA graphs, other shapes), so the step model keeps end-to-end efficiencies and these
 //! curves stay the measured reference for per-operation work.
 
-use crate::analysis::gemm::{kind_of, KernelFamily, MatmulKind};
+use crate::analysis::gemm::{kind_of, lookup, KernelFamily, MatmulKind};
 use crate::analysis::scenario::GpuSpec;
 
 /// A fitted GEMM curve.
@@ -94,18 +94,9 @@ pub const CURVES: [(KernelFamily, MatmulKind, GemmCurve); 5] = [
     ),
 ];
 
-/// The curve of a family and kind; a kind the family has no table for (FP4 on Hopper)
-/// takes the family's FP8 curve.
+/// The curve of a family and kind (`gemm::lookup`: FP4 on Hopper takes Hopper's FP8).
 pub fn curve(family: KernelFamily, kind: MatmulKind) -> GemmCurve {
-    let find = |k: MatmulKind| {
-        CURVES
-            .iter()
-            .find(|(f, kk, _)| *f == family && *kk == k)
-            .map(|c| c.2)
-    };
-    find(kind)
-        .or_else(|| find(MatmulKind::Fp8))
-        .unwrap_or(CURVES[0].2)
+    lookup(&CURVES, family, kind).unwrap_or(CURVES[0].2)
 }
 
 /// Time of one GEMM call, split into its parts (seconds).

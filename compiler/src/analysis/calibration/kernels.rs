@@ -19,13 +19,15 @@ pub fn fitting_rows(rows: &[MeasuredGemm], kind: MatmulKind, stride: usize) -> V
         .collect()
 }
 
-/// The fitted curve of each family and kind from the GPUs' tables (`(family, rows)` per
-/// GPU).
+/// A GPU's GEMM table: its label, its kernel family and its rows.
+pub type GemmTable<'a> = (&'a str, KernelFamily, Vec<MeasuredGemm>);
+
+/// The fitted curve of each family and kind from the GPUs' tables.
 pub fn fit_gemm_curves(
-    tables: &[(KernelFamily, Vec<MeasuredGemm>)],
+    tables: &[GemmTable],
 ) -> Vec<(KernelFamily, MatmulKind, super::gemm::GemmCurve)> {
     let mut by: BTreeMap<(KernelFamily, MatmulKind), Vec<MeasuredGemm>> = BTreeMap::new();
-    for (family, rows) in tables {
+    for (_, family, rows) in tables {
         for kind in [MatmulKind::Bf16, MatmulKind::Fp8, MatmulKind::Fp4] {
             by.entry((*family, kind))
                 .or_default()
@@ -40,7 +42,7 @@ pub fn fit_gemm_curves(
 
 /// The residual table: per GPU and format, rows in the fitted range, median and p90
 /// |error| and the signed bias of the stored curves.
-pub fn gemm_table(tables: &[(&str, KernelFamily, Vec<MeasuredGemm>)]) -> String {
+pub fn gemm_table(tables: &[GemmTable]) -> String {
     let mut out = String::from(
         "| GPU | kernel | shapes | median \\|error\\| | p90 \\|error\\| | bias |\n|---|---|---|---|---|---|\n",
     );
@@ -123,11 +125,9 @@ pub fn is_compute_bound(g: &GemmShape) -> bool {
 
 /// `analysis::gemm::COMPUTE_BOUND_EFFICIENCY` from the tables: per family and kind, the
 /// median of FLOPs ÷ time ÷ peak over compute-bound shapes, to three decimals.
-pub fn compute_bound_medians(
-    tables: &[(KernelFamily, Vec<MeasuredGemm>)],
-) -> Vec<(KernelFamily, MatmulKind, f64)> {
+pub fn compute_bound_medians(tables: &[GemmTable]) -> Vec<(KernelFamily, MatmulKind, f64)> {
     let mut by: BTreeMap<(KernelFamily, MatmulKind), Vec<f64>> = BTreeMap::new();
-    for (family, rows) in tables {
+    for (_, family, rows) in tables {
         for r in rows.iter().filter(|r| is_compute_bound(&r.shape)) {
             let g = r.shape;
             by.entry((*family, r.kind))

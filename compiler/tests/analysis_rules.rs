@@ -197,6 +197,29 @@ deploy d {{ model = qwen3_30b_a3b, cluster = c, layout = {layout}, engine = vllm
     assert_eq!(items[0].collective, Collective::AllGather);
 }
 
+/// A decode step's fixed costs by hand: the step's own overhead, one per sequence, and one
+/// per MoE layer outside the fused experts kernel (Qwen3-30B-A3B: 48 MoE layers; TP 2,
+/// one stage, 8 sequences).
+#[test]
+fn a_moe_steps_overhead_counts_its_moe_layers() {
+    use dic_compiler::analysis::perf::{StepModel, FITTED};
+    let src = "import std.nodes.dgx_h100\nimport std.models.qwen3_30b_a3b\n\
+cluster c { nodes = 1 × dgx_h100 }\n\
+deploy d { model = qwen3_30b_a3b, cluster = c, layout = tp 2, engine = vllm { max_model_len = 8k tokens } }\n";
+    let world = MemoryWorld::new().with("p.dist", src);
+    let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
+    let s = checked.deployments[0].scenario.scenario.clone();
+    let step = StepModel::new(&s).token_step(8.0, 1024.0, 0.0, 0.0, &FITTED);
+    let expected =
+        FITTED.step_overhead + 8.0 * FITTED.token_overhead + 48.0 * FITTED.moe_layer_overhead;
+    assert!(
+        (step.overhead - expected).abs() < 1e-12,
+        "{} vs {expected}",
+        step.overhead
+    );
+    const { assert!(FITTED.moe_layer_overhead > 0.0) };
+}
+
 /// TTFT's terms: at one request in flight, the fixed request latency + half a step of
 /// arrival wait + the prompt's prefill; past the running cap, the admission wait of
 /// Little's law; in a finite run, the first wave that arrives at once.

@@ -292,7 +292,7 @@ pub struct SiliconFit {
     pub requests_per_slot: f64,
 }
 
-/// Coordinate descent on the five constants and the run length, each step multiplying
+/// Coordinate descent on the six constants and the run length, each step multiplying
 /// one of them by a factor that shrinks from 2 to 1.02; deterministic, from `start`.
 pub fn fit_silicon(rows: &[SiliconRow], start: SiliconFit) -> SiliconFit {
     let get = |f: &SiliconFit, i: usize| match i {
@@ -301,6 +301,7 @@ pub fn fit_silicon(rows: &[SiliconRow], start: SiliconFit) -> SiliconFit {
         2 => f.constants.step_overhead,
         3 => f.constants.token_overhead,
         4 => f.constants.request_latency,
+        5 => f.constants.moe_layer_overhead,
         _ => f.requests_per_slot,
     };
     let set = |f: &mut SiliconFit, i: usize, v: f64| match i {
@@ -309,10 +310,11 @@ pub fn fit_silicon(rows: &[SiliconRow], start: SiliconFit) -> SiliconFit {
         2 => f.constants.step_overhead = v.clamp(0.0, 0.05),
         3 => f.constants.token_overhead = v.clamp(0.0, 1e-4),
         4 => f.constants.request_latency = v.clamp(0.0, 1.0),
+        5 => f.constants.moe_layer_overhead = v.clamp(0.0, 1e-3),
         _ => f.requests_per_slot = v.clamp(1.0, 1000.0),
     };
     // Values that start at 0 move additively from these floors.
-    let floor = [0.05, 0.05, 1e-4, 1e-7, 1e-3, 1.0];
+    let floor = [0.05, 0.05, 1e-4, 1e-7, 1e-3, 1e-6, 1.0];
     let mut best = start;
     let mut best_o = silicon_objective(rows, &best);
     let mut factor: f64 = 2.0;
@@ -364,11 +366,13 @@ disaggregated or incomplete); closed loop at a fixed number of requests in fligh
     ));
     out.push_str(&format!(
         "Fitted constants (`perf::FITTED`): memory efficiency {:.3}, compute efficiency {:.3}, step overhead \
-{:.2} ms, per-sequence overhead {:.1} µs, request latency {:.1} ms; benchmark run length {:.1} requests per \
-slot of concurrency (the dataset does not say; it weighs the first wave, which arrives at once).\n\n",
+{:.2} ms, overhead per MoE layer {:.0} µs, per-sequence overhead {:.1} µs, request latency {:.1} ms; benchmark \
+run length {:.1} requests per slot of concurrency (the dataset does not say; it weighs the first wave, which \
+arrives at once).\n\n",
         c.memory_efficiency,
         c.compute_efficiency,
         c.step_overhead * 1e3,
+        c.moe_layer_overhead * 1e6,
         c.token_overhead * 1e6,
         c.request_latency * 1e3,
         fit.requests_per_slot
@@ -455,6 +459,7 @@ pub const START: SiliconFit = SiliconFit {
         memory_efficiency: 0.7,
         compute_efficiency: 0.6,
         step_overhead: 0.002,
+        moe_layer_overhead: 0.0,
         token_overhead: 10e-6,
         request_latency: 0.02,
     },

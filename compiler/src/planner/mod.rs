@@ -397,7 +397,7 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
             consider(&top, &mut closest);
             rejected.push(Rejection {
                 family,
-                reason: short(top.rejected_because.as_deref().unwrap_or("")),
+                reason: rejection_reason(&top),
             });
             continue;
         }
@@ -506,6 +506,21 @@ fn family_name(layout: Layout, w: &str, kv: &str, model_weights: &str, n_formats
 /// One line: the message without the deployment prefix. A message past 300 characters
 /// is cut at a word boundary with `…` — never inside a number (a cut figure reads as a
 /// different, wrong figure: "maximum model length is 65" for 6512).
+/// Why a family's largest affordable candidate was rejected, in one line; an overloaded
+/// one says so first (its latencies are those of a queue that never drains), with the
+/// replicas and GPUs it had.
+fn rejection_reason(top: &Candidate) -> String {
+    let reason = short(top.rejected_because.as_deref().unwrap_or(""));
+    if top.overloaded {
+        format!(
+            "the declared load overloads its {} replica(s) on {} GPUs: {reason}",
+            top.layout.dp, top.gpus
+        )
+    } else {
+        reason
+    }
+}
+
 fn short(reason: &str) -> String {
     let r = reason
         .split_once(": ")

@@ -559,8 +559,6 @@ fn oversubscribed(
         .help("deployments sharing a cluster are placed in file order, each replica on GPUs no other uses (a replica inside one node group): add nodes, shrink a layout, or give a deployment a cluster of its own".to_string())
 }
 
-/// A written layout's analysis with the planner's advice on it (W0404, A0501, A0401):
-/// what `dic check` reports for one deployment and `dic estimate` for one scenario.
 /// The planner's choice for `layout = auto`, analysed in full: the chosen layout, or the
 /// two pools of the split when the disaggregated family wins; empty when nothing meets
 /// the SLOs.
@@ -622,6 +620,8 @@ pub fn analyze_written(ds: &DeploymentScenario) -> Analysis {
     }
 }
 
+/// A written layout's analysis with the planner's advice on it (W0404, A0501, A0401):
+/// what `dic check` reports for one deployment and `dic estimate` for one scenario.
 pub fn analyze_and_advise(s: &Scenario, slo: &[SloTarget]) -> Analysis {
     let mut a = analysis::analyze(s, slo);
     let advice = planner::advise(s, &a);

@@ -631,7 +631,6 @@ pub static NETWORK_SCHEMA: KindSchema = KindSchema {
     ],
 };
 
-/// Options of the `vllm { … }` engine block, in the order their flags are emitted.
 /// The values of `engine = vllm { all2all_backend = … }`: vLLM 0.33's
 /// `--all2all-backend` choices dic models.
 pub const ALL2ALL_BACKENDS: &[&str] = &[
@@ -640,6 +639,7 @@ pub const ALL2ALL_BACKENDS: &[&str] = &[
     "deepep_low_latency",
 ];
 
+/// Options of the `vllm { … }` engine block, in the order their flags are emitted.
 pub static VLLM_OPTIONS: &[Field] = &[
     engine!(
         "port",

@@ -7,6 +7,7 @@
 //! scale-up link (NVLink/NVSwitch) inside a node or a rack-scale NVLink domain, PCIe
 //! inside a node without one, the scale-out fabric across nodes.
 
+use super::gemm::KernelFamily;
 use super::scenario::{LinkSpec, Scenario};
 use crate::program::{Layout, LinkType};
 use serde::Serialize;
@@ -108,6 +109,15 @@ pub struct Placement {
     /// Effective bytes/s per rank per direction.
     pub bandwidth: f64,
     pub latency: f64,
+}
+
+impl Placement {
+    /// Every group talks over NVLink inside one node: where vLLM's custom all-reduce runs
+    /// and where the kernel tables' NVLink measurements were taken (their fits are not
+    /// stretched to racks such as NVL72, whose trays are separate nodes).
+    pub fn within_one_nvlink_node(&self) -> bool {
+        matches!(self.link_type, LinkType::Nvlink | LinkType::Nvswitch) && !self.spans_nodes
+    }
 }
 
 /// Where one kind of group sits and the slowest link any of them crosses. `spans` gives
@@ -458,13 +468,13 @@ pub const CUSTOM_ALL_REDUCE_MAX_BYTES: f64 = 8.0 * 1024.0 * 1024.0;
 
 /// The custom all-reduce's fixed latency on a GPU architecture.
 pub fn custom_all_reduce_latency(architecture: Option<&str>) -> f64 {
-    match architecture {
-        Some(a) if a.starts_with("blackwell") => CUSTOM_ALL_REDUCE_LATENCY_BLACKWELL,
-        _ => CUSTOM_ALL_REDUCE_LATENCY_HOPPER,
+    match KernelFamily::of(architecture) {
+        KernelFamily::Blackwell => CUSTOM_ALL_REDUCE_LATENCY_BLACKWELL,
+        KernelFamily::Hopper => CUSTOM_ALL_REDUCE_LATENCY_HOPPER,
     }
 }
 
-/// A transfer measured inside one NVLink domain: a fixed latency, then the bytes on the
+/// A transfer measured inside one NVLink node: a fixed latency, then the bytes on the
 /// wire at a share of the placement's bandwidth (the link's × [`LINK_EFFICIENCY`]). Its
 /// two constants are fitted on the kernel tables (`calibration::kernels`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -479,7 +489,7 @@ impl LinkFit {
     }
 }
 
-/// NCCL's all-reduce inside one NVLink domain as vLLM calls it (pynccl, above the custom
+/// NCCL's all-reduce inside one NVLink node as vLLM calls it (pynccl, above the custom
 /// all-reduce's 8 MiB): `latency + 2(p−1)/p · S / (B · efficiency)`. Fitted per
 /// architecture on the kernel tables' messages of 8 MiB to 1 GiB on 2, 4 and 8 GPUs
 /// (../shared/calibration/kernels/*/allreduce.csv.gz: H100 and H200 for Hopper, B200 for
@@ -497,9 +507,9 @@ pub const NCCL_NVLINK_ALL_REDUCE_BLACKWELL: LinkFit = LinkFit {
 /// The NVLink all-reduce constants of a GPU architecture (Hopper's for those without
 /// tables).
 pub fn nccl_nvlink_all_reduce(architecture: Option<&str>) -> LinkFit {
-    match architecture {
-        Some(a) if a.starts_with("blackwell") => NCCL_NVLINK_ALL_REDUCE_BLACKWELL,
-        _ => NCCL_NVLINK_ALL_REDUCE_HOPPER,
+    match KernelFamily::of(architecture) {
+        KernelFamily::Blackwell => NCCL_NVLINK_ALL_REDUCE_BLACKWELL,
+        KernelFamily::Hopper => NCCL_NVLINK_ALL_REDUCE_HOPPER,
     }
 }
 
@@ -510,15 +520,15 @@ pub fn all_reduce_wire_bytes(bytes: f64, p: u64) -> f64 {
 }
 
 /// DeepEP's kernels as vLLM's `deepep_low_latency` and `deepep_high_throughput` backends
-/// run them inside one NVLink domain: dispatch and combine, each a [`LinkFit`] over the
+/// run them inside one NVLink node: dispatch and combine, each a [`LinkFit`] over the
 /// bytes a rank sends (its tokens × the distinct remote ranks of their experts × hidden ×
 /// 2 B), fitted per architecture on the kernel tables
 /// (../shared/calibration/kernels/*/moe_a2a.csv.gz, EP 8 on one node; median |error|
 /// 8–14%). Their fixed costs dominate a decode step's exchange: about 50 µs per
 /// low-latency dispatch or combine, 80–260 µs per high-throughput one.
-pub const DEEPEP_FITS: [(&str, &str, [LinkFit; 2]); 4] = [
+pub const DEEPEP_FITS: [(KernelFamily, &str, [LinkFit; 2]); 4] = [
     (
-        "hopper",
+        KernelFamily::Hopper,
         "deepep_low_latency",
         [
             LinkFit {
@@ -532,7 +542,7 @@ pub const DEEPEP_FITS: [(&str, &str, [LinkFit; 2]); 4] = [
         ],
     ),
     (
-        "hopper",
+        KernelFamily::Hopper,
         "deepep_high_throughput",
         [
             LinkFit {
@@ -546,7 +556,7 @@ pub const DEEPEP_FITS: [(&str, &str, [LinkFit; 2]); 4] = [
         ],
     ),
     (
-        "blackwell",
+        KernelFamily::Blackwell,
         "deepep_low_latency",
         [
             LinkFit {
@@ -560,7 +570,7 @@ pub const DEEPEP_FITS: [(&str, &str, [LinkFit; 2]); 4] = [
         ],
     ),
     (
-        "blackwell",
+        KernelFamily::Blackwell,
         "deepep_high_throughput",
         [
             LinkFit {
@@ -578,10 +588,7 @@ pub const DEEPEP_FITS: [(&str, &str, [LinkFit; 2]); 4] = [
 /// The fitted dispatch and combine of a DeepEP backend on an architecture (Hopper's for
 /// architectures without tables); `None` for other backends.
 pub fn deepep_fit(architecture: Option<&str>, backend: &str) -> Option<[LinkFit; 2]> {
-    let family = match architecture {
-        Some(a) if a.starts_with("blackwell") => "blackwell",
-        _ => "hopper",
-    };
+    let family = KernelFamily::of(architecture);
     DEEPEP_FITS
         .iter()
         .find(|(f, b, _)| *f == family && *b == backend)
@@ -589,7 +596,7 @@ pub fn deepep_fit(architecture: Option<&str>, backend: &str) -> Option<[LinkFit;
 }
 
 /// A TP all-reduce as vLLM runs it: its custom all-reduce where that applies (and is
-/// faster), NCCL otherwise (inside an NVLink domain as measured, [`nccl_nvlink_all_reduce`]).
+/// faster), NCCL otherwise (inside one NVLink node as measured, [`nccl_nvlink_all_reduce`]).
 /// The NCCL plan keeps [`collective_time`]: `dic run` replays with NCCL.
 pub fn vllm_all_reduce_time(
     bytes: f64,
@@ -600,16 +607,13 @@ pub fn vllm_all_reduce_time(
     if p <= 1 || bytes <= 0.0 {
         return 0.0;
     }
-    let in_nvlink_domain =
-        !link.spans_nodes && matches!(link.link_type, LinkType::Nvlink | LinkType::Nvswitch);
-    let nccl = if in_nvlink_domain {
+    let nccl = if link.within_one_nvlink_node() {
         nccl_nvlink_all_reduce(architecture).time(all_reduce_wire_bytes(bytes, p), link.bandwidth)
     } else {
         collective_time(Collective::AllReduce, bytes, p, link)
     };
     let custom = matches!(p, 2 | 4 | 6 | 8)
-        && !link.spans_nodes
-        && matches!(link.link_type, LinkType::Nvlink | LinkType::Nvswitch)
+        && link.within_one_nvlink_node()
         && bytes <= CUSTOM_ALL_REDUCE_MAX_BYTES;
     if custom {
         let pf = p as f64;
@@ -840,11 +844,12 @@ impl CommItem {
 /// (`engine = vllm { all2all_backend = deepep_… }` with `ep`) rather than vLLM 0.33's
 /// default all-gather and reduce-scatter.
 pub fn uses_deepep(s: &Scenario) -> bool {
-    s.layout.ep
-        && s.engine
-            .all2all_backend
-            .as_deref()
-            .is_some_and(|b| b.starts_with("deepep"))
+    s.layout.ep && s.engine.all2all_backend.as_deref().is_some_and(is_deepep)
+}
+
+/// A `deepep_*` value of `all2all_backend`.
+pub fn is_deepep(backend: &str) -> bool {
+    backend.starts_with("deepep")
 }
 
 /// The expert layers' traffic across DP ranks, as vLLM 0.33's `--all2all-backend` moves
@@ -879,10 +884,10 @@ pub fn moe_comm(s: &Scenario, cx: &CommContext, tokens: f64, moe_layers: u64) ->
             p,
             group,
         );
-        let in_nvlink_domain = !group.spans_nodes || group.within_scale_up_domain;
         let backend = s.engine.all2all_backend.as_deref().unwrap_or_default();
         if let Some([dispatch, combine]) =
-            deepep_fit(s.topology.gpu.architecture.as_deref(), backend).filter(|_| in_nvlink_domain)
+            deepep_fit(s.topology.gpu.architecture.as_deref(), backend)
+                .filter(|_| group.within_one_nvlink_node())
         {
             item.time = moe_layers as f64
                 * (dispatch.time(bytes, group.bandwidth) + combine.time(bytes, group.bandwidth));

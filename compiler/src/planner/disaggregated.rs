@@ -171,7 +171,7 @@ pub fn aggregated_wins(
             money(best.cost_per_hour)
         )
     } else if let Some((rival, capacity)) = best_aggregated_within(&search.ranked, pair_cost)
-        .filter(|(_, capacity)| *capacity > pair_capacity * 1.05)
+        .filter(|(_, capacity)| *capacity > pair_capacity * FAMILY_MARGIN)
     {
         best = rival;
         format!(
@@ -198,6 +198,11 @@ pub fn aggregated_wins(
         )
     })
 }
+
+/// How much more output per GPU (saturated) one family must serve at no higher cost to win
+/// over the other (W0406 and `choose_family` alike): 5%, which covers what a split adds
+/// that dic does not model (the router hop, a second set of engines to run).
+pub const FAMILY_MARGIN: f64 = 1.05;
 
 /// The most output tokens per GPU (saturated) an aggregated layout that meets every SLO
 /// serves for at most `cost` $/h (GPUs when unpriced): the aggregated side of every
@@ -256,7 +261,7 @@ pub fn choose_family(
         (Some(a), Some(s)) => {
             let cheaper = s.cost_per_hour < a.cost_per_hour - 1e-9;
             let rival = best_aggregated_within(ranked, s.cost_per_hour);
-            let more = rival.is_none_or(|(_, cap)| s.capacity_per_gpu >= cap * 1.05);
+            let more = rival.is_none_or(|(_, cap)| s.capacity_per_gpu >= cap * FAMILY_MARGIN);
             let (b, cap) = rival.unwrap_or((a, 0.0));
             let say = |first: String, second: String| Some(format!("{first} over {second}"));
             let split_words = format!(

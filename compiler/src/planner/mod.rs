@@ -503,9 +503,6 @@ fn family_name(layout: Layout, w: &str, kv: &str, model_weights: &str, n_formats
     )
 }
 
-/// One line: the message without the deployment prefix. A message past 300 characters
-/// is cut at a word boundary with `…` — never inside a number (a cut figure reads as a
-/// different, wrong figure: "maximum model length is 65" for 6512).
 /// Why a family's largest affordable candidate was rejected, in one line; an overloaded
 /// one says so first (its latencies are those of a queue that never drains), with the
 /// replicas and GPUs it had.
@@ -521,6 +518,9 @@ fn rejection_reason(top: &Candidate) -> String {
     }
 }
 
+/// One line: the message without the deployment prefix. A message past 300 characters
+/// is cut at a word boundary with `…` — never inside a number (a cut figure reads as a
+/// different, wrong figure: "maximum model length is 65" for 6512).
 fn short(reason: &str) -> String {
     let r = reason
         .split_once(": ")

@@ -5,7 +5,7 @@
 //! Findings carry an [`Anchor`] (which part of the deployment they are about) rather
 //! than a span, so `dic estimate` (no file) and `dic check` (spans) share them.
 
-use super::comm::{ep_placement, tp_placement};
+use super::comm::{ep_placement, is_deepep, tp_placement, uses_deepep};
 use super::memory::{memory, MemoryReport};
 use super::perf::{max_throughput, percentile_factor, predict, Prediction, FITTED};
 use super::scenario::{Load, Scenario};

@@ -204,7 +204,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
             Some(format!("{} has no MoE layers", s.model_name))
         } else if l.dp <= 1 {
             Some("with one DP rank the experts' group is the TP group, whose all-reduce combines them: no tokens move between DP ranks".to_string())
-        } else if backend.starts_with("deepep") && !l.ep {
+        } else if is_deepep(backend) && !l.ep {
             Some("DeepEP's kernels run only with expert parallelism; without `ep` vLLM gathers and reduce-scatters the tokens".to_string())
         } else {
             None
@@ -215,7 +215,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
                 Anchor::Engine("all2all_backend"),
                 format!("`all2all_backend = {backend}` has no effect here: {why}"),
                 "no effect on this layout",
-                Some(if backend.starts_with("deepep") && !l.ep && l.dp > 1 && m.experts > 0 {
+                Some(if is_deepep(backend) && !l.ep && l.dp > 1 && m.experts > 0 {
                     "add `ep` to the layout (e.g. `tp 2 × dp 4 × ep`) or remove `all2all_backend`".into()
                 } else {
                     "remove `all2all_backend`".into()
@@ -236,7 +236,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
                 Anchor::Layout,
                 format!(
                     "the MoE layers' token exchange ({}) crosses nodes over {} at {:.1} GB/s per GPU, under the {:.0} GB/s (one 200G port per GPU) wide EP needs",
-                    if super::super::comm::uses_deepep(s) { "DeepEP all-to-all" } else { "all-gather and reduce-scatter" },
+                    if uses_deepep(s) { "DeepEP all-to-all" } else { "all-gather and reduce-scatter" },
                     ep.link_name,
                     per_gpu / 1e9,
                     SLOW_EP_FABRIC_BYTES_PER_GPU / 1e9

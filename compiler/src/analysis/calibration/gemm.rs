@@ -112,14 +112,6 @@ impl GemmTime {
     pub fn total(&self) -> f64 {
         self.fixed + self.compute.max(self.memory)
     }
-
-    pub fn times(self, count: f64) -> GemmTime {
-        GemmTime {
-            compute: self.compute * count,
-            memory: self.memory * count,
-            fixed: self.fixed * count,
-        }
-    }
 }
 
 /// A GEMM's shape: `m` tokens through an `n × k` weight of `weight_bytes` per element.
@@ -150,13 +142,6 @@ pub fn gemm_time(
         memory: bytes / (bandwidth * c.memory),
         fixed: c.launch + quant,
     }
-}
-
-/// One call's time on `gpu` for weights in `format`.
-pub fn gemm_on(gpu: &GpuSpec, format: &str, g: GemmShape) -> GemmTime {
-    let (kind, peak) = kind_of(gpu, format);
-    let c = curve(KernelFamily::of(gpu.architecture.as_deref()), kind);
-    gemm_time(&c, kind, peak, gpu.hbm_bandwidth, g)
 }
 
 /// One measured GEMM: shape, the GPU's peak for its kind and bandwidth, seconds.

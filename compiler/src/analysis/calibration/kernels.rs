@@ -1,6 +1,6 @@
 //! The kernel tables measured inside vLLM (../shared/calibration/kernels): the GEMM
 //! curves' fit per kernel family and format and their residuals per GPU for
-//! `calibration/errors.md`, and the fit of NCCL's all-reduce inside an NVLink domain
+//! `calibration/errors.md`, and the fit of NCCL's all-reduce inside one NVLink node
 //! and of DeepEP's dispatch and combine (`comm::LinkFit`s the step model uses).
 
 use super::gemm::{fit_curve, gemm_time, in_fitted_range, GemmShape, MeasuredGemm};

@@ -5,7 +5,7 @@
 use dic::disk::DiskWorld;
 use dic::exit::{ERRORS, OK, USAGE};
 use dic::render;
-use dic_compiler::planner::{search, space_of, Candidate, DisaggCandidate};
+use dic_compiler::planner::{best_aggregated_within, search, space_of, Candidate, DisaggCandidate};
 
 fn ms(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "—".into())
@@ -34,7 +34,8 @@ fn row(i: usize, c: &Candidate) -> String {
 }
 
 /// The disaggregated family beside the aggregated one: its best splits, and which family
-/// serves more output tokens per GPU within the SLOs, by how much.
+/// serves more output tokens per GPU within the SLOs at no higher cost, by how much (the
+/// planner's own comparison), then the planner's choice.
 fn print_disaggregated(
     result: &dic_compiler::planner::Search,
     disagg: &[DisaggCandidate],
@@ -69,15 +70,13 @@ fn print_disaggregated(
     if let Some(first) = disagg.first() {
         println!("  #1 as a layout: `layout = {}`", first.split.as_layout());
     }
-    let best_agg = result
-        .ranked
-        .iter()
-        .filter_map(|c| Some((c, c.max_output_tokens_per_s? / c.gpus.max(1) as f64)))
-        .max_by(|a, b| a.1.total_cmp(&b.1));
-    let best_dis = disagg
-        .iter()
-        .filter(|d| d.meets_slo)
-        .max_by(|a, b| a.capacity_per_gpu.total_cmp(&b.capacity_per_gpu));
+    // The comparison the planner's choice makes: the best split against the aggregated
+    // layout serving the most per GPU at no higher cost (`planner::choose_family`).
+    let best_dis = disagg.first().filter(|d| d.meets_slo);
+    let best_agg = match best_dis {
+        Some(d) => best_aggregated_within(&result.ranked, d.cost_per_hour),
+        None => best_aggregated_within(&result.ranked, f64::INFINITY),
+    };
     match (best_agg, best_dis) {
         (Some((a, at)), Some(d)) => {
             let (winner, by) = if d.capacity_per_gpu > at {
@@ -86,15 +85,20 @@ fn print_disaggregated(
                 ("aggregated", at / d.capacity_per_gpu.max(1e-9) - 1.0)
             };
             println!(
-                "  saturated output per GPU, layouts that meet the SLOs: aggregated {} {at:.0} tok/s/GPU, disaggregated {} {:.0} tok/s/GPU: {winner} by {:.0}%",
+                "  saturated output per GPU at no higher cost, layouts that meet the SLOs: aggregated {} {at:.0} tok/s/GPU, disaggregated {} {:.0} tok/s/GPU: {winner} by {:.0}%",
                 a.describe(),
                 d.name,
                 d.capacity_per_gpu,
                 by * 100.0
             );
         }
-        (Some(_), None) => println!("  no disaggregated split meets every SLO: aggregated wins"),
-        (None, Some(d)) => println!("  only disaggregated meets every SLO: {}", d.name),
+        (Some(_), None) => {
+            println!("  no disaggregated split meets every SLO: aggregated wins")
+        }
+        (None, Some(d)) => println!(
+            "  no aggregated layout meets every SLO at no higher cost than {}",
+            d.name
+        ),
         (None, None) => {}
     }
     if let Some(why) = &result.family_choice {
@@ -148,13 +152,12 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
         let started = std::time::Instant::now();
         let result = search(&ds.scenario, &ds.slo, &space);
         let elapsed = started.elapsed();
-        // The disaggregated family (in the chosen formats) comes with the search.
-        let disagg = result.splits.clone();
         if result.chosen.is_none() {
             code = ERRORS;
         }
         if json {
-            let shown: Vec<&DisaggCandidate> = disagg.iter().take(top.max(1)).collect();
+            // The disaggregated family (in the chosen formats) comes with the search.
+            let shown: Vec<&DisaggCandidate> = result.splits.iter().take(top.max(1)).collect();
             all.push(serde_json::json!({ "deployment": ds.name, "search": result, "disaggregated": shown, "written_split": written_split }));
             continue;
         }
@@ -224,7 +227,7 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
             }
             println!();
         }
-        print_disaggregated(&result, &disagg, top);
+        print_disaggregated(&result, &result.splits, top);
         if !result.scaling.is_empty() {
             println!(
                 "scaling, one replica (weights {}, KV cache {}): GPUs → tok/s per GPU, TPOT",

@@ -20,7 +20,9 @@ mod advice;
 mod disaggregated;
 mod scaling;
 pub use advice::{advise, cheaper_layout, no_layout, working_layout};
-pub use disaggregated::{aggregated_wins, choose_family, disaggregated_family, DisaggCandidate};
+pub use disaggregated::{
+    aggregated_wins, best_aggregated_within, choose_family, disaggregated_family, DisaggCandidate,
+};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Candidate {

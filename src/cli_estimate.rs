@@ -115,7 +115,7 @@ fn to_json(s: &Scenario, a: &Analysis) -> Value {
             "overhead": ms(Some(p.step.overhead)),
             "bubble": ms(Some(p.step.bubble)),
             "draft": ms(Some(p.step.draft)),
-            // The kernel groups in sequence, each at its own roofline: with communication,
+            // The kernel groups in sequence (the experts as the fused-MoE curve): with communication,
             // overhead and drafting they add up to TPOT (with PP, `bubble` is the idle
             // share of it).
             "kernels": {

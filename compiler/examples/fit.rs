@@ -1,10 +1,48 @@
 //! Fits the performance constants on vLLM's measured serving (../shared/calibration/
 //! vllm-silicon) from the round starting values, and prints them with the objective of the
 //! stored ones: `cargo run --release -p dic-compiler --example fit`. `ROWS=1` also prints
-//! every row's measured and predicted TTFT and TPOT.
+//! every row's measured TTFT and TPOT and those the fit predicts; `CV=1` also prints the median and p90
+//! |error| leaving one GPU out and leaving one model out (what errors.md reports, without
+//! rewriting it), and the fitted bias per GPU and model.
 use dic_compiler::analysis::calibration::silicon::{
-    fit_silicon, parse_silicon, predict_run, silicon_objective, START, STORED,
+    cross_validate, fit_silicon, model_label, parse_silicon, predict_run, row_error,
+    silicon_objective, stats, SiliconRow, START, STORED,
 };
+
+/// Prints the TTFT and TPOT statistics of one evaluation.
+fn report(name: &str, errors: &[Option<(f64, f64)>]) {
+    let ttft: Vec<Option<f64>> = errors.iter().map(|e| e.map(|e| e.0)).collect();
+    let tpot: Vec<Option<f64>> = errors.iter().map(|e| e.map(|e| e.1)).collect();
+    let (t, p) = (stats(&ttft), stats(&tpot));
+    println!(
+        "{name:<22} TTFT {:5.1}% (p90 {:5.1}%, bias {:+5.1}%)  TPOT {:5.1}% (p90 {:5.1}%, bias {:+5.1}%)",
+        t.median_abs * 100.0,
+        t.p90_abs * 100.0,
+        t.bias * 100.0,
+        p.median_abs * 100.0,
+        p.p90_abs * 100.0,
+        p.bias * 100.0
+    );
+}
+
+/// The fitted errors grouped by GPU and model.
+fn by_group(rows: &[SiliconRow], errors: &[Option<(f64, f64)>]) {
+    let mut keys: Vec<String> = rows
+        .iter()
+        .map(|r| format!("{} {}", r.gpu, model_label(r)))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    for k in keys {
+        let e: Vec<Option<(f64, f64)>> = rows
+            .iter()
+            .zip(errors)
+            .filter(|(r, _)| format!("{} {}", r.gpu, model_label(r)) == k)
+            .map(|(_, e)| *e)
+            .collect();
+        report(&k, &e);
+    }
+}
 
 fn main() {
     let path = concat!(
@@ -17,9 +55,10 @@ fn main() {
     };
     let (rows, skipped) = parse_silicon(&csv);
     println!("{} rows, {skipped} skipped", rows.len());
+    let fit = fit_silicon(&rows, START);
     if std::env::var("ROWS").is_ok() {
         for r in &rows {
-            let p = predict_run(r, &STORED);
+            let p = predict_run(r, &fit);
             println!(
                 "{}: TTFT {:.1} ms TPOT {:.2} ms, predicted {:?}",
                 r.id,
@@ -29,11 +68,23 @@ fn main() {
             );
         }
     }
-    let fit = fit_silicon(&rows, START);
     for (name, f) in [("stored", STORED), ("fit", fit)] {
         println!(
             "{name}: {f:?} objective {:.4}",
             silicon_objective(&rows, &f)
         );
+    }
+    if std::env::var("CV").is_ok() {
+        let fitted: Vec<_> = rows.iter().map(|r| row_error(r, &fit)).collect();
+        report("fitted", &fitted);
+        let logo = cross_validate(&rows, |r| r.gpu.clone(), |t| fit_silicon(t, START));
+        report("leave one GPU out", &logo);
+        let lomo = cross_validate(
+            &rows,
+            |r| model_label(r).to_string(),
+            |t| fit_silicon(t, START),
+        );
+        report("leave one model out", &lomo);
+        by_group(&rows, &fitted);
     }
 }

@@ -220,12 +220,62 @@ deploy d { model = qwen3_30b_a3b, cluster = c, layout = tp 2, engine = vllm { ma
     const { assert!(FITTED.moe_layer_overhead > 0.0) };
 }
 
+/// The closed loop's prefill queue by hand (mean value analysis, Reiser's residual term
+/// for a deterministic service): one client never waits; two clients with a prefill of
+/// 1 s and 3 s elsewhere: R(1) = 1, X(1) = 1/4, Q(1) = U(1) = 1/4, so R(2) = 1 × (1 + 1/4
+/// − 1/8) = 1.125 s; a fractional client interpolates; a saturated queue approaches
+/// N × S − Z − S/2 (the throughput bound 1/S, less the half-done prefill in progress).
+#[test]
+fn closed_loop_prefills_queue_for_the_budget() {
+    use dic_compiler::analysis::perf::closed_loop_prefill;
+    assert_eq!(closed_loop_prefill(1.0, 0.2, 5.0), 0.2);
+    assert!((closed_loop_prefill(2.0, 1.0, 3.0) - 1.125).abs() < 1e-12);
+    assert!((closed_loop_prefill(1.5, 1.0, 3.0) - 1.0625).abs() < 1e-12);
+    let saturated = closed_loop_prefill(100.0, 1.0, 10.0);
+    assert!((saturated - 89.5).abs() < 0.1, "{saturated}");
+    // More think time, less queueing.
+    assert!(closed_loop_prefill(8.0, 0.1, 10.0) < closed_loop_prefill(8.0, 0.1, 1.0));
+}
+
+/// A MoE step's experts are the fused-MoE kernel's calls, one per MoE layer, on the
+/// rank's shard (Qwen3-30B-A3B: 48 MoE layers of 128 experts of width 768, top 8; TP 2
+/// splits every expert's width; 8 decoding sequences).
+#[test]
+fn a_moe_steps_experts_are_one_fused_moe_call_per_layer() {
+    use dic_compiler::analysis::fused_moe::{moe_time, MoeCall};
+    use dic_compiler::analysis::perf::{StepModel, FITTED};
+    let src = "import std.nodes.dgx_h100\nimport std.models.qwen3_30b_a3b\n\
+cluster c { nodes = 1 × dgx_h100 }\n\
+deploy d { model = qwen3_30b_a3b, cluster = c, layout = tp 2, engine = vllm { max_model_len = 8k tokens } }\n";
+    let world = MemoryWorld::new().with("p.dist", src);
+    let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
+    let s = checked.deployments[0].scenario.scenario.clone();
+    let step = StepModel::new(&s).token_step(8.0, 1024.0, 0.0, 0.0, &FITTED);
+    let call = MoeCall {
+        tokens: 8.0,
+        top_k: 8.0,
+        experts: 128.0,
+        local_experts: 128.0,
+        hidden: 2048.0,
+        width: 384.0,
+        matrices: 3.0,
+        bytes_per_param: 2.0,
+    };
+    let expected = 48.0 * moe_time(&s.topology.gpu, &s.model.weights, &call).total();
+    assert!(
+        (step.kernels.experts - expected).abs() < 1e-9 * expected,
+        "{} vs {expected}",
+        step.kernels.experts
+    );
+}
+
 /// TTFT's terms: at one request in flight, the fixed request latency + half a step of
 /// arrival wait + the prompt's prefill; past the running cap, the admission wait of
-/// Little's law; in a finite run, the first wave that arrives at once.
+/// Little's law on top of the prefill queue; in a finite run, the first wave that arrives
+/// at once.
 #[test]
 fn ttft_at_low_load_under_admission_and_in_a_finite_run() {
-    use dic_compiler::analysis::perf::{predict, StepModel, FITTED};
+    use dic_compiler::analysis::perf::{closed_loop_prefill, predict, StepModel, FITTED};
     use dic_compiler::analysis::{memory::memory, Load};
     let src = |load: &str| {
         format!(
@@ -258,9 +308,10 @@ deploy d {{ model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, eng
     let sm = StepModel::new(&s);
     let pf = sm.prefill_time(prompt, 0.0, p.running, ctx, &FITTED);
     let service = pf + output * p.step.tpot;
+    let think = FITTED.request_latency + p.step.tpot / 2.0 + output * p.step.tpot;
     let expected = FITTED.request_latency
         + p.step.tpot / 2.0
-        + pf
+        + closed_loop_prefill(p.running, pf, think)
         + (4096.0 - p.running) / p.running * service;
     assert!(
         (p.ttft - expected).abs() < 1e-6 * expected,

@@ -14,6 +14,7 @@ pub mod catalog;
 pub mod comm;
 pub mod disagg;
 pub mod estimate;
+pub mod fused_moe;
 pub mod gemm;
 pub mod kv_pool;
 pub mod memory;

@@ -2,29 +2,36 @@
 //! operating point under a workload.
 //!
 //! One forward step of one PP stage processing `tokens` tokens runs three kernel groups
-//! one after another, each at its own roofline `max(flops / (peak × compute_eff), bytes /
-//! (HBM × memory_eff))`: the dense GEMMs and LM head (streaming the dense weights, at the
-//! weights' format's rate), the experts (streaming the experts the batch touches) and
-//! attention (streaming the KV cache, at the 16-bit rate); then communication (TP
-//! all-reduces as vLLM runs them, `comm::vllm_all_reduce_time`, both regimes fitted on
-//! the kernel tables) and a fixed overhead. Every rate is taken at the share of the
-//! datasheet peak the GPU's kernel family reaches in the kernel tables relative to
-//! Hopper's, on which the efficiency is mostly fitted (`gemm::compute_factor`: B200 0.87).
-//! (One `max` over the whole step, as before, let a memory-bound attention hide
-//! compute-bound GEMMs: cross-validated TPOT error fell from 10.8% to 8.9% leaving one
-//! GPU out and from 15.5% to 13.4% leaving one model out with the op-level sum.) A
-//! decode token traverses every stage (TPOT = Σ stages); a replica with PP keeps `pp`
-//! micro-batches in flight, so fewer running requests than stages leave a bubble.
+//! one after another: the dense GEMMs and LM head (streaming the dense weights, at the
+//! weights' format's rate) and attention (streaming the KV cache, at the 16-bit rate),
+//! each at its own roofline `max(flops / (peak × compute_eff), bytes / (HBM ×
+//! memory_eff))`, and the routed experts as vLLM's fused-MoE kernel, one call per MoE
+//! layer timed by the curve fitted on its measured latencies (`fused_moe`: Hopper's
+//! block-FP8 fused MoE reaches a quarter of the FP8 peak on a prompt chunk, far below the
+//! dense GEMMs); then communication (TP all-reduces as vLLM runs them,
+//! `comm::vllm_all_reduce_time`, both regimes fitted on the kernel tables) and a fixed
+//! overhead. The dense rates are taken at the share of the datasheet peak the GPU's
+//! kernel family reaches in the kernel tables relative to Hopper's, on which the
+//! efficiency is mostly fitted (`gemm::compute_factor`: B200 0.87). (One `max` over the
+//! whole step, as before, let a memory-bound attention hide compute-bound GEMMs:
+//! cross-validated TPOT error fell from 10.8% to 8.9% leaving one GPU out and from 15.5%
+//! to 13.4% leaving one model out with the op-level sum.) A decode token traverses every
+//! stage (TPOT = Σ stages); a replica with PP keeps `pp` micro-batches in flight, so
+//! fewer running requests than stages leave a bubble.
+//!
 //! Prefill is chunked (vLLM's chunked prefill, `max_num_batched_tokens` per step) and
 //! shares steps with decodes. The operating point under an arrival rate solves Little's
 //! law, `running = rate × (TTFT + output × TPOT)`, by fixed-point iteration; queueing
-//! before prefill uses an M/D/1 wait. TTFT adds a fixed per-request latency and half a
-//! step (a request arrives mid-step); in a closed loop, requests past the running cap
-//! (KV blocks, `max_num_seqs`) wait for a slot, and a finite benchmark run's first wave
-//! arrives at once and queues its prefills. The constants are fitted on vLLM measured
-//! end to end (`calibration::silicon`), never per row.
+//! before prefill uses an M/D/1 wait. In a closed loop the prompts of the clients in
+//! flight queue for the prefill budget as a machine-repairman network
+//! ([`closed_loop_prefill`], mean value analysis with a deterministic service); requests
+//! past the running cap (KV blocks, `max_num_seqs`) wait for a slot, and a finite
+//! benchmark run's first wave arrives at once and queues its prefills. TTFT adds a fixed
+//! per-request latency and half a step (a request arrives mid-step). The constants are
+//! fitted on vLLM measured end to end (`calibration::silicon`), never per row.
 
-use super::comm::{step_comm, CommContext, CommItem, StageBlocks};
+use super::comm::{step_comm, uses_deepep, CommContext, CommItem, StageBlocks};
+use super::fused_moe::{moe_time, MoeCall};
 use super::gemm::compute_factor;
 use super::kv_pool::{CacheSpec, SpecCache};
 use super::memory::{pp_partition, rank_weights, MemoryReport};
@@ -58,18 +65,18 @@ pub struct PerfConstants {
 /// `calibration::silicon::fit_silicon`, from round starting values, minimising the mean
 /// |log error| of TTFT and TPOT. The test `calibration_constants_are_the_fit` re-runs the
 /// fit; `calibration_table_is_current` regenerates `calibration/errors.md`, with the
-/// leave-one-GPU-out and leave-one-model-out errors. The MoE-layer overhead starts at 0
-/// and is identified by the one MoE family of the rows (Qwen3-235B-A22B: its 94 MoE
-/// layers ran ~12 ms per decode step slower than the fused-MoE kernel tables account
-/// for); with it the cross-validated TPOT error fell from 9.3% to 9.1% leaving one GPU out
-/// and from 14.9% to 10.0% leaving one model out.
+/// leave-one-GPU-out and leave-one-model-out errors. The routed experts are timed by the
+/// fused-MoE kernel curves (`fused_moe`, fitted on the kernel tables), not by these
+/// efficiencies; the MoE-layer overhead covers what surrounds that kernel (router GEMM,
+/// top-k, activation quantization), identified by the one MoE family of the rows
+/// (Qwen3-235B-A22B).
 pub const FITTED: PerfConstants = PerfConstants {
     memory_efficiency: 0.832,
-    compute_efficiency: 0.600,
+    compute_efficiency: 0.613,
     step_overhead: 0.00436,
-    moe_layer_overhead: 162e-6,
+    moe_layer_overhead: 103e-6,
     token_overhead: 50.8e-6,
-    request_latency: 0.0418,
+    request_latency: 0.0436,
 };
 
 /// Percentile ÷ mean factors for latencies. [heuristic, not fitted: the public
@@ -96,7 +103,8 @@ pub struct StepCost {
     pub comm: f64,
     pub overhead: f64,
     pub total: f64,
-    /// The kernel groups, each at its own roofline (they add up with `comm` and
+    /// The kernel groups (dense GEMMs and attention at their rooflines, the experts on the
+    /// fused-MoE curve; they add up with `comm` and
     /// `overhead` to `total`).
     pub kernels: KernelTimes,
     pub comm_items: Vec<CommItem>,
@@ -134,11 +142,8 @@ struct StageFacts {
     last: bool,
     /// Bytes of non-expert weights on one GPU of the stage.
     dense_bytes: f64,
-    /// Bytes of routed experts on one GPU of the stage.
-    expert_bytes: f64,
     /// Parameters multiplied per token (non-expert, excluding the embedding lookup).
     dense_params: f64,
-    expert_params: f64,
     lm_head_params: f64,
     /// KV bytes per token of context read by a decoding sequence in the layers whose cache
     /// grows (full attention; compressed attention's entries per token).
@@ -155,6 +160,9 @@ struct StageFacts {
     state_elements: f64,
     /// KV bytes written per new token.
     kv_write: f64,
+    /// One MoE layer's fused-MoE call on a rank, for a batch of one token (the step sets
+    /// the tokens); `None` without MoE layers.
+    moe_call: Option<MoeCall>,
 }
 
 /// What every step of one scenario shares: per-stage facts and group placements.
@@ -222,13 +230,11 @@ fn stage_facts(s: &Scenario) -> Vec<StageFacts> {
             // The embedding is a lookup and the encoders run only on media: neither is
             // streamed by a text step.
             dense_bytes: w.bytes - w.expert_bytes - w.embedding_bytes - w.encoder_bytes,
-            expert_bytes: w.expert_bytes,
             dense_params: w.params
                 - w.expert_params
                 - w.embedding_params
                 - w.encoder_params
                 - w.lm_head_params,
-            expert_params: w.expert_params,
             lm_head_params: w.lm_head_params,
             growing_kv: 0.0,
             growing_attn: 0.0,
@@ -238,7 +244,29 @@ fn stage_facts(s: &Scenario) -> Vec<StageFacts> {
             state_bytes: 0.0,
             state_elements: 0.0,
             kv_write: 0.0,
+            moe_call: None,
         };
+        // The experts' sharding is memory's (`rank_weights`): whole experts over the TP ×
+        // DP ranks with EP, each expert's width split over them without.
+        let moe_layers = StageBlocks::of(m, first..first + count).moe;
+        if moe_layers > 0 && w.expert_params > 0.0 {
+            let group = (tp * l.dp.max(1)) as f64;
+            let (local_experts, width) = if l.ep {
+                (m.experts as f64 / group, m.moe_intermediate as f64)
+            } else {
+                (m.experts as f64, m.moe_intermediate as f64 / group)
+            };
+            f.moe_call = Some(MoeCall {
+                tokens: 1.0,
+                top_k: m.experts_per_token as f64,
+                experts: m.experts as f64,
+                local_experts,
+                hidden: m.hidden as f64,
+                width,
+                matrices: m.mlp_matrices(),
+                bytes_per_param: w.expert_bytes / w.expert_params,
+            });
+        }
         for layer in first..first + count {
             let mixer = m.layer(layer).mixer;
             let attn_dim = match (mixer, m.attention) {
@@ -317,20 +345,8 @@ fn stage_step(
     // through the GEMMs and attention, the same context read once per sequence.
     let queries = decode * sm.verify;
     let tokens = (queries + prefill).max(1e-9);
-    // Every rank of the MoE group (TP × DP) runs its experts on all DP ranks' tokens; each
-    // token picks k of the E experts.
+    // Every rank of the MoE group (TP × DP) runs its experts on all DP ranks' tokens.
     let routed_tokens = tokens * l.dp.max(1) as f64;
-    let expert_share = if m.experts > 0 {
-        m.experts_per_token as f64 / m.experts as f64
-    } else {
-        0.0
-    };
-    // Experts touched by the batch.
-    let touched = if m.experts > 0 {
-        1.0 - (routed_tokens * (-expert_share).ln_1p()).exp()
-    } else {
-        0.0
-    };
     // KV traffic: each decoding sequence reads its whole context; a prefill chunk reads its
     // prefix once (flash attention keeps the chunk's queries on chip) and every new token
     // writes its entry.
@@ -354,15 +370,43 @@ fn stage_step(
     // relative to the fitted (mostly Hopper) efficiency (`gemm::compute_factor`).
     let rate = |format: &str| gpu.matmul_flops(format) * compute_factor(gpu, format);
     let dense_rate = rate(m.format_of(Component::Mixer, None));
-    let expert_rate = rate(m.format_of(Component::Experts, None));
     let bf16_rate = rate("bf16");
-    // Three kernel groups run one after another, each at its own roofline: the dense
-    // GEMMs and LM head (streaming the dense weights), the experts (streaming the experts
-    // the batch touches) and attention (streaming the KV cache).
+    // Three kernel groups run one after another: the dense GEMMs and LM head (streaming
+    // the dense weights) and attention (streaming the KV cache), each at its own
+    // roofline, and the experts.
     let (ce, me) = (
         c.compute_efficiency,
         gpu.hbm_bandwidth * c.memory_efficiency,
     );
+    // The routed experts run as vLLM's fused-MoE kernel, one call per MoE layer, timed by
+    // the curve fitted on its measured latencies (`fused_moe`), which does not hide its
+    // weight streaming behind its GEMMs: the parts add up.
+    let (experts_compute, experts_memory, experts_launch) = match &f.moe_call {
+        Some(call) => {
+            let call = if l.dp > 1 && uses_deepep(s) {
+                // DeepEP dispatches to each rank only the token–expert pairs of its own
+                // experts: the kernel sees those rows alone, each for one local expert.
+                let pairs = routed_tokens * call.top_k * call.local_experts / call.experts;
+                MoeCall {
+                    tokens: pairs,
+                    top_k: 1.0,
+                    experts: call.local_experts,
+                    ..*call
+                }
+            } else {
+                // vLLM's default all-gathers every DP rank's tokens to every rank, whose
+                // kernel masks the pairs of other ranks' experts.
+                MoeCall {
+                    tokens: routed_tokens,
+                    ..*call
+                }
+            };
+            let t = moe_time(gpu, m.format_of(Component::Experts, None), &call);
+            let layers = f.blocks.moe as f64;
+            (t.compute * layers, t.memory * layers, t.launch * layers)
+        }
+        None => (0.0, 0.0, 0.0),
+    };
     let ops = [
         (
             (2.0 * tokens * f.dense_params / dense_rate
@@ -370,17 +414,14 @@ fn stage_step(
                 / ce,
             f.dense_bytes / me,
         ),
-        (
-            2.0 * routed_tokens * f.expert_params * expert_share / expert_rate / ce,
-            f.expert_bytes * touched / me,
-        ),
+        (experts_compute, experts_memory),
         (attention_flops / bf16_rate / ce, kv_bytes / me),
     ];
     let compute: f64 = ops.iter().map(|o| o.0).sum();
     let memory: f64 = ops.iter().map(|o| o.1).sum();
     let kernels = KernelTimes {
         dense_gemms: ops[0].0.max(ops[0].1),
-        experts: ops[1].0.max(ops[1].1),
+        experts: experts_compute + experts_memory + experts_launch,
         attention: ops[2].0.max(ops[2].1),
     };
     let comm_items = step_comm(s, &sm.comm, tokens, &f.blocks, f.last);
@@ -572,6 +613,40 @@ fn burst_prefill(
     steps * step
 }
 
+/// Mean time from a prompt's arrival at the scheduler to its last prefill chunk, in a
+/// closed loop of `clients` requests that each alternate one prefill of `service` seconds
+/// with `think` seconds elsewhere (decoding its output, the fixed request latency, the
+/// client). The prefills queue first-come first-served for the step's token budget: mean
+/// value analysis of the machine-repairman network (a queue for the prefills, a delay for
+/// the rest), with Reiser's residual-service term for a deterministic service (an arrival
+/// finds the prefill in progress half done), which is the closed loop's counterpart of the
+/// open loop's M/D/1 wait. One client never waits: the result is `service`.
+pub fn closed_loop_prefill(clients: f64, service: f64, think: f64) -> f64 {
+    if service.is_nan() || service <= 0.0 || !clients.is_finite() {
+        return service.max(0.0);
+    }
+    // Whole clients, then linear between the two nearest (a fractional share of a
+    // replica's clients when DP splits them).
+    let whole = clients.max(1.0).floor();
+    let (mut queued, mut busy, mut response) = (0.0_f64, 0.0_f64, service);
+    let mut previous = service;
+    let mut n = 1.0;
+    while n <= whole + 1.0 {
+        previous = response;
+        response = service * (1.0 + queued - busy / 2.0);
+        let throughput = n / (response + think);
+        queued = throughput * response;
+        busy = (throughput * service).min(1.0);
+        if n >= 4096.0 {
+            break;
+        }
+        n += 1.0;
+    }
+    // `previous` is the response at `whole` clients, `response` at `whole + 1`.
+    let frac = clients.max(1.0) - whole;
+    previous + frac * (response - previous)
+}
+
 /// Predictions at an operating point.
 #[derive(Debug, Clone, Serialize)]
 pub struct Prediction {
@@ -732,8 +807,10 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
                 }
             }
             // A request arrives while a step runs and waits for it to end (half a step on
-            // average) before its first chunk is scheduled.
-            ttft = c.request_latency + step.tpot / 2.0 + pf;
+            // average) before its first chunk is scheduled; then its prompt queues behind
+            // the other clients' prompts for the prefill budget.
+            let think = c.request_latency + step.tpot / 2.0 + output * step.tpot;
+            ttft = c.request_latency + step.tpot / 2.0 + closed_loop_prefill(running, pf, think);
             // Admission: past the running cap (KV blocks, max_num_seqs) a request waits
             // for a slot; in the closed loop (Little's law) that is the excess requests'
             // share of a request's time in service.

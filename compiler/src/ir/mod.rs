@@ -338,7 +338,8 @@ pub struct StepRow {
     pub bubble_ms: f64,
     /// Speculative drafting, per output token.
     pub draft_ms: f64,
-    /// The kernel groups, each at its own roofline; with communication, overhead and
+    /// The kernel groups (dense GEMMs and attention each at its own roofline, the experts
+    /// as the fused-MoE kernel's fitted curve); with communication, overhead and
     /// drafting they add up to `tpot_ms` (with PP, the bubble is the idle share of it).
     pub dense_gemms_ms: f64,
     pub experts_ms: f64,

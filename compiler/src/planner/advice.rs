@@ -132,7 +132,14 @@ pub fn cheaper_layout(ds: &DeploymentScenario, search: &Search) -> Option<Findin
             best.ttft_ms.unwrap_or(f64::NAN),
             best.tpot_ms.unwrap_or(f64::NAN)
         ),
-        ..use_layout(best, "the planner found a cheaper layout")
+        ..use_layout(
+            best,
+            if best.cost_per_hour < current - 1e-9 {
+                "the planner found a cheaper layout"
+            } else {
+                "the planner found a layout on fewer GPUs at the same cost"
+            },
+        )
     })
 }
 

@@ -16,6 +16,7 @@ use super::perf::{max_throughput, predict, PerfConstants};
 use super::scenario::*;
 use crate::program::Layout;
 
+pub mod fused_moe;
 pub mod gemm;
 pub mod kernels;
 pub mod kv_logs;

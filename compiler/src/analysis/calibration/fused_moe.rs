@@ -1,0 +1,337 @@
+//! The fused-MoE kernel tables measured inside vLLM (../shared/calibration/kernels/<gpu>/
+//! moe.csv.gz): parsing, the fit of `analysis::fused_moe`'s curves per kernel family and
+//! weight kind, and their residuals per GPU for `calibration/errors.md`.
+//!
+//! Each table times vLLM 0.24's fused-MoE backends by shape (tokens, hidden, expert
+//! width, top-k, experts, MoE TP and EP) and routing (balanced or power-law skewed). The
+//! fit keeps the power-law routing of exponent 1.01 (real routers are skewed; balanced
+//! routing runs 5–15% faster) and, per shape, the fastest backend of the format — what a
+//! deployment that lets vLLM pick its backend runs — except ModelOpt's per-tensor FP8
+//! FlashInfer-CUTLASS path, 3–6× slower than block FP8 on the same shapes and not what
+//! dic's FP8 checkpoints load as.
+
+use super::median;
+use crate::analysis::fused_moe::{call_time, FusedMoeCurve, MoeCall, CURVES};
+use crate::analysis::gemm::{kind_of, KernelFamily, MatmulKind};
+use crate::analysis::scenario::GpuSpec;
+use std::collections::BTreeMap;
+
+/// One measured call: the kind it ran as, its shape, the GPU's peak for the kind and its
+/// HBM bandwidth, seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeasuredMoe {
+    pub kind: MatmulKind,
+    pub call: MoeCall,
+    pub peak: f64,
+    pub bandwidth: f64,
+    pub seconds: f64,
+}
+
+/// Parses a `moe.csv.gz` table (decompressed) into the fastest measured call per shape
+/// on `gpu` (see the module header for what is kept).
+pub fn parse_moe_table(csv: &str, gpu: &GpuSpec) -> Vec<MeasuredMoe> {
+    let mut lines = csv.lines();
+    let Some(header) = lines.next() else {
+        return Vec::new();
+    };
+    let header: Vec<&str> = header.split(',').collect();
+    let col = |n: &str| header.iter().position(|h| *h == n);
+    let cols = [
+        "kernel_source",
+        "moe_dtype",
+        "num_tokens",
+        "hidden_size",
+        "inter_size",
+        "topk",
+        "num_experts",
+        "moe_tp_size",
+        "moe_ep_size",
+        "distribution",
+        "latency",
+    ]
+    .map(col);
+    let Some([src, dt, tok, hid, inter, topk, experts, mtp, mep, dist, lat]) = cols
+        .iter()
+        .copied()
+        .collect::<Option<Vec<usize>>>()
+        .and_then(|v| <[usize; 11]>::try_from(v).ok())
+    else {
+        return Vec::new();
+    };
+    // Shape (as integers) → fastest seconds and the measured call.
+    let mut best: BTreeMap<(u8, [u64; 7]), MeasuredMoe> = BTreeMap::new();
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        if f.get(dist) != Some(&"power_law_1.01")
+            || f.get(src)
+                .is_some_and(|s| s.starts_with("vllm_modeloptfp8"))
+        {
+            continue;
+        }
+        let (format, bytes_per_param) = match f.get(dt) {
+            Some(&"bfloat16") => ("bf16", 2.0),
+            Some(&"fp8_block") | Some(&"fp8") => ("fp8", 1.0),
+            // 4-bit values with one FP8 scale per 16.
+            Some(&"nvfp4") => ("nvfp4", 0.5 + 1.0 / 16.0),
+            _ => continue,
+        };
+        let int = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
+        let (Some(t), Some(h), Some(w), Some(k), Some(e), Some(tp), Some(ep)) = (
+            int(tok),
+            int(hid),
+            int(inter),
+            int(topk),
+            int(experts),
+            int(mtp),
+            int(mep),
+        ) else {
+            continue;
+        };
+        let Some(ms) = f.get(lat).and_then(|v| v.parse::<f64>().ok()) else {
+            continue;
+        };
+        let (kind, peak) = kind_of(gpu, format);
+        let (tp, ep) = (tp.max(1), ep.max(1));
+        let measured = MeasuredMoe {
+            kind,
+            call: MoeCall {
+                tokens: t as f64,
+                top_k: k as f64,
+                experts: e as f64,
+                local_experts: e as f64 / ep as f64,
+                hidden: h as f64,
+                width: w as f64 / tp as f64,
+                matrices: 3.0,
+                bytes_per_param,
+            },
+            peak,
+            bandwidth: gpu.hbm_bandwidth,
+            seconds: ms * 1e-3,
+        };
+        let key = (kind as u8, [t, h, w, k, e, tp, ep]);
+        match best.get(&key) {
+            Some(b) if b.seconds <= measured.seconds => {}
+            _ => {
+                best.insert(key, measured);
+            }
+        }
+    }
+    best.into_values().collect()
+}
+
+/// Mean |log(predicted / measured)| of a curve over rows.
+pub fn curve_objective(c: &FusedMoeCurve, rows: &[MeasuredMoe]) -> f64 {
+    let sum: f64 = rows
+        .iter()
+        .map(|r| {
+            (call_time(c, &r.call, r.peak, r.bandwidth) / r.seconds)
+                .ln()
+                .abs()
+        })
+        .sum();
+    sum / rows.len().max(1) as f64
+}
+
+/// `x` to three significant digits (the stored curves' precision).
+fn three_digits(x: f64) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let scale = 10f64.powi(2 - x.abs().log10().floor() as i32);
+    (x * scale).round() / scale
+}
+
+/// Fits a curve to rows of one family and kind: coordinate descent multiplying one
+/// constant at a time by a factor that shrinks from 2 to 1.01 (values at 0 move from a
+/// floor), from round starting values; deterministic. Rounded to three digits.
+pub fn fit_curve(rows: &[MeasuredMoe]) -> FusedMoeCurve {
+    let get = |c: &FusedMoeCurve, i: usize| match i {
+        0 => c.compute,
+        1 => c.memory,
+        2 => c.launch,
+        3 => c.width_half,
+        4 => c.scatter,
+        _ => c.hidden_half,
+    };
+    let set = |c: &mut FusedMoeCurve, i: usize, v: f64| match i {
+        0 => c.compute = v.clamp(0.02, 1.0),
+        1 => c.memory = v.clamp(0.05, 1.0),
+        2 => c.launch = v.clamp(0.0, 1e-3),
+        3 => c.width_half = v.clamp(0.0, 1e5),
+        4 => c.scatter = v.clamp(0.0, 100.0),
+        _ => c.hidden_half = v.clamp(0.0, 1e5),
+    };
+    let floor = [0.02, 0.05, 1e-6, 1.0, 0.01, 1.0];
+    let mut best = FusedMoeCurve {
+        compute: 0.5,
+        width_half: 100.0,
+        hidden_half: 1000.0,
+        memory: 0.8,
+        launch: 20e-6,
+        scatter: 1.0,
+    };
+    let mut best_o = curve_objective(&best, rows);
+    let mut factor: f64 = 2.0;
+    while factor > 1.01 {
+        let mut improved = false;
+        for (i, lowest) in floor.iter().enumerate() {
+            for up in [true, false] {
+                let mut c = best;
+                let v = get(&c, i).max(*lowest);
+                set(&mut c, i, if up { v * factor } else { v / factor });
+                let o = curve_objective(&c, rows);
+                if o < best_o - 1e-9 {
+                    best = c;
+                    best_o = o;
+                    improved = true;
+                }
+            }
+        }
+        if !improved {
+            factor = factor.sqrt();
+        }
+    }
+    FusedMoeCurve {
+        compute: three_digits(best.compute),
+        width_half: three_digits(best.width_half),
+        hidden_half: three_digits(best.hidden_half),
+        memory: three_digits(best.memory),
+        launch: three_digits(best.launch),
+        scatter: three_digits(best.scatter),
+    }
+}
+
+/// A GPU's fused-MoE table: its label, its kernel family and its rows.
+pub type MoeTable<'a> = (&'a str, KernelFamily, Vec<MeasuredMoe>);
+
+/// The fitted curve of each family and kind from the GPUs' tables.
+pub fn fit_moe_curves(tables: &[MoeTable]) -> Vec<(KernelFamily, MatmulKind, FusedMoeCurve)> {
+    let mut by: BTreeMap<(KernelFamily, MatmulKind), Vec<MeasuredMoe>> = BTreeMap::new();
+    for (_, family, rows) in tables {
+        for r in rows {
+            by.entry((*family, r.kind)).or_default().push(*r);
+        }
+    }
+    by.into_iter()
+        .map(|((f, k), rows)| (f, k, fit_curve(&rows)))
+        .collect()
+}
+
+/// The residual table: per GPU and kind, median and p90 |error| and the signed bias of
+/// the stored curves, over all calls and over prompt-sized calls (≥ 32 tokens per expert).
+pub fn moe_table(tables: &[MoeTable]) -> String {
+    let mut out = String::from(
+        "| GPU | kernel | shapes | median \\|error\\| | p90 \\|error\\| | bias | ≥ 32 tokens per expert: median \\|error\\| | bias |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for (gpu, family, rows) in tables {
+        for kind in [MatmulKind::Bf16, MatmulKind::Fp8, MatmulKind::Fp4] {
+            let Some((_, _, c)) = CURVES.iter().find(|(f, k, _)| f == family && *k == kind) else {
+                continue;
+            };
+            let errors: Vec<(f64, f64)> = rows
+                .iter()
+                .filter(|r| r.kind == kind)
+                .map(|r| {
+                    let per_expert = r.call.tokens * r.call.top_k / r.call.experts;
+                    (
+                        call_time(c, &r.call, r.peak, r.bandwidth) / r.seconds - 1.0,
+                        per_expert,
+                    )
+                })
+                .collect();
+            if errors.is_empty() {
+                continue;
+            }
+            let all: Vec<f64> = errors.iter().map(|e| e.0).collect();
+            let big: Vec<f64> = errors.iter().filter(|e| e.1 >= 32.0).map(|e| e.0).collect();
+            let mut abs: Vec<f64> = all.iter().map(|e| e.abs()).collect();
+            abs.sort_by(f64::total_cmp);
+            let p90 = abs[(abs.len() * 9 / 10).min(abs.len() - 1)];
+            out.push_str(&format!(
+                "| {gpu} | {kind:?} | {} | {:.1}% | {:.1}% | {:+.1}% | {:.1}% | {:+.1}% |\n",
+                all.len(),
+                median(abs) * 100.0,
+                p90 * 100.0,
+                median(all.clone()) * 100.0,
+                median(big.iter().map(|e| e.abs()).collect()) * 100.0,
+                median(big) * 100.0,
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu() -> GpuSpec {
+        crate::analysis::catalog::gpu("NVIDIA H200")
+            .expect("catalog")
+            .0
+    }
+
+    #[test]
+    fn the_fastest_backend_of_each_shape_is_kept_and_per_tensor_fp8_is_not() {
+        let csv = "version,op_name,kernel_source,moe_dtype,num_tokens,hidden_size,inter_size,topk,num_experts,moe_tp_size,moe_ep_size,distribution,latency\n\
+0.24.0,moe,vllm_fp8moe_triton_tritonexperts,fp8_block,64,4096,1536,8,128,2,1,power_law_1.01,0.40\n\
+0.24.0,moe,vllm_fp8moe_flashinfer_cutlass_flashinferexperts,fp8_block,64,4096,1536,8,128,2,1,power_law_1.01,0.30\n\
+0.24.0,moe,vllm_modeloptfp8moe_flashinfer_cutlass_flashinferexperts,fp8,64,4096,1536,8,128,2,1,power_law_1.01,0.10\n\
+0.24.0,moe,vllm_fp8moe_triton_tritonexperts,fp8_block,64,4096,1536,8,128,2,1,balanced,0.20\n\
+0.24.0,moe,vllm_unquantizedfusedmoe_triton_tritonexperts,bfloat16,64,4096,1536,8,128,1,4,power_law_1.01,0.50\n";
+        let rows = parse_moe_table(csv, &gpu());
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        let bf16 = rows
+            .iter()
+            .find(|r| r.kind == MatmulKind::Bf16)
+            .expect("bf16");
+        assert_eq!(bf16.call.local_experts, 32.0);
+        assert_eq!(bf16.call.width, 1536.0);
+        assert_eq!(bf16.call.bytes_per_param, 2.0);
+        let fp8 = rows
+            .iter()
+            .find(|r| r.kind == MatmulKind::Fp8)
+            .expect("fp8");
+        assert!((fp8.seconds - 0.30e-3).abs() < 1e-15);
+        assert_eq!(fp8.call.width, 768.0);
+        assert_eq!(fp8.call.local_experts, 128.0);
+    }
+
+    #[test]
+    fn the_fit_recovers_a_curve_that_generated_the_rows() {
+        let truth = FusedMoeCurve {
+            compute: 0.4,
+            width_half: 200.0,
+            hidden_half: 1000.0,
+            memory: 0.9,
+            launch: 30e-6,
+            scatter: 2.0,
+        };
+        let mut rows = Vec::new();
+        for tokens in [1.0, 16.0, 256.0, 4096.0, 16384.0] {
+            for (hidden, width) in [(2048.0, 256.0), (4096.0, 768.0), (7168.0, 2048.0)] {
+                for local_experts in [128.0, 16.0] {
+                    let call = MoeCall {
+                        tokens,
+                        top_k: 8.0,
+                        experts: 128.0,
+                        local_experts,
+                        hidden,
+                        width,
+                        matrices: 3.0,
+                        bytes_per_param: 1.0,
+                    };
+                    rows.push(MeasuredMoe {
+                        kind: MatmulKind::Fp8,
+                        call,
+                        peak: 2e15,
+                        bandwidth: 5e12,
+                        seconds: call_time(&truth, &call, 2e15, 5e12),
+                    });
+                }
+            }
+        }
+        let fit = fit_curve(&rows);
+        assert!(curve_objective(&fit, &rows) < 0.02, "{fit:?}");
+    }
+}

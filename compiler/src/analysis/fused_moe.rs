@@ -1,0 +1,259 @@
+//! The fused-MoE kernel as the step model times it: one call per MoE layer on one rank,
+//! from a curve fitted per kernel family and weight kind on the fused-MoE latencies
+//! measured inside vLLM (../shared/calibration/kernels/<gpu>/moe.csv.gz).
+//!
+//! A call gathers the rank's share of the token–expert pairs, runs the grouped GEMMs of
+//! the local experts the batch touches, and scatters and sums the outputs. Its time is
+//! the sum (the kernel does not hide one behind another) of:
+//! - a fixed launch cost (routing alignment and sorting, several kernels),
+//! - the grouped GEMMs' FLOPs at the format's tensor peak × an efficiency that falls for
+//!   narrow experts and small hidden sizes, `compute × I/(I + i½) × H/(H + h½)` with `I`
+//!   the rank's expert width and `H` the hidden size (tiles of a narrow GEMM idle),
+//! - the touched experts' weights streamed once at a fraction of HBM bandwidth,
+//! - the `tokens × top-k × hidden` 16-bit intermediate every pair writes and the sum
+//!   reads, whether or not its expert is local (EP masks the pair, the buffers stay).
+//!
+//! Measured efficiencies are far below the dense GEMMs': Hopper's block-FP8 fused MoE on
+//! Qwen3-235B's experts (TP 2) runs at 0.23 of the FP8 peak at 8 192 tokens, where a dense
+//! FP8 GEMM of that size reaches 0.49 and the step model's end-to-end efficiency was
+//! 0.60 — prompt chunks of MoE models came out 2–3× too fast. GPUs without tables take the
+//! nearest family's curve (`KernelFamily::of`) at their datasheet peaks;
+//! `calibration::fused_moe` fits the curves and `calibration/errors.md` lists the residuals.
+
+use super::gemm::{kind_of, lookup, KernelFamily, MatmulKind};
+use super::scenario::GpuSpec;
+use serde::Serialize;
+
+/// A fitted fused-MoE curve (see the module header for the terms).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct FusedMoeCurve {
+    /// Efficiency of wide experts on a wide model, as a fraction of the tensor peak.
+    pub compute: f64,
+    /// Expert width (per rank) at which the GEMM efficiency halves.
+    pub width_half: f64,
+    /// Hidden size at which the GEMM efficiency halves.
+    pub hidden_half: f64,
+    /// Achieved fraction of HBM bandwidth streaming the touched experts.
+    pub memory: f64,
+    /// Fixed time per call, seconds.
+    pub launch: f64,
+    /// The 16-bit per-pair intermediate (`tokens × top-k × hidden × 2` bytes) times this,
+    /// at HBM bandwidth.
+    pub scatter: f64,
+}
+
+/// The fitted curves (`calibration::fused_moe::fit_curve` on the kernel tables, routing
+/// skewed as a power law of exponent 1.01; the test `fused_moe_curves_are_the_fit`
+/// re-runs the fit).
+pub const CURVES: [(KernelFamily, MatmulKind, FusedMoeCurve); 5] = [
+    (
+        KernelFamily::Hopper,
+        MatmulKind::Bf16,
+        FusedMoeCurve {
+            compute: 0.746,
+            width_half: 0.5,
+            hidden_half: 0.917,
+            memory: 1.0,
+            launch: 43.6e-6,
+            scatter: 6.87,
+        },
+    ),
+    (
+        KernelFamily::Hopper,
+        MatmulKind::Fp8,
+        FusedMoeCurve {
+            compute: 0.411,
+            width_half: 216.0,
+            hidden_half: 1070.0,
+            memory: 0.958,
+            launch: 35.9e-6,
+            scatter: 2.11,
+        },
+    ),
+    (
+        KernelFamily::Blackwell,
+        MatmulKind::Bf16,
+        FusedMoeCurve {
+            compute: 0.479,
+            width_half: 23.4,
+            hidden_half: 0.5,
+            memory: 1.0,
+            launch: 20.0e-6,
+            scatter: 2.23,
+        },
+    ),
+    (
+        KernelFamily::Blackwell,
+        MatmulKind::Fp8,
+        FusedMoeCurve {
+            compute: 0.232,
+            width_half: 0.5,
+            hidden_half: 469.0,
+            memory: 0.989,
+            launch: 34.7e-6,
+            scatter: 6.87,
+        },
+    ),
+    (
+        KernelFamily::Blackwell,
+        MatmulKind::Fp4,
+        FusedMoeCurve {
+            compute: 0.511,
+            width_half: 578.0,
+            hidden_half: 324.0,
+            memory: 0.958,
+            launch: 22.5e-6,
+            scatter: 1.85,
+        },
+    ),
+];
+
+/// One fused-MoE call on one rank.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MoeCall {
+    /// Tokens entering the kernel (every DP rank's, under vLLM's all-gather dispatch).
+    pub tokens: f64,
+    /// Experts each token picks, and the model's routed experts.
+    pub top_k: f64,
+    pub experts: f64,
+    /// Experts held on this rank (all of them without EP).
+    pub local_experts: f64,
+    pub hidden: f64,
+    /// The rank's share of one expert's intermediate size (all of it with EP).
+    pub width: f64,
+    /// Weight matrices per expert (3 gated, 2 plain).
+    pub matrices: f64,
+    /// Weight bytes per parameter (scales included).
+    pub bytes_per_param: f64,
+}
+
+impl MoeCall {
+    /// Token–expert pairs whose expert is on this rank (routing balanced over ranks).
+    pub fn local_pairs(&self) -> f64 {
+        self.tokens * self.top_k * self.local_experts / self.experts.max(1.0)
+    }
+
+    /// Local experts at least one token picks (independent uniform picks).
+    pub fn touched(&self) -> f64 {
+        let share = (self.top_k / self.experts.max(1.0)).min(1.0);
+        self.local_experts * (1.0 - (self.tokens * (-share).ln_1p()).exp())
+    }
+
+    pub fn flops(&self) -> f64 {
+        2.0 * self.local_pairs() * self.matrices * self.hidden * self.width
+    }
+
+    pub fn weight_bytes(&self) -> f64 {
+        self.touched() * self.matrices * self.hidden * self.width * self.bytes_per_param
+    }
+
+    /// The per-pair 16-bit intermediate.
+    pub fn scatter_bytes(&self) -> f64 {
+        self.tokens * self.top_k * self.hidden * 2.0
+    }
+}
+
+/// The curve of `family` for `kind` (a kind without a table takes the family's FP8).
+pub fn curve(family: KernelFamily, kind: MatmulKind) -> FusedMoeCurve {
+    lookup(&CURVES, family, kind).unwrap_or(CURVES[1].2)
+}
+
+/// One call's time in its parts (seconds); they add up.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct MoeTime {
+    pub launch: f64,
+    /// The grouped GEMMs' FLOPs.
+    pub compute: f64,
+    /// The touched experts' weights and the per-pair intermediate.
+    pub memory: f64,
+}
+
+impl MoeTime {
+    pub fn total(&self) -> f64 {
+        self.launch + self.compute + self.memory
+    }
+}
+
+/// One call at `peak` FLOP/s and `hbm` bytes/s, in its parts.
+pub fn call_parts(cv: &FusedMoeCurve, call: &MoeCall, peak: f64, hbm: f64) -> MoeTime {
+    let efficiency = cv.compute * call.width / (call.width + cv.width_half) * call.hidden
+        / (call.hidden + cv.hidden_half);
+    MoeTime {
+        launch: cv.launch,
+        compute: call.flops() / (peak * efficiency.max(1e-6)),
+        memory: call.weight_bytes() / (hbm * cv.memory) + cv.scatter * call.scatter_bytes() / hbm,
+    }
+}
+
+/// Time of one call at `peak` FLOP/s and `hbm` bytes/s.
+pub fn call_time(cv: &FusedMoeCurve, call: &MoeCall, peak: f64, hbm: f64) -> f64 {
+    call_parts(cv, call, peak, hbm).total()
+}
+
+/// One call on `gpu` for experts stored in `format`, in its parts.
+pub fn moe_time(gpu: &GpuSpec, format: &str, call: &MoeCall) -> MoeTime {
+    let (kind, peak) = kind_of(gpu, format);
+    let family = KernelFamily::of(gpu.architecture.as_deref());
+    call_parts(&curve(family, kind), call, peak, gpu.hbm_bandwidth)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Qwen3-235B-A22B's experts at TP 2 (hidden 4 096, 128 experts of width 1 536 split in
+    /// two, top 8), block FP8, 8 192 tokens on an H200, by hand from Hopper's FP8 curve.
+    #[test]
+    fn a_prompt_chunk_through_qwen3_moe_by_hand() {
+        let (h200, _) = crate::analysis::catalog::gpu("NVIDIA H200").expect("catalog");
+        let call = MoeCall {
+            tokens: 8192.0,
+            top_k: 8.0,
+            experts: 128.0,
+            local_experts: 128.0,
+            hidden: 4096.0,
+            width: 768.0,
+            matrices: 3.0,
+            bytes_per_param: 1.0,
+        };
+        let flops = 2.0 * 8192.0 * 8.0 * 3.0 * 4096.0 * 768.0;
+        assert!((call.flops() - flops).abs() < 1.0);
+        // Every expert is touched by 8 192 tokens.
+        assert!((call.touched() - 128.0).abs() < 1e-9);
+        let eff = 0.411 * 768.0 / (768.0 + 216.0) * 4096.0 / (4096.0 + 1070.0);
+        let weights = 128.0 * 3.0 * 4096.0 * 768.0;
+        let scatter = 8192.0 * 8.0 * 4096.0 * 2.0;
+        let want = 35.9e-6
+            + flops / (1979e12 * eff)
+            + weights / (4.8e12 * 0.958)
+            + 2.11 * scatter / 4.8e12;
+        let got = moe_time(&h200, "fp8", &call).total();
+        assert!((got - want).abs() < 1e-9 * want, "{got} vs {want}");
+        // The measured kernel took 2.75 ms; the curve is within its residual.
+        assert!((got / 2.75e-3 - 1.0).abs() < 0.15, "{got}");
+    }
+
+    /// With EP the pairs of other ranks' experts cost no GEMM or weights, but their
+    /// intermediate rows stay.
+    #[test]
+    fn ep_masks_remote_pairs_but_keeps_their_buffers() {
+        let base = MoeCall {
+            tokens: 64.0,
+            top_k: 8.0,
+            experts: 128.0,
+            local_experts: 128.0,
+            hidden: 4096.0,
+            width: 1536.0,
+            matrices: 3.0,
+            bytes_per_param: 1.0,
+        };
+        let ep = MoeCall {
+            local_experts: 32.0,
+            ..base
+        };
+        assert!((ep.local_pairs() - base.local_pairs() / 4.0).abs() < 1e-9);
+        assert!((ep.flops() - base.flops() / 4.0).abs() < 1e-3);
+        assert!((ep.weight_bytes() - base.weight_bytes() / 4.0).abs() < 1e-3);
+        assert_eq!(ep.scatter_bytes(), base.scatter_bytes());
+    }
+}

@@ -269,6 +269,35 @@ deploy d { model = qwen3_30b_a3b, cluster = c, layout = tp 2, engine = vllm { ma
     );
 }
 
+/// A MoE model's DP ranks step in lockstep: with 2k-token prompts on 4 DP ranks each
+/// carrying 256 prompt tokens per step on average (a chunk in 1/8 of its steps), the
+/// slowest rank carries a chunk in 1 − (7/8)⁴ of the steps: 2048 × 0.41382 = 847.5
+/// tokens, while the experts see all ranks' 1024. A dense model's DP replicas are
+/// independent engines.
+#[test]
+fn moe_dp_ranks_wait_for_the_slowest_ranks_prompt() {
+    use dic_compiler::analysis::perf::StepModel;
+    let scenario = |model: &str| {
+        let src = format!(
+            "import std.nodes.dgx_h100\nimport std.models.{model}\n\
+cluster c {{ nodes = 1 × dgx_h100 }}\n\
+workload w {{ prompt = 2048 tokens, output = 512 tokens, concurrency = 64 }}\n\
+deploy d {{ model = {model}, cluster = c, workload = w, layout = tp 2 × dp 4 × ep, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
+        );
+        let world = MemoryWorld::new().with("p.dist", &src);
+        let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
+        checked.deployments[0].scenario.scenario.clone()
+    };
+    let s = scenario("qwen3_30b_a3b");
+    let p = StepModel::new(&s).lockstep(256.0);
+    let want = 2048.0 * (1.0 - 0.875f64.powi(4));
+    assert!((p.rank - want).abs() < 1e-9, "{p:?} vs {want}");
+    assert_eq!(p.group, 1024.0);
+    let s = scenario("llama_3_1_8b");
+    let p = StepModel::new(&s).lockstep(256.0);
+    assert_eq!((p.rank, p.group), (256.0, 1024.0));
+}
+
 /// TTFT's terms: at one request in flight, the fixed request latency + half a step of
 /// arrival wait + the prompt's prefill; past the running cap, the admission wait of
 /// Little's law on top of the prefill queue; in a finite run, the first wave that arrives

@@ -27,7 +27,9 @@
 //! ([`closed_loop_prefill`], mean value analysis with a deterministic service); requests
 //! past the running cap (KV blocks, `max_num_seqs`) wait for a slot, and a finite
 //! benchmark run's first wave arrives at once and queues its prefills. TTFT adds a fixed
-//! per-request latency and half a step (a request arrives mid-step). The constants are
+//! per-request latency and half a step (a request arrives mid-step). A MoE model's DP
+//! ranks step in lockstep (`StepModel::lockstep`): a step waits for the slowest rank's
+//! prompt chunk, and every rank's experts see all ranks' tokens. The constants are
 //! fitted on vLLM measured end to end (`calibration::silicon`), never per row.
 
 use super::comm::{step_comm, uses_deepep, CommContext, CommItem, StageBlocks};
@@ -326,17 +328,30 @@ fn stage_facts(s: &Scenario) -> Vec<StageFacts> {
     out
 }
 
-/// One step of one stage: `decode` sequences at mean context `ctx`, plus `prefill` new
-/// prompt tokens attending to `prefill_ctx` tokens on average.
+/// Prompt tokens in one step: the slowest DP rank's, which the step waits for (`rank`),
+/// and all DP ranks' together, which every rank's experts see (`group`; `rank` × DP
+/// when every rank carries the same).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepPrefill {
+    pub rank: f64,
+    pub group: f64,
+}
+
+/// One step of one stage: `decode` sequences at mean context `ctx` on every DP rank, plus
+/// `prefill` new prompt tokens attending to `prefill_ctx` tokens on average.
 fn stage_step(
     sm: &StepModel,
     f: &StageFacts,
     decode: f64,
     ctx: f64,
-    prefill: f64,
+    prefill: StepPrefill,
     prefill_ctx: f64,
     c: &PerfConstants,
 ) -> StepCost {
+    let StepPrefill {
+        rank: prefill,
+        group: group_prefill,
+    } = prefill;
     let s = sm.s;
     let m = &s.model;
     let l = &s.layout;
@@ -346,7 +361,7 @@ fn stage_step(
     let queries = decode * sm.verify;
     let tokens = (queries + prefill).max(1e-9);
     // Every rank of the MoE group (TP × DP) runs its experts on all DP ranks' tokens.
-    let routed_tokens = tokens * l.dp.max(1) as f64;
+    let routed_tokens = (queries * l.dp.max(1) as f64 + group_prefill).max(1e-9);
     // KV traffic: each decoding sequence reads its whole context; a prefill chunk reads its
     // prefix once (flash attention keeps the chunk's queries on chip) and every new token
     // writes its entry.
@@ -460,6 +475,38 @@ pub struct TokenStep {
 }
 
 impl StepModel<'_> {
+    /// Prompt tokens in a steady-state step whose DP ranks each carry `per_rank` on
+    /// average. A MoE model's DP ranks run in lockstep (vLLM's DP+EP mode: every MoE layer
+    /// gathers all ranks' tokens, an idle rank runs a dummy batch), so a step lasts as long
+    /// as its slowest rank's: it carries a prompt chunk whenever any of the DP ranks has
+    /// one. A rank has a chunk (the fresh prompt, at most the token budget) in a fraction
+    /// `q` of its steps, so the slowest rank has one in `1 − (1 − q)^dp` of them. Dense
+    /// models' DP replicas are independent engines: their average is their own.
+    pub fn lockstep(&self, per_rank: f64) -> StepPrefill {
+        let s = self.s;
+        let dp = s.layout.dp.max(1) as f64;
+        let group = per_rank * dp;
+        if !s.model.is_moe() || dp <= 1.0 || per_rank <= 0.0 {
+            return StepPrefill {
+                rank: per_rank,
+                group,
+            };
+        }
+        let prompt = s.workload.map_or(1024.0, |w| {
+            let (cached, _) = prefix_of(s, w.prompt);
+            w.prompt - cached
+        });
+        let chunk = prompt
+            .min(s.engine.max_num_batched_tokens as f64)
+            .max(per_rank)
+            .max(1.0);
+        let q = (per_rank / chunk).min(1.0);
+        StepPrefill {
+            rank: chunk * (1.0 - (1.0 - q).powf(dp)),
+            group,
+        }
+    }
+
     /// A replica with `running` sequences at mean context `ctx`, carrying
     /// `prefill_per_step` prompt tokens per token step.
     pub fn token_step(
@@ -488,8 +535,9 @@ impl StepModel<'_> {
             comm_items: Vec::new(),
         };
         let mut slowest: f64 = 0.0;
+        let step_prefill = self.lockstep(prefill_per_step / pp);
         for f in facts {
-            let st = stage_step(self, f, micro, ctx, prefill_per_step / pp, prefill_ctx, c);
+            let st = stage_step(self, f, micro, ctx, step_prefill, prefill_ctx, c);
             out.tpot += st.total;
             out.compute += st.compute;
             out.memory += st.memory;
@@ -578,7 +626,12 @@ impl StepModel<'_> {
                         f,
                         running / s.layout.pp.max(1) as f64,
                         ctx,
-                        chunk,
+                        // The other DP ranks' experts are taken as busy with chunks as
+                        // large (a loaded engine; idle ranks would send fewer tokens).
+                        StepPrefill {
+                            rank: chunk,
+                            group: chunk * s.layout.dp.max(1) as f64,
+                        },
                         prefix,
                         c,
                     )

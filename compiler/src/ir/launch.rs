@@ -68,13 +68,13 @@ pub(super) fn lower_one(
     let rg = l.replica_gpus();
     let per_node = t.gpus_per_node.max(1);
     let engine = &s.engine;
-    let (launch, groups, nodes_per_group, gpus_per_pod, dp_local) = if l.ep
-        && m.is_moe()
-        && l.dp > 1
-    {
+    // A MoE model's DP ranks are one vLLM engine (`--data-parallel-size`): its experts
+    // are sharded over all TP × DP ranks (whole experts with EP, each expert's width
+    // without), as the memory, communication and step models take them.
+    let (launch, groups, nodes_per_group, gpus_per_pod, dp_local) = if m.is_moe() && l.dp > 1 {
         if rg > per_node || !per_node.is_multiple_of(rg) {
             return Err(fail(
-                format!("with expert parallelism over data-parallel ranks, each rank's tp × pp ({rg} GPUs) must fit a {per_node}-GPU node"),
+                format!("a MoE model's data-parallel ranks run as one vLLM engine: each rank's tp × pp ({rg} GPUs) must fit a {per_node}-GPU node"),
                 "vLLM's data parallelism places whole DP ranks on nodes: use tp ≤ GPUs per node",
             ));
         }

@@ -79,6 +79,9 @@ fn main() {
         report("fitted", &fitted);
         let logo = cross_validate(&rows, |r| r.gpu.clone(), |t| fit_silicon(t, START));
         report("leave one GPU out", &logo);
+        if std::env::var("LOGO_GROUPS").is_ok() {
+            by_group(&rows, &logo);
+        }
         let lomo = cross_validate(
             &rows,
             |r| model_label(r).to_string(),

@@ -153,8 +153,11 @@ deploy d {{ model = llama_3_1_8b, cluster = c, layout = {layout}, engine = vllm 
 /// what online quantization costs.
 #[test]
 fn fp8_advice_prefers_a_prequantized_checkpoint() {
-    let src = "import std.nodes.dgx_h100\nimport std.models.*\ncluster c { nodes = 1 × dgx_h100 }\n\
-deploy d { model = llama_3_1_70b, cluster = c, layout = tp 1, engine = vllm { max_model_len = 8k tokens } }\n\
+    // One H200 holds the 70B model in FP8 (on an H100 the profile run's sampler buffers at
+    // 1024 sequences leave too little for the KV cache).
+    let src = "import std.nodes.dgx_h100\nimport std.nodes.dgx_h200\nimport std.models.*\n\
+cluster c { nodes = 1 × dgx_h100 }\ncluster h { nodes = 1 × dgx_h200 }\n\
+deploy d { model = llama_3_1_70b, cluster = h, layout = tp 1, engine = vllm { max_model_len = 8k tokens } }\n\
 deploy e { model = llama_3_1_405b, cluster = c, layout = tp 8, engine = vllm { max_model_len = 8k tokens } }\n";
     let d = diagnostics(src);
     let helps: Vec<String> = d

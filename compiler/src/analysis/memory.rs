@@ -28,8 +28,15 @@ pub mod constants {
     /// Hidden-sized activations alive at once in the profile run's peak (residual,
     /// normed input, attention output, MLP output). [estimate]
     pub const ACTIVATION_HIDDEN_COPIES: f64 = 4.0;
-    /// The sampler's fp32 logits and its fp32 warm-up pass on the last stage. [estimate]
-    pub const LOGITS_FP32_COPIES: f64 = 2.0;
+    /// Buffers of `[requests × vocab]` fp32 alive at the peak of the profile run's sampler
+    /// pass on the last stage (vLLM V1's `_dummy_sampler_run` samples with temperature,
+    /// top-k and top-p: the fp32 logits, their sorted values and int64 indices (two
+    /// buffers' worth), softmax probabilities, their cumulative sum, the masked and
+    /// scattered logits, logprobs — about ten). [fitted on vllm-kv-logs.csv: the two
+    /// recent 32B/70B logs each left 7.9 and 8.2 such buffers more than the two dic
+    /// charged before — 4.6 and 4.0 GiB per GPU — and with ten the three recent logs are
+    /// within 1%; `kv_capacity_meets_the_goals` bounds them]
+    pub const LOGITS_FP32_COPIES: f64 = 10.0;
     /// cuBLAS/cuBLASLt workspaces and attention-backend buffers allocated after vLLM's
     /// memory snapshot, one GPU. Reference: "~0.2–1 GiB". [estimate]
     pub const NON_TORCH_SINGLE_GIB: f64 = 0.25;

@@ -247,7 +247,7 @@ pub fn cross_validate(
 /// requests each run sent; a run starts with one request per slot at once, so this sets
 /// the weight of that first wave in the mean TTFT. Fitted with the constants
 /// ([`fit_silicon`]); it describes the benchmark, not the engine.
-pub const REQUESTS_PER_SLOT: f64 = 9.79;
+pub const REQUESTS_PER_SLOT: f64 = 10.0;
 
 /// Predicted (TTFT, TPOT) in seconds for a run of `requests_per_slot` × concurrency
 /// requests; `None` when dic cannot model the row or its memory model says the row cannot

@@ -140,11 +140,16 @@ pub fn perf_rules_at(
                 Code::LoadNotAdmitted,
                 Anchor::Deploy,
                 format!(
-                    "{per_replica:.0} requests in flight per replica, but {} admits {:.0} at a time ({:.0} + {:.0} tokens each): {:.0} wait for a slot, and TTFT includes that wait ({})",
+                    "{per_replica:.0} requests in flight per replica, but {} admits {:.0} at a time ({}): {:.0} wait for a slot, and TTFT includes that wait ({})",
                     if by_kv { "the KV cache" } else { "max_num_seqs" },
                     p.running_cap.floor(),
-                    prompt,
-                    output,
+                    if by_kv {
+                        // `perf::running_cap`: a running request holds its prompt and half
+                        // its output on average.
+                        format!("{prompt:.0} + {:.0} tokens each on average", output / 2.0)
+                    } else {
+                        format!("{prompt:.0} + {output:.0} tokens each")
+                    },
                     per_replica - p.running_cap.floor(),
                     fmt_metric(SloMetric::Ttft, p.ttft)
                 ),

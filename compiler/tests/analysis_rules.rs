@@ -197,18 +197,23 @@ deploy d {{ model = qwen3_30b_a3b, cluster = c, layout = {layout}, engine = vllm
     assert_eq!(items[0].collective, Collective::AllGather);
 }
 
+/// Qwen3-30B-A3B (48 MoE layers of 128 experts, top 8) at TP 2 on one DGX H100.
+fn qwen3_30b_a3b_on_two_h100s() -> dic_compiler::analysis::Scenario {
+    let src = "import std.nodes.dgx_h100\nimport std.models.qwen3_30b_a3b\n\
+cluster c { nodes = 1 × dgx_h100 }\n\
+deploy d { model = qwen3_30b_a3b, cluster = c, layout = tp 2, engine = vllm { max_model_len = 8k tokens } }\n";
+    let world = MemoryWorld::new().with("p.dist", src);
+    let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
+    checked.deployments[0].scenario.scenario.clone()
+}
+
 /// A decode step's fixed costs by hand: the step's own overhead, one per sequence, and one
 /// per MoE layer outside the fused experts kernel (Qwen3-30B-A3B: 48 MoE layers; TP 2,
 /// one stage, 8 sequences).
 #[test]
 fn a_moe_steps_overhead_counts_its_moe_layers() {
     use dic_compiler::analysis::perf::{StepModel, FITTED};
-    let src = "import std.nodes.dgx_h100\nimport std.models.qwen3_30b_a3b\n\
-cluster c { nodes = 1 × dgx_h100 }\n\
-deploy d { model = qwen3_30b_a3b, cluster = c, layout = tp 2, engine = vllm { max_model_len = 8k tokens } }\n";
-    let world = MemoryWorld::new().with("p.dist", src);
-    let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
-    let s = checked.deployments[0].scenario.scenario.clone();
+    let s = qwen3_30b_a3b_on_two_h100s();
     let step = StepModel::new(&s).token_step(8.0, 1024.0, 0.0, 0.0, &FITTED);
     let expected =
         FITTED.step_overhead + 8.0 * FITTED.token_overhead + 48.0 * FITTED.moe_layer_overhead;
@@ -244,12 +249,7 @@ fn closed_loop_prefills_queue_for_the_budget() {
 fn a_moe_steps_experts_are_one_fused_moe_call_per_layer() {
     use dic_compiler::analysis::fused_moe::{moe_time, MoeCall};
     use dic_compiler::analysis::perf::{StepModel, FITTED};
-    let src = "import std.nodes.dgx_h100\nimport std.models.qwen3_30b_a3b\n\
-cluster c { nodes = 1 × dgx_h100 }\n\
-deploy d { model = qwen3_30b_a3b, cluster = c, layout = tp 2, engine = vllm { max_model_len = 8k tokens } }\n";
-    let world = MemoryWorld::new().with("p.dist", src);
-    let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
-    let s = checked.deployments[0].scenario.scenario.clone();
+    let s = qwen3_30b_a3b_on_two_h100s();
     let step = StepModel::new(&s).token_step(8.0, 1024.0, 0.0, 0.0, &FITTED);
     let call = MoeCall {
         tokens: 8.0,

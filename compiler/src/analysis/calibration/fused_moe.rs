@@ -10,7 +10,7 @@
 //! FlashInfer-CUTLASS path, 3–6× slower than block FP8 on the same shapes and not what
 //! dic's FP8 checkpoints load as.
 
-use super::median;
+use super::silicon::stats;
 use crate::analysis::fused_moe::{call_time, FusedMoeCurve, MoeCall, CURVES};
 use crate::analysis::gemm::{kind_of, KernelFamily, MatmulKind};
 use crate::analysis::scenario::GpuSpec;
@@ -162,7 +162,7 @@ pub fn fit_curve(rows: &[MeasuredMoe]) -> FusedMoeCurve {
         _ => c.hidden_half = v.clamp(0.0, 1e5),
     };
     let floor = [0.02, 0.05, 1e-6, 1.0, 0.01, 1.0];
-    let mut best = FusedMoeCurve {
+    let start = FusedMoeCurve {
         compute: 0.5,
         width_half: 100.0,
         hidden_half: 1000.0,
@@ -170,27 +170,15 @@ pub fn fit_curve(rows: &[MeasuredMoe]) -> FusedMoeCurve {
         launch: 20e-6,
         scatter: 1.0,
     };
-    let mut best_o = curve_objective(&best, rows);
-    let mut factor: f64 = 2.0;
-    while factor > 1.01 {
-        let mut improved = false;
-        for (i, lowest) in floor.iter().enumerate() {
-            for up in [true, false] {
-                let mut c = best;
-                let v = get(&c, i).max(*lowest);
-                set(&mut c, i, if up { v * factor } else { v / factor });
-                let o = curve_objective(&c, rows);
-                if o < best_o - 1e-9 {
-                    best = c;
-                    best_o = o;
-                    improved = true;
-                }
-            }
-        }
-        if !improved {
-            factor = factor.sqrt();
-        }
-    }
+    let best = super::coordinate_descent(
+        start,
+        &floor,
+        get,
+        set,
+        |c| curve_objective(c, rows),
+        1.01,
+        1e-9,
+    );
     FusedMoeCurve {
         compute: three_digits(best.compute),
         width_half: three_digits(best.width_half),
@@ -242,19 +230,21 @@ pub fn moe_table(tables: &[MoeTable]) -> String {
             if errors.is_empty() {
                 continue;
             }
-            let all: Vec<f64> = errors.iter().map(|e| e.0).collect();
-            let big: Vec<f64> = errors.iter().filter(|e| e.1 >= 32.0).map(|e| e.0).collect();
-            let mut abs: Vec<f64> = all.iter().map(|e| e.abs()).collect();
-            abs.sort_by(f64::total_cmp);
-            let p90 = abs[(abs.len() * 9 / 10).min(abs.len() - 1)];
+            let all: Vec<Option<f64>> = errors.iter().map(|e| Some(e.0)).collect();
+            let big: Vec<Option<f64>> = errors
+                .iter()
+                .filter(|e| e.1 >= 32.0)
+                .map(|e| Some(e.0))
+                .collect();
+            let (a, b) = (stats(&all), stats(&big));
             out.push_str(&format!(
                 "| {gpu} | {kind:?} | {} | {:.1}% | {:.1}% | {:+.1}% | {:.1}% | {:+.1}% |\n",
-                all.len(),
-                median(abs) * 100.0,
-                p90 * 100.0,
-                median(all.clone()) * 100.0,
-                median(big.iter().map(|e| e.abs()).collect()) * 100.0,
-                median(big) * 100.0,
+                a.rows,
+                a.median_abs * 100.0,
+                a.p90_abs * 100.0,
+                a.bias * 100.0,
+                b.median_abs * 100.0,
+                b.bias * 100.0,
             ));
         }
     }

@@ -284,6 +284,46 @@ pub fn errors(rows: &[Row], c: &PerfConstants) -> Vec<(usize, Option<f64>, Optio
         .collect()
 }
 
+/// Multiplicative coordinate descent, deterministic from `start`: each round tries every
+/// parameter `i` (read by `get`, written clamped by `set`) multiplied and divided by
+/// `factor`, keeps a change that lowers `objective` by more than `tolerance`, and when a
+/// round changes nothing shrinks the factor (its square root) from 2 until it is at most
+/// `stop`. A parameter at 0 moves from its `floors[i]`. The fits of the end-to-end
+/// constants and of the kernel curves share it.
+pub fn coordinate_descent<T: Copy>(
+    start: T,
+    floors: &[f64],
+    get: impl Fn(&T, usize) -> f64,
+    set: impl Fn(&mut T, usize, f64),
+    objective: impl Fn(&T) -> f64,
+    stop: f64,
+    tolerance: f64,
+) -> T {
+    let mut best = start;
+    let mut best_o = objective(&best);
+    let mut factor: f64 = 2.0;
+    while factor > stop {
+        let mut improved = false;
+        for (i, lowest) in floors.iter().enumerate() {
+            for up in [true, false] {
+                let mut x = best;
+                let v = get(&x, i).max(*lowest);
+                set(&mut x, i, if up { v * factor } else { v / factor });
+                let o = objective(&x);
+                if o < best_o - tolerance {
+                    best = x;
+                    best_o = o;
+                    improved = true;
+                }
+            }
+        }
+        if !improved {
+            factor = factor.sqrt();
+        }
+    }
+    best
+}
+
 /// The median (NaN for no values).
 pub fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {

@@ -313,31 +313,17 @@ pub fn fit_silicon(rows: &[SiliconRow], start: SiliconFit) -> SiliconFit {
         5 => f.constants.moe_layer_overhead = v.clamp(0.0, 1e-3),
         _ => f.requests_per_slot = v.clamp(1.0, 1000.0),
     };
-    // Values that start at 0 move additively from these floors.
+    // Values that start at 0 move from these floors.
     let floor = [0.05, 0.05, 1e-4, 1e-7, 1e-3, 1e-6, 1.0];
-    let mut best = start;
-    let mut best_o = silicon_objective(rows, &best);
-    let mut factor: f64 = 2.0;
-    while factor > 1.02 {
-        let mut improved = false;
-        for (i, lowest) in floor.iter().enumerate() {
-            for up in [true, false] {
-                let mut f = best;
-                let v = get(&f, i).max(*lowest);
-                set(&mut f, i, if up { v * factor } else { v / factor });
-                let o = silicon_objective(rows, &f);
-                if o < best_o - 1e-6 {
-                    best = f;
-                    best_o = o;
-                    improved = true;
-                }
-            }
-        }
-        if !improved {
-            factor = factor.sqrt();
-        }
-    }
-    best
+    super::coordinate_descent(
+        start,
+        &floor,
+        get,
+        set,
+        |f| silicon_objective(rows, f),
+        1.02,
+        1e-6,
+    )
 }
 
 /// `calibration/errors.md`'s vLLM section: the fitted constants, the errors on the

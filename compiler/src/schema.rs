@@ -772,7 +772,7 @@ pub static LAYOUT_FACTORS: &[(&str, &str)] = &[
         "tensor parallel size: shards every layer; belongs inside one NVLink domain",
     ),
     ("pp", "pipeline stages: splits the layers; may cross nodes"),
-    ("dp", "data-parallel replicas"),
+    ("dp", "data-parallel replicas (a MoE model's are the ranks of one vLLM engine: they share the experts and step together)"),
     (
         "ep",
         "expert parallelism for MoE layers (EP size = tp × dp)",

@@ -191,44 +191,38 @@ fn column_of(header: &str) -> impl Fn(&str) -> usize + '_ {
     }
 }
 
-/// The GEMM tables of the three GPUs measured (label, kernel family, rows).
-type GemmTables = Vec<(&'static str, KernelFamily, Vec<MeasuredGemm>)>;
+/// One kernel table per GPU measured: its label, kernel family and parsed rows.
+type KernelTables<R> = Vec<(&'static str, KernelFamily, Vec<R>)>;
 
-fn gemm_tables() -> Option<&'static GemmTables> {
-    static T: OnceLock<Option<GemmTables>> = OnceLock::new();
-    T.get_or_init(|| {
-        let shared = common::shared_dir()?;
-        let mut out = Vec::new();
-        for (dir, gpu, _) in KERNEL_GPUS {
-            let text = kernel_text(&shared, dir, "gemm");
-            let (spec, _) = dic_compiler::analysis::catalog::gpu(gpu).expect("catalog");
-            let rows = parse_gemm_table(&text, &spec);
-            assert!(rows.len() > 50_000, "{dir}: {} rows", rows.len());
-            out.push((dir, KernelFamily::of(spec.architecture.as_deref()), rows));
-        }
-        Some(out)
-    })
-    .as_ref()
+/// The `op` table of every GPU measured, parsed by `parse`; each must hold more than
+/// `min_rows` rows (a truncated or unparsed table fails here, not in a fit).
+fn kernel_tables<R>(
+    op: &str,
+    min_rows: usize,
+    parse: impl Fn(&str, &dic_compiler::analysis::GpuSpec) -> Vec<R>,
+) -> Option<KernelTables<R>> {
+    let shared = common::shared_dir()?;
+    let mut out = Vec::new();
+    for (dir, gpu, _) in KERNEL_GPUS {
+        let text = kernel_text(&shared, dir, op);
+        let (spec, _) = dic_compiler::analysis::catalog::gpu(gpu).expect("catalog");
+        let rows = parse(&text, &spec);
+        assert!(rows.len() > min_rows, "{dir}/{op}: {} rows", rows.len());
+        out.push((dir, KernelFamily::of(spec.architecture.as_deref()), rows));
+    }
+    Some(out)
 }
 
-/// The fused-MoE tables of the three GPUs measured (label, kernel family, rows).
-type MoeTables = Vec<(&'static str, KernelFamily, Vec<MeasuredMoe>)>;
+fn gemm_tables() -> Option<&'static KernelTables<MeasuredGemm>> {
+    static T: OnceLock<Option<KernelTables<MeasuredGemm>>> = OnceLock::new();
+    T.get_or_init(|| kernel_tables("gemm", 50_000, parse_gemm_table))
+        .as_ref()
+}
 
-fn moe_tables() -> Option<&'static MoeTables> {
-    static T: OnceLock<Option<MoeTables>> = OnceLock::new();
-    T.get_or_init(|| {
-        let shared = common::shared_dir()?;
-        let mut out = Vec::new();
-        for (dir, gpu, _) in KERNEL_GPUS {
-            let text = kernel_text(&shared, dir, "moe");
-            let (spec, _) = dic_compiler::analysis::catalog::gpu(gpu).expect("catalog");
-            let rows = parse_moe_table(&text, &spec);
-            assert!(rows.len() > 10_000, "{dir}: {} rows", rows.len());
-            out.push((dir, KernelFamily::of(spec.architecture.as_deref()), rows));
-        }
-        Some(out)
-    })
-    .as_ref()
+fn moe_tables() -> Option<&'static KernelTables<MeasuredMoe>> {
+    static T: OnceLock<Option<KernelTables<MeasuredMoe>>> = OnceLock::new();
+    T.get_or_init(|| kernel_tables("moe", 10_000, parse_moe_table))
+        .as_ref()
 }
 
 /// The stored fused-MoE curves are what the fit on the kernel tables finds.

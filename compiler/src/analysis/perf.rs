@@ -249,15 +249,17 @@ fn stage_facts(s: &Scenario) -> Vec<StageFacts> {
             moe_call: None,
         };
         // The experts' sharding is memory's (`rank_weights`): whole experts over the TP ×
-        // DP ranks with EP, each expert's width split over them without.
+        // DP ranks with EP (the rank with the most of them), each expert's width split
+        // over them without; the rank's expert parameters per layer give the count.
         let moe_layers = StageBlocks::of(m, first..first + count).moe;
         if moe_layers > 0 && w.expert_params > 0.0 {
-            let group = (tp * l.dp.max(1)) as f64;
-            let (local_experts, width) = if l.ep {
-                (m.experts as f64 / group, m.moe_intermediate as f64)
+            let width = if l.ep {
+                m.moe_intermediate as f64
             } else {
-                (m.experts as f64, m.moe_intermediate as f64 / group)
+                m.moe_intermediate as f64 / (tp * l.dp.max(1)) as f64
             };
+            let local_experts =
+                w.expert_params / moe_layers as f64 / (m.mlp_matrices() * m.hidden as f64 * width);
             f.moe_call = Some(MoeCall {
                 tokens: 1.0,
                 top_k: m.experts_per_token as f64,
@@ -476,8 +478,8 @@ pub struct TokenStep {
 
 impl StepModel<'_> {
     /// Prompt tokens in a steady-state step whose DP ranks each carry `per_rank` on
-    /// average. A MoE model's DP ranks run in lockstep (vLLM's DP+EP mode: every MoE layer
-    /// gathers all ranks' tokens, an idle rank runs a dummy batch), so a step lasts as long
+    /// average. A MoE model's DP ranks are one vLLM engine and run in lockstep (every MoE
+    /// layer gathers all ranks' tokens, an idle rank runs a dummy batch), so a step lasts as long
     /// as its slowest rank's: it carries a prompt chunk whenever any of the DP ranks has
     /// one. A rank has a chunk (the fresh prompt, at most the token budget) in a fraction
     /// `q` of its steps, so the slowest rank has one in `1 − (1 − q)^dp` of them. Dense
@@ -678,26 +680,22 @@ pub fn closed_loop_prefill(clients: f64, service: f64, think: f64) -> f64 {
     if service.is_nan() || service <= 0.0 || !clients.is_finite() {
         return service.max(0.0);
     }
-    // Whole clients, then linear between the two nearest (a fractional share of a
-    // replica's clients when DP splits them).
-    let whole = clients.max(1.0).floor();
-    let (mut queued, mut busy, mut response) = (0.0_f64, 0.0_f64, service);
-    let mut previous = service;
-    let mut n = 1.0;
-    while n <= whole + 1.0 {
-        previous = response;
-        response = service * (1.0 + queued - busy / 2.0);
-        let throughput = n / (response + think);
+    // Whole clients (at most 4096), then linear between the two nearest (a fractional
+    // share of a replica's clients when DP splits them).
+    let clients = clients.clamp(1.0, 4096.0);
+    let whole = clients.floor();
+    let (mut queued, mut busy) = (0.0_f64, 0.0_f64);
+    // The response at `whole` clients and at `whole + 1`.
+    let mut responses = [service; 2];
+    for n in 1..=whole as u64 + 1 {
+        let response = service * (1.0 + queued - busy / 2.0);
+        let throughput = n as f64 / (response + think);
         queued = throughput * response;
         busy = (throughput * service).min(1.0);
-        if n >= 4096.0 {
-            break;
-        }
-        n += 1.0;
+        responses = [responses[1], response];
     }
-    // `previous` is the response at `whole` clients, `response` at `whole + 1`.
-    let frac = clients.max(1.0) - whole;
-    previous + frac * (response - previous)
+    let [at_whole, next] = responses;
+    at_whole + (clients - whole) * (next - at_whole)
 }
 
 /// Predictions at an operating point.

@@ -91,7 +91,12 @@ fn dp_beats_tp(s: &Scenario, max_output_tokens_per_s: f64) -> Option<Finding> {
             l,
             max_output_tokens_per_s
         ),
-        "DP replicas need no per-token communication",
+        if s.model.is_moe() {
+            // A MoE model's DP ranks do exchange tokens every MoE layer.
+            "the wider TP's all-reduces cost more than the DP ranks' token exchange"
+        } else {
+            "DP replicas need no per-token communication"
+        },
         Some(format!("use `{wider_dp}` unless TPOT needs the wider TP")),
     ))
 }

@@ -207,16 +207,17 @@ deploy d { model = qwen3_30b_a3b, cluster = c, layout = tp 2, engine = vllm { ma
     checked.deployments[0].scenario.scenario.clone()
 }
 
-/// A decode step's fixed costs by hand: the step's own overhead, one per sequence, and one
-/// per MoE layer outside the fused experts kernel (Qwen3-30B-A3B: 48 MoE layers; TP 2,
-/// one stage, 8 sequences).
+/// A decode step's fixed costs by hand: the step's own overhead, one per sequence in each
+/// layer, and one per MoE layer outside the fused experts kernel (Qwen3-30B-A3B: 48
+/// layers, all MoE; TP 2, one stage, 8 sequences).
 #[test]
 fn a_moe_steps_overhead_counts_its_moe_layers() {
     use dic_compiler::analysis::perf::{StepModel, FITTED};
     let s = qwen3_30b_a3b_on_two_h100s();
     let step = StepModel::new(&s).token_step(8.0, 1024.0, 0.0, 0.0, &FITTED);
-    let expected =
-        FITTED.step_overhead + 8.0 * FITTED.token_overhead + 48.0 * FITTED.moe_layer_overhead;
+    let expected = FITTED.step_overhead
+        + 8.0 * 48.0 * FITTED.sequence_layer_overhead
+        + 48.0 * FITTED.moe_layer_overhead;
     assert!(
         (step.overhead - expected).abs() < 1e-12,
         "{} vs {expected}",

@@ -78,12 +78,12 @@ pub struct PerfConstants {
 /// top-k, activation quantization), identified by the one MoE family of the rows
 /// (Qwen3-235B-A22B).
 pub const FITTED: PerfConstants = PerfConstants {
-    memory_efficiency: 0.815,
-    compute_efficiency: 0.600,
-    step_overhead: 0.00427,
-    moe_layer_overhead: 98.7e-6,
-    sequence_layer_overhead: 0.707e-6,
-    request_latency: 0.0436,
+    memory_efficiency: 0.797,
+    compute_efficiency: 0.613,
+    step_overhead: 0.00418,
+    moe_layer_overhead: 143e-6,
+    sequence_layer_overhead: 0.692e-6,
+    request_latency: 0.0446,
 };
 
 /// Percentile ÷ mean factors for latencies. [heuristic, not fitted: the public

@@ -251,3 +251,70 @@ deploy d { model = qwen3_32b, cluster = c, workload = w, slo = s, layout = auto,
         assert_eq!(p.weights, "fp8", "{} GPUs", p.gpus);
     }
 }
+
+/// The planner never proposes an EP group larger than the model's routed experts (W0409):
+/// Mixtral's 8 experts on 4 × 8 H100s, where EP families and the scaling curve could
+/// otherwise run up to 32 ranks: the ranked candidates, the choice and the curve's
+/// replicas with `ep` keep tp × dp ≤ 8. (The search prefers PP for depth here and does not
+/// reach such a layout even unguarded; the guards in `search` and `fastest_replica` keep
+/// it so for loads that would, and the rule below is what a written layout meets.)
+#[test]
+fn the_planner_keeps_ep_groups_within_the_experts() {
+    use dic_compiler::analysis::estimate::{self, EstimateRequest};
+    use dic_compiler::analysis::{analyze, catalog};
+    use dic_compiler::planner::{search, SearchSpace};
+    let model = catalog::model("mixtral_8x7b").unwrap();
+    let req = EstimateRequest {
+        gpu: "h100_sxm".into(),
+        gpus_per_node: Some(8),
+        nodes: Some(4),
+        max_model_len: Some(8192.0),
+        isl: Some(1000.0),
+        osl: Some(200.0),
+        rate: Some(30.0),
+        ..EstimateRequest::default()
+    };
+    let s = estimate::scenario("mixtral_8x7b", model, &req).unwrap();
+    let space = SearchSpace {
+        weights: vec!["bf16".into()],
+        kv_cache: vec!["auto".into()],
+    };
+    // 30 req/s within 20 ms per token: two nodes or more.
+    let slo = [dic_compiler::analysis::rules::SloTarget {
+        metric: dic_compiler::program::SloMetric::Tpot,
+        percentile: "p50".into(),
+        op: dic_compiler::syntax::ast::Op::Le,
+        value: 0.020,
+    }];
+    let r = search(&s, &slo, &space);
+    let with_ep: Vec<_> = r.ranked.iter().filter(|c| c.layout.ep).collect();
+    assert!(!with_ep.is_empty(), "EP families are searched");
+    for c in r.ranked.iter().chain(r.chosen.iter()) {
+        assert!(
+            !c.layout.ep || c.layout.tp * c.layout.dp <= 8,
+            "{}",
+            c.describe()
+        );
+    }
+    // The scaling curve (W0404's evidence) reaches 16 and 32 GPUs: its replicas there
+    // (tp 16 at most) run the experts by tensor slices, not on 16 EP ranks.
+    assert!(r.scaling.iter().any(|p| p.gpus >= 16));
+    for p in &r.scaling {
+        assert!(
+            !p.layout.ep || p.layout.tp * p.layout.dp <= 8,
+            "{} GPUs: {}",
+            p.gpus,
+            p.layout
+        );
+    }
+    // The rule itself: tp 8 × dp 2 × ep is flagged.
+    let mut wide = s.clone();
+    wide.layout = dic_compiler::program::Layout {
+        tp: 8,
+        dp: 2,
+        ep: true,
+        ..Default::default()
+    };
+    let a = analyze(&wide, &[]);
+    assert!(a.findings.iter().any(|f| f.code == Code::EpBeyondExperts));
+}

@@ -17,7 +17,8 @@ fn clearly_faster(tpot_ms: f64, than_ms: f64) -> bool {
 
 /// The fastest replica (lowest TPOT, no error, not overloaded) of exactly `gpus` GPUs
 /// per replica, over the TP × PP splits with TP in `tps` and PP ≤ `max_pp`, at the
-/// scenario's own load, DP, formats and expert parallelism (EP needs TP × DP > 1).
+/// scenario's own load, DP, formats and expert parallelism (EP needs 1 < TP × DP ≤ the
+/// experts).
 pub(super) fn fastest_replica(
     base: &Scenario,
     gpus: u64,
@@ -30,10 +31,12 @@ pub(super) fn fastest_replica(
         if pp > base.model.layers || pp > max_pp {
             continue;
         }
+        // EP needs more than one rank, and at most one rank per expert (W0409).
+        let ranks = tp * base.layout.dp.max(1);
         let layout = Layout {
             tp,
             pp,
-            ep: base.layout.ep && tp * base.layout.dp > 1,
+            ep: base.layout.ep && ranks > 1 && ranks <= base.model.experts,
             ..base.layout
         };
         let c = evaluate(base, &[], layout, &base.model.weights, &base.model.kv_cache);

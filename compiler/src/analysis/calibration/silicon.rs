@@ -3,10 +3,10 @@
 //! H100, H200 and B200 for dense and MoE models in BF16, FP8 and NVFP4.
 //!
 //! Every row becomes a [`Scenario`] from its own columns — model, GPU, weight format,
-//! TP/PP, DP (the MoE group's GPUs over TP), EP, lengths, concurrency — with vLLM's own engine defaults for that GPU, as a
-//! user who wrote only those numbers would get. Disaggregated rows (prefill and decode
-//! pools) are counted and skipped. Errors are reported per GPU, model, format and load
-//! regime, and cross-validated: [`cross_validate`] refits the serving constants without
+//! TP/PP, DP (the MoE group's GPUs over TP), EP, lengths, concurrency — with vLLM's own
+//! engine defaults for that GPU, as a user who wrote only those numbers would get.
+//! Disaggregated rows (prefill and decode pools) are counted and skipped. Errors are
+//! reported per GPU, model, format and load regime, and cross-validated: [`cross_validate`] refits the serving constants without
 //! one GPU (or one model) and predicts the rows left out.
 
 use super::{median, split_csv};

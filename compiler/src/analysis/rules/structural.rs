@@ -81,6 +81,26 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
             Some("remove `ep`; use dp replicas for throughput".into()),
         ));
     }
+    // vLLM gives each EP rank `experts / ep_size` experts and the first `experts % ep_size`
+    // ranks one more (`determine_expert_map`): past one rank per expert, the extra ranks
+    // hold none.
+    let ep_size = l.tp.max(1) * l.dp.max(1);
+    if l.ep && m.experts > 0 && ep_size > m.experts {
+        let idle = ep_size - m.experts;
+        out.push(Finding::new(
+            Code::EpBeyondExperts,
+            Anchor::Layout,
+            format!(
+                "`ep` spreads {}'s {} routed experts over {ep_size} ranks (tp {} × dp {}): {idle} of them hold no expert and idle in every MoE layer, while each step waits for the ranks that hold one",
+                s.model_name, m.experts, l.tp, l.dp
+            ),
+            "an EP group larger than the model's experts",
+            Some(format!(
+                "drop `ep` (the experts are then split by tensor slices over all {ep_size} ranks), or keep tp × dp ≤ {}",
+                m.experts
+            )),
+        ));
+    }
     let total = t.total_gpus();
     if l.gpus() > total {
         out.push(Finding::new(

@@ -432,40 +432,59 @@ run must have prefilled less than it states (a prefix cache hit, shorter prompts
             ));
         }
     }
+    // One table row per group of rows: its key's cells, then the group's errors.
+    let grouped = |out: &mut String, cells: &dyn Fn(&SiliconRow) -> Option<Vec<String>>| {
+        let mut keys: Vec<Vec<String>> = rows.iter().filter_map(cells).collect();
+        keys.sort();
+        keys.dedup();
+        for k in keys {
+            let group: Vec<Option<(f64, f64)>> = rows
+                .iter()
+                .zip(&fitted)
+                .filter(|(r, _)| cells(r).as_ref() == Some(&k))
+                .map(|(_, e)| *e)
+                .collect();
+            let (t, p) = (stats(&ttft(&group)), stats(&tpot(&group)));
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                k.join(" | "),
+                group.len(),
+                pct(t.median_abs),
+                signed(t.bias),
+                pct(p.median_abs),
+                signed(p.bias)
+            ));
+        }
+    };
     out.push_str("\n### By GPU, model, weight format and load (fitted on every row)\n\n");
     out.push_str("| GPU | model | weights | load | rows | TTFT median \\|error\\| | TTFT bias | TPOT median \\|error\\| | TPOT bias |\n|---|---|---|---|---|---|---|---|---|\n");
-    let key = |r: &SiliconRow| {
-        (
+    grouped(&mut out, &|r| {
+        Some(vec![
             r.gpu.clone(),
             model_label(r).to_string(),
             r.weights.clone().unwrap_or_else(|| "model's own".into()),
-            regime(r),
-        )
-    };
-    let mut keys: Vec<_> = rows.iter().map(key).collect();
-    keys.sort();
-    keys.dedup();
-    for k in keys {
-        let group: Vec<Option<(f64, f64)>> = rows
-            .iter()
-            .zip(&fitted)
-            .filter(|(r, _)| key(r) == k)
-            .map(|(_, e)| *e)
-            .collect();
-        let (t, p) = (stats(&ttft(&group)), stats(&tpot(&group)));
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            k.0,
-            k.1,
-            k.2,
-            k.3,
-            group.len(),
-            pct(t.median_abs),
-            signed(t.bias),
-            pct(p.median_abs),
-            signed(p.bias)
-        ));
-    }
+            regime(r).to_string(),
+        ])
+    });
+    out.push_str("\n### MoE rows by layout (fitted on every row)\n\n");
+    out.push_str("DP ranks are one vLLM engine whose MoE layers step in lockstep (`perf::StepModel::lockstep`).\n\n");
+    out.push_str("| model | layout | rows | TTFT median \\|error\\| | TTFT bias | TPOT median \\|error\\| | TPOT bias |\n|---|---|---|---|---|---|---|\n");
+    grouped(&mut out, &|r| {
+        let s = scenario(r)?;
+        s.model.is_moe().then(|| {
+            let layout = format!(
+                "tp {}{}{}",
+                r.tp,
+                if r.dp > 1 {
+                    format!(" × dp {}", r.dp)
+                } else {
+                    String::new()
+                },
+                if r.ep { " × ep" } else { "" }
+            );
+            vec![model_label(r).to_string(), layout]
+        })
+    });
     out.push_str("\n### Every row (fitted on every row)\n\n");
     out.push_str(
         "| id | TTFT measured | predicted | TPOT measured | predicted |\n|---|---|---|---|---|\n",

@@ -304,10 +304,10 @@ pub fn row_error(r: &SiliconRow, fit: &SiliconFit) -> Option<(f64, f64)> {
 /// cap, where a few percent of capacity moves the predicted admission wait by 10–80×,
 /// and the 8B sweep's prompt-heavy rows, which the measured kernels cannot serve at the
 /// stated load (see `calibration/errors.md`) — and unbounded, their logs set the
-/// constants for everyone else. Capped, they count as plain misses. (A judgement, not a
-/// clear win: uncapped, TTFT is 16.8 / 19.9 / 20.2% fitted / leaving one GPU out /
-/// leaving one model out and TPOT 6.9 / 11.0 / 9.7%; capped, 16.9 / 20.6 / 20.7% and
-/// 7.2 / 10.2 / 10.1%.)
+/// constants for everyone else. Capped, they count as plain misses. (A judgement for
+/// robustness, not a measured win: with the stored model, uncapped, TTFT is
+/// 15.6 / 20.2 / 20.0% fitted / leaving one GPU out / leaving one model out and TPOT
+/// 6.8 / 9.6 / 9.7%; capped, 15.8 / 20.5 / 20.4% and 6.9 / 9.7 / 9.3%.)
 pub const ROW_LOG_ERROR_CAP: f64 = 1.0;
 
 /// Mean |log(predicted / measured)| of TTFT and TPOT over the rows, each capped at

@@ -361,3 +361,41 @@ deploy d {{ model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, eng
     let run = predict(&s, &memory(&s), &FITTED).ttft;
     assert!(run > steady * 1.2, "first wave: {run} vs steady {steady}");
 }
+
+/// The fused-MoE workspace of vLLM's profile run by hand (Qwen3-235B-A22B: hidden 4096,
+/// experts 1536 wide, top 8; an 8192-token budget). On tp 1 × dp 2 the default backend
+/// gathers both ranks' tokens (16,384, the chunk limit) and each rank holds half of every
+/// expert (768): 131,072 pairs × (max(1536, 4096) + 768) elements × 2 B. With EP each rank
+/// holds whole experts (1536): max(3072, 4096) + 1536 per pair.
+#[test]
+fn the_fused_moe_workspace_counts_the_gathered_pairs() {
+    use dic_compiler::analysis::catalog;
+    use dic_compiler::analysis::estimate::{self, EstimateRequest};
+    use dic_compiler::analysis::memory::fused_moe_workspace;
+    use dic_compiler::program::Layout;
+    let at = |layout: Layout| {
+        let req = EstimateRequest {
+            gpu: "h200_sxm".into(),
+            layout,
+            max_model_len: Some(4096.0),
+            max_num_batched_tokens: Some(8192.0),
+            ..EstimateRequest::default()
+        };
+        let model = catalog::model("qwen3_235b_a22b_fp8").unwrap();
+        let s = estimate::scenario("qwen3_235b_a22b_fp8", model, &req).unwrap();
+        assert_eq!(s.engine.max_num_batched_tokens, 8192);
+        fused_moe_workspace(&s)
+    };
+    let dp2 = Layout {
+        tp: 1,
+        dp: 2,
+        ..Layout::default()
+    };
+    assert_eq!(at(dp2), 131_072.0 * (4096.0 + 768.0) * 2.0);
+    assert_eq!(
+        at(Layout { ep: true, ..dp2 }),
+        131_072.0 * (4096.0 + 1536.0) * 2.0
+    );
+    // One rank: its own 8192 tokens, every expert whole.
+    assert_eq!(at(Layout::default()), 65_536.0 * (4096.0 + 1536.0) * 2.0);
+}

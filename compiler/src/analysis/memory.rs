@@ -397,8 +397,40 @@ pub fn memory(s: &Scenario) -> MemoryReport {
     }
 }
 
+/// The fused-MoE call's workspace in the profile run, bytes (0 without MoE layers). vLLM's
+/// `fused_experts` runs M tokens at a time (at most `VLLM_FUSED_MOE_CHUNK_SIZE`, 16 × 1024)
+/// and allocates, per token–expert pair, one 16-bit buffer shared by the gate/up output
+/// and the down output (the larger of 2·I and H elements) and one for the activation (I):
+/// `workspace13` and `workspace2` of its modular kernels. M is the rank's token budget,
+/// times the DP ranks when the default backend all-gathers every rank's tokens; I is the
+/// experts' width on the rank: split over TP × DP without EP, whole with it. (Counting the
+/// gate/up output alone, as before, left out two thirds of it: 0.4 GB of 1.3 GB for
+/// Qwen3-235B on tp 1 × dp 2.)
+pub fn fused_moe_workspace(s: &Scenario) -> f64 {
+    let m = &s.model;
+    if !m.is_moe() {
+        return 0.0;
+    }
+    let l = &s.layout;
+    let ranks = (l.tp.max(1) * l.dp.max(1)) as f64;
+    let width = if l.ep {
+        m.moe_intermediate as f64
+    } else {
+        m.moe_intermediate as f64 / ranks
+    };
+    let tokens =
+        (s.engine.max_num_batched_tokens as f64 * l.dp.max(1) as f64).min(FUSED_MOE_CHUNK_TOKENS);
+    let pairs = tokens * m.experts_per_token as f64;
+    pairs * ((2.0 * width).max(m.hidden as f64) + width) * 2.0
+}
+
+/// vLLM's `VLLM_FUSED_MOE_CHUNK_SIZE` default (16 × 1024; 32768 in older releases): the
+/// most tokens one fused-MoE call processes at once.
+pub const FUSED_MOE_CHUNK_TOKENS: f64 = 16384.0;
+
 /// Peak activations of vLLM's profile run: `max_num_batched_tokens` tokens through one
-/// layer at a time, plus the sampler's logits on the last stage.
+/// layer at a time (the larger of the dense MLP's and the fused-MoE workspace), plus the
+/// sampler's logits on the last stage.
 pub fn activation_peak(s: &Scenario, is_last: bool) -> f64 {
     let m = &s.model;
     let l = &s.layout;
@@ -408,20 +440,9 @@ pub fn activation_peak(s: &Scenario, is_last: bool) -> f64 {
     let act_bytes = 2.0;
     let qkv_local = ((m.heads + 2 * m.kv_heads) * m.head_dim) as f64 / tp;
     let dense_local = 2.0 * m.intermediate as f64 / tp;
-    let moe_local = if m.is_moe() {
-        let inter = if l.ep {
-            m.moe_intermediate as f64
-        } else {
-            m.moe_intermediate as f64 / tp
-        };
-        m.experts_per_token as f64 * 2.0 * inter
-    } else {
-        0.0
-    };
-    let per_token = constants::ACTIVATION_HIDDEN_COPIES * m.hidden as f64
-        + qkv_local
-        + dense_local.max(moe_local);
-    let mut bytes = t * per_token * act_bytes;
+    let per_token = constants::ACTIVATION_HIDDEN_COPIES * m.hidden as f64 + qkv_local;
+    let mut bytes =
+        t * per_token * act_bytes + fused_moe_workspace(s).max(t * dense_local * act_bytes);
     if is_last {
         let reqs = (e.max_num_batched_tokens.min(e.max_num_seqs)) as f64;
         bytes += reqs * m.vocab as f64 * 4.0 * constants::LOGITS_FP32_COPIES;

@@ -66,8 +66,9 @@ pub struct PerfConstants {
     /// layer, not per step: fitted per step, the 70B-class rows set it and a 32-layer 8B
     /// was charged 80 layers' worth (TensorRT-LLM's 8B on H100 at 128/128 tokens came out
     /// at 11.8k tokens/s against 28.8k measured; per layer, 18.0k; the reference table's
-    /// median offline-throughput error fell from 20.4% to 15.1%, with the vLLM fit no
-    /// worse).
+    /// median offline-throughput error fell from 20.4% to 15.1% at that change, with the
+    /// vLLM fit no worse; `moe_layer_factor` later took it to 17.2%, through its Mixtral
+    /// rows).
     pub sequence_layer_overhead: f64,
     /// Fixed latency of every request before its first token, outside the GPU steps:
     /// HTTP, tokenisation, admission, detokenising and streaming the first token.

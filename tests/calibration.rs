@@ -347,14 +347,10 @@ fn kv_capacity_meets_the_goals() {
         return;
     };
     let err = |(r, p): &(KvLogRow, f64)| p / r.kv_tokens - 1.0;
-    let mut abs: Vec<f64> = rows.iter().map(|x| err(x).abs()).collect();
-    abs.sort_by(f64::total_cmp);
+    let abs: Vec<f64> = rows.iter().map(|x| err(x).abs()).collect();
     assert!(abs.len() >= 10, "{} rows", abs.len());
-    assert!(
-        abs[abs.len() / 2] <= 0.05,
-        "median |error| {}",
-        abs[abs.len() / 2]
-    );
+    let median = dic_compiler::analysis::calibration::median(abs);
+    assert!(median <= 0.05, "median |error| {median}");
     for x in rows.iter().filter(|(r, _)| r.recent) {
         assert!(err(x).abs() < 0.02, "{}: {:+.3}", x.0.id, err(x));
         if x.0.full {
@@ -379,8 +375,8 @@ fn calibration_constants_are_the_fit() {
     );
 }
 
-/// Regression bounds on the cross-validated errors (the goals, median TTFT ≤ 15%
-/// and TPOT ≤ 10%, are tracked in errors.md; these bounds hold today and must not slip).
+/// Regression bounds on the cross-validated errors: TPOT at its goal (median ≤ 10%); TTFT
+/// above its goal of 15%, bounded where it stands today so that it cannot slip.
 #[cfg_attr(
     dic_no_shared,
     ignore = "needs ../shared, the reference data beside the repository"
@@ -395,8 +391,8 @@ fn cross_validated_errors_are_bounded() {
         let ttft = stats(&e.iter().map(|x| x.map(|x| x.0)).collect::<Vec<_>>());
         let tpot = stats(&e.iter().map(|x| x.map(|x| x.1)).collect::<Vec<_>>());
         assert!(ttft.modelled * 100 >= ttft.rows * 95, "{name}: {ttft:?}");
-        assert!(ttft.median_abs < 0.23, "{name}: TTFT {ttft:?}");
-        assert!(tpot.median_abs < 0.11, "{name}: TPOT {tpot:?}");
+        assert!(ttft.median_abs < 0.22, "{name}: TTFT {ttft:?}");
+        assert!(tpot.median_abs < 0.10, "{name}: TPOT {tpot:?}");
     }
 }
 

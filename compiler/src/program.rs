@@ -512,6 +512,21 @@ impl Layout {
     pub fn gpus(&self) -> u64 {
         self.replica_gpus() * self.dp
     }
+    /// The expert-parallel group's size: TP × DP (the ranks vLLM spreads a MoE layer's
+    /// experts over with `ep`).
+    pub fn ep_size(&self) -> u64 {
+        self.tp.max(1) * self.dp.max(1)
+    }
+    /// EP ranks that hold no routed expert: vLLM gives each rank `experts / ep_size` and the
+    /// first `experts % ep_size` ranks one more (`determine_expert_map`), so past one rank
+    /// per expert the rest hold none (W0409). 0 without `ep` or without experts.
+    pub fn ep_ranks_without_experts(&self, experts: u64) -> u64 {
+        if self.ep && experts > 0 {
+            self.ep_size().saturating_sub(experts)
+        } else {
+            0
+        }
+    }
 }
 
 impl std::fmt::Display for Layout {

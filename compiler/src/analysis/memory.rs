@@ -401,9 +401,9 @@ pub fn memory(s: &Scenario) -> MemoryReport {
 /// `fused_experts` runs M tokens at a time (at most `VLLM_FUSED_MOE_CHUNK_SIZE`, 16 × 1024)
 /// and allocates, per token–expert pair, one 16-bit buffer shared by the gate/up output
 /// and the down output (the larger of 2·I and H elements) and one for the activation (I):
-/// `workspace13` and `workspace2` of its modular kernels. M is the rank's token budget,
-/// times the DP ranks when the default backend all-gathers every rank's tokens; I is the
-/// experts' width on the rank: split over TP × DP without EP, whole with it. (Counting the
+/// `workspace13` and `workspace2` of its modular kernels. M is the rank's token budget
+/// times the DP ranks: the default backend all-gathers every rank's tokens, and DeepEP
+/// may deliver as many; I is [`expert_width_on_rank`]. (Counting the
 /// gate/up output alone, as before, left out two thirds of it: 0.4 GB of 1.3 GB for
 /// Qwen3-235B on tp 1 × dp 2.)
 pub fn fused_moe_workspace(s: &Scenario) -> f64 {
@@ -412,16 +412,23 @@ pub fn fused_moe_workspace(s: &Scenario) -> f64 {
         return 0.0;
     }
     let l = &s.layout;
-    let ranks = (l.tp.max(1) * l.dp.max(1)) as f64;
-    let width = if l.ep {
-        m.moe_intermediate as f64
-    } else {
-        m.moe_intermediate as f64 / ranks
-    };
+    let width = expert_width_on_rank(s);
     let tokens =
         (s.engine.max_num_batched_tokens as f64 * l.dp.max(1) as f64).min(FUSED_MOE_CHUNK_TOKENS);
     let pairs = tokens * m.experts_per_token as f64;
     pairs * ((2.0 * width).max(m.hidden as f64) + width) * 2.0
+}
+
+/// The intermediate width of each expert on one rank, as [`rank_weights`] shards the
+/// experts: whole with EP (whole experts over the TP × DP ranks), split over TP × DP
+/// without it.
+pub fn expert_width_on_rank(s: &Scenario) -> f64 {
+    let (m, l) = (&s.model, &s.layout);
+    if l.ep {
+        m.moe_intermediate as f64
+    } else {
+        m.moe_intermediate as f64 / l.ep_size() as f64
+    }
 }
 
 /// vLLM's `VLLM_FUSED_MOE_CHUNK_SIZE` default (16 × 1024; 32768 in older releases): the

@@ -36,7 +36,7 @@ use super::comm::{step_comm, uses_deepep, CommContext, CommItem, StageBlocks};
 use super::fused_moe::{moe_time, MoeCall};
 use super::gemm::compute_factor;
 use super::kv_pool::{CacheSpec, SpecCache};
-use super::memory::{pp_partition, rank_weights, MemoryReport};
+use super::memory::{expert_width_on_rank, pp_partition, rank_weights, MemoryReport};
 use super::scenario::{Load, Scenario};
 use super::speculative::{draft_shape, DraftShape, DRAFT_PASS_OVERHEAD_SHARE};
 use crate::program::{Attention, Component, Mixer};
@@ -266,11 +266,7 @@ fn stage_facts(s: &Scenario) -> Vec<StageFacts> {
         // over them without; the rank's expert parameters per layer give the count.
         let moe_layers = StageBlocks::of(m, first..first + count).moe;
         if moe_layers > 0 && w.expert_params > 0.0 {
-            let width = if l.ep {
-                m.moe_intermediate as f64
-            } else {
-                m.moe_intermediate as f64 / (tp * l.dp.max(1)) as f64
-            };
+            let width = expert_width_on_rank(s);
             let local_experts =
                 w.expert_params / moe_layers as f64 / (m.mlp_matrices() * m.hidden as f64 * width);
             f.moe_call = Some(MoeCall {

@@ -351,13 +351,6 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
         // smallest DP that meets them is found by bisection: at most 2 + log2(N)
         // evaluations per family instead of one per replica count.
         let per_node = t.gpus_per_node.max(1);
-        // An EP group past one rank per expert leaves ranks without experts (W0409).
-        let dps: Vec<u64> = (1..=max_dp)
-            .filter(|dp| whole_nodes(tp * pp, *dp, per_node))
-            .filter(|dp| !ep || tp * dp <= m.experts)
-            .take_while(|dp| family_cost(tp * pp * dp) <= 2.0 * best_cost)
-            .collect();
-        pruned += (max_dp as usize).saturating_sub(dps.len());
         let layout_at = |dp: u64| Layout {
             tp,
             pp,
@@ -365,6 +358,13 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
             ep,
             ..Layout::default()
         };
+        // An EP group past one rank per expert leaves ranks without experts (W0409).
+        let dps: Vec<u64> = (1..=max_dp)
+            .filter(|dp| whole_nodes(tp * pp, *dp, per_node))
+            .filter(|dp| layout_at(*dp).ep_ranks_without_experts(m.experts) == 0)
+            .take_while(|dp| family_cost(tp * pp * dp) <= 2.0 * best_cost)
+            .collect();
+        pruned += (max_dp as usize).saturating_sub(dps.len());
         let family = family_name(layout_at(1), w, kv, &m.weights, space.weights.len());
         let Some(&first_dp) = dps.first() else {
             rejected.push(Rejection {

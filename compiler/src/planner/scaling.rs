@@ -31,14 +31,15 @@ pub(super) fn fastest_replica(
         if pp > base.model.layers || pp > max_pp {
             continue;
         }
-        // EP needs more than one rank, and at most one rank per expert (W0409).
-        let ranks = tp * base.layout.dp.max(1);
-        let layout = Layout {
+        let mut layout = Layout {
             tp,
             pp,
-            ep: base.layout.ep && ranks > 1 && ranks <= base.model.experts,
             ..base.layout
         };
+        // EP needs more than one rank, and at most one rank per expert (W0409).
+        layout.ep = base.layout.ep
+            && layout.ep_size() > 1
+            && layout.ep_ranks_without_experts(base.model.experts) == 0;
         let c = evaluate(base, &[], layout, &base.model.weights, &base.model.kv_cache);
         let Some(tpot) = c
             .tpot_ms

@@ -6,8 +6,9 @@
 //! TP/PP, DP (the MoE group's GPUs over TP), EP, lengths, concurrency — with vLLM's own
 //! engine defaults for that GPU, as a user who wrote only those numbers would get.
 //! Disaggregated rows (prefill and decode pools) are counted and skipped. Errors are
-//! reported per GPU, model, format and load regime, and cross-validated: [`cross_validate`] refits the serving constants without
-//! one GPU (or one model) and predicts the rows left out.
+//! reported per GPU, model, format and load regime, and cross-validated:
+//! [`cross_validate`] refits the serving constants without one GPU (or one model) and
+//! predicts the rows left out.
 
 use super::{median, split_csv};
 use crate::analysis::catalog;
@@ -66,17 +67,20 @@ pub fn parse_silicon(csv: &str) -> (Vec<SiliconRow>, usize) {
         "batch_size",
         "tp_size",
         "pp_size",
+        "attention_dp_size",
         "moe_tp_size",
         "moe_ep_size",
         "silicon_ttft_ms",
         "silicon_tpot_ms",
     ]
     .map(col);
-    let Some([id, model, system, mode, quant, isl, osl, batch, tp, pp, moe_tp, ep, ttft, tpot]) =
-        cols.iter()
-            .copied()
-            .collect::<Option<Vec<usize>>>()
-            .and_then(|v| <[usize; 14]>::try_from(v).ok())
+    let Some(
+        [id, model, system, mode, quant, isl, osl, batch, tp, pp, attention_dp, moe_tp, ep, ttft, tpot],
+    ) = cols
+        .iter()
+        .copied()
+        .collect::<Option<Vec<usize>>>()
+        .and_then(|v| <[usize; 15]>::try_from(v).ok())
     else {
         return (Vec::new(), table.len().saturating_sub(1));
     };
@@ -109,17 +113,24 @@ pub fn parse_silicon(csv: &str) -> (Vec<SiliconRow>, usize) {
             concurrency: b.max(1.0) as u64,
             tp: t.max(1.0) as u64,
             pp: num(pp).unwrap_or(1.0).max(1.0) as u64,
-            dp: {
-                let moe_gpus =
-                    num(moe_tp).unwrap_or(1.0).max(1.0) * num(ep).unwrap_or(1.0).max(1.0);
-                ((moe_gpus / t.max(1.0)).round() as u64).max(1)
-            },
+            dp: dp_ranks(t, num(attention_dp), num(moe_tp), num(ep)),
             ep: num(ep).unwrap_or(1.0) > 1.0,
             ttft: ft * 1e-3,
             tpot: pt * 1e-3,
         });
     }
     (out, skipped)
+}
+
+/// The DP ranks of one engine (or pool) as the dataset states them: `attention_dp_size`
+/// where given (the disaggregated pools), else the MoE group's GPUs
+/// (`moe_tp_size × moe_ep_size`, the aggregated rows) over the attention's TP; at least 1.
+fn dp_ranks(tp: f64, attention_dp: Option<f64>, moe_tp: Option<f64>, moe_ep: Option<f64>) -> u64 {
+    if let Some(dp) = attention_dp.filter(|d| *d >= 1.0) {
+        return dp as u64;
+    }
+    let moe_gpus = moe_tp.unwrap_or(1.0).max(1.0) * moe_ep.unwrap_or(1.0).max(1.0);
+    ((moe_gpus / tp.max(1.0)).round() as u64).max(1)
 }
 
 /// The stdlib model a Hugging Face id names, the weight format its checkpoint has, and
@@ -471,19 +482,9 @@ run must have prefilled less than it states (a prefix cache hit, shorter prompts
     out.push_str("| model | layout | rows | TTFT median \\|error\\| | TTFT bias | TPOT median \\|error\\| | TPOT bias |\n|---|---|---|---|---|---|---|\n");
     grouped(&mut out, &|r| {
         let s = scenario(r)?;
-        s.model.is_moe().then(|| {
-            let layout = format!(
-                "tp {}{}{}",
-                r.tp,
-                if r.dp > 1 {
-                    format!(" × dp {}", r.dp)
-                } else {
-                    String::new()
-                },
-                if r.ep { " × ep" } else { "" }
-            );
-            vec![model_label(r).to_string(), layout]
-        })
+        s.model
+            .is_moe()
+            .then(|| vec![model_label(r).to_string(), s.layout.to_string()])
     });
     out.push_str("\n### Every row (fitted on every row)\n\n");
     out.push_str(
@@ -561,9 +562,12 @@ pub fn parse_disagg(csv: &str) -> Vec<DisaggRow> {
         };
         let pool = |p: &str| {
             let tp = num(&format!("{p}_tp_size")).unwrap_or(1.0).max(1.0) as u64;
-            let dp = num(&format!("{p}_attention_dp_size"))
-                .unwrap_or(1.0)
-                .max(1.0) as u64;
+            let dp = dp_ranks(
+                tp as f64,
+                num(&format!("{p}_attention_dp_size")),
+                num(&format!("{p}_moe_tp_size")),
+                num(&format!("{p}_moe_ep_size")),
+            );
             let workers = num(&format!("{p}_num_workers")).unwrap_or(1.0).max(1.0) as u64;
             (
                 crate::program::Layout {

@@ -81,12 +81,9 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
             Some("remove `ep`; use dp replicas for throughput".into()),
         ));
     }
-    // vLLM gives each EP rank `experts / ep_size` experts and the first `experts % ep_size`
-    // ranks one more (`determine_expert_map`): past one rank per expert, the extra ranks
-    // hold none.
-    let ep_size = l.tp.max(1) * l.dp.max(1);
-    if l.ep && m.experts > 0 && ep_size > m.experts {
-        let idle = ep_size - m.experts;
+    let idle = l.ep_ranks_without_experts(m.experts);
+    if idle > 0 {
+        let ep_size = l.ep_size();
         out.push(Finding::new(
             Code::EpBeyondExperts,
             Anchor::Layout,

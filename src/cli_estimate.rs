@@ -113,10 +113,12 @@ fn to_json(s: &Scenario, a: &Analysis) -> Value {
             "memory": ms(Some(p.step.memory)),
             "communication": ms(Some(p.step.comm)),
             "overhead": ms(Some(p.step.overhead)),
+            // The GPU waiting on the CPU's launches in steps run without CUDA graphs.
+            "cpu_launches": ms(Some(p.step.host)),
             "bubble": ms(Some(p.step.bubble)),
             "draft": ms(Some(p.step.draft)),
             // The kernel groups in sequence (the experts as the fused-MoE curve): with communication,
-            // overhead and drafting they add up to TPOT (with PP, `bubble` is the idle
+            // overhead, the CPU's launches and drafting they add up to TPOT (with PP, `bubble` is the idle
             // share of it).
             "kernels": {
                 "dense_gemms": ms(Some(p.step.kernels.dense_gemms)),
@@ -222,11 +224,12 @@ fn to_table(s: &Scenario, a: &Analysis) -> String {
                 ));
             }
             out.push_str(&format!(
-                "decode step          compute {:.2} ms, memory {:.2} ms, communication {:.2} ms, overhead {:.2} ms, bubble {:.2} ms\n",
+                "decode step          compute {:.2} ms, memory {:.2} ms, communication {:.2} ms, overhead {:.2} ms, CPU launches {:.2} ms, bubble {:.2} ms\n",
                 p.step.compute * 1e3,
                 p.step.memory * 1e3,
                 p.step.comm * 1e3,
                 p.step.overhead * 1e3,
+                p.step.host * 1e3,
                 p.step.bubble * 1e3
             ));
             for c in &p.step.comm_items {

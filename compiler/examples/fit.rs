@@ -3,7 +3,8 @@
 //! stored ones: `cargo run --release -p dic-compiler --example fit`. `ROWS=1` also prints
 //! every row's measured TTFT and TPOT and those the fit predicts; `CV=1` also prints the median and p90
 //! |error| leaving one GPU out and leaving one model out (what errors.md reports, without
-//! rewriting it), and the fitted bias per GPU and model.
+//! rewriting it), and the fitted bias per GPU and model; `LOGO_GROUPS=1` with it, each
+//! cross-validation's errors per GPU and model too.
 use dic_compiler::analysis::calibration::silicon::{
     cross_validate, fit_silicon, model_label, parse_silicon, predict_run, row_error,
     silicon_objective, stats, SiliconRow, START, STORED,
@@ -88,6 +89,10 @@ fn main() {
             |t| fit_silicon(t, START),
         );
         report("leave one model out", &lomo);
+        if std::env::var("LOGO_GROUPS").is_ok() {
+            by_group(&rows, &lomo);
+        }
+        println!("fitted, by GPU and model:");
         by_group(&rows, &fitted);
     }
 }

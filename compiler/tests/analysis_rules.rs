@@ -399,3 +399,67 @@ fn the_fused_moe_workspace_counts_the_gathered_pairs() {
     // One rank: its own 8192 tokens, every expert whole.
     assert_eq!(at(Layout::default()), 65_536.0 * (4096.0 + 1536.0) * 2.0);
 }
+
+/// Llama-3.1-8B (32 layers) at TP 8 on one DGX B200, 1024-token prompts and 8 in flight,
+/// with or without `--enforce-eager`.
+fn llama_8b_on_eight_b200s(eager: bool) -> dic_compiler::analysis::Scenario {
+    let src = format!(
+        "import std.nodes.dgx_b200\nimport std.models.llama_3_1_8b\n\
+cluster c {{ nodes = 1 × dgx_b200 }}\n\
+workload w {{ prompt = 1024 tokens, output = 1024 tokens, concurrency = 8 }}\n\
+deploy d {{ model = llama_3_1_8b, cluster = c, workload = w, layout = tp 8, engine = vllm {{ max_model_len = 8k tokens, enforce_eager = {eager} }} }}\n"
+    );
+    let world = MemoryWorld::new().with("p.dist", &src);
+    let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
+    checked.deployments[0].scenario.scenario.clone()
+}
+
+/// A step of more tokens than vLLM's largest CUDA graph (1024 on Blackwell) runs its
+/// kernels as the CPU launches them: a 1025-token prompt's step on eight B200s lasts the
+/// CPU's 32 layers × `eager_layer_time` (its GPU work is far shorter), plus the step's
+/// overhead and one sequence's in each layer. At 1024 tokens the step is a graph and
+/// runs at its GPU work. Under `--enforce-eager` every step is launched so, decodes too;
+/// without it, a decode step pays the CPU's time only in the share of steps that carry a
+/// prompt chunk (128 prompt tokens per step of 1024-token prompts: one step in eight).
+#[test]
+fn steps_without_cuda_graphs_wait_for_the_cpus_launches() {
+    use dic_compiler::analysis::perf::{StepModel, FITTED};
+    const { assert!(FITTED.eager_layer_time > 0.0) };
+    let s = llama_8b_on_eight_b200s(false);
+    let sm = StepModel::new(&s);
+    let layers = 32.0;
+    let launched = layers * FITTED.eager_layer_time
+        + FITTED.step_overhead
+        + layers * FITTED.sequence_layer_overhead;
+    let eager_prefill = sm.prefill_time(1025.0, 0.0, 0.0, 0.0, &FITTED);
+    assert!(
+        (eager_prefill - launched).abs() < 1e-12,
+        "{eager_prefill} vs {launched}"
+    );
+    let graph_prefill = sm.prefill_time(1024.0, 0.0, 0.0, 0.0, &FITTED);
+    assert!(
+        graph_prefill < 0.5 * launched,
+        "{graph_prefill} vs {launched}"
+    );
+
+    let decode = sm.token_step(8.0, 1536.0, 0.0, 0.0, &FITTED);
+    assert_eq!(decode.host, 0.0);
+    let with_prompts = sm.token_step(8.0, 1536.0, 128.0, 512.0, &FITTED);
+    assert!(
+        with_prompts.host > 0.0 && with_prompts.host < layers * FITTED.eager_layer_time / 8.0,
+        "{}",
+        with_prompts.host
+    );
+
+    let s = llama_8b_on_eight_b200s(true);
+    let decode = StepModel::new(&s).token_step(8.0, 1536.0, 0.0, 0.0, &FITTED);
+    let want = layers * FITTED.eager_layer_time
+        + FITTED.step_overhead
+        + 8.0 * layers * FITTED.sequence_layer_overhead;
+    assert!(
+        (decode.tpot - want).abs() < 1e-12,
+        "{} vs {want}",
+        decode.tpot
+    );
+    assert!(decode.host > 0.0);
+}

@@ -142,7 +142,8 @@ fn memory_svg(r: &ReportData) -> String {
 }
 
 /// Horizontal bars on a milliseconds axis: what one decode step spends its time on — the
-/// kernel groups, communication, overhead and drafting (which add up to TPOT), and the
+/// kernel groups, communication, overhead, the CPU's launches and drafting (which add up
+/// to TPOT), and the
 /// pipeline bubble — each with its value.
 fn step_svg(r: &ReportData) -> String {
     let Some(st) = &r.step else {
@@ -154,6 +155,7 @@ fn step_svg(r: &ReportData) -> String {
         ("attention", st.attention_ms, "#59a14f"),
         ("communication", st.communication_ms, "#e15759"),
         ("overhead", st.overhead_ms, "#9c755f"),
+        ("CPU launches", st.host_ms, "#ff9da7"),
         ("bubble", st.bubble_ms, "#bab0ac"),
     ];
     if st.draft_ms > 0.0 {

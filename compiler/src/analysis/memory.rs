@@ -14,6 +14,7 @@
 //! the activation, non-torch and CUDA-graph terms are estimates from named constants
 //! (below) and can be overridden per deployment.
 
+use super::gemm::KernelFamily;
 use super::kv_pool::{self, KvPool};
 use super::scenario::{Scenario, GIB};
 use crate::architecture;
@@ -274,10 +275,24 @@ impl MemoryReport {
     }
 }
 
+/// The largest batch (tokens of one step) vLLM captures in a CUDA graph by default
+/// (`VllmConfig._set_cudagraph_sizes`): `min(2 × max_num_seqs, 512, max_num_batched_tokens)`,
+/// 1024 in place of 512 on Blackwell (SM100). A step with more tokens runs without CUDA
+/// graphs, its kernels launched from the CPU as it goes (the step model's
+/// `eager_layer_time`). (vLLM also multiplies max_num_seqs by a speculative step's query
+/// length; dic does not.)
+pub fn max_cuda_graph_size(max_num_seqs: u64, mnbt: u64, architecture: Option<&str>) -> u64 {
+    let cap = match KernelFamily::of(architecture) {
+        KernelFamily::Blackwell => 1024,
+        KernelFamily::Hopper => 512,
+    };
+    (2 * max_num_seqs).min(cap).min(mnbt)
+}
+
 /// Number of CUDA-graph capture sizes vLLM uses by default (`VllmConfig._set_cudagraph_sizes`):
-/// `[1, 2, 4] + 8..=248 step 8 + 256..=max step 16`, `max = min(2 × max_num_seqs, 512, mnbt)`.
-pub fn cuda_graph_captures(max_num_seqs: u64, mnbt: u64) -> u64 {
-    let max = (2 * max_num_seqs).min(512).min(mnbt);
+/// `[1, 2, 4] + 8..=248 step 8 + 256..=max step 16`, `max` = [`max_cuda_graph_size`].
+pub fn cuda_graph_captures(max_num_seqs: u64, mnbt: u64, architecture: Option<&str>) -> u64 {
+    let max = max_cuda_graph_size(max_num_seqs, mnbt, architecture);
     let small = [1u64, 2, 4].iter().filter(|s| **s <= max).count() as u64;
     let mid = (8..=248).step_by(8).filter(|s| *s <= max).count() as u64;
     let big = (256..=max.max(256))
@@ -328,7 +343,11 @@ pub fn memory(s: &Scenario) -> MemoryReport {
             0.0
         } else {
             e.overrides.cuda_graphs.unwrap_or(
-                cuda_graph_captures(e.max_num_seqs, e.max_num_batched_tokens) as f64
+                cuda_graph_captures(
+                    e.max_num_seqs,
+                    e.max_num_batched_tokens,
+                    gpu.architecture.as_deref(),
+                ) as f64
                     * count as f64
                     * constants::CUDA_GRAPH_BYTES_PER_CAPTURE_PER_LAYER,
             )
@@ -473,7 +492,13 @@ mod tests {
     #[test]
     fn capture_sizes() {
         // max_num_seqs 256 → max 512: 3 + 31 + 17
-        assert_eq!(cuda_graph_captures(256, 8192), 51);
-        assert_eq!(cuda_graph_captures(8, 8192), 3 + 2);
+        assert_eq!(cuda_graph_captures(256, 8192, Some("hopper")), 51);
+        assert_eq!(cuda_graph_captures(8, 8192, Some("hopper")), 3 + 2);
+        // Blackwell captures up to 1024: 32 more sizes of 16.
+        assert_eq!(max_cuda_graph_size(1024, 8192, Some("blackwell")), 1024);
+        assert_eq!(cuda_graph_captures(1024, 8192, Some("blackwell")), 51 + 32);
+        assert_eq!(max_cuda_graph_size(1024, 8192, None), 512);
+        // Never above the step's token budget.
+        assert_eq!(max_cuda_graph_size(1024, 256, Some("blackwell")), 256);
     }
 }

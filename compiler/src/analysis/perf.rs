@@ -10,7 +10,10 @@
 //! block-FP8 fused MoE reaches a quarter of the FP8 peak on a prompt chunk, far below the
 //! dense GEMMs); then communication (TP all-reduces as vLLM runs them,
 //! `comm::vllm_all_reduce_time`, both regimes fitted on the kernel tables) and a fixed
-//! overhead. The dense rates are taken at the share of the datasheet peak the GPU's
+//! overhead. A step vLLM runs without CUDA graphs (more tokens than its largest captured
+//! batch: a prompt chunk; every step under `--enforce-eager`) lasts at least the CPU's
+//! time to launch it, `eager_layer_time` per layer; the token step charges that to the
+//! share of its steps that carry a prompt chunk. The dense rates are taken at the share of the datasheet peak the GPU's
 //! kernel family reaches in the kernel tables relative to Hopper's, on which the
 //! efficiency is mostly fitted (`gemm::compute_factor`: B200 0.87). (One `max` over the
 //! whole step, as before, let a memory-bound attention hide compute-bound GEMMs:
@@ -36,7 +39,9 @@ use super::comm::{step_comm, uses_deepep, CommContext, CommItem, StageBlocks};
 use super::fused_moe::{moe_time, MoeCall};
 use super::gemm::compute_factor;
 use super::kv_pool::{CacheSpec, SpecCache};
-use super::memory::{expert_width_on_rank, pp_partition, rank_weights, MemoryReport};
+use super::memory::{
+    expert_width_on_rank, max_cuda_graph_size, pp_partition, rank_weights, MemoryReport,
+};
 use super::scenario::{Load, Scenario};
 use super::speculative::{draft_shape, DraftShape, DRAFT_PASS_OVERHEAD_SHARE};
 use crate::program::{Attention, Component, Mixer};
@@ -73,6 +78,22 @@ pub struct PerfConstants {
     /// Fixed latency of every request before its first token, outside the GPU steps:
     /// HTTP, tokenisation, admission, detokenising and streaming the first token.
     pub request_latency: f64,
+    /// The CPU's time per layer to run a step without CUDA graphs, seconds. A step of
+    /// more tokens than vLLM's largest captured batch (`memory::max_cuda_graph_size`: 512
+    /// tokens, 1024 on Blackwell; every prompt chunk of the rows) or any step under
+    /// `--enforce-eager` launches each layer's kernels from the CPU as it runs, and the
+    /// GPU gets no further ahead than the launches, so the step lasts
+    /// `max(GPU work, layers × this)`. Fitted at 0.545 ms: 44 ms for a 70B's 80 layers,
+    /// longer than a 1024-token prompt's GPU work at TP 4 and 8, which is why measured
+    /// TTFT stops falling with TP there. The 70B's 1024-token rows at TP 4 and 8 went from
+    /// 16–31% to 7–26% median |error| (H200 TP 4: 15% → 7%; B200 TP 8: 31% → 24%), and the
+    /// fixed request latency, which had stood in for this floor at every TP, from 44.6 to
+    /// 32.2 ms. TTFT median |error|: 15.8 / 20.5 / 20.4% → 14.2 / 18.8 / 20.4% fitted /
+    /// leaving one GPU out / leaving one model out; TPOT 6.9 / 9.7 / 9.3% → 7.0 / 9.7 /
+    /// 9.6%; TensorRT-LLM's tables (not fitted): offline throughput 17.2% → 16.7%, online
+    /// TTFT 151% → 114%. Per layer rather than per step: a floor per step reached an
+    /// objective of 0.1737–0.1758 against 0.1713.
+    pub eager_layer_time: f64,
 }
 
 /// Fitted on vLLM measured end to end (../shared/calibration/vllm-silicon: H100, H200 and
@@ -86,12 +107,13 @@ pub struct PerfConstants {
 /// sorting, quantization, un-permute), identified by the one MoE family of the rows
 /// (Qwen3-235B-A22B, in seven TP/DP/EP layouts).
 pub const FITTED: PerfConstants = PerfConstants {
-    memory_efficiency: 0.815,
-    compute_efficiency: 0.600,
-    step_overhead: 0.00418,
-    moe_layer_factor: 0.515,
-    sequence_layer_overhead: 0.738e-6,
-    request_latency: 0.0446,
+    memory_efficiency: 0.780,
+    compute_efficiency: 0.587,
+    step_overhead: 0.00409,
+    moe_layer_factor: 0.527,
+    sequence_layer_overhead: 0.569e-6,
+    request_latency: 0.0322,
+    eager_layer_time: 0.545e-3,
 };
 
 /// Percentile ÷ mean factors for latencies. [heuristic, not fitted: the public
@@ -117,6 +139,9 @@ pub struct StepCost {
     pub memory: f64,
     pub comm: f64,
     pub overhead: f64,
+    /// Time the GPU waits on the CPU's launches in a step run without CUDA graphs
+    /// (`PerfConstants::eager_layer_time`): 0 where the GPU work is longer.
+    pub host: f64,
     pub total: f64,
     /// The kernel groups (dense GEMMs and attention at their rooflines, the experts on the
     /// fused-MoE curve; they add up with `comm` and
@@ -190,6 +215,22 @@ pub struct StepModel<'a> {
     verify: f64,
     /// The speculative draft, with tokens drafted and accepted per step.
     draft: Option<(DraftShape, f64, f64)>,
+    /// Most tokens a step runs as a CUDA graph (`memory::max_cuda_graph_size`); `None`
+    /// under `--enforce-eager`, where no step does.
+    graph_max: Option<f64>,
+}
+
+/// What a [`stage_step`] call stands for, which decides whether the CPU's launches can
+/// set its time (`PerfConstants::eager_layer_time`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StepShape {
+    /// One step as it runs: without CUDA graphs when it has more tokens than the largest
+    /// captured batch.
+    Whole,
+    /// The mean of many steps with a fractional share of prompt tokens: without CUDA
+    /// graphs only under `--enforce-eager` (the token step adds the share of steps that
+    /// carry a whole prompt chunk).
+    Mean,
 }
 
 impl<'a> StepModel<'a> {
@@ -202,6 +243,13 @@ impl<'a> StepModel<'a> {
             verify: 1.0 + spec.map_or(0.0, |sp| sp.tokens as f64),
             draft: spec
                 .and_then(|sp| draft_shape(s).map(|d| (d, sp.tokens as f64, sp.tokens_per_step()))),
+            graph_max: (!s.engine.enforce_eager).then(|| {
+                max_cuda_graph_size(
+                    s.engine.max_num_seqs,
+                    s.engine.max_num_batched_tokens,
+                    s.topology.gpu.architecture.as_deref(),
+                ) as f64
+            }),
         }
     }
 
@@ -350,6 +398,7 @@ pub struct StepPrefill {
 
 /// One step of one stage: `decode` sequences at mean context `ctx` on every DP rank, plus
 /// `prefill` new prompt tokens attending to `prefill_ctx` tokens on average.
+#[allow(clippy::too_many_arguments)]
 fn stage_step(
     sm: &StepModel,
     f: &StageFacts,
@@ -358,6 +407,7 @@ fn stage_step(
     prefill: StepPrefill,
     prefill_ctx: f64,
     c: &PerfConstants,
+    shape: StepShape,
 ) -> StepCost {
     let StepPrefill {
         rank: prefill,
@@ -457,12 +507,24 @@ fn stage_step(
     // cost GEMM time, above.
     let overhead = c.step_overhead / l.pp.max(1) as f64
         + c.sequence_layer_overhead * sequences * f.blocks.layers as f64;
+    // Without CUDA graphs the GPU runs no further ahead than the CPU's launches.
+    let gpu_work = kernels.dense_gemms + kernels.experts + kernels.attention + comm;
+    let eager = match sm.graph_max {
+        None => true,
+        Some(max) => shape == StepShape::Whole && tokens > max,
+    };
+    let host = if eager {
+        (c.eager_layer_time * f.blocks.layers as f64 - gpu_work).max(0.0)
+    } else {
+        0.0
+    };
     StepCost {
         compute,
         memory,
         comm,
         overhead,
-        total: kernels.dense_gemms + kernels.experts + kernels.attention + comm + overhead,
+        host,
+        total: gpu_work + host + overhead,
         kernels,
         comm_items,
     }
@@ -477,6 +539,9 @@ pub struct TokenStep {
     pub memory: f64,
     pub comm: f64,
     pub overhead: f64,
+    /// Time the GPU waits on the CPU's launches in the steps that run without CUDA graphs
+    /// (those carrying a prompt chunk), spread over all steps.
+    pub host: f64,
     /// Time stages sit idle because fewer micro-batches than stages are in flight.
     pub bubble: f64,
     /// Speculative drafting (0 without it).
@@ -504,19 +569,26 @@ impl StepModel<'_> {
                 group,
             };
         }
-        let prompt = s.workload.map_or(1024.0, |w| {
-            let (cached, _) = prefix_of(s, w.prompt);
-            w.prompt - cached
-        });
-        let chunk = prompt
-            .min(s.engine.max_num_batched_tokens as f64)
-            .max(per_rank)
-            .max(1.0);
+        let chunk = self.chunk(per_rank);
         let q = (per_rank / chunk).min(1.0);
         StepPrefill {
             rank: chunk * (1.0 - (1.0 - q).powf(dp)),
             group,
         }
+    }
+
+    /// The prompt chunk a step carries when it carries one, with `per_rank` prompt tokens
+    /// per step on average: the fresh prompt, at most the token budget.
+    fn chunk(&self, per_rank: f64) -> f64 {
+        let s = self.s;
+        let prompt = s.workload.map_or(1024.0, |w| {
+            let (cached, _) = prefix_of(s, w.prompt);
+            w.prompt - cached
+        });
+        prompt
+            .min(s.engine.max_num_batched_tokens as f64)
+            .max(per_rank)
+            .max(1.0)
     }
 
     /// A replica with `running` sequences at mean context `ctx`, carrying
@@ -541,6 +613,7 @@ impl StepModel<'_> {
             memory: 0.0,
             comm: 0.0,
             overhead: 0.0,
+            host: 0.0,
             bubble: 0.0,
             draft: 0.0,
             kernels: KernelTimes::default(),
@@ -548,13 +621,49 @@ impl StepModel<'_> {
         };
         let mut slowest: f64 = 0.0;
         let step_prefill = self.lockstep(prefill_per_step / pp);
+        // The steps that carry a prompt chunk (a share `q` of them) run without CUDA
+        // graphs: they take the CPU's launch time where that is longer than their GPU work.
+        let chunk = self.chunk(step_prefill.rank);
+        let chunk_share = if step_prefill.rank > 0.0 && self.graph_max.is_some() {
+            (step_prefill.rank / chunk).min(1.0)
+        } else {
+            0.0
+        };
         for f in facts {
-            let st = stage_step(self, f, micro, ctx, step_prefill, prefill_ctx, c);
+            let mut st = stage_step(
+                self,
+                f,
+                micro,
+                ctx,
+                step_prefill,
+                prefill_ctx,
+                c,
+                StepShape::Mean,
+            );
+            if chunk_share > 0.0 {
+                let with_chunk = StepPrefill {
+                    rank: chunk,
+                    group: step_prefill.group.max(chunk),
+                };
+                let whole = stage_step(
+                    self,
+                    f,
+                    micro,
+                    ctx,
+                    with_chunk,
+                    prefill_ctx,
+                    c,
+                    StepShape::Whole,
+                );
+                st.host += chunk_share * whole.host;
+                st.total += chunk_share * whole.host;
+            }
             out.tpot += st.total;
             out.compute += st.compute;
             out.memory += st.memory;
             out.comm += st.comm;
             out.overhead += st.overhead;
+            out.host += st.host;
             out.kernels.add(&st.kernels);
             slowest = slowest.max(st.total);
             for item in st.comm_items {
@@ -592,6 +701,7 @@ impl StepModel<'_> {
             out.memory *= per;
             out.comm *= per;
             out.overhead *= per;
+            out.host *= per;
             out.bubble *= per;
             out.draft *= per;
             out.kernels.scale(per);
@@ -646,6 +756,7 @@ impl StepModel<'_> {
                         },
                         prefix,
                         c,
+                        StepShape::Whole,
                     )
                     .total
                 })

@@ -287,7 +287,7 @@ pub fn cross_validate(
 /// requests each run sent; a run starts with one request per slot at once, so this sets
 /// the weight of that first wave in the mean TTFT. Fitted with the constants
 /// ([`fit_silicon`]); it describes the benchmark, not the engine.
-pub const REQUESTS_PER_SLOT: f64 = 10.4;
+pub const REQUESTS_PER_SLOT: f64 = 10.2;
 
 /// Predicted (TTFT, TPOT) in seconds for a run of `requests_per_slot` × concurrency
 /// requests; `None` when dic cannot model the row or its memory model says the row cannot
@@ -355,6 +355,7 @@ pub fn fit_silicon(rows: &[SiliconRow], start: SiliconFit) -> SiliconFit {
         3 => f.constants.sequence_layer_overhead,
         4 => f.constants.request_latency,
         5 => f.constants.moe_layer_factor,
+        6 => f.constants.eager_layer_time,
         _ => f.requests_per_slot,
     };
     let set = |f: &mut SiliconFit, i: usize, v: f64| match i {
@@ -364,10 +365,11 @@ pub fn fit_silicon(rows: &[SiliconRow], start: SiliconFit) -> SiliconFit {
         3 => f.constants.sequence_layer_overhead = v.clamp(0.0, 1.25e-6),
         4 => f.constants.request_latency = v.clamp(0.0, 1.0),
         5 => f.constants.moe_layer_factor = v.clamp(0.0, 10.0),
+        6 => f.constants.eager_layer_time = v.clamp(0.0, 5e-3),
         _ => f.requests_per_slot = v.clamp(1.0, 1000.0),
     };
     // Values that start at 0 move from these floors.
-    let floor = [0.05, 0.05, 1e-4, 1.25e-9, 1e-3, 0.01, 1.0];
+    let floor = [0.05, 0.05, 1e-4, 1.25e-9, 1e-3, 0.01, 1e-6, 1.0];
     super::coordinate_descent(
         start,
         &floor,
@@ -405,8 +407,8 @@ disaggregated or incomplete); closed loop at a fixed number of requests in fligh
     ));
     out.push_str(&format!(
         "Fitted constants (`perf::FITTED`): memory efficiency {:.3}, compute efficiency {:.3}, step overhead \
-{:.2} ms, MoE layer {:.2} × its fused-MoE kernel, overhead per sequence per layer {:.2} µs, request latency {:.1} ms; benchmark \
-run length {:.1} requests per slot of concurrency (the dataset does not say; it weighs the first wave, which \
+{:.2} ms, MoE layer {:.2} × its fused-MoE kernel, overhead per sequence per layer {:.2} µs, request latency {:.1} ms, \
+CPU time per layer of a step without CUDA graphs {:.0} µs; benchmark run length {:.1} requests per slot of concurrency (the dataset does not say; it weighs the first wave, which \
 arrives at once).\n\n",
         c.memory_efficiency,
         c.compute_efficiency,
@@ -414,6 +416,7 @@ arrives at once).\n\n",
         1.0 + c.moe_layer_factor,
         c.sequence_layer_overhead * 1e6,
         c.request_latency * 1e3,
+        c.eager_layer_time * 1e6,
         fit.requests_per_slot
     ));
     out.push_str("Error = predicted / measured − 1. Median and 90th percentile of |error|; bias = median signed error. \
@@ -517,6 +520,7 @@ pub const START: SiliconFit = SiliconFit {
         moe_layer_factor: 0.0,
         sequence_layer_overhead: 0.125e-6,
         request_latency: 0.02,
+        eager_layer_time: 0.25e-3,
     },
     requests_per_slot: 10.0,
 };

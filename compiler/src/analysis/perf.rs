@@ -640,7 +640,10 @@ impl StepModel<'_> {
                 c,
                 StepShape::Mean,
             );
-            if chunk_share > 0.0 {
+            // A chunk step does all the mean step's GPU work and more: where that alone
+            // outlasts the CPU's launches, so does the chunk step.
+            let floor = c.eager_layer_time * f.blocks.layers as f64;
+            if chunk_share > 0.0 && st.total - st.overhead - st.host < floor {
                 let with_chunk = StepPrefill {
                     rank: chunk,
                     group: step_prefill.group.max(chunk),

@@ -11,7 +11,8 @@ use dic_compiler::analysis::calibration::fused_moe::{
 };
 use dic_compiler::analysis::calibration::gemm::{curve, parse_gemm_table, MeasuredGemm, CURVES};
 use dic_compiler::analysis::calibration::kernels::{
-    compute_bound_medians, fit_gemm_curves, fit_link, gemm_table, MeasuredTransfer,
+    compute_bound_medians, fit_gemm_curves, fit_link, fit_roofline_exponent, gemm_table,
+    MeasuredTransfer,
 };
 use dic_compiler::analysis::calibration::kv_logs::{parse_kv_logs, KvLogRow};
 use dic_compiler::analysis::calibration::silicon::{
@@ -262,6 +263,28 @@ fn compute_bound_efficiencies_are_the_tables_medians() {
             "{f:?} {k:?}: the tables' median is {m}; store it in gemm::COMPUTE_BOUND_EFFICIENCY"
         );
     }
+}
+
+/// The stored roofline exponent is the one the kernel tables choose, and it beats the
+/// plain max of compute and memory.
+#[cfg_attr(
+    dic_no_shared,
+    ignore = "needs ../shared, the reference data beside the repository"
+)]
+#[test]
+fn gemm_roofline_exponent_is_the_fit() {
+    let Some(tables) = gemm_tables() else { return };
+    let (best, scored) = fit_roofline_exponent(tables);
+    assert_eq!(
+        best,
+        dic_compiler::analysis::gemm::ROOFLINE_EXPONENT,
+        "{scored:?}"
+    );
+    let error_of = |p: f64| scored.iter().find(|s| s.0 == p).map(|s| s.1);
+    let (Some(at_best), Some(at_max)) = (error_of(best), error_of(f64::INFINITY)) else {
+        panic!("{scored:?}")
+    };
+    assert!(at_best < at_max - 0.005, "{scored:?}");
 }
 
 /// The stored GEMM curves are what the fit on the kernel tables finds.

@@ -71,6 +71,29 @@ pub const COMPUTE_BOUND_EFFICIENCY: [(KernelFamily, MatmulKind, f64); 5] = [
     (KernelFamily::Blackwell, MatmulKind::Fp4, 0.382),
 ];
 
+/// How a GEMM's compute time and memory time combine: `(compute^p + memory^p)^(1/p)`
+/// with this `p`. The textbook roofline is `p = ∞` (the slower of the two); measured
+/// kernels are slower than that near the ridge, where neither the tensor cores nor HBM
+/// run at their own ceiling. Fitted on the kernel tables with the curves
+/// (`calibration::kernels::fit_roofline_exponent`: each candidate among 1, 1.5, 2, 3, 4
+/// and ∞ refits every family's and kind's curve; mean |log error| over all their rows):
+/// 2, at 0.142 against 0.149 for the plain max (1.5: 0.142, 3: 0.143, 1: 0.153).
+pub const ROOFLINE_EXPONENT: f64 = 2.0;
+
+/// A GEMM's time from its compute and memory times ([`ROOFLINE_EXPONENT`]).
+pub fn roofline(compute: f64, memory: f64) -> f64 {
+    roofline_with(compute, memory, ROOFLINE_EXPONENT)
+}
+
+/// [`roofline`] with exponent `p` (`f64::INFINITY`: the slower of the two).
+pub fn roofline_with(compute: f64, memory: f64, p: f64) -> f64 {
+    if p.is_infinite() {
+        compute.max(memory)
+    } else {
+        (compute.powf(p) + memory.powf(p)).powf(1.0 / p)
+    }
+}
+
 /// The entry of a per-family, per-kind table; a kind the family has no table for (FP4 on
 /// Hopper) takes the family's FP8 entry.
 pub fn lookup<T: Copy>(

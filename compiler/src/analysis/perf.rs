@@ -4,8 +4,13 @@
 //! One forward step of one PP stage processing `tokens` tokens runs three kernel groups
 //! one after another: the dense GEMMs and LM head (streaming the dense weights, at the
 //! weights' format's rate) and attention (streaming the KV cache, at the 16-bit rate),
-//! each at its own roofline `max(flops / (peak × compute_eff), bytes / (HBM ×
-//! memory_eff))`, and the routed experts as vLLM's fused-MoE kernel, one call per MoE
+//! each at its own roofline of `flops / (peak × compute_eff)` and `bytes / (HBM ×
+//! memory_eff)` — for the GEMMs the p-norm the kernel tables fit (`gemm::roofline`,
+//! p = 2: measured GEMMs near the ridge run slower than either ceiling; with it, TPOT
+//! fell from 7.0 / 9.7 / 9.6% to 5.7 / 7.8 / 8.2% fitted / leaving one GPU out /
+//! leaving one model out, TTFT 14.2 / 18.8 / 20.4% → 14.2 / 19.0 / 20.0%; TensorRT-LLM's
+//! unfitted offline throughput 16.7% → 15.1%), for
+//! attention the slower of the two (a p-norm there gained nothing) — and the routed experts as vLLM's fused-MoE kernel, one call per MoE
 //! layer timed by the curve fitted on its measured latencies (`fused_moe`: Hopper's
 //! block-FP8 fused MoE reaches a quarter of the FP8 peak on a prompt chunk, far below the
 //! dense GEMMs); then communication (TP all-reduces as vLLM runs them,
@@ -37,7 +42,7 @@
 
 use super::comm::{step_comm, uses_deepep, CommContext, CommItem, StageBlocks};
 use super::fused_moe::{moe_time, MoeCall};
-use super::gemm::compute_factor;
+use super::gemm::{compute_factor, roofline};
 use super::kv_pool::{CacheSpec, SpecCache};
 use super::memory::{
     expert_width_on_rank, max_cuda_graph_size, pp_partition, rank_weights, MemoryReport,
@@ -83,7 +88,7 @@ pub struct PerfConstants {
     /// tokens, 1024 on Blackwell; every prompt chunk of the rows) or any step under
     /// `--enforce-eager` launches each layer's kernels from the CPU as it runs, and the
     /// GPU gets no further ahead than the launches, so the step lasts
-    /// `max(GPU work, layers × this)`. Fitted at 0.545 ms: 44 ms for a 70B's 80 layers,
+    /// `max(GPU work, layers × this)`. Fitted at 0.55 ms: 44 ms for a 70B's 80 layers,
     /// longer than a 1024-token prompt's GPU work at TP 4 and 8, which is why measured
     /// TTFT stops falling with TP there. The 70B's 1024-token rows at TP 4 and 8 went from
     /// 16–31% to 7–26% median |error| (H200 TP 4: 15% → 7%; B200 TP 8: 31% → 24%), and the
@@ -107,13 +112,13 @@ pub struct PerfConstants {
 /// sorting, quantization, un-permute), identified by the one MoE family of the rows
 /// (Qwen3-235B-A22B, in seven TP/DP/EP layouts).
 pub const FITTED: PerfConstants = PerfConstants {
-    memory_efficiency: 0.780,
+    memory_efficiency: 0.832,
     compute_efficiency: 0.587,
-    step_overhead: 0.00409,
-    moe_layer_factor: 0.527,
-    sequence_layer_overhead: 0.569e-6,
-    request_latency: 0.0322,
-    eager_layer_time: 0.545e-3,
+    step_overhead: 0.00436,
+    moe_layer_factor: 0.538,
+    sequence_layer_overhead: 0.403e-6,
+    request_latency: 0.0315,
+    eager_layer_time: 0.557e-3,
 };
 
 /// Percentile ÷ mean factors for latencies. [heuristic, not fitted: the public
@@ -266,9 +271,10 @@ impl<'a> StepModel<'a> {
         let gpu = &self.s.topology.gpu;
         let bytes = d.weight_bytes + running * ctx * d.kv_per_token;
         let flops = 2.0 * d.active_params * running + 4.0 * running * ctx * d.attention_per_token;
-        let pass = (flops / (gpu.bf16 * compute_factor(gpu, "bf16") * c.compute_efficiency))
-            .max(bytes / (gpu.hbm_bandwidth * c.memory_efficiency))
-            + DRAFT_PASS_OVERHEAD_SHARE * c.step_overhead;
+        let pass = roofline(
+            flops / (gpu.bf16 * compute_factor(gpu, "bf16") * c.compute_efficiency),
+            bytes / (gpu.hbm_bandwidth * c.memory_efficiency),
+        ) + DRAFT_PASS_OVERHEAD_SHARE * c.step_overhead;
         k * pass
     }
 }
@@ -497,7 +503,7 @@ fn stage_step(
     let compute: f64 = ops.iter().map(|o| o.0).sum();
     let memory: f64 = ops.iter().map(|o| o.1).sum();
     let kernels = KernelTimes {
-        dense_gemms: ops[0].0.max(ops[0].1),
+        dense_gemms: roofline(ops[0].0, ops[0].1),
         experts: experts_compute + experts_memory + experts_launch,
         attention: ops[2].0.max(ops[2].1),
     };

@@ -1,9 +1,11 @@
 //! GEMM kernels measured inside vLLM: a curve per kernel family and format, fitted on
 //! ../shared/calibration/kernels/<gpu>/gemm.csv.gz, and its residuals.
 //!
-//! One call multiplies `m` tokens by an `n × k` weight: a fixed launch cost, then the
-//! slower of its FLOPs at a fraction of the format's tensor peak and its bytes (weights,
-//! 16-bit activations in and out) at a fraction of HBM bandwidth, then, for kernels that
+//! One call multiplies `m` tokens by an `n × k` weight: a fixed launch cost, then its
+//! FLOPs at a fraction of the format's tensor peak and its bytes (weights, 16-bit
+//! activations in and out) at a fraction of HBM bandwidth combined on the roofline
+//! (`gemm::roofline`, whose exponent `kernels::fit_roofline_exponent` fits here too),
+//! then, for kernels that
 //! quantize their activations on the fly (FP8, FP4), a term in the `m × k` input. The
 //! four constants are fitted per kernel family (Hopper: H100 and H200; Blackwell: B200)
 //! and format (vLLM 0.24's torch BF16 linear, CUTLASS FP8 scaled-mm, FlashInfer NVFP4)
@@ -11,7 +13,7 @@
 //! `calibration/errors.md` lists the residuals per GPU.
 //!
 //! The step model (`perf`) does not use these curves (it takes only the compute-bound
-//! efficiencies of `analysis::gemm`). Substituting them for its dense
+//! efficiencies of `analysis::gemm` and the roofline's exponent). Substituting them for its dense
 //! GEMMs (each layer's GEMMs as calls with launch and quantization costs, the rest of
 //! the end-to-end fit unchanged) made the cross-validated end-to-end error worse: TPOT
 //! leaving one GPU out 8.9% → 20.0%, leaving one model out 13.4% → 25.7%, TTFT 26.4% →
@@ -22,7 +24,9 @@
 //! CUDA graphs, other shapes), so the step model keeps end-to-end efficiencies and these
 //! curves stay the measured reference for per-operation work.
 
-use crate::analysis::gemm::{kind_of, lookup, KernelFamily, MatmulKind};
+use crate::analysis::gemm::{
+    kind_of, lookup, roofline_with, KernelFamily, MatmulKind, ROOFLINE_EXPONENT,
+};
 use crate::analysis::scenario::GpuSpec;
 
 /// A fitted GEMM curve.
@@ -48,7 +52,7 @@ pub const CURVES: [(KernelFamily, MatmulKind, GemmCurve); 5] = [
         GemmCurve {
             compute: 0.8,
             memory: 0.85,
-            launch: 4.0e-6,
+            launch: 3.0e-6,
             quant: 0.0,
         },
     ),
@@ -57,17 +61,17 @@ pub const CURVES: [(KernelFamily, MatmulKind, GemmCurve); 5] = [
         MatmulKind::Fp8,
         GemmCurve {
             compute: 0.6,
-            memory: 0.75,
+            memory: 0.8,
             launch: 7.0e-6,
-            quant: 4.0,
+            quant: 3.5,
         },
     ),
     (
         KernelFamily::Blackwell,
         MatmulKind::Bf16,
         GemmCurve {
-            compute: 0.7,
-            memory: 0.75,
+            compute: 0.75,
+            memory: 0.8,
             launch: 4.0e-6,
             quant: 0.0,
         },
@@ -76,8 +80,8 @@ pub const CURVES: [(KernelFamily, MatmulKind, GemmCurve); 5] = [
         KernelFamily::Blackwell,
         MatmulKind::Fp8,
         GemmCurve {
-            compute: 0.65,
-            memory: 0.65,
+            compute: 0.7,
+            memory: 0.7,
             launch: 7.0e-6,
             quant: 6.5,
         },
@@ -87,9 +91,9 @@ pub const CURVES: [(KernelFamily, MatmulKind, GemmCurve); 5] = [
         MatmulKind::Fp4,
         GemmCurve {
             compute: 0.5,
-            memory: 0.65,
-            launch: 8.0e-6,
-            quant: 1.0,
+            memory: 0.6,
+            launch: 7.0e-6,
+            quant: 0.5,
         },
     ),
 ];
@@ -109,8 +113,15 @@ pub struct GemmTime {
 }
 
 impl GemmTime {
+    /// The call's time: the fixed part, then compute and memory on the roofline
+    /// (`gemm::roofline`).
     pub fn total(&self) -> f64 {
-        self.fixed + self.compute.max(self.memory)
+        self.total_with(ROOFLINE_EXPONENT)
+    }
+
+    /// [`GemmTime::total`] with roofline exponent `p`.
+    pub fn total_with(&self, p: f64) -> f64 {
+        self.fixed + roofline_with(self.compute, self.memory, p)
     }
 }
 
@@ -160,12 +171,12 @@ pub fn in_fitted_range(g: &GemmShape) -> bool {
     g.n * g.k >= (1u64 << 21) as f64 && g.m <= 16384.0
 }
 
-/// Mean |log(predicted / measured)| of a curve over rows.
-pub fn curve_objective(c: &GemmCurve, rows: &[MeasuredGemm]) -> f64 {
+/// Mean |log(predicted / measured)| of a curve over rows, with roofline exponent `p`.
+pub fn curve_objective(c: &GemmCurve, rows: &[MeasuredGemm], p: f64) -> f64 {
     let sum: f64 = rows
         .iter()
         .map(|r| {
-            (gemm_time(c, r.kind, r.peak, r.bandwidth, r.shape).total() / r.seconds)
+            (gemm_time(c, r.kind, r.peak, r.bandwidth, r.shape).total_with(p) / r.seconds)
                 .ln()
                 .abs()
         })
@@ -173,16 +184,22 @@ pub fn curve_objective(c: &GemmCurve, rows: &[MeasuredGemm]) -> f64 {
     sum / rows.len().max(1) as f64
 }
 
-/// Fits a curve to rows of one family and kind: coordinate descent on a grid (compute
-/// and memory fractions in steps of 0.05, launch in µs, quant in halves), deterministic.
+/// Fits a curve to rows of one family and kind with the stored roofline exponent.
 pub fn fit_curve(rows: &[MeasuredGemm], kind: MatmulKind) -> GemmCurve {
+    fit_curve_with(rows, kind, ROOFLINE_EXPONENT)
+}
+
+/// Fits a curve to rows of one family and kind with roofline exponent `p`: coordinate
+/// descent on a grid (compute and memory fractions in steps of 0.05, launch in µs,
+/// quant in halves), deterministic.
+pub fn fit_curve_with(rows: &[MeasuredGemm], kind: MatmulKind, p: f64) -> GemmCurve {
     let mut best = GemmCurve {
         compute: 0.5,
         memory: 0.7,
         launch: 5.0e-6,
         quant: if kind == MatmulKind::Bf16 { 0.0 } else { 1.0 },
     };
-    let mut best_o = curve_objective(&best, rows);
+    let mut best_o = curve_objective(&best, rows, p);
     let params = if kind == MatmulKind::Bf16 { 3 } else { 4 };
     loop {
         let mut improved = false;
@@ -195,7 +212,7 @@ pub fn fit_curve(rows: &[MeasuredGemm], kind: MatmulKind) -> GemmCurve {
                     2 => c.launch = (c.launch + dir * 1.0e-6).clamp(0.0, 50.0e-6),
                     _ => c.quant = (c.quant + dir * 0.5).clamp(0.0, 16.0),
                 }
-                let o = curve_objective(&c, rows);
+                let o = curve_objective(&c, rows, p);
                 if o < best_o - 1e-9 {
                     best = c;
                     best_o = o;
@@ -270,6 +287,10 @@ pub fn parse_gemm_table(csv: &str, gpu: &GpuSpec) -> Vec<MeasuredGemm> {
 mod tests {
     use super::*;
 
+    /// The two ends of the roofline, and the ridge between them, by hand: one token
+    /// streams the weight (its FLOPs add a vanishing square), 8192 tokens are mostly
+    /// compute, and where FLOPs and bytes take the same time the call takes √2 × that
+    /// (`gemm::ROOFLINE_EXPONENT` 2), not 1 × as the plain max has it.
     #[test]
     fn a_decode_gemm_streams_its_weights_and_a_prefill_gemm_is_compute_bound() {
         let c = GemmCurve {
@@ -287,11 +308,26 @@ mod tests {
         };
         let t = gemm_time(&c, MatmulKind::Bf16, 1e15, 1e12, w);
         let bytes = 8192.0 * 8192.0 * 2.0 + 2.0 * (8192.0 + 8192.0);
-        assert!((t.total() - (4e-6 + bytes / 0.8e12)).abs() < 1e-12);
+        let (streamed, flops): (f64, f64) = (bytes / 0.8e12, 2.0 * 8192.0 * 8192.0 / 0.8e15);
+        let want = 4e-6 + (streamed * streamed + flops * flops).sqrt();
+        assert!((t.total() - want).abs() < 1e-15);
+        assert!((t.total() - (4e-6 + streamed)).abs() < 1e-10);
         let p = GemmShape { m: 8192.0, ..w };
         let t = gemm_time(&c, MatmulKind::Bf16, 1e15, 1e12, p);
-        let flops = 2.0 * 8192f64.powi(3);
-        assert!((t.total() - (4e-6 + flops / 0.8e15)).abs() < 1e-12);
+        let flops: f64 = 2.0 * 8192f64.powi(3) / 0.8e15;
+        let bytes: f64 = (8192.0 * 8192.0 * 2.0 + 2.0 * 8192.0 * (8192.0 + 8192.0)) / 0.8e12;
+        let want = 4e-6 + (flops * flops + bytes * bytes).sqrt();
+        assert!((t.total() - want).abs() < 1e-15);
+        // 2.7 × as long in FLOPs as in bytes: 1.065 × its FLOP time.
+        assert!(((t.total() - 4e-6) / flops - 1.065).abs() < 1e-3);
+        // At the ridge, √2 × either time.
+        let ridge = GemmTime {
+            compute: 1e-3,
+            memory: 1e-3,
+            fixed: 0.0,
+        };
+        assert!((ridge.total() - 2f64.sqrt() * 1e-3).abs() < 1e-15);
+        assert_eq!(ridge.total_with(f64::INFINITY), 1e-3);
     }
 
     #[test]
@@ -350,6 +386,9 @@ mod tests {
             }
         }
         let fit = fit_curve(&rows, MatmulKind::Fp8);
-        assert!(curve_objective(&fit, &rows) < 0.01, "{fit:?}");
+        assert!(
+            curve_objective(&fit, &rows, ROOFLINE_EXPONENT) < 0.01,
+            "{fit:?}"
+        );
     }
 }

@@ -1,9 +1,11 @@
 //! The kernel tables measured inside vLLM (../shared/calibration/kernels): the GEMM
-//! curves' fit per kernel family and format and their residuals per GPU for
-//! `calibration/errors.md`, and the fit of NCCL's all-reduce inside one NVLink node
+//! curves' fit per kernel family and format, the roofline exponent they share (the step
+//! model's too), their residuals per GPU for `calibration/errors.md`, and the fit of NCCL's all-reduce inside one NVLink node
 //! and of DeepEP's dispatch and combine (`comm::LinkFit`s the step model uses).
 
-use super::gemm::{fit_curve, gemm_time, in_fitted_range, GemmShape, MeasuredGemm};
+use super::gemm::{
+    curve_objective, fit_curve, fit_curve_with, gemm_time, in_fitted_range, GemmShape, MeasuredGemm,
+};
 use super::median;
 use crate::analysis::comm::LinkFit;
 use crate::analysis::gemm::{KernelFamily, MatmulKind};
@@ -22,10 +24,8 @@ pub fn fitting_rows(rows: &[MeasuredGemm], kind: MatmulKind, stride: usize) -> V
 /// A GPU's GEMM table: its label, its kernel family and its rows.
 pub type GemmTable<'a> = (&'a str, KernelFamily, Vec<MeasuredGemm>);
 
-/// The fitted curve of each family and kind from the GPUs' tables.
-pub fn fit_gemm_curves(
-    tables: &[GemmTable],
-) -> Vec<(KernelFamily, MatmulKind, super::gemm::GemmCurve)> {
+/// The fitting rows of each family and kind from the GPUs' tables.
+fn rows_by_family(tables: &[GemmTable]) -> BTreeMap<(KernelFamily, MatmulKind), Vec<MeasuredGemm>> {
     let mut by: BTreeMap<(KernelFamily, MatmulKind), Vec<MeasuredGemm>> = BTreeMap::new();
     for (_, family, rows) in tables {
         for kind in [MatmulKind::Bf16, MatmulKind::Fp8, MatmulKind::Fp4] {
@@ -34,10 +34,49 @@ pub fn fit_gemm_curves(
                 .extend(fitting_rows(rows, kind, 8));
         }
     }
-    by.into_iter()
-        .filter(|(_, rows)| !rows.is_empty())
+    by.retain(|_, rows| !rows.is_empty());
+    by
+}
+
+/// The fitted curve of each family and kind from the GPUs' tables.
+pub fn fit_gemm_curves(
+    tables: &[GemmTable],
+) -> Vec<(KernelFamily, MatmulKind, super::gemm::GemmCurve)> {
+    rows_by_family(tables)
+        .into_iter()
         .map(|((f, k), rows)| (f, k, fit_curve(&rows, k)))
         .collect()
+}
+
+/// The roofline exponents `fit_roofline_exponent` chooses among (`f64::INFINITY`: the
+/// plain max of compute and memory).
+pub const ROOFLINE_EXPONENTS: [f64; 6] = [1.0, 1.5, 2.0, 3.0, 4.0, f64::INFINITY];
+
+/// The roofline exponent (`gemm::ROOFLINE_EXPONENT`) the kernel tables choose: for each
+/// candidate, every family's and kind's curve is refitted with it, and the candidate with
+/// the least mean |log error| over all their rows wins. Returns it with every
+/// candidate's error.
+pub fn fit_roofline_exponent(tables: &[GemmTable]) -> (f64, Vec<(f64, f64)>) {
+    let by = rows_by_family(tables);
+    let rows: usize = by.values().map(Vec::len).sum();
+    let scored: Vec<(f64, f64)> = ROOFLINE_EXPONENTS
+        .iter()
+        .map(|&p| {
+            let sum: f64 = by
+                .iter()
+                .map(|((_, k), rs)| {
+                    curve_objective(&fit_curve_with(rs, *k, p), rs, p) * rs.len() as f64
+                })
+                .sum();
+            (p, sum / rows.max(1) as f64)
+        })
+        .collect();
+    let best = scored
+        .iter()
+        .copied()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map_or(f64::INFINITY, |b| b.0);
+    (best, scored)
 }
 
 /// The residual table: per GPU and format, rows in the fitted range, median and p90

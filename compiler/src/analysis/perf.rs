@@ -9,18 +9,18 @@
 //! p = 2: measured GEMMs near the ridge run slower than either ceiling; with it, TPOT
 //! fell from 7.0 / 9.7 / 9.6% to 5.7 / 7.8 / 8.2% fitted / leaving one GPU out /
 //! leaving one model out, TTFT 14.2 / 18.8 / 20.4% → 14.2 / 19.0 / 20.0%; TensorRT-LLM's
-//! unfitted offline throughput 16.7% → 15.1%), for
-//! attention the slower of the two (a p-norm there gained nothing) — and the routed experts as vLLM's fused-MoE kernel, one call per MoE
-//! layer timed by the curve fitted on its measured latencies (`fused_moe`: Hopper's
+//! unfitted offline throughput 16.7% → 15.1%), for attention the slower of the two (a
+//! p-norm there gained nothing) — and the routed experts as vLLM's fused-MoE kernel, one
+//! call per MoE layer timed by the curve fitted on its measured latencies (`fused_moe`: Hopper's
 //! block-FP8 fused MoE reaches a quarter of the FP8 peak on a prompt chunk, far below the
 //! dense GEMMs); then communication (TP all-reduces as vLLM runs them,
 //! `comm::vllm_all_reduce_time`, both regimes fitted on the kernel tables) and a fixed
 //! overhead. A step vLLM runs without CUDA graphs (more tokens than its largest captured
 //! batch: a prompt chunk; every step under `--enforce-eager`) lasts at least the CPU's
 //! time to launch it, `eager_layer_time` per layer; the token step charges that to the
-//! share of its steps that carry a prompt chunk. The dense rates are taken at the share of the datasheet peak the GPU's
-//! kernel family reaches in the kernel tables relative to Hopper's, on which the
-//! efficiency is mostly fitted (`gemm::compute_factor`: B200 0.87). (One `max` over the
+//! share of its steps that carry a prompt chunk. The dense rates are taken at the share
+//! of the datasheet peak the GPU's kernel family reaches in the kernel tables relative
+//! to Hopper's, on which the efficiency is mostly fitted (`gemm::compute_factor`: B200 0.87). (One `max` over the
 //! whole step, as before, let a memory-bound attention hide compute-bound GEMMs:
 //! cross-validated TPOT error fell from 10.8% to 8.9% leaving one GPU out and from 15.5%
 //! to 13.4% leaving one model out with the op-level sum.) A decode token traverses every

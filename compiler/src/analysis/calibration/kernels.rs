@@ -1,7 +1,8 @@
 //! The kernel tables measured inside vLLM (../shared/calibration/kernels): the GEMM
 //! curves' fit per kernel family and format, the roofline exponent they share (the step
-//! model's too), their residuals per GPU for `calibration/errors.md`, and the fit of NCCL's all-reduce inside one NVLink node
-//! and of DeepEP's dispatch and combine (`comm::LinkFit`s the step model uses).
+//! model's too), their residuals per GPU for `calibration/errors.md`, and the fit of
+//! NCCL's all-reduce inside one NVLink node and of DeepEP's dispatch and combine
+//! (`comm::LinkFit`s the step model uses).
 
 use super::gemm::{
     curve_objective, fit_curve, fit_curve_with, gemm_time, in_fitted_range, GemmShape, MeasuredGemm,

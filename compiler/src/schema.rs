@@ -404,7 +404,7 @@ pub static SCHEMAS: &[KindSchema] = &[
         fields: &[
             f!("names", Ty::List(&FREE_TEXT), "names as `nvidia-smi` prints them, matched case- and separator-insensitively"),
             f!("vendor", Ty::Enum(&["nvidia", "amd"]), "the vendor"),
-            f!("architecture", Ty::Enum(&["volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4"]), "the chip generation"),
+            f!("architecture", Ty::Enum(&["volta", "turing", "ampere", "ada", "hopper", "blackwell", "blackwell_rtx", "cdna3", "cdna4"]), "the chip generation (`blackwell`: the data-centre parts, SM100/SM103; `blackwell_rtx`: the RTX and RTX PRO parts, SM120)"),
             f!("memory", q(D::Bytes), req, "device memory"),
             f!("memory_bandwidth", q(D::Bandwidth), req, "device memory bandwidth"),
             f!("bf16", q(D::FlopRate), req, "dense BF16 tensor throughput"),

@@ -38,7 +38,7 @@ impl KernelFamily {
     /// The family whose curves stand for `architecture` (the nearest with tables).
     pub fn of(architecture: Option<&str>) -> KernelFamily {
         match architecture {
-            Some("blackwell") => KernelFamily::Blackwell,
+            Some("blackwell" | "blackwell_rtx") => KernelFamily::Blackwell,
             _ => KernelFamily::Hopper,
         }
     }
@@ -134,6 +134,10 @@ mod tests {
         assert_eq!(KernelFamily::of(Some("ampere")), KernelFamily::Hopper);
         assert_eq!(KernelFamily::of(Some("cdna3")), KernelFamily::Hopper);
         assert_eq!(KernelFamily::of(Some("blackwell")), KernelFamily::Blackwell);
+        assert_eq!(
+            KernelFamily::of(Some("blackwell_rtx")),
+            KernelFamily::Blackwell
+        );
     }
 
     #[test]

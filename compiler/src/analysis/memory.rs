@@ -14,7 +14,6 @@
 //! the activation, non-torch and CUDA-graph terms are estimates from named constants
 //! (below) and can be overridden per deployment.
 
-use super::gemm::KernelFamily;
 use super::kv_pool::{self, KvPool};
 use super::scenario::{Scenario, GIB};
 use crate::architecture;
@@ -277,14 +276,16 @@ impl MemoryReport {
 
 /// The largest batch (tokens of one step) vLLM captures in a CUDA graph by default
 /// (`VllmConfig._set_cudagraph_sizes`): `min(2 × max_num_seqs, 512, max_num_batched_tokens)`,
-/// 1024 in place of 512 on Blackwell (SM100). A step with more tokens runs without CUDA
+/// 1024 in place of 512 on the data-centre Blackwell parts (SM100/SM103: `blackwell`, not
+/// the RTX parts' `blackwell_rtx`). A step with more tokens runs without CUDA
 /// graphs, its kernels launched from the CPU as it goes (the step model's
 /// `eager_layer_time`). (vLLM also multiplies max_num_seqs by a speculative step's query
 /// length; dic does not.)
 pub fn max_cuda_graph_size(max_num_seqs: u64, mnbt: u64, architecture: Option<&str>) -> u64 {
-    let cap = match KernelFamily::of(architecture) {
-        KernelFamily::Blackwell => 1024,
-        KernelFamily::Hopper => 512,
+    let cap = if architecture == Some("blackwell") {
+        1024
+    } else {
+        512
     };
     (2 * max_num_seqs).min(cap).min(mnbt)
 }
@@ -498,6 +499,7 @@ mod tests {
         assert_eq!(max_cuda_graph_size(1024, 8192, Some("blackwell")), 1024);
         assert_eq!(cuda_graph_captures(1024, 8192, Some("blackwell")), 51 + 32);
         assert_eq!(max_cuda_graph_size(1024, 8192, None), 512);
+        assert_eq!(max_cuda_graph_size(1024, 8192, Some("blackwell_rtx")), 512);
         // Never above the step's token budget.
         assert_eq!(max_cuda_graph_size(1024, 256, Some("blackwell")), 256);
     }

@@ -85,8 +85,8 @@ pub struct PerfConstants {
     pub request_latency: f64,
     /// The CPU's time per layer to run a step without CUDA graphs, seconds. A step of
     /// more tokens than vLLM's largest captured batch (`memory::max_cuda_graph_size`: 512
-    /// tokens, 1024 on Blackwell; every prompt chunk of the rows) or any step under
-    /// `--enforce-eager` launches each layer's kernels from the CPU as it runs, and the
+    /// tokens, 1024 on data-centre Blackwell; every prompt chunk of the rows) or any step
+    /// under `--enforce-eager` launches each layer's kernels from the CPU as it runs, and the
     /// GPU gets no further ahead than the launches, so the step lasts
     /// `max(GPU work, layers × this)`. Fitted at 0.55 ms: 44 ms for a 70B's 80 layers,
     /// longer than a 1024-token prompt's GPU work at TP 4 and 8, which is why measured

@@ -303,9 +303,54 @@ fn estimate_predicts_a_finite_run() {
         ttft(&steady)
     );
     let step = &finite["decode_step_ms"];
-    for cause in ["compute", "memory", "communication", "overhead", "bubble"] {
+    for cause in [
+        "compute",
+        "memory",
+        "communication",
+        "overhead",
+        "cpu_launches",
+        "bubble",
+    ] {
         assert!(step[cause].is_f64(), "missing {cause}");
     }
+    // The kernels in sequence, communication, overhead, the CPU's launches and drafting
+    // add up to TPOT (one stage: no bubble) — here, and on eight B200s, whose short prompt
+    // chunks wait on the CPU's launches.
+    let adds_up = |v: &serde_json::Value| {
+        let ms = |v: &serde_json::Value| v.as_f64().unwrap();
+        let step = &v["decode_step_ms"];
+        let kernels = &step["kernels"];
+        let sum = ms(&kernels["dense_gemms"])
+            + ms(&kernels["experts"])
+            + ms(&kernels["attention"])
+            + ms(&step["communication"])
+            + ms(&step["overhead"])
+            + ms(&step["cpu_launches"])
+            + ms(&step["draft"]);
+        let tpot = ms(&v["tpot_ms"]);
+        assert!((sum - tpot).abs() < 0.02, "{sum} vs {tpot}");
+        ms(&step["cpu_launches"])
+    };
+    adds_up(&finite);
+    let o = dic(&[
+        "estimate",
+        "--model",
+        "llama_3_1_70b",
+        "--gpu",
+        "NVIDIA B200",
+        "--tp",
+        "8",
+        "--isl",
+        "1024",
+        "--osl",
+        "1024",
+        "--concurrency",
+        "64",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let b200 = serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap();
+    assert!(adds_up(&b200) > 0.0, "{b200}");
     let collectives = step["collectives"].as_array().unwrap();
     assert_eq!(collectives[0]["group"], "tp");
     assert_eq!(collectives[0]["collective"], "all_reduce");

@@ -331,10 +331,13 @@ fn calibration_table_is_current() {
     let table = format!(
         "{table}\n{}\n## GEMM kernels measured inside vLLM (kernels/<gpu>/gemm.csv.gz)\n\n\
 The curves of `analysis::calibration::gemm` (fitted per kernel family on shapes with at least \
-2²¹ weight elements and at most 16 384 tokens), against every such shape of each GPU's table. \
-Error = predicted / measured − 1. The step model does not use them: put in its place they \
-raised the cross-validated end-to-end error above (the module's header gives the figures).\n\n{}",
+2²¹ weight elements and at most 16 384 tokens; compute and memory combined as a p-norm whose \
+exponent, {}, is fitted here with them), against every such shape of each GPU's table. \
+Error = predicted / measured − 1. The step model takes only that exponent (`gemm::roofline`): \
+the curves themselves, put in its place, raised the cross-validated end-to-end error above \
+(the module's header gives the figures).\n\n{}",
         disagg_table(&s.disagg),
+        dic_compiler::analysis::gemm::ROOFLINE_EXPONENT,
         gemm_table(gemm)
     );
     let table = format!(

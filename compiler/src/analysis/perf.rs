@@ -20,8 +20,9 @@
 //! time to launch it, `eager_layer_time` per layer; the token step charges that to the
 //! share of its steps that carry a prompt chunk. The dense rates are taken at the share
 //! of the datasheet peak the GPU's kernel family reaches in the kernel tables relative
-//! to Hopper's, on which the efficiency is mostly fitted (`gemm::compute_factor`: B200 0.87). (One `max` over the
-//! whole step, as before, let a memory-bound attention hide compute-bound GEMMs:
+//! to Hopper's, on which the efficiency is mostly fitted (`gemm::compute_factor`: B200
+//! 0.87). (One `max` over the whole step, as before, let a memory-bound attention hide
+//! compute-bound GEMMs:
 //! cross-validated TPOT error fell from 10.8% to 8.9% leaving one GPU out and from 15.5%
 //! to 13.4% leaving one model out with the op-level sum.) A decode token traverses every
 //! stage (TPOT = Σ stages); a replica with PP keeps `pp` micro-batches in flight, so
@@ -93,7 +94,7 @@ pub struct PerfConstants {
     /// TTFT stops falling with TP there. The 70B's 1024-token rows at TP 4 and 8 went from
     /// 16–31% to 7–26% median |error| (H200 TP 4: 15% → 7%; B200 TP 8: 31% → 24%), and the
     /// fixed request latency, which had stood in for this floor at every TP, from 44.6 to
-    /// 32.2 ms. TTFT median |error|: 15.8 / 20.5 / 20.4% → 14.2 / 18.8 / 20.4% fitted /
+    /// about 32 ms. TTFT median |error|: 15.8 / 20.5 / 20.4% → 14.2 / 18.8 / 20.4% fitted /
     /// leaving one GPU out / leaving one model out; TPOT 6.9 / 9.7 / 9.3% → 7.0 / 9.7 /
     /// 9.6%; TensorRT-LLM's tables (not fitted): offline throughput 17.2% → 16.7%, online
     /// TTFT 151% → 114%. Per layer rather than per step: a floor per step reached an

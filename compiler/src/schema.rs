@@ -690,7 +690,7 @@ pub static VLLM_OPTIONS: &[Field] = &[
             on: "--enforce-eager",
             off: None
         },
-        "no CUDA graphs"
+        "no CUDA graphs: frees their memory for the KV cache, but every step then waits on the CPU's launches (dic charges its fitted time per layer, as for prompt chunks)"
     ),
     engine!(
         "kv_cache_memory",

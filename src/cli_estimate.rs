@@ -114,12 +114,12 @@ fn to_json(s: &Scenario, a: &Analysis) -> Value {
             "communication": ms(Some(p.step.comm)),
             "overhead": ms(Some(p.step.overhead)),
             // The GPU waiting on the CPU's launches in steps run without CUDA graphs.
-            "cpu_launches": ms(Some(p.step.host)),
+            "cpu_launches": ms(Some(p.step.cpu_launches)),
             "bubble": ms(Some(p.step.bubble)),
             "draft": ms(Some(p.step.draft)),
-            // The kernel groups in sequence (the experts as the fused-MoE curve): with communication,
-            // overhead, the CPU's launches and drafting they add up to TPOT (with PP, `bubble` is the idle
-            // share of it).
+            // The kernel groups in sequence (the experts as the fused-MoE curve): with
+            // communication, overhead, the CPU's launches and drafting they add up to TPOT
+            // (with PP, `bubble` is the idle share of it).
             "kernels": {
                 "dense_gemms": ms(Some(p.step.kernels.dense_gemms)),
                 "experts": ms(Some(p.step.kernels.experts)),
@@ -229,7 +229,7 @@ fn to_table(s: &Scenario, a: &Analysis) -> String {
                 p.step.memory * 1e3,
                 p.step.comm * 1e3,
                 p.step.overhead * 1e3,
-                p.step.host * 1e3,
+                p.step.cpu_launches * 1e3,
                 p.step.bubble * 1e3
             ));
             for c in &p.step.comm_items {

@@ -155,7 +155,7 @@ fn step_svg(r: &ReportData) -> String {
         ("attention", st.attention_ms, "#59a14f"),
         ("communication", st.communication_ms, "#e15759"),
         ("overhead", st.overhead_ms, "#9c755f"),
-        ("CPU launches", st.host_ms, "#ff9da7"),
+        ("CPU launches", st.cpu_launches_ms, "#ff9da7"),
         ("bubble", st.bubble_ms, "#bab0ac"),
     ];
     if st.draft_ms > 0.0 {

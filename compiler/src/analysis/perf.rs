@@ -147,13 +147,21 @@ pub struct StepCost {
     pub overhead: f64,
     /// Time the GPU waits on the CPU's launches in a step run without CUDA graphs
     /// (`PerfConstants::eager_layer_time`): 0 where the GPU work is longer.
-    pub host: f64,
+    pub cpu_launches: f64,
     pub total: f64,
     /// The kernel groups (dense GEMMs and attention at their rooflines, the experts on the
     /// fused-MoE curve; they add up with `comm` and
     /// `overhead` to `total`).
     pub kernels: KernelTimes,
     pub comm_items: Vec<CommItem>,
+}
+
+impl StepCost {
+    /// The step's kernels and communication: its time without the fixed overhead and
+    /// the wait on the CPU's launches.
+    pub fn gpu_work(&self) -> f64 {
+        self.total - self.overhead - self.cpu_launches
+    }
 }
 
 /// Seconds of each kernel group in a step.
@@ -520,7 +528,7 @@ fn stage_step(
         None => true,
         Some(max) => shape == StepShape::Whole && tokens > max,
     };
-    let host = if eager {
+    let cpu_launches = if eager {
         (c.eager_layer_time * f.blocks.layers as f64 - gpu_work).max(0.0)
     } else {
         0.0
@@ -530,8 +538,8 @@ fn stage_step(
         memory,
         comm,
         overhead,
-        host,
-        total: gpu_work + host + overhead,
+        cpu_launches,
+        total: gpu_work + cpu_launches + overhead,
         kernels,
         comm_items,
     }
@@ -548,7 +556,7 @@ pub struct TokenStep {
     pub overhead: f64,
     /// Time the GPU waits on the CPU's launches in the steps that run without CUDA graphs
     /// (those carrying a prompt chunk), spread over all steps.
-    pub host: f64,
+    pub cpu_launches: f64,
     /// Time stages sit idle because fewer micro-batches than stages are in flight.
     pub bubble: f64,
     /// Speculative drafting (0 without it).
@@ -620,7 +628,7 @@ impl StepModel<'_> {
             memory: 0.0,
             comm: 0.0,
             overhead: 0.0,
-            host: 0.0,
+            cpu_launches: 0.0,
             bubble: 0.0,
             draft: 0.0,
             kernels: KernelTimes::default(),
@@ -650,7 +658,7 @@ impl StepModel<'_> {
             // A chunk step does all the mean step's GPU work and more: where that alone
             // outlasts the CPU's launches, so does the chunk step.
             let floor = c.eager_layer_time * f.blocks.layers as f64;
-            if chunk_share > 0.0 && st.total - st.overhead - st.host < floor {
+            if chunk_share > 0.0 && st.gpu_work() < floor {
                 let with_chunk = StepPrefill {
                     rank: chunk,
                     group: step_prefill.group.max(chunk),
@@ -665,15 +673,15 @@ impl StepModel<'_> {
                     c,
                     StepShape::Whole,
                 );
-                st.host += chunk_share * whole.host;
-                st.total += chunk_share * whole.host;
+                st.cpu_launches += chunk_share * whole.cpu_launches;
+                st.total += chunk_share * whole.cpu_launches;
             }
             out.tpot += st.total;
             out.compute += st.compute;
             out.memory += st.memory;
             out.comm += st.comm;
             out.overhead += st.overhead;
-            out.host += st.host;
+            out.cpu_launches += st.cpu_launches;
             out.kernels.add(&st.kernels);
             slowest = slowest.max(st.total);
             for item in st.comm_items {
@@ -711,7 +719,7 @@ impl StepModel<'_> {
             out.memory *= per;
             out.comm *= per;
             out.overhead *= per;
-            out.host *= per;
+            out.cpu_launches *= per;
             out.bubble *= per;
             out.draft *= per;
             out.kernels.scale(per);

@@ -337,13 +337,14 @@ pub struct StepRow {
     pub overhead_ms: f64,
     /// The GPU waiting on the CPU's launches in the steps run without CUDA graphs (those
     /// carrying a prompt chunk), spread over all steps.
-    pub host_ms: f64,
+    pub cpu_launches_ms: f64,
     pub bubble_ms: f64,
     /// Speculative drafting, per output token.
     pub draft_ms: f64,
     /// The kernel groups (dense GEMMs and attention each at its own roofline, the experts
     /// as the fused-MoE kernel's fitted curve); with communication, overhead, the
-    /// CPU's launches and drafting they add up to `tpot_ms` (with PP, the bubble is the idle share of it).
+    /// CPU's launches and drafting they add up to `tpot_ms` (with PP, the bubble is the
+    /// idle share of it).
     pub dense_gemms_ms: f64,
     pub experts_ms: f64,
     pub attention_ms: f64,

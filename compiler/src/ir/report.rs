@@ -68,7 +68,7 @@ pub(super) fn report_data(
         memory_ms: p.step.memory * 1e3,
         communication_ms: p.step.comm * 1e3,
         overhead_ms: p.step.overhead * 1e3,
-        host_ms: p.step.host * 1e3,
+        cpu_launches_ms: p.step.cpu_launches * 1e3,
         bubble_ms: p.step.bubble * 1e3,
         draft_ms: p.step.draft * 1e3,
         dense_gemms_ms: p.step.kernels.dense_gemms * 1e3,

@@ -5,17 +5,16 @@
 //! FLOPs at a fraction of the format's tensor peak and its bytes (weights, 16-bit
 //! activations in and out) at a fraction of HBM bandwidth combined on the roofline
 //! (`gemm::roofline`, whose exponent `kernels::fit_roofline_exponent` fits here too),
-//! then, for kernels that
-//! quantize their activations on the fly (FP8, FP4), a term in the `m × k` input. The
-//! four constants are fitted per kernel family (Hopper: H100 and H200; Blackwell: B200)
-//! and format (vLLM 0.24's torch BF16 linear, CUTLASS FP8 scaled-mm, FlashInfer NVFP4)
-//! by [`fit_curve`]; the test `gemm_curves_are_the_fit` re-runs it and
-//! `calibration/errors.md` lists the residuals per GPU.
+//! then, for kernels that quantize their activations on the fly (FP8, FP4), a term in
+//! the `m × k` input. The four constants are fitted per kernel family (Hopper: H100 and
+//! H200; Blackwell: B200) and format (vLLM 0.24's torch BF16 linear, CUTLASS FP8
+//! scaled-mm, FlashInfer NVFP4) by [`fit_curve`]; the test `gemm_curves_are_the_fit`
+//! re-runs it and `calibration/errors.md` lists the residuals per GPU.
 //!
 //! The step model (`perf`) does not use these curves (it takes only the compute-bound
-//! efficiencies of `analysis::gemm` and the roofline's exponent). Substituting them for its dense
-//! GEMMs (each layer's GEMMs as calls with launch and quantization costs, the rest of
-//! the end-to-end fit unchanged) made the cross-validated end-to-end error worse: TPOT
+//! efficiencies of `analysis::gemm` and the roofline's exponent). Substituting them for
+//! its dense GEMMs (each layer's GEMMs as calls with launch and quantization costs, the
+//! rest of the end-to-end fit unchanged) made the cross-validated end-to-end error worse: TPOT
 //! leaving one GPU out 8.9% → 20.0%, leaving one model out 13.4% → 25.7%, TTFT 26.4% →
 //! 37.0% and 26.8% → 41.4%; using only their format ratios (FP8 and FP4 kernels reach a
 //! smaller share of their peak than BF16) gave 8.9% → 10.5% and 13.4% → 13.8% on TPOT,

@@ -5,6 +5,13 @@
 //! |error| leaving one GPU out and leaving one model out (what errors.md reports, without
 //! rewriting it), and the fitted bias per GPU and model; `LOGO_GROUPS=1` with it, each
 //! cross-validation's errors per GPU and model too.
+//!
+//! `cargo run --release -p dic-compiler --example fit -- ROWS.csv` reads other rows of the
+//! same format instead (measurements of your own, or a held-out split) and also prints
+//! how the stored constants, fitted on the training split, predict them: per GPU and
+//! model, and how many rows dic could not model (a model or GPU it cannot resolve, a
+//! layout its memory model says does not fit). Checkpoints the stdlib does not define
+//! are read from ../shared/models/hf.
 use dic_compiler::analysis::calibration::silicon::{
     cross_validate, fit_silicon, model_label, parse_silicon, predict_run, row_error,
     silicon_objective, stats, SiliconRow, START, STORED,
@@ -45,17 +52,39 @@ fn by_group(rows: &[SiliconRow], errors: &[Option<(f64, f64)>]) {
     }
 }
 
+/// A checkpoint the stdlib does not define, from its Hugging Face config in
+/// ../shared/models/hf.
+fn hf_config(id: &str) -> Option<dic_compiler::program::Model> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/models/hf");
+    let file = format!("{}_config.json", id.replace('/', "--"));
+    let config = std::fs::read_to_string(format!("{dir}/{file}")).ok()?;
+    let quant = file.replace("_config.json", "_hf_quant_config.json");
+    let quant = std::fs::read_to_string(format!("{dir}/{quant}")).ok();
+    dic_compiler::import_hf::model_from_config(&file, &config, quant.as_deref())
+}
+
 fn main() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/calibration/vllm-silicon/vllm-silicon-train.csv"
-    );
-    let Ok(csv) = std::fs::read_to_string(path) else {
+    let given = std::env::args().nth(1);
+    let path = given.clone().unwrap_or_else(|| {
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/calibration/vllm-silicon/vllm-silicon-train.csv"
+        )
+        .to_string()
+    });
+    let Ok(csv) = std::fs::read_to_string(&path) else {
         eprintln!("{path}: not found (../shared/calibration must be present)");
         std::process::exit(1);
     };
-    let (rows, skipped) = parse_silicon(&csv);
+    let (rows, skipped) = parse_silicon(&csv, &hf_config);
     println!("{} rows, {skipped} skipped", rows.len());
+    if given.is_some() {
+        let stored: Vec<_> = rows.iter().map(|r| row_error(r, &STORED)).collect();
+        let missed = stored.iter().filter(|e| e.is_none()).count();
+        println!("stored constants on these rows ({missed} not modelled):");
+        report("all rows", &stored);
+        by_group(&rows, &stored);
+    }
     let fit = fit_silicon(&rows, START);
     if std::env::var("ROWS").is_ok() {
         for r in &rows {

@@ -1343,6 +1343,26 @@ fn comment_text(s: &str) -> String {
     out
 }
 
+/// The model of a checkpoint's `config.json` named `file_name` (`ORG--NAME_config.json`)
+/// with its `hf_quant_config.json` when it has one, as `dic import-hf` imports it; `None`
+/// when the importer refuses it.
+pub fn model_from_config(
+    file_name: &str,
+    config: &str,
+    quant_config: Option<&str>,
+) -> Option<crate::program::Model> {
+    let (name, repo) = names_from_file(file_name);
+    let text = import(&ImportRequest {
+        config,
+        quant_config,
+        name: &name,
+        repo: repo.as_deref(),
+        source_name: file_name,
+    })
+    .ok()?;
+    model_from_text(&text)
+}
+
 /// Checks imported `.dist` text and returns its model (the importer's output always
 /// checks clean; `None` would be a bug in the importer).
 pub fn model_from_text(text: &str) -> Option<crate::program::Model> {

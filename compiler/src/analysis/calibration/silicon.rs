@@ -15,7 +15,7 @@ use crate::analysis::catalog;
 use crate::analysis::memory::memory;
 use crate::analysis::perf::{predict, PerfConstants};
 use crate::analysis::scenario::*;
-use crate::program::{Layout, VllmOptions};
+use crate::program::{Layout, Model, VllmOptions};
 
 /// One measured configuration.
 #[derive(Debug, Clone)]
@@ -23,10 +23,16 @@ pub struct SiliconRow {
     pub id: String,
     /// The Hugging Face id (`meta-llama/Llama-3.1-70B`).
     pub model: String,
-    /// `h100_sxm`, `h200_sxm`, `b200_sxm`.
+    /// The dataset's system name: `h100_sxm`, `h200_sxm`, `b200_sxm`, … ([`system_gpu`]).
     pub gpu: String,
-    /// Weight format of the GEMMs: the model's own when the column is empty.
+    /// The checkpoint `model` names, resolved ([`resolve_checkpoint`]); `None` when dic
+    /// cannot read it (the row then counts as not modelled).
+    pub checkpoint: Option<Model>,
+    /// Weight format of the GEMMs as the row states it (`gemm_quant_mode`): the
+    /// checkpoint's own when empty.
     pub weights: Option<String>,
+    /// Weight format of the routed experts (`moe_quant_mode`): as the GEMMs when empty.
+    pub expert_weights: Option<String>,
     pub isl: f64,
     pub osl: f64,
     /// Requests in flight (closed loop).
@@ -49,8 +55,12 @@ pub struct SiliconRow {
 }
 
 /// Parses the aggregated-serving rows; returns them and how many rows were skipped
-/// (disaggregated, or a column missing).
-pub fn parse_silicon(csv: &str) -> (Vec<SiliconRow>, usize) {
+/// (disaggregated, or a column missing). `configs` reads a checkpoint the stdlib does not
+/// define from its Hugging Face config ([`resolve_checkpoint`]; `&|_| None` for none).
+pub fn parse_silicon(
+    csv: &str,
+    configs: &dyn Fn(&str) -> Option<Model>,
+) -> (Vec<SiliconRow>, usize) {
     let table = split_csv(csv);
     let Some(header) = table.first() else {
         return (Vec::new(), 0);
@@ -62,6 +72,7 @@ pub fn parse_silicon(csv: &str) -> (Vec<SiliconRow>, usize) {
         "system",
         "mode",
         "gemm_quant_mode",
+        "moe_quant_mode",
         "isl",
         "osl",
         "batch_size",
@@ -75,12 +86,12 @@ pub fn parse_silicon(csv: &str) -> (Vec<SiliconRow>, usize) {
     ]
     .map(col);
     let Some(
-        [id, model, system, mode, quant, isl, osl, batch, tp, pp, attention_dp, moe_tp, ep, ttft, tpot],
+        [id, model, system, mode, quant, moe_quant, isl, osl, batch, tp, pp, attention_dp, moe_tp, ep, ttft, tpot],
     ) = cols
         .iter()
         .copied()
         .collect::<Option<Vec<usize>>>()
-        .and_then(|v| <[usize; 15]>::try_from(v).ok())
+        .and_then(|v| <[usize; 16]>::try_from(v).ok())
     else {
         return (Vec::new(), table.len().saturating_sub(1));
     };
@@ -106,8 +117,10 @@ pub fn parse_silicon(csv: &str) -> (Vec<SiliconRow>, usize) {
         out.push(SiliconRow {
             id: r[id].clone(),
             model: r[model].clone(),
+            checkpoint: resolve_checkpoint(r[model].trim(), configs),
             gpu: r[system].clone(),
             weights: Some(r[quant].trim().to_string()).filter(|q| !q.is_empty()),
+            expert_weights: Some(r[moe_quant].trim().to_string()).filter(|q| !q.is_empty()),
             isl: i,
             osl: o,
             concurrency: b.max(1.0) as u64,
@@ -133,36 +146,116 @@ fn dp_ranks(tp: f64, attention_dp: Option<f64>, moe_tp: Option<f64>, moe_ep: Opt
     ((moe_gpus / tp.max(1.0)).round() as u64).max(1)
 }
 
-/// The stdlib model a Hugging Face id names, the weight format its checkpoint has, and
-/// its KV-cache format under vLLM's default `--kv-cache-dtype auto`.
-///
-/// `auto` is not always the model's dtype: vLLM resolves it to the KV format a ModelOpt
-/// checkpoint declares (`kv_cache_quant_algo`, read by `resolve_kv_cache_dtype_string` in
-/// vllm/utils/torch_utils.py). NVIDIA's ModelOpt FP8 Llama-3.1 checkpoints declare FP8
-/// (../shared/models/hf/nvidia--Llama-3.1-70B-Instruct-FP8_hf_quant_config.json: `quant_algo`
-/// and `kv_cache_quant_algo` both FP8), so the 8B one runs an FP8 cache. Qwen's FP8
-/// checkpoints (`quant_method: fp8`, block scales) declare none and keep a 16-bit cache.
-/// (With a 16-bit cache the 8B's decode-bound row — 4000 × 2000 at 128 in flight — was
-/// predicted 56% slow; with FP8, 9% slow, and 3% fast once the per-sequence overhead
-/// counted the model's layers.)
-fn stdlib_model(hf: &str) -> Option<(&'static str, Option<&'static str>, Option<&'static str>)> {
-    Some(match hf {
-        "meta-llama/Llama-3.1-70B" => ("llama_3_1_70b", None, None),
-        "nvidia/Llama-3.1-8B-Instruct-FP8" => ("llama_3_1_8b", Some("fp8"), Some("fp8")),
-        "Qwen/Qwen3-32B" => ("qwen3_32b", None, None),
-        "Qwen/Qwen3-235B-A22B-FP8" => ("qwen3_235b_a22b_fp8", None, None),
+/// The checkpoint a Hugging Face id names, as a dic model:
+/// 1. the stdlib model whose `hf` is the id (case aside);
+/// 2. else `configs(id)`: the checkpoint's own `config.json` (and quantization config),
+///    which the caller reads and imports (`import_hf`), the core doing no IO;
+/// 3. else the stdlib model of the same architecture under another release name: base
+///    and instruct checkpoints share one (`meta-llama/Llama-3.1-70B` is
+///    `llama_3_1_70b`, whose `hf` is the Instruct one);
+/// 4. else a quantized release of one of those, named by a format suffix (`-FP8`,
+///    `-NVFP4`, …): the base model with its weights in that format. NVIDIA's ModelOpt
+///    releases (`nvidia/…`) also quantize the KV cache to FP8 — their
+///    `hf_quant_config.json` declares `kv_cache_quant_algo: FP8`, as seven of the eight in
+///    ../shared/models/hf do — and vLLM's `--kv-cache-dtype auto` follows the checkpoint
+///    (`resolve_kv_cache_dtype_string` in vllm/utils/torch_utils.py). Qwen's own FP8
+///    releases (block scales, `quant_method: fp8`) declare none and keep a 16-bit cache.
+///    (With a 16-bit cache the 8B FP8's decode-bound row — 4000 × 2000 at 128 in flight —
+///    was predicted 56% slow; with FP8, 9% slow.)
+pub fn resolve_checkpoint(hf: &str, configs: &dyn Fn(&str) -> Option<Model>) -> Option<Model> {
+    let models: Vec<Model> = catalog::model_names()
+        .iter()
+        .filter_map(|n| catalog::model(n))
+        .collect();
+    let by_id = |id: &str| {
+        models
+            .iter()
+            .find(|m| m.hf.as_deref().is_some_and(|h| h.eq_ignore_ascii_case(id)))
+            .cloned()
+    };
+    let by_release = |id: &str| {
+        let want = release_name(id);
+        models
+            .iter()
+            .find(|m| m.hf.as_deref().is_some_and(|h| release_name(h) == want))
+            .cloned()
+    };
+    if let Some(m) = by_id(hf).or_else(|| configs(hf)).or_else(|| by_release(hf)) {
+        return Some(m);
+    }
+    let (base, format) = quantized_release(hf)?;
+    let mut m = by_id(&base)
+        .or_else(|| configs(&base))
+        .or_else(|| by_release(&base))?;
+    m.weights = format.into();
+    m.prequantized = true;
+    if hf.to_ascii_lowercase().starts_with("nvidia/") {
+        m.kv_cache = "fp8".into();
+    }
+    Some(m)
+}
+
+/// An id's model name without its organisation, in lower case, without the words that
+/// name a release rather than an architecture (`instruct`, `chat`, `it`, `hf`, a leading
+/// `meta`): `meta-llama/Meta-Llama-3.1-70B-Instruct` → `llama-3.1-70b`.
+fn release_name(id: &str) -> String {
+    let name = id.rsplit('/').next().unwrap_or(id).to_ascii_lowercase();
+    let words: Vec<&str> = name
+        .split(['-', '_'])
+        .filter(|w| !matches!(*w, "instruct" | "chat" | "it" | "hf"))
+        .collect();
+    let words = match words.split_first() {
+        Some((&"meta", rest)) if !rest.is_empty() => rest.to_vec(),
+        _ => words,
+    };
+    words.join("-")
+}
+
+/// A quantized release's base id and its weight format, from the suffix that names the
+/// format (`nvidia/Llama-3.1-8B-Instruct-FP8` → `nvidia/Llama-3.1-8B-Instruct`, fp8).
+fn quantized_release(hf: &str) -> Option<(String, &'static str)> {
+    let lower = hf.to_ascii_lowercase();
+    [
+        ("-fp8-dynamic", "fp8"),
+        ("-fp8", "fp8"),
+        ("-nvfp4", "nvfp4"),
+        ("-fp4", "nvfp4"),
+        ("-mxfp4", "mxfp4"),
+        ("-awq", "awq"),
+        ("-gptq-int4", "gptq"),
+        ("-int4", "int4"),
+        ("-w8a8", "int8"),
+    ]
+    .iter()
+    .find(|(suffix, _)| lower.ends_with(suffix))
+    .map(|(suffix, format)| (hf[..hf.len() - suffix.len()].to_string(), *format))
+}
+
+/// A weight format as the dataset's `gemm_quant_mode` / `moe_quant_mode` name it, in dic's
+/// words; `None` for one dic does not model (the checkpoint's own format is kept).
+fn quant_format(mode: &str) -> Option<&'static str> {
+    Some(match mode.to_ascii_lowercase().as_str() {
+        "bfloat16" | "bf16" | "float16" | "fp16" => "bf16",
+        "fp8" | "fp8_block" | "fp8_static" | "fp8_ootb" => "fp8",
+        "nvfp4" => "nvfp4",
+        "mxfp4" | "w4a16_mxfp4" => "mxfp4",
+        "int8_wo" | "int8" => "int8",
+        "int4_wo" | "int4" => "int4",
         _ => return None,
     })
 }
 
-/// The GPU a `system` column names, as `nvidia-smi` would print it.
-fn gpu_query(system: &str) -> Option<&'static str> {
-    Some(match system {
-        "h100_sxm" => "NVIDIA H100 80GB HBM3",
-        "h200_sxm" => "NVIDIA H200",
-        "b200_sxm" => "NVIDIA B200",
-        _ => return None,
-    })
+/// The catalog GPU (and its scale-up link) a dataset `system` names. The dataset writes
+/// AIConfigurator's system names, the GPU and its form factor (`h100_sxm`, `gb200_sxm`,
+/// `a100_sxm`, `rtx_pro_6000_server`): the catalog is asked for the name as written,
+/// then without the form factor (the catalog's `a100` is the 80 GB SXM part).
+pub fn system_gpu(system: &str) -> Option<(GpuSpec, Option<crate::analysis::scenario::LinkSpec>)> {
+    let s = system.trim().to_ascii_lowercase();
+    let bare = ["_blackwell_server", "_server", "_sxm"]
+        .iter()
+        .find_map(|suffix| s.strip_suffix(suffix))
+        .unwrap_or(&s);
+    catalog::gpu(&s).or_else(|| catalog::gpu(bare))
 }
 
 /// The row's model family, for the leave-one-model-out split and the table.
@@ -173,21 +266,19 @@ pub fn model_label(r: &SiliconRow) -> &str {
 /// The scenario a row describes: one 8-GPU node of its GPU with the GPU's NVLink, the
 /// row's layout, vLLM's defaults for everything the row does not say.
 pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
-    let (name, checkpoint_format, checkpoint_kv) = stdlib_model(&r.model)?;
-    let mut model = catalog::model(name)?;
-    if let Some(kv) = checkpoint_kv {
-        model.kv_cache = kv.into();
-    }
-    if let Some(w) = r.weights.as_deref().or(checkpoint_format) {
-        model.weights = match w {
-            "fp8" | "fp8_block" => "fp8",
-            "nvfp4" => "nvfp4",
-            "bfloat16" | "bf16" => "bf16",
-            _ => return None,
+    let mut model = r.checkpoint.clone()?;
+    let name = model_label(r).to_string();
+    if let Some(w) = r.weights.as_deref().and_then(quant_format) {
+        if w != model.weights {
+            model.weights = w.into();
         }
-        .into();
     }
-    let (gpu, scale_up) = catalog::gpu(gpu_query(&r.gpu)?)?;
+    if let Some(w) = r.expert_weights.as_deref().and_then(quant_format) {
+        if model.is_moe() && w != model.format_of(crate::program::Component::Experts, None) {
+            model.detail.expert_weights = Some(w.into());
+        }
+    }
+    let (gpu, scale_up) = system_gpu(&r.gpu)?;
     let gpus = (r.tp * r.pp * r.dp).max(8);
     let topology = Topology {
         gpus_per_node: gpus,
@@ -204,7 +295,7 @@ pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
     };
     let engine = engine_settings(&model, &topology.gpu, &options);
     Some(Scenario {
-        model_name: name.to_string(),
+        model_name: name,
         model,
         topology,
         layout: Layout {
@@ -542,8 +633,8 @@ pub struct DisaggRow {
     pub concurrency: u64,
 }
 
-/// Parses the disaggregated rows (`mode = disagg`).
-pub fn parse_disagg(csv: &str) -> Vec<DisaggRow> {
+/// Parses the disaggregated rows (`mode = disagg`); `configs` as for [`parse_silicon`].
+pub fn parse_disagg(csv: &str, configs: &dyn Fn(&str) -> Option<Model>) -> Vec<DisaggRow> {
     let table = split_csv(csv);
     let Some(header) = table.first() else {
         return Vec::new();
@@ -589,8 +680,12 @@ pub fn parse_disagg(csv: &str) -> Vec<DisaggRow> {
         let base = SiliconRow {
             id: get("id").unwrap_or_default().to_string(),
             model: get("model_path").unwrap_or_default().to_string(),
+            checkpoint: resolve_checkpoint(get("model_path").unwrap_or_default(), configs),
             gpu: get("system").unwrap_or_default().to_string(),
             weights: get("gemm_quant_mode")
+                .filter(|q| !q.is_empty())
+                .map(str::to_string),
+            expert_weights: get("moe_quant_mode")
                 .filter(|q| !q.is_empty())
                 .map(str::to_string),
             isl,
@@ -680,15 +775,16 @@ mod tests {
     /// Qwen3-235B's layouts as the dataset writes them.
     #[test]
     fn a_rows_dp_ranks_are_its_moe_gpus_over_its_tp() {
-        let header = "id,model_path,system,mode,gemm_quant_mode,isl,osl,batch_size,tp_size,\
-pp_size,attention_dp_size,moe_tp_size,moe_ep_size,silicon_ttft_ms,silicon_tpot_ms";
+        let header = "id,model_path,system,mode,gemm_quant_mode,moe_quant_mode,isl,osl,\
+batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,silicon_ttft_ms,\
+silicon_tpot_ms";
         let csv = format!(
             "{header}\n\
-a,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,2000,500,9,1,1,,2,1,1406.8,58.6\n\
-b,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,8000,1000,8,2,1,,4,1,2363.3,37.3\n\
-c,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,8000,1000,8,2,1,,1,2,1015.8,51.9\n"
+a,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,2000,500,9,1,1,,2,1,1406.8,58.6\n\
+b,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,8000,1000,8,2,1,,4,1,2363.3,37.3\n\
+c,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,8000,1000,8,2,1,,1,2,1015.8,51.9\n"
         );
-        let (rows, skipped) = parse_silicon(&csv);
+        let (rows, skipped) = parse_silicon(&csv, &|_| None);
         assert_eq!(skipped, 0);
         let layouts: Vec<(u64, u64, bool)> = rows.iter().map(|r| (r.tp, r.dp, r.ep)).collect();
         assert_eq!(layouts, [(1, 2, false), (2, 2, false), (2, 1, true)]);
@@ -697,5 +793,111 @@ c,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,8000,1000,8,2,1,,1,2,1015.8,51.9\n"
         let s = scenario(&rows[0]).expect("a stdlib model");
         assert_eq!((s.layout.tp, s.layout.dp), (1, 2));
         assert!(memory(&s).kv_cache_tokens >= s.engine.max_model_len);
+    }
+
+    /// A row's `model_path` resolves to the stdlib model by its `hf` id, by the same
+    /// architecture's other release (base or instruct), or as a quantized release of one
+    /// (a format suffix; NVIDIA's ModelOpt releases with an FP8 cache); `configs` is asked
+    /// before the name rules, and nothing else is guessed.
+    #[test]
+    fn checkpoints_resolve_by_id_release_and_format_suffix() {
+        let none = |_: &str| None;
+        let get = |id: &str| resolve_checkpoint(id, &none).map(|m| (m.hf, m.weights, m.kv_cache));
+        let llama70 = Some("meta-llama/Llama-3.1-70B-Instruct".to_string());
+        // By id, case aside.
+        assert_eq!(
+            get("META-LLAMA/llama-3.1-70b-instruct").map(|m| m.0),
+            Some(llama70.clone())
+        );
+        // The base release is the instruct one's architecture, in its own format.
+        assert_eq!(
+            get("meta-llama/Llama-3.1-70B"),
+            Some((llama70, "bf16".into(), "auto".into()))
+        );
+        // A ModelOpt FP8 release: FP8 weights and cache.
+        let (hf, weights, kv) = get("nvidia/Llama-3.1-8B-Instruct-FP8").expect("resolves");
+        assert_eq!(hf.as_deref(), Some("meta-llama/Llama-3.1-8B-Instruct"));
+        assert_eq!((weights.as_str(), kv.as_str()), ("fp8", "fp8"));
+        // Qwen's own FP8 release of a model the stdlib has only in BF16: the cache stays
+        // `auto`, the model's 16-bit dtype.
+        let (hf, weights, kv) = get("Qwen/Qwen3-30B-A3B-FP8").expect("resolves");
+        assert_eq!(hf.as_deref(), Some("Qwen/Qwen3-30B-A3B"));
+        assert_eq!((weights.as_str(), kv.as_str()), ("fp8", "auto"));
+        // The stdlib's own FP8 release wins over the suffix rule.
+        assert_eq!(
+            get("Qwen/Qwen3-235B-A22B-FP8").map(|m| m.0),
+            Some(Some("Qwen/Qwen3-235B-A22B-FP8".to_string()))
+        );
+        // Unknown: nothing, unless the caller's configs know it.
+        assert_eq!(get("example/Unknown-7B"), None);
+        let qwen = catalog::model("qwen3_8b").expect("stdlib");
+        let configs = |id: &str| (id == "example/Unknown-7B").then(|| qwen.clone());
+        assert_eq!(
+            resolve_checkpoint("example/Unknown-7B", &configs),
+            Some(qwen.clone())
+        );
+        // A quantized release of a model only the configs know.
+        let m = resolve_checkpoint("example/Unknown-7B-NVFP4", &configs).expect("resolves");
+        assert_eq!((m.weights.as_str(), m.prequantized), ("nvfp4", true));
+    }
+
+    /// AIConfigurator's system names resolve to the catalog's GPUs, with or without their
+    /// form factor; a GPU the catalog lacks resolves to nothing.
+    #[test]
+    fn system_names_resolve_to_catalog_gpus() {
+        let name = |s: &str| system_gpu(s).map(|(g, _)| g.name);
+        for (system, gpu) in [
+            ("h100_sxm", "h100_sxm"),
+            ("h200_sxm", "h200_sxm"),
+            ("b200_sxm", "b200"),
+            ("gb200_sxm", "gb200"),
+            ("b300_sxm", "b300"),
+            ("gb300_sxm", "gb300"),
+            ("a100_sxm", "a100_sxm_80gb"),
+            ("l40s", "l40s"),
+            ("h20_sxm", "h20"),
+            ("rtx_pro_6000_server", "rtx_pro_6000"),
+            ("rtxpro6000_blackwell_server", "rtx_pro_6000"),
+        ] {
+            assert_eq!(name(system).as_deref(), Some(gpu), "{system}");
+        }
+        assert_eq!(name("h800_sxm"), None);
+    }
+
+    /// The quantization columns set the GEMMs' and the experts' formats; a mode dic does
+    /// not model keeps the checkpoint's own.
+    #[test]
+    fn quant_columns_set_gemm_and_expert_formats() {
+        let header = "id,model_path,system,mode,gemm_quant_mode,moe_quant_mode,isl,osl,\
+batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,silicon_ttft_ms,\
+silicon_tpot_ms";
+        let csv = format!(
+            "{header}\n\
+a,openai/gpt-oss-120b,b200_sxm,agg,bfloat16,w4a16_mxfp4,1024,1024,8,2,1,,2,1,100,10\n\
+b,Qwen/Qwen3-30B-A3B,h200_sxm,agg,fp8_block,fp8_block,1024,1024,8,1,1,,1,1,100,10\n\
+c,Qwen/Qwen3-32B,h100_sxm,agg,w4afp8_new,,1024,1024,8,1,1,,1,1,100,10\n"
+        );
+        let (rows, _) = parse_silicon(&csv, &|_| None);
+        let formats: Vec<(String, String)> = rows
+            .iter()
+            .map(|r| {
+                let m = scenario(r).expect("modelled").model;
+                (
+                    m.format_of(crate::program::Component::Mlp, None)
+                        .to_string(),
+                    m.format_of(crate::program::Component::Experts, None)
+                        .to_string(),
+                )
+            })
+            .collect();
+        let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert_eq!(
+            formats,
+            [
+                pair("bf16", "mxfp4"),
+                pair("fp8", "fp8"),
+                pair("bf16", "bf16")
+            ]
+        );
     }
 }

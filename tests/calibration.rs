@@ -11,8 +11,8 @@ use dic_compiler::analysis::calibration::fused_moe::{
 };
 use dic_compiler::analysis::calibration::gemm::{curve, parse_gemm_table, MeasuredGemm, CURVES};
 use dic_compiler::analysis::calibration::kernels::{
-    compute_bound_medians, fit_gemm_curves, fit_link, fit_roofline_exponent, gemm_table,
-    MeasuredTransfer,
+    compute_bound_medians, fit_gemm_curves, fit_link, fit_roofline_exponent, fp8_kv_read_factors,
+    fp8_kv_read_ratios, gemm_table, MeasuredTransfer,
 };
 use dic_compiler::analysis::calibration::kv_logs::{parse_kv_logs, KvLogRow};
 use dic_compiler::analysis::calibration::silicon::{
@@ -23,7 +23,7 @@ use dic_compiler::analysis::calibration::silicon::{
 use dic_compiler::analysis::calibration::{error_table, parse_rows, summary, Metric, Row};
 use dic_compiler::analysis::fused_moe::{curve as moe_curve, CURVES as MOE_CURVES};
 use dic_compiler::analysis::gemm::{compute_bound_efficiency, KernelFamily};
-use dic_compiler::analysis::perf::FITTED;
+use dic_compiler::analysis::perf::{fp8_kv_read_factor, FITTED};
 use dic_compiler::driver;
 use dic_compiler::import_hf;
 use dic_compiler::program::Model;
@@ -260,6 +260,38 @@ fn fused_moe_curves_are_the_fit() {
             *c,
             moe_curve(*f, *k),
             "{f:?} {k:?}: the fit is {c:?}; store it in fused_moe::CURVES (all: {fitted:#?})"
+        );
+    }
+}
+
+/// The step model's FP8-KV attention read factor per family is the decode-attention
+/// tables' median: Hopper's FlashAttention 3 gains little from an 8-bit cache, Blackwell's
+/// FlashInfer decode kernel nearly its halved bytes.
+#[cfg_attr(
+    dic_no_shared,
+    ignore = "needs ../shared, the reference data beside the repository"
+)]
+#[test]
+fn fp8_kv_read_factors_are_the_tables_medians() {
+    let Some(shared) = common::shared_dir() else {
+        return;
+    };
+    let tables: Vec<(KernelFamily, Vec<f64>)> = KERNEL_GPUS
+        .iter()
+        .map(|(dir, gpu, _)| {
+            let ratios = fp8_kv_read_ratios(&kernel_text(&shared, dir, "generation_attention"));
+            assert!(ratios.len() > 1000, "{dir}: {} shapes", ratios.len());
+            let (spec, _) = dic_compiler::analysis::catalog::gpu(gpu).expect("catalog");
+            (KernelFamily::of(spec.architecture.as_deref()), ratios)
+        })
+        .collect();
+    let factors = fp8_kv_read_factors(&tables);
+    assert_eq!(factors.len(), 2, "{factors:?}");
+    for (f, m) in factors {
+        assert_eq!(
+            m,
+            fp8_kv_read_factor(f),
+            "{f:?}: the tables' median is {m}; store it in perf::FP8_KV_READ_FACTOR"
         );
     }
 }
@@ -505,7 +537,7 @@ fn cross_validated_errors_are_bounded() {
         let tpot = stats(&e.iter().map(|x| x.map(|x| x.1)).collect::<Vec<_>>());
         assert!(ttft.modelled * 100 >= ttft.rows * 95, "{name}: {ttft:?}");
         assert!(ttft.median_abs < 0.21, "{name}: TTFT {ttft:?}");
-        assert!(tpot.median_abs < 0.10, "{name}: TPOT {tpot:?}");
+        assert!(tpot.median_abs < 0.09, "{name}: TPOT {tpot:?}");
     }
 }
 

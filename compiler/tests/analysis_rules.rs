@@ -464,3 +464,69 @@ fn steps_without_cuda_graphs_wait_for_the_cpus_launches() {
     );
     assert!(decode.cpu_launches > 0.0);
 }
+
+/// Under `cudagraph_mode: FULL_DECODE_ONLY` a step with a prompt chunk runs without CUDA
+/// graphs however small: the 1024-token prompt that is a graph by default waits for the
+/// CPU's 32 layers of launches like the 1025-token one, while decode-only steps stay
+/// graphs.
+#[test]
+fn full_decode_only_runs_every_prompt_chunk_without_graphs() {
+    use dic_compiler::analysis::perf::{StepModel, FITTED};
+    use dic_compiler::analysis::scenario::CudaGraphMode;
+    let mut s = llama_8b_on_eight_b200s(false);
+    s.engine.cudagraph_mode = CudaGraphMode::FullDecodeOnly;
+    let sm = StepModel::new(&s);
+    let layers = 32.0;
+    let launched = layers * FITTED.eager_layer_time
+        + FITTED.step_overhead
+        + layers * FITTED.sequence_layer_overhead;
+    for prompt in [1024.0, 256.0] {
+        let t = sm.prefill_time(prompt, 0.0, 0.0, 0.0, &FITTED);
+        assert!((t - launched).abs() < 1e-12, "{prompt}: {t} vs {launched}");
+    }
+    let decode = sm.token_step(8.0, 1536.0, 0.0, 0.0, &FITTED);
+    assert_eq!(decode.cpu_launches, 0.0);
+}
+
+/// An 8-bit KV cache is read at the kernel family's measured rate per byte
+/// (`FP8_KV_READ_FACTOR`): a memory-bound decode step's attention over FP8 KV takes
+/// factor ÷ 2 of its time over BF16 KV — 0.92 on Hopper (FlashAttention 3), 0.63 on
+/// Blackwell (FlashInfer) — and half where the kernels are not vLLM's (the TensorRT-LLM
+/// reference rows).
+#[test]
+fn an_fp8_kv_cache_is_read_at_its_kernels_measured_rate() {
+    use dic_compiler::analysis::gemm::KernelFamily;
+    use dic_compiler::analysis::perf::{fp8_kv_read_factor, StepModel, FITTED};
+    let attention = |node: &str, kv: &str, vllm: bool| {
+        let src = format!(
+            "import std.nodes.{node}\nimport std.models.llama_3_1_8b\n\
+cluster c {{ nodes = 1 × {node} }}\n\
+model m = llama_3_1_8b {{ kv_cache = {kv} }}\n\
+workload w {{ prompt = 8k tokens, output = 1k tokens, concurrency = 64 }}\n\
+deploy d {{ model = m, cluster = c, workload = w, layout = tp 1 × dp 8, engine = vllm {{ max_model_len = 16k tokens }} }}\n"
+        );
+        let world = MemoryWorld::new().with("p.dist", &src);
+        let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
+        let d = checked
+            .deployments
+            .first()
+            .unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
+        let mut s = d.scenario.scenario.clone();
+        s.engine.vllm_attention = vllm;
+        // 64 sequences decoding at 8k context: attention is bound by its KV reads.
+        StepModel::new(&s)
+            .token_step(64.0, 8192.0, 0.0, 0.0, &FITTED)
+            .kernels
+            .attention
+    };
+    for (gpu, family) in [
+        ("dgx_h100", KernelFamily::Hopper),
+        ("dgx_b200", KernelFamily::Blackwell),
+    ] {
+        let ratio = attention(gpu, "fp8", true) / attention(gpu, "bf16", true);
+        let want = fp8_kv_read_factor(family) / 2.0;
+        assert!((ratio - want).abs() < 0.02, "{gpu}: {ratio} vs {want}");
+        let ratio = attention(gpu, "fp8", false) / attention(gpu, "bf16", false);
+        assert!((ratio - 0.5).abs() < 0.02, "{gpu} per byte: {ratio}");
+    }
+}

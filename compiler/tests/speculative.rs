@@ -149,8 +149,9 @@ fn each_method_needs_its_own_input() {
 }
 
 /// The step's breakdown adds up: kernel groups (each at its own roofline), communication,
-/// overhead and drafting make TPOT, for a dense model, a MoE with EP and a speculative
-/// deployment alike (what `dic estimate --json` and the report's step chart show).
+/// overhead, the CPU's launches, pipeline bubbles and drafting make TPOT, for a dense
+/// model, a MoE with EP and a speculative deployment alike (what `dic estimate --json`
+/// and the report's step chart show).
 #[test]
 fn the_step_breakdown_adds_up_to_tpot() {
     for c in [
@@ -161,7 +162,14 @@ fn the_step_breakdown_adds_up_to_tpot() {
         let p = c.deployments[0].analysis.prediction.clone().unwrap();
         let s = &p.step;
         let k = s.kernels;
-        let sum = k.dense_gemms + k.experts + k.attention + s.comm + s.overhead + s.draft;
+        let sum = k.dense_gemms
+            + k.experts
+            + k.attention
+            + s.comm
+            + s.overhead
+            + s.cpu_launches
+            + s.bubble
+            + s.draft;
         assert!((sum - s.tpot).abs() <= 1e-9 * s.tpot, "{sum} vs {}", s.tpot);
         assert!(k.dense_gemms > 0.0 && k.attention > 0.0);
     }

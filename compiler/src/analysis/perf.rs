@@ -43,12 +43,12 @@
 
 use super::comm::{step_comm, uses_deepep, CommContext, CommItem, StageBlocks};
 use super::fused_moe::{moe_time, MoeCall};
-use super::gemm::{compute_factor, roofline};
+use super::gemm::{compute_factor, roofline, KernelFamily};
 use super::kv_pool::{CacheSpec, SpecCache};
 use super::memory::{
     expert_width_on_rank, max_cuda_graph_size, pp_partition, rank_weights, MemoryReport,
 };
-use super::scenario::{Load, Scenario};
+use super::scenario::{CudaGraphMode, Load, Scenario};
 use super::speculative::{draft_shape, DraftShape, DRAFT_PASS_OVERHEAD_SHARE};
 use crate::program::{Attention, Component, Mixer};
 use serde::Serialize;
@@ -114,12 +114,12 @@ pub struct PerfConstants {
 /// (Qwen3-235B-A22B, in seven TP/DP/EP layouts).
 pub const FITTED: PerfConstants = PerfConstants {
     memory_efficiency: 0.832,
-    compute_efficiency: 0.587,
-    step_overhead: 0.00436,
-    moe_layer_factor: 0.538,
-    sequence_layer_overhead: 0.403e-6,
-    request_latency: 0.0315,
-    eager_layer_time: 0.557e-3,
+    compute_efficiency: 0.538,
+    step_overhead: 0.00446,
+    moe_layer_factor: 0.515,
+    sequence_layer_overhead: 0.469e-6,
+    request_latency: 0.0308,
+    eager_layer_time: 0.569e-3,
 };
 
 /// Percentile ÷ mean factors for latencies. [heuristic, not fitted: the public
@@ -232,6 +232,9 @@ pub struct StepModel<'a> {
     /// Most tokens a step runs as a CUDA graph (`memory::max_cuda_graph_size`); `None`
     /// under `--enforce-eager`, where no step does.
     graph_max: Option<f64>,
+    /// Whether a step that carries a prompt chunk can run as a graph at all (not under
+    /// `FULL_DECODE_ONLY`).
+    mixed_graphs: bool,
 }
 
 /// What a [`stage_step`] call stands for, which decides whether the CPU's launches can
@@ -264,6 +267,7 @@ impl<'a> StepModel<'a> {
                     s.topology.gpu.architecture.as_deref(),
                 ) as f64
             }),
+            mixed_graphs: s.engine.cudagraph_mode != CudaGraphMode::FullDecodeOnly,
         }
     }
 
@@ -447,8 +451,16 @@ fn stage_step(
     // Windowed layers see at most their window; recurrent layers read and write one state
     // per sequence.
     let in_window = |c: f64| c.min(f.window);
-    let kv_bytes = (decode * ctx + prefill_prefix) * f.growing_kv
-        + (decode * in_window(ctx) + in_window(prefill_prefix)) * f.window_kv
+    // An 8-bit cache is read at its kernel family's measured rate per byte, not at the
+    // 16-bit one's (`FP8_KV_READ_FACTOR`).
+    let read_factor = if s.engine.vllm_attention && super::kv_pool::kv_element_bytes(m) < 2.0 {
+        fp8_kv_read_factor(KernelFamily::of(gpu.architecture.as_deref()))
+    } else {
+        1.0
+    };
+    let kv_bytes = ((decode * ctx + prefill_prefix) * f.growing_kv
+        + (decode * in_window(ctx) + in_window(prefill_prefix)) * f.window_kv)
+        * read_factor
         + tokens * f.kv_write
         + 2.0 * sequences * f.state_bytes;
     let attention_flops = 4.0
@@ -526,7 +538,9 @@ fn stage_step(
     let gpu_work = kernels.dense_gemms + kernels.experts + kernels.attention + comm;
     let eager = match sm.graph_max {
         None => true,
-        Some(max) => shape == StepShape::Whole && tokens > max,
+        Some(max) => {
+            shape == StepShape::Whole && (tokens > max || (prefill > 0.0 && !sm.mixed_graphs))
+        }
     };
     let cpu_launches = if eager {
         (c.eager_layer_time * f.blocks.layers as f64 - gpu_work).max(0.0)
@@ -835,6 +849,25 @@ pub fn closed_loop_prefill(clients: f64, service: f64, think: f64) -> f64 {
     }
     let [at_whole, next] = responses;
     at_whole + (clients - whole) * (next - at_whole)
+}
+
+/// Decode attention's time per byte of an 8-bit KV cache relative to a 16-bit one, per
+/// kernel family: the median over the decode-attention tables' memory-bound shapes
+/// (`calibration::kernels::fp8_kv_read_factors`; `tests/calibration.rs` re-derives it).
+/// Hopper's FlashAttention 3 dequantizes as it reads and keeps little of the halved bytes
+/// (an FP8 cache reads 1.84× as long per byte: 0.92 × BF16's time per token); Blackwell's
+/// FlashInfer decode kernel keeps most (1.26×).
+pub const FP8_KV_READ_FACTOR: [(KernelFamily, f64); 2] = [
+    (KernelFamily::Hopper, 1.84),
+    (KernelFamily::Blackwell, 1.26),
+];
+
+/// [`FP8_KV_READ_FACTOR`] of `family`.
+pub fn fp8_kv_read_factor(family: KernelFamily) -> f64 {
+    FP8_KV_READ_FACTOR
+        .iter()
+        .find(|(f, _)| *f == family)
+        .map_or(1.0, |(_, x)| *x)
 }
 
 /// Predictions at an operating point.

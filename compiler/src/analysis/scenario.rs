@@ -212,6 +212,14 @@ pub struct EngineSettings {
     pub max_num_batched_tokens: u64,
     pub block_size: u64,
     pub enforce_eager: bool,
+    /// Which steps run as CUDA graphs when not eager (vLLM's
+    /// `compilation_config.cudagraph_mode`).
+    pub cudagraph_mode: CudaGraphMode,
+    /// The decode attention runs vLLM's kernels, whose measured rate per byte of an 8-bit
+    /// KV cache applies (`perf::FP8_KV_READ_FACTOR`); false only for the TensorRT-LLM
+    /// reference rows, whose kernels the tables did not measure (read per byte, as
+    /// 16-bit).
+    pub vllm_attention: bool,
     pub kv_cache_memory: Option<f64>,
     /// Bytes of weights kept in CPU memory per GPU (0: none).
     pub cpu_offload: f64,
@@ -225,6 +233,19 @@ pub struct EngineSettings {
     pub overrides: MemoryOverrides,
     /// Speculative decoding, with the draft model resolved.
     pub speculative: Option<SpecDecode>,
+}
+
+/// vLLM's `compilation_config.cudagraph_mode`, as far as the step model can tell the
+/// modes apart: whether a step that carries a prompt chunk can run as a CUDA graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CudaGraphMode {
+    /// vLLM's default (`FULL_AND_PIECEWISE`): full graphs for decode-only steps, piecewise
+    /// graphs (attention outside) for mixed steps up to the largest captured size.
+    #[default]
+    FullAndPiecewise,
+    /// `FULL_DECODE_ONLY`: graphs for decode-only steps; every step with a prompt chunk
+    /// runs without, at the pace of the CPU's launches.
+    FullDecodeOnly,
 }
 
 /// Speculative decoding as the models read it.
@@ -309,6 +330,8 @@ pub fn engine_settings(
         max_num_batched_tokens: mnbt,
         block_size: o.block_size.unwrap_or(default_block),
         enforce_eager: o.enforce_eager,
+        cudagraph_mode: CudaGraphMode::default(),
+        vllm_attention: true,
         kv_cache_memory: o.kv_cache_memory,
         cpu_offload: o.cpu_offload.unwrap_or(0.0),
         enable_prefix_caching: o.enable_prefix_caching,

@@ -179,3 +179,73 @@ pub fn compute_bound_medians(tables: &[GemmTable]) -> Vec<(KernelFamily, MatmulK
         .map(|((f, k), v)| (f, k, (median(v) * 1000.0).round() / 1000.0))
         .collect()
 }
+
+/// Decode attention's time per byte of an 8-bit KV cache relative to a 16-bit one, from a
+/// `generation_attention.csv.gz` table (decompressed): for every shape (heads, KV heads,
+/// head size, batch, context) measured with both caches and memory-bound (the 16-bit call
+/// at least 50 µs, where launch costs are under a fifth), 2 × t(fp8) ÷ t(bf16) — 1 would
+/// be a kernel that reads FP8 as fast per byte as BF16 (twice as fast per token), 2 one
+/// that gains nothing. Full attention only (no window).
+pub fn fp8_kv_read_ratios(csv: &str) -> Vec<f64> {
+    let mut lines = csv.lines();
+    let Some(header) = lines.next() else {
+        return Vec::new();
+    };
+    let header: Vec<&str> = header.split(',').collect();
+    let col = |n: &str| header.iter().position(|h| *h == n);
+    let key_cols = [
+        "num_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "batch_size",
+        "isl",
+        "step",
+    ]
+    .map(col);
+    let (Some(kv), Some(window), Some(latency)) =
+        (col("kv_cache_dtype"), col("window_size"), col("latency"))
+    else {
+        return Vec::new();
+    };
+    let Some(keys) = key_cols.iter().copied().collect::<Option<Vec<usize>>>() else {
+        return Vec::new();
+    };
+    // Shape → (bf16 ms, fp8 ms).
+    let mut by: BTreeMap<Vec<String>, (Option<f64>, Option<f64>)> = BTreeMap::new();
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        if f.get(window).is_none_or(|w| *w != "0") {
+            continue;
+        }
+        let Some(ms) = f.get(latency).and_then(|v| v.parse::<f64>().ok()) else {
+            continue;
+        };
+        let key: Vec<String> = keys
+            .iter()
+            .map(|&i| f.get(i).unwrap_or(&"").to_string())
+            .collect();
+        let e = by.entry(key).or_default();
+        match f.get(kv) {
+            Some(&"bfloat16") => e.0 = Some(ms),
+            Some(&"fp8") => e.1 = Some(ms),
+            _ => {}
+        }
+    }
+    by.into_values()
+        .filter_map(|(b, f)| Some((b?, f?)))
+        .filter(|(b, _)| *b >= 0.05)
+        .map(|(b, f)| 2.0 * f / b)
+        .collect()
+}
+
+/// `perf::FP8_KV_READ_FACTOR` from the tables: per family, the median of its GPUs'
+/// [`fp8_kv_read_ratios`] pooled, to two decimals.
+pub fn fp8_kv_read_factors(tables: &[(KernelFamily, Vec<f64>)]) -> Vec<(KernelFamily, f64)> {
+    let mut by: BTreeMap<KernelFamily, Vec<f64>> = BTreeMap::new();
+    for (family, ratios) in tables {
+        by.entry(*family).or_default().extend(ratios);
+    }
+    by.into_iter()
+        .map(|(f, v)| (f, (median(v) * 100.0).round() / 100.0))
+        .collect()
+}

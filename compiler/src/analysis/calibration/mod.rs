@@ -222,6 +222,9 @@ pub fn scenario(row: &Row) -> Option<Scenario> {
         max_num_batched_tokens: TRTLLM_MAX_TOKENS as u64,
         block_size: 32,
         enforce_eager: false,
+        cudagraph_mode: super::scenario::CudaGraphMode::default(),
+        // TensorRT-LLM's XQA decode kernels, not vLLM's measured ones.
+        vllm_attention: false,
         kv_cache_memory: None,
         cpu_offload: 0.0,
         enable_prefix_caching: None,

@@ -3,8 +3,10 @@
 //! H100, H200 and B200 for dense and MoE models in BF16, FP8 and NVFP4.
 //!
 //! Every row becomes a [`Scenario`] from its own columns — model, GPU, weight format,
-//! TP/PP, DP (the MoE group's GPUs over TP), EP, lengths, concurrency — with vLLM's own
-//! engine defaults for that GPU, as a user who wrote only those numbers would get.
+//! TP/PP, DP (the MoE group's GPUs over TP), EP, lengths, concurrency — and from the
+//! published recipe of the source that measured it ([`Recipe`]: InferenceX's serving flags
+//! and length distribution, or vLLM's own defaults for that GPU where the source states
+//! none).
 //! Disaggregated rows (prefill and decode pools) are counted and skipped. Errors are
 //! reported per GPU, model, format and load regime, and cross-validated:
 //! [`cross_validate`] refits the serving constants without one GPU (or one model) and
@@ -12,6 +14,7 @@
 
 use super::{median, split_csv};
 use crate::analysis::catalog;
+use crate::analysis::gemm::KernelFamily;
 use crate::analysis::memory::memory;
 use crate::analysis::perf::{predict, PerfConstants};
 use crate::analysis::scenario::*;
@@ -49,9 +52,42 @@ pub struct SiliconRow {
     /// vLLM's expert parallelism (`--enable-expert-parallel`): experts over the TP × DP
     /// group.
     pub ep: bool,
+    /// How the row was measured.
+    pub recipe: Recipe,
     /// Mean TTFT and TPOT, seconds.
     pub ttft: f64,
     pub tpot: f64,
+}
+
+/// How a row was measured: the serving recipe and the benchmark client, which the
+/// dataset's two sources publish. The row's `backend_version` tells them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recipe {
+    /// SemiAnalysis's InferenceX runs, imported without a `backend_version` (the ids begin
+    /// with the import date). Their recipes (benchmarks/70b_fp8_h100_slurm.sh,
+    /// 70b_fp8_h200_slurm.sh, 70b_fp8_b200_docker.sh, 70b_fp4_b200_docker.sh in
+    /// SemiAnalysisAI/InferenceX) serve with `kv-cache-dtype: fp8`,
+    /// `max-num-batched-tokens: 8192`, no prefix caching, `--max-num-seqs` the concurrency
+    /// on Hopper and 512 on B200, whose compilation config also sets
+    /// `cudagraph_mode: FULL_DECODE_ONLY`; the client (`benchmark_serving.py`, random
+    /// dataset, `--ignore-eos`) sends 10 × concurrency requests whose lengths are drawn
+    /// uniformly from [0.8 × the stated length, the stated length]
+    /// (`--random-range-ratio 0.8`, as aisimulate's replay of these rows states).
+    InferenceX,
+    /// AIConfigurator's own collection (a `backend_version`): vLLM's defaults and the
+    /// stated lengths.
+    Collector,
+}
+
+impl Recipe {
+    /// Mean length of a request the client draws for a stated length: InferenceX's
+    /// uniform draw from [0.8 L, L] averages 0.9 L.
+    pub fn mean_length(self, stated: f64) -> f64 {
+        match self {
+            Recipe::InferenceX => 0.9 * stated,
+            Recipe::Collector => stated,
+        }
+    }
 }
 
 /// Parses the aggregated-serving rows; returns them and how many rows were skipped
@@ -85,6 +121,7 @@ pub fn parse_silicon(
         "silicon_tpot_ms",
     ]
     .map(col);
+    let version = col("backend_version");
     let Some(
         [id, model, system, mode, quant, moe_quant, isl, osl, batch, tp, pp, attention_dp, moe_tp, ep, ttft, tpot],
     ) = cols
@@ -128,11 +165,21 @@ pub fn parse_silicon(
             pp: num(pp).unwrap_or(1.0).max(1.0) as u64,
             dp: dp_ranks(t, num(attention_dp), num(moe_tp), num(ep)),
             ep: num(ep).unwrap_or(1.0) > 1.0,
+            recipe: recipe_of(version.and_then(|i| r.get(i)).map(|v| v.trim())),
             ttft: ft * 1e-3,
             tpot: pt * 1e-3,
         });
     }
     (out, skipped)
+}
+
+/// The recipe a row's `backend_version` names: InferenceX's imports state none; without
+/// the column at all, nothing is known and vLLM's defaults stand ([`Recipe::Collector`]).
+fn recipe_of(backend_version: Option<&str>) -> Recipe {
+    match backend_version {
+        Some("") => Recipe::InferenceX,
+        _ => Recipe::Collector,
+    }
 }
 
 /// The DP ranks of one engine (or pool) as the dataset states them: `attention_dp_size`
@@ -279,6 +326,8 @@ pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
         }
     }
     let (gpu, scale_up) = system_gpu(&r.gpu)?;
+    let inferencex = r.recipe == Recipe::InferenceX;
+    let blackwell = KernelFamily::of(gpu.architecture.as_deref()) == KernelFamily::Blackwell;
     let gpus = (r.tp * r.pp * r.dp).max(8);
     let topology = Topology {
         gpus_per_node: gpus,
@@ -289,11 +338,19 @@ pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
         price_per_node_hour: None,
         gpu,
     };
+    if inferencex && matches!(model.weights.as_str(), "fp8" | "nvfp4") {
+        model.kv_cache = "fp8".into();
+    }
     let options = VllmOptions {
         max_model_len: Some(r.isl + r.osl),
+        max_num_seqs: inferencex.then_some(if blackwell { 512 } else { r.concurrency }),
+        max_num_batched_tokens: inferencex.then_some(8192.0),
         ..VllmOptions::default()
     };
-    let engine = engine_settings(&model, &topology.gpu, &options);
+    let mut engine = engine_settings(&model, &topology.gpu, &options);
+    if inferencex && blackwell {
+        engine.cudagraph_mode = CudaGraphMode::FullDecodeOnly;
+    }
     Some(Scenario {
         model_name: name,
         model,
@@ -307,8 +364,8 @@ pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
         },
         engine,
         workload: Some(WorkloadSpec::new(
-            r.isl,
-            r.osl,
+            r.recipe.mean_length(r.isl),
+            r.recipe.mean_length(r.osl),
             Load::Concurrency(r.concurrency),
             None,
         )),
@@ -374,19 +431,20 @@ pub fn cross_validate(
     out
 }
 
-/// Requests per benchmark run, per slot of concurrency. The dataset does not say how many
-/// requests each run sent; a run starts with one request per slot at once, so this sets
-/// the weight of that first wave in the mean TTFT. Fitted with the constants
-/// ([`fit_silicon`]); it describes the benchmark, not the engine.
-pub const REQUESTS_PER_SLOT: f64 = 10.2;
+/// Requests per benchmark run, per slot of concurrency: InferenceX's clients send
+/// `--num-prompts $(( CONC * 10 ))` (its benchmarks/*.sh), and AIConfigurator replays its
+/// collection's runs with `request_count: concurrency × 10` (aisimulate's replay spec).
+/// A run starts with one request per slot at once, so this sets the weight of that first
+/// wave in the mean TTFT. (Fitted as a free constant it came out at 9.8–10.2.)
+pub const REQUESTS_PER_SLOT: f64 = 10.0;
 
-/// Predicted (TTFT, TPOT) in seconds for a run of `requests_per_slot` × concurrency
+/// Predicted (TTFT, TPOT) in seconds for a run of [`REQUESTS_PER_SLOT`] × concurrency
 /// requests; `None` when dic cannot model the row or its memory model says the row cannot
 /// run (a miss).
 pub fn predict_run(r: &SiliconRow, fit: &SiliconFit) -> Option<(f64, f64)> {
     let mut s = scenario(r)?;
     if let Some(w) = s.workload.as_mut() {
-        w.requests = Some(fit.requests_per_slot * r.concurrency as f64);
+        w.requests = Some(REQUESTS_PER_SLOT * r.concurrency as f64);
     }
     let mem = memory(&s);
     if mem.kv_cache_tokens < s.engine.max_model_len {
@@ -429,14 +487,13 @@ pub fn silicon_objective(rows: &[SiliconRow], fit: &SiliconFit) -> f64 {
     sum / (2.0 * rows.len().max(1) as f64)
 }
 
-/// The fitted constants and run length.
+/// The fitted constants.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SiliconFit {
     pub constants: PerfConstants,
-    pub requests_per_slot: f64,
 }
 
-/// Coordinate descent on the six constants and the run length, each step multiplying
+/// Coordinate descent on the seven constants, each step multiplying
 /// one of them by a factor that shrinks from 2 to 1.02; deterministic, from `start`.
 pub fn fit_silicon(rows: &[SiliconRow], start: SiliconFit) -> SiliconFit {
     let get = |f: &SiliconFit, i: usize| match i {
@@ -446,8 +503,7 @@ pub fn fit_silicon(rows: &[SiliconRow], start: SiliconFit) -> SiliconFit {
         3 => f.constants.sequence_layer_overhead,
         4 => f.constants.request_latency,
         5 => f.constants.moe_layer_factor,
-        6 => f.constants.eager_layer_time,
-        _ => f.requests_per_slot,
+        _ => f.constants.eager_layer_time,
     };
     let set = |f: &mut SiliconFit, i: usize, v: f64| match i {
         0 => f.constants.memory_efficiency = v.clamp(0.05, 1.0),
@@ -456,11 +512,10 @@ pub fn fit_silicon(rows: &[SiliconRow], start: SiliconFit) -> SiliconFit {
         3 => f.constants.sequence_layer_overhead = v.clamp(0.0, 1.25e-6),
         4 => f.constants.request_latency = v.clamp(0.0, 1.0),
         5 => f.constants.moe_layer_factor = v.clamp(0.0, 10.0),
-        6 => f.constants.eager_layer_time = v.clamp(0.0, 5e-3),
-        _ => f.requests_per_slot = v.clamp(1.0, 1000.0),
+        _ => f.constants.eager_layer_time = v.clamp(0.0, 5e-3),
     };
     // Values that start at 0 move from these floors.
-    let floor = [0.05, 0.05, 1e-4, 1.25e-9, 1e-3, 0.01, 1e-6, 1.0];
+    let floor = [0.05, 0.05, 1e-4, 1.25e-9, 1e-3, 0.01, 1e-6];
     super::coordinate_descent(
         start,
         &floor,
@@ -499,8 +554,8 @@ disaggregated or incomplete); closed loop at a fixed number of requests in fligh
     out.push_str(&format!(
         "Fitted constants (`perf::FITTED`): memory efficiency {:.3}, compute efficiency {:.3}, step overhead \
 {:.2} ms, MoE layer {:.2} × its fused-MoE kernel, overhead per sequence per layer {:.2} µs, request latency {:.1} ms, \
-CPU time per layer of a step without CUDA graphs {:.0} µs; benchmark run length {:.1} requests per slot of concurrency (the dataset does not say; it weighs the first wave, which \
-arrives at once).\n\n",
+CPU time per layer of a step without CUDA graphs {:.0} µs. Each run is {} requests per slot of concurrency \
+(`silicon::REQUESTS_PER_SLOT`, both sources' convention; it weighs the first wave, which arrives at once).\n\n",
         c.memory_efficiency,
         c.compute_efficiency,
         c.step_overhead * 1e3,
@@ -508,8 +563,13 @@ arrives at once).\n\n",
         c.sequence_layer_overhead * 1e6,
         c.request_latency * 1e3,
         c.eager_layer_time * 1e6,
-        fit.requests_per_slot
+        REQUESTS_PER_SLOT
     ));
+    out.push_str("Rows are predicted as they were measured (`silicon::Recipe`): the InferenceX rows (no \
+`backend_version`) with that benchmark's published recipe — FP8 KV cache, 8192 tokens per step, `--max-num-seqs` \
+the concurrency on Hopper and 512 on B200, whose mixed steps run without CUDA graphs (`FULL_DECODE_ONLY`), \
+requests 0.9 × the stated lengths on average (lengths drawn from [0.8, 1] × stated) — and AIConfigurator's own \
+rows with vLLM's defaults and the stated lengths.\n\n");
     out.push_str("Error = predicted / measured − 1. Median and 90th percentile of |error|; bias = median signed error. \
 A row dic's memory model says cannot run counts as not modelled. The fit minimises the mean |log error| of TTFT and \
 TPOT, each capped at 1 (a factor of e) so that the few rows off by far more do not set the constants for the rest.\n\n");
@@ -613,13 +673,11 @@ pub const START: SiliconFit = SiliconFit {
         request_latency: 0.02,
         eager_layer_time: 0.25e-3,
     },
-    requests_per_slot: 10.0,
 };
 
-/// The stored fit: [`crate::analysis::perf::FITTED`] and [`REQUESTS_PER_SLOT`].
+/// The stored fit: [`crate::analysis::perf::FITTED`].
 pub const STORED: SiliconFit = SiliconFit {
     constants: crate::analysis::perf::FITTED,
-    requests_per_slot: REQUESTS_PER_SLOT,
 };
 
 /// One disaggregated row: the prefill and decode pools as measured, closed loop with the
@@ -695,6 +753,7 @@ pub fn parse_disagg(csv: &str, configs: &dyn Fn(&str) -> Option<Model>) -> Vec<D
             pp: 1,
             dp: decode.dp,
             ep: decode.ep,
+            recipe: recipe_of(get("backend_version")),
             ttft: ttft * 1e-3,
             tpot: tpot * 1e-3,
         };
@@ -898,6 +957,63 @@ c,Qwen/Qwen3-32B,h100_sxm,agg,w4afp8_new,,1024,1024,8,1,1,,1,1,100,10\n"
                 pair("fp8", "fp8"),
                 pair("bf16", "bf16")
             ]
+        );
+    }
+
+    /// An InferenceX row (no `backend_version`) is predicted with that benchmark's
+    /// recipe: FP8 KV cache, 8192 tokens per step, `--max-num-seqs` the concurrency on
+    /// Hopper and 512 on B200 with `FULL_DECODE_ONLY` graphs, and requests averaging 0.9 ×
+    /// the stated lengths; a row of AIConfigurator's own collection with vLLM's defaults.
+    #[test]
+    fn rows_are_predicted_with_their_sources_recipe() {
+        use crate::analysis::scenario::CudaGraphMode;
+        let header = "id,backend_version,model_path,system,mode,gemm_quant_mode,moe_quant_mode,\
+isl,osl,batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,silicon_ttft_ms,\
+silicon_tpot_ms";
+        let csv = format!(
+            "{header}\n\
+a,,meta-llama/Llama-3.1-70B,h100_sxm,agg,fp8,fp8,1024,8192,16,4,1,1,4,1,127.9,14.1\n\
+b,,meta-llama/Llama-3.1-70B,b200_sxm,agg,nvfp4,nvfp4,8192,1024,16,8,1,1,8,1,404.3,12.0\n\
+c,0.12.0,Qwen/Qwen3-32B,h100_sxm,agg,,,4096,1024,8,2,1,,1,1,748.9,17.9\n"
+        );
+        let (rows, _) = parse_silicon(&csv, &|_| None);
+        let recipes: Vec<Recipe> = rows.iter().map(|r| r.recipe).collect();
+        assert_eq!(
+            recipes,
+            [Recipe::InferenceX, Recipe::InferenceX, Recipe::Collector]
+        );
+        let s: Vec<Scenario> = rows
+            .iter()
+            .map(|r| scenario(r).expect("modelled"))
+            .collect();
+        let engine = |s: &Scenario| {
+            (
+                s.model.kv_cache.clone(),
+                s.engine.max_num_seqs,
+                s.engine.max_num_batched_tokens,
+                s.engine.cudagraph_mode,
+            )
+        };
+        assert_eq!(
+            engine(&s[0]),
+            ("fp8".into(), 16, 8192, CudaGraphMode::FullAndPiecewise)
+        );
+        assert_eq!(
+            engine(&s[1]),
+            ("fp8".into(), 512, 8192, CudaGraphMode::FullDecodeOnly)
+        );
+        // vLLM 0.33's defaults on an 80 GB GPU.
+        assert_eq!(
+            engine(&s[2]),
+            ("auto".into(), 1024, 8192, CudaGraphMode::FullAndPiecewise)
+        );
+        let lengths: Vec<(f64, f64)> = s
+            .iter()
+            .map(|s| s.workload.map(|w| (w.prompt, w.output)).unwrap_or_default())
+            .collect();
+        assert_eq!(
+            lengths,
+            [(921.6, 7372.8), (7372.8, 921.6), (4096.0, 1024.0)]
         );
     }
 }

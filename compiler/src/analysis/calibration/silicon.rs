@@ -73,6 +73,10 @@ pub enum Recipe {
     /// dataset, `--ignore-eos`) sends 10 × concurrency requests whose lengths are drawn
     /// uniformly from [0.8 × the stated length, the stated length]
     /// (`--random-range-ratio 0.8`, as aisimulate's replay of these rows states).
+    /// The serving flags are the Llama-70B scripts', the only model of this source in the
+    /// training split; InferenceX's other recipes differ (gpt-oss on B200 keeps vLLM's
+    /// default CUDA graphs up to 2048 tokens), so its other models' rows are read with
+    /// the 70B's flags, an approximation.
     InferenceX,
     /// AIConfigurator's own collection (a `backend_version`): vLLM's defaults and the
     /// stated lengths.

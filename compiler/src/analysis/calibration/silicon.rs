@@ -67,8 +67,9 @@ pub enum Recipe {
     /// with the import date). Their recipes (benchmarks/70b_fp8_h100_slurm.sh,
     /// 70b_fp8_h200_slurm.sh, 70b_fp8_b200_docker.sh, 70b_fp4_b200_docker.sh in
     /// SemiAnalysisAI/InferenceX) serve with `kv-cache-dtype: fp8`,
-    /// `max-num-batched-tokens: 8192`, no prefix caching, `--max-num-seqs` the concurrency
-    /// on Hopper and 512 on B200, whose compilation config also sets
+    /// `max-num-batched-tokens: 8192`, `--gpu-memory-utilization 0.9`, no prefix caching,
+    /// `--max-num-seqs` the concurrency on Hopper and 512 on B200, whose compilation config
+    /// also sets
     /// `cudagraph_mode: FULL_DECODE_ONLY`; the client (`benchmark_serving.py`, random
     /// dataset, `--ignore-eos`) sends 10 × concurrency requests whose lengths are drawn
     /// uniformly from [0.8 × the stated length, the stated length]
@@ -349,6 +350,7 @@ pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
         max_model_len: Some(r.isl + r.osl),
         max_num_seqs: inferencex.then_some(if blackwell { 512 } else { r.concurrency }),
         max_num_batched_tokens: inferencex.then_some(8192.0),
+        gpu_memory_utilization: inferencex.then_some(0.9),
         ..VllmOptions::default()
     };
     let mut engine = engine_settings(&model, &topology.gpu, &options);
@@ -572,7 +574,7 @@ CPU time per layer of a step without CUDA graphs {:.0} µs. Each run is {} reque
     out.push_str("Rows are predicted as they were measured (`silicon::Recipe`): the InferenceX rows (no \
 `backend_version`) with that benchmark's published recipe — FP8 KV cache, 8192 tokens per step, `--max-num-seqs` \
 the concurrency on Hopper and 512 on B200, whose mixed steps run without CUDA graphs (`FULL_DECODE_ONLY`), \
-requests 0.9 × the stated lengths on average (lengths drawn from [0.8, 1] × stated) — and AIConfigurator's own \
+0.9 of the GPU's memory, requests 0.9 × the stated lengths on average (lengths drawn from [0.8, 1] × stated) — and AIConfigurator's own \
 rows with vLLM's defaults and the stated lengths.\n\n");
     out.push_str("Error = predicted / measured − 1. Median and 90th percentile of |error|; bias = median signed error. \
 A row dic's memory model says cannot run counts as not modelled. The fit minimises the mean |log error| of TTFT and \
@@ -964,7 +966,8 @@ c,Qwen/Qwen3-32B,h100_sxm,agg,w4afp8_new,,1024,1024,8,1,1,,1,1,100,10\n"
     }
 
     /// An InferenceX row (no `backend_version`) is predicted with that benchmark's
-    /// recipe: FP8 KV cache, 8192 tokens per step, `--max-num-seqs` the concurrency on
+    /// recipe: FP8 KV cache, 8192 tokens per step, 0.9 of the GPU's memory,
+    /// `--max-num-seqs` the concurrency on
     /// Hopper and 512 on B200 with `FULL_DECODE_ONLY` graphs, and requests averaging 0.9 ×
     /// the stated lengths; a row of AIConfigurator's own collection with vLLM's defaults.
     #[test]
@@ -994,21 +997,28 @@ c,0.12.0,Qwen/Qwen3-32B,h100_sxm,agg,,,4096,1024,8,2,1,,1,1,748.9,17.9\n"
                 s.model.kv_cache.clone(),
                 s.engine.max_num_seqs,
                 s.engine.max_num_batched_tokens,
+                s.engine.gpu_memory_utilization,
                 s.engine.cudagraph_mode,
             )
         };
         assert_eq!(
             engine(&s[0]),
-            ("fp8".into(), 16, 8192, CudaGraphMode::FullAndPiecewise)
+            ("fp8".into(), 16, 8192, 0.9, CudaGraphMode::FullAndPiecewise)
         );
         assert_eq!(
             engine(&s[1]),
-            ("fp8".into(), 512, 8192, CudaGraphMode::FullDecodeOnly)
+            ("fp8".into(), 512, 8192, 0.9, CudaGraphMode::FullDecodeOnly)
         );
         // vLLM 0.33's defaults on an 80 GB GPU.
         assert_eq!(
             engine(&s[2]),
-            ("auto".into(), 1024, 8192, CudaGraphMode::FullAndPiecewise)
+            (
+                "auto".into(),
+                1024,
+                8192,
+                0.92,
+                CudaGraphMode::FullAndPiecewise
+            )
         );
         let lengths: Vec<(f64, f64)> = s
             .iter()

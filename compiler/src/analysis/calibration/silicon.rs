@@ -583,8 +583,11 @@ TPOT, each capped at 1 (a factor of e) so that the few rows off by far more do n
 by any constant: at TP 8, 8000 tokens in and 100 out, 40 in flight, the measured TTFT (169.8 ms) and TPOT (7.46 ms) \
 imply by Little's law 43.7 requests/s, so about 2,600 prompt tokens in every 7.46 ms step; their 64 all-reduces of \
 21 MB take 0.11 ms each on 8 H200s in the measured kernel tables, 7.0 ms of the step before any GEMM runs. The \
-run must have prefilled less than it states (a prefix cache hit, shorter prompts); its decode-bound rows \
-(4000 × 2000 at 128 in flight) are within 4%.\n\n");
+run must have prefilled less than it states (a prefix cache hit, shorter prompts). Its decode-bound row \
+(4000 × 2000 at 128 in flight, an FP8 cache) is 34% slow in dic: with the cache read at the decode-attention tables' \
+FP8 rate (`perf::FP8_KV_READ_FACTOR`, FlashAttention 3 in vLLM 0.24: 0.92 × BF16's time per token) instead of at half \
+BF16's, which had it within 4%. This row (vLLM 0.12) may have run another FP8 decode kernel than the tables; the \
+InferenceX 70B rows on Hopper, also an FP8 cache, agree with the tables (TPOT bias −3% and −1%).\n\n");
     out.push_str("| evaluation | metric | rows | modelled | median \\|error\\| | p90 \\|error\\| | bias |\n|---|---|---|---|---|---|---|\n");
     for (name, e) in [
         ("fitted on every row", &fitted[..]),

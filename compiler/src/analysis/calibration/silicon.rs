@@ -79,9 +79,10 @@ pub enum Recipe {
     /// default CUDA graphs up to 2048 tokens), so its other models' rows are read with
     /// the 70B's flags, an approximation.
     InferenceX,
-    /// AIConfigurator's own collection (a `backend_version`): vLLM's defaults and the
-    /// stated lengths.
-    Collector,
+    /// AIConfigurator's own collection (a `backend_version`, the vLLM release the rows
+    /// were measured on, as major and minor): that release's defaults and the stated
+    /// lengths.
+    Collector { vllm: Option<(u32, u32)> },
 }
 
 impl Recipe {
@@ -90,7 +91,22 @@ impl Recipe {
     pub fn mean_length(self, stated: f64) -> f64 {
         match self {
             Recipe::InferenceX => 0.9 * stated,
-            Recipe::Collector => stated,
+            Recipe::Collector { .. } => stated,
+        }
+    }
+
+    /// The share of GPU memory vLLM may use: InferenceX's recipes pass
+    /// `--gpu-memory-utilization 0.9`; vLLM's own default was 0.9 in the collection's
+    /// release (0.12) and still in the 0.13/0.14 line (its `CacheConfig` with
+    /// `mamba_cache_mode` says 0.9) and is 0.92 by 0.25 (dic's 0.33 reference). Releases in
+    /// between, and rows that state none, get 0.33's default (`None`).
+    pub fn gpu_memory_utilization(self) -> Option<f64> {
+        match self {
+            Recipe::InferenceX => Some(0.9),
+            Recipe::Collector {
+                vllm: Some(version),
+            } if version <= (0, 14) => Some(0.9),
+            Recipe::Collector { .. } => None,
         }
     }
 }
@@ -179,11 +195,19 @@ pub fn parse_silicon(
 }
 
 /// The recipe a row's `backend_version` names: InferenceX's imports state none; without
-/// the column at all, nothing is known and vLLM's defaults stand ([`Recipe::Collector`]).
+/// the column at all, nothing is known and vLLM 0.33's defaults stand.
 fn recipe_of(backend_version: Option<&str>) -> Recipe {
     match backend_version {
         Some("") => Recipe::InferenceX,
-        _ => Recipe::Collector,
+        Some(v) => {
+            let mut parts = v.split('.').map(|p| p.trim().parse::<u32>().ok());
+            let vllm = match (parts.next().flatten(), parts.next().flatten()) {
+                (Some(major), Some(minor)) => Some((major, minor)),
+                _ => None,
+            };
+            Recipe::Collector { vllm }
+        }
+        None => Recipe::Collector { vllm: None },
     }
 }
 
@@ -350,7 +374,7 @@ pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
         max_model_len: Some(r.isl + r.osl),
         max_num_seqs: inferencex.then_some(if blackwell { 512 } else { r.concurrency }),
         max_num_batched_tokens: inferencex.then_some(8192.0),
-        gpu_memory_utilization: inferencex.then_some(0.9),
+        gpu_memory_utilization: r.recipe.gpu_memory_utilization(),
         ..VllmOptions::default()
     };
     let mut engine = engine_settings(&model, &topology.gpu, &options);
@@ -575,7 +599,8 @@ CPU time per layer of a step without CUDA graphs {:.0} µs. Each run is {} reque
 `backend_version`) with that benchmark's published recipe — FP8 KV cache, 8192 tokens per step, `--max-num-seqs` \
 the concurrency on Hopper and 512 on B200, whose mixed steps run without CUDA graphs (`FULL_DECODE_ONLY`), \
 0.9 of the GPU's memory, requests 0.9 × the stated lengths on average (lengths drawn from [0.8, 1] × stated) — and AIConfigurator's own \
-rows with vLLM's defaults and the stated lengths.\n\n");
+rows with the stated lengths and the defaults of the vLLM release they state (0.12: 0.9 of the GPU's memory, where 0.33 \
+takes 0.92).\n\n");
     out.push_str("Error = predicted / measured − 1. Median and 90th percentile of |error|; bias = median signed error. \
 A row dic's memory model says cannot run counts as not modelled. The fit minimises the mean |log error| of TTFT and \
 TPOT, each capped at 1 (a factor of e) so that the few rows off by far more do not set the constants for the rest.\n\n");
@@ -970,9 +995,10 @@ c,Qwen/Qwen3-32B,h100_sxm,agg,w4afp8_new,,1024,1024,8,1,1,,1,1,100,10\n"
 
     /// An InferenceX row (no `backend_version`) is predicted with that benchmark's
     /// recipe: FP8 KV cache, 8192 tokens per step, 0.9 of the GPU's memory,
-    /// `--max-num-seqs` the concurrency on
-    /// Hopper and 512 on B200 with `FULL_DECODE_ONLY` graphs, and requests averaging 0.9 ×
-    /// the stated lengths; a row of AIConfigurator's own collection with vLLM's defaults.
+    /// `--max-num-seqs` the concurrency on Hopper and 512 on B200 with
+    /// `FULL_DECODE_ONLY` graphs, and requests averaging 0.9 × the stated lengths; a row of
+    /// AIConfigurator's own collection with vLLM's defaults, the memory share its stated
+    /// release's (0.9 for 0.12; a later release's is 0.33's).
     #[test]
     fn rows_are_predicted_with_their_sources_recipe() {
         use crate::analysis::scenario::CudaGraphMode;
@@ -989,7 +1015,13 @@ c,0.12.0,Qwen/Qwen3-32B,h100_sxm,agg,,,4096,1024,8,2,1,,1,1,748.9,17.9\n"
         let recipes: Vec<Recipe> = rows.iter().map(|r| r.recipe).collect();
         assert_eq!(
             recipes,
-            [Recipe::InferenceX, Recipe::InferenceX, Recipe::Collector]
+            [
+                Recipe::InferenceX,
+                Recipe::InferenceX,
+                Recipe::Collector {
+                    vllm: Some((0, 12))
+                }
+            ]
         );
         let s: Vec<Scenario> = rows
             .iter()
@@ -1012,17 +1044,21 @@ c,0.12.0,Qwen/Qwen3-32B,h100_sxm,agg,,,4096,1024,8,2,1,,1,1,748.9,17.9\n"
             engine(&s[1]),
             ("fp8".into(), 512, 8192, 0.9, CudaGraphMode::FullDecodeOnly)
         );
-        // vLLM 0.33's defaults on an 80 GB GPU.
+        // vLLM's defaults on an 80 GB GPU, with vLLM 0.12's memory share (0.33 takes 0.92).
         assert_eq!(
             engine(&s[2]),
             (
                 "auto".into(),
                 1024,
                 8192,
-                0.92,
+                0.9,
                 CudaGraphMode::FullAndPiecewise
             )
         );
+        let later = Recipe::Collector {
+            vllm: Some((0, 25)),
+        };
+        assert_eq!(later.gpu_memory_utilization(), None);
         let lengths: Vec<(f64, f64)> = s
             .iter()
             .map(|s| s.workload.map(|w| (w.prompt, w.output)).unwrap_or_default())

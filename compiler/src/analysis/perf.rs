@@ -3,7 +3,8 @@
 //!
 //! One forward step of one PP stage processing `tokens` tokens runs three kernel groups
 //! one after another: the dense GEMMs and LM head (streaming the dense weights, at the
-//! weights' format's rate) and attention (streaming the KV cache, at the 16-bit rate),
+//! weights' format's rate) and attention (streaming the KV cache, at the 16-bit rate;
+//! an 8-bit cache read at its kernels' measured rate per byte, `FP8_KV_READ_FACTOR`),
 //! each at its own roofline of `flops / (peak × compute_eff)` and `bytes / (HBM ×
 //! memory_eff)` — for the GEMMs the p-norm the kernel tables fit (`gemm::roofline`,
 //! p = 2: measured GEMMs near the ridge run slower than either ceiling; with it, TPOT
@@ -16,7 +17,8 @@
 //! dense GEMMs); then communication (TP all-reduces as vLLM runs them,
 //! `comm::vllm_all_reduce_time`, both regimes fitted on the kernel tables) and a fixed
 //! overhead. A step vLLM runs without CUDA graphs (more tokens than its largest captured
-//! batch: a prompt chunk; every step under `--enforce-eager`) lasts at least the CPU's
+//! batch: a prompt chunk; any step with a prompt chunk under `FULL_DECODE_ONLY`
+//! (`scenario::CudaGraphMode`); every step under `--enforce-eager`) lasts at least the CPU's
 //! time to launch it, `eager_layer_time` per layer; the token step charges that to the
 //! share of its steps that carry a prompt chunk. The dense rates are taken at the share
 //! of the datasheet peak the GPU's kernel family reaches in the kernel tables relative
@@ -89,7 +91,7 @@ pub struct PerfConstants {
     /// tokens, 1024 on data-centre Blackwell; every prompt chunk of the rows) or any step
     /// under `--enforce-eager` launches each layer's kernels from the CPU as it runs, and the
     /// GPU gets no further ahead than the launches, so the step lasts
-    /// `max(GPU work, layers × this)`. Fitted at 0.55 ms: 44 ms for a 70B's 80 layers,
+    /// `max(GPU work, layers × this)`. Fitted at 0.55–0.57 ms: 44–46 ms for a 70B's 80 layers,
     /// longer than a 1024-token prompt's GPU work at TP 4 and 8, which is why measured
     /// TTFT stops falling with TP there. The 70B's 1024-token rows at TP 4 and 8 went from
     /// 16–31% to 7–26% median |error| (H200 TP 4: 15% → 7%; B200 TP 8: 31% → 24%), and the

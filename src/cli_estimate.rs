@@ -29,24 +29,11 @@ fn model(arg: &str) -> Result<(String, Model), String> {
         .file_name()
         .and_then(|f| f.to_str())
         .unwrap_or("config.json");
-    let quant_path = match file_name.strip_suffix("_config.json") {
-        Some(stem) => path.with_file_name(format!("{stem}_hf_quant_config.json")),
-        None => path.with_file_name("hf_quant_config.json"),
-    };
+    let quant_path =
+        path.with_file_name(dic_compiler::import_hf::quant_config_file_name(file_name));
     let quant = dic::disk::read_text(&quant_path).ok();
-    let (name, repo) = dic_compiler::import_hf::names_from_file(file_name);
-    let req = dic_compiler::import_hf::ImportRequest {
-        config: &text,
-        quant_config: quant.as_deref(),
-        name: &name,
-        repo: repo.as_deref(),
-        source_name: file_name,
-    };
-    let dist =
-        dic_compiler::import_hf::import(&req).map_err(|d| format!("{}: {}", d.code, d.message))?;
-    let m = dic_compiler::import_hf::model_from_text(&dist);
-    m.map(|m| (name, m))
-        .ok_or_else(|| format!("`{arg}` could not be turned into a model"))
+    dic_compiler::import_hf::model_from_config(file_name, &text, quant.as_deref())
+        .map_err(|d| format!("{}: {}", d.code, d.message))
 }
 
 pub fn run_cli(model_arg: &str, req: &EstimateRequest, json: bool) -> u8 {

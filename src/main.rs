@@ -346,13 +346,7 @@ fn import_hf(path: &str, name: Option<&str>) -> u8 {
         .file_name()
         .and_then(|f| f.to_str())
         .unwrap_or("config.json");
-    // hf_quant_config.json beside it: `X_hf_quant_config.json` for `X_config.json`, or
-    // `hf_quant_config.json` in the same folder.
-    let quant_path = if let Some(stem) = file_name.strip_suffix("_config.json") {
-        p.with_file_name(format!("{stem}_hf_quant_config.json"))
-    } else {
-        p.with_file_name("hf_quant_config.json")
-    };
+    let quant_path = p.with_file_name(dic_compiler::import_hf::quant_config_file_name(file_name));
     let quant = dic::disk::read_text(&quant_path).ok();
     let (derived, repo) = names_from_file(file_name);
     let req = ImportRequest {

@@ -48,10 +48,9 @@ fn hf_config(id: &str) -> Option<Model> {
     let dir = common::shared_dir()?.join("models/hf");
     let file = format!("{}_config.json", id.replace('/', "--"));
     let config = std::fs::read_to_string(dir.join(&file)).ok()?;
-    let quant =
-        std::fs::read_to_string(dir.join(file.replace("_config.json", "_hf_quant_config.json")))
-            .ok();
-    import_hf::model_from_config(&file, &config, quant.as_deref())
+    let quant = std::fs::read_to_string(dir.join(import_hf::quant_config_file_name(&file))).ok();
+    let (_, model) = import_hf::model_from_config(&file, &config, quant.as_deref()).ok()?;
+    Some(model)
 }
 
 /// The vLLM rows, how many were skipped, and their leave-one-GPU-out and
@@ -273,19 +272,16 @@ fn fused_moe_curves_are_the_fit() {
 )]
 #[test]
 fn fp8_kv_read_factors_are_the_tables_medians() {
-    let Some(shared) = common::shared_dir() else {
+    let Some(tables) = kernel_tables("generation_attention", 1000, |text, _| {
+        fp8_kv_read_ratios(text)
+    }) else {
         return;
     };
-    let tables: Vec<(KernelFamily, Vec<f64>)> = KERNEL_GPUS
-        .iter()
-        .map(|(dir, gpu, _)| {
-            let ratios = fp8_kv_read_ratios(&kernel_text(&shared, dir, "generation_attention"));
-            assert!(ratios.len() > 1000, "{dir}: {} shapes", ratios.len());
-            let (spec, _) = dic_compiler::analysis::catalog::gpu(gpu).expect("catalog");
-            (KernelFamily::of(spec.architecture.as_deref()), ratios)
-        })
+    let by_family: Vec<(KernelFamily, Vec<f64>)> = tables
+        .into_iter()
+        .map(|(_, family, ratios)| (family, ratios))
         .collect();
-    let factors = fp8_kv_read_factors(&tables);
+    let factors = fp8_kv_read_factors(&by_family);
     assert_eq!(factors.len(), 2, "{factors:?}");
     for (f, m) in factors {
         assert_eq!(
@@ -471,7 +467,7 @@ fn rows_of_other_models_and_gpus_are_modelled() {
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|f| f.ends_with("_config.json") && !f.ends_with("_hf_quant_config.json"))
-        .map(|f| f.trim_end_matches("_config.json").replacen("--", "/", 1))
+        .filter_map(|f| import_hf::names_from_file(&f).1)
         .collect();
     ids.sort();
     assert!(ids.len() >= 30, "{ids:?}");

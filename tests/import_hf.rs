@@ -7,10 +7,24 @@
 mod common;
 
 use dic_compiler::architecture;
-use dic_compiler::import_hf::{import, names_from_file, ImportRequest};
+use dic_compiler::import_hf::{import, names_from_file, quant_config_file_name, ImportRequest};
 use dic_compiler::program::{Body, Model};
 use dic_compiler::schema::Kind;
 use dic_compiler::source::MemoryWorld;
+
+/// The quantization config beside a checkpoint's config: the flattened copies' prefixed
+/// name, or a checkpoint folder's own `hf_quant_config.json`.
+#[test]
+fn the_quant_config_is_named_after_its_config() {
+    assert_eq!(
+        quant_config_file_name("nvidia--Llama-3.1-70B-Instruct-FP8_config.json"),
+        "nvidia--Llama-3.1-70B-Instruct-FP8_hf_quant_config.json"
+    );
+    assert_eq!(
+        quant_config_file_name("config.json"),
+        "hf_quant_config.json"
+    );
+}
 
 /// config file stem → the stdlib model that describes the same checkpoint.
 const STDLIB_OF: &[(&str, &str)] = &[
@@ -95,7 +109,7 @@ fn import_hf_maps_every_shared_config_and_agrees_with_the_stdlib() {
         let file_name = path.file_name().unwrap().to_string_lossy().to_string();
         let stem = file_name.trim_end_matches("_config.json").to_string();
         let config = std::fs::read_to_string(&path).unwrap();
-        let quant = std::fs::read_to_string(dir.join(format!("{stem}_hf_quant_config.json"))).ok();
+        let quant = std::fs::read_to_string(dir.join(quant_config_file_name(&file_name))).ok();
         let (name, repo) = names_from_file(&file_name);
         let std_name = STDLIB_OF.iter().find(|(s, _)| *s == stem).map(|(_, n)| *n);
         let text = match import(&ImportRequest {
@@ -305,9 +319,8 @@ fn every_shared_config_estimates() {
         if !file_name.ends_with("_config.json") || file_name.ends_with("_hf_quant_config.json") {
             continue;
         }
-        let stem = file_name.trim_end_matches("_config.json");
         let config = std::fs::read_to_string(&path).unwrap();
-        let quant = std::fs::read_to_string(dir.join(format!("{stem}_hf_quant_config.json"))).ok();
+        let quant = std::fs::read_to_string(dir.join(quant_config_file_name(&file_name))).ok();
         let (name, repo) = names_from_file(&file_name);
         let text = import(&ImportRequest {
             config: &config,

@@ -1,20 +1,21 @@
 //! Fits the performance constants on vLLM's measured serving (../shared/calibration/
 //! vllm-silicon) from the round starting values, and prints them with the objective of the
 //! stored ones: `cargo run --release -p dic-compiler --example fit`. `ROWS=1` also prints
-//! every row's measured TTFT and TPOT and those the fit predicts; `CV=1` also prints the median and p90
-//! |error| leaving one GPU out and leaving one model out (what errors.md reports, without
-//! rewriting it), and the fitted bias per GPU and model; `LOGO_GROUPS=1` with it, each
-//! cross-validation's errors per GPU and model too.
+//! every row's measured TTFT and TPOT and those the fit predicts; `CV=1` also prints the
+//! median and p90 |error| leaving one GPU out and leaving one model out (what errors.md
+//! reports, without rewriting it), and the fitted bias per GPU and model;
+//! `LOGO_GROUPS=1` with it, each cross-validation's errors per GPU and model too.
 //!
 //! `cargo run --release -p dic-compiler --example fit -- ROWS.csv` reads other rows of the
 //! same format instead (measurements of your own, or a held-out split) and also prints
 //! how the stored constants, fitted on the training split, predict them: per GPU and
 //! model, and how many rows dic could not model (a model or GPU it cannot resolve, a
 //! layout its memory model says does not fit). Checkpoints the stdlib does not define
-//! are read from ../shared/models/hf.
+//! are read from ../shared/models/hf. A file it cannot read exits 2; one without the
+//! columns it needs (named) or without a complete aggregated row exits 1.
 use dic_compiler::analysis::calibration::silicon::{
     cross_validate, fit_silicon, model_label, parse_silicon, predict_run, row_error,
-    silicon_objective, stats, SiliconRow, START, STORED,
+    silicon_objective, stats, SiliconRow, SILICON_COLUMNS, START, STORED,
 };
 
 /// Prints the TTFT and TPOT statistics of one evaluation.
@@ -56,11 +57,12 @@ fn by_group(rows: &[SiliconRow], errors: &[Option<(f64, f64)>]) {
 /// ../shared/models/hf.
 fn hf_config(id: &str) -> Option<dic_compiler::program::Model> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/models/hf");
+    use dic_compiler::import_hf::{model_from_config, quant_config_file_name};
     let file = format!("{}_config.json", id.replace('/', "--"));
     let config = std::fs::read_to_string(format!("{dir}/{file}")).ok()?;
-    let quant = file.replace("_config.json", "_hf_quant_config.json");
-    let quant = std::fs::read_to_string(format!("{dir}/{quant}")).ok();
-    dic_compiler::import_hf::model_from_config(&file, &config, quant.as_deref())
+    let quant = std::fs::read_to_string(format!("{dir}/{}", quant_config_file_name(&file))).ok();
+    let (_, model) = model_from_config(&file, &config, quant.as_deref()).ok()?;
+    Some(model)
 }
 
 fn main() {
@@ -72,12 +74,32 @@ fn main() {
         )
         .to_string()
     });
-    let Ok(csv) = std::fs::read_to_string(&path) else {
-        eprintln!("{path}: not found (../shared/calibration must be present)");
-        std::process::exit(1);
+    let csv = match std::fs::read_to_string(&path) {
+        Ok(csv) => csv,
+        Err(e) if given.is_some() => {
+            eprintln!("error: cannot read {path}: {e}");
+            std::process::exit(2);
+        }
+        Err(_) => {
+            eprintln!("error: {path}: not found (../shared/calibration must be present)");
+            std::process::exit(2);
+        }
     };
     let (rows, skipped) = parse_silicon(&csv, &hf_config);
     println!("{} rows, {skipped} skipped", rows.len());
+    if rows.is_empty() {
+        let header: Vec<&str> = csv.lines().next().unwrap_or("").split(',').collect();
+        let missing: Vec<&str> = SILICON_COLUMNS
+            .into_iter()
+            .filter(|c| !header.contains(c))
+            .collect();
+        if missing.is_empty() {
+            eprintln!("error: {path} has no complete `mode = agg` row to fit or predict");
+        } else {
+            eprintln!("error: {path} lacks the columns {}", missing.join(", "));
+        }
+        std::process::exit(1);
+    }
     if given.is_some() {
         let stored: Vec<_> = rows.iter().map(|r| row_error(r, &STORED)).collect();
         let missed = stored.iter().filter(|e| e.is_none()).count();

@@ -1343,14 +1343,25 @@ fn comment_text(s: &str) -> String {
     out
 }
 
-/// The model of a checkpoint's `config.json` named `file_name` (`ORG--NAME_config.json`)
-/// with its `hf_quant_config.json` when it has one, as `dic import-hf` imports it; `None`
-/// when the importer refuses it.
+/// The `hf_quant_config.json` that goes with a checkpoint's config file named
+/// `file_name`: `X_hf_quant_config.json` beside `X_config.json` (the flattened copies in
+/// ../shared/models/hf), else `hf_quant_config.json` in the same folder (a checkpoint's
+/// own layout).
+pub fn quant_config_file_name(file_name: &str) -> String {
+    match file_name.strip_suffix("_config.json") {
+        Some(stem) => format!("{stem}_hf_quant_config.json"),
+        None => "hf_quant_config.json".into(),
+    }
+}
+
+/// The definition name and model of a checkpoint's `config.json` named `file_name`
+/// (`ORG--NAME_config.json`) with its `hf_quant_config.json` when it has one, as
+/// `dic import-hf` imports it; the importer's diagnostic when it refuses the config.
 pub fn model_from_config(
     file_name: &str,
     config: &str,
     quant_config: Option<&str>,
-) -> Option<crate::program::Model> {
+) -> Result<(String, crate::program::Model), Box<Diagnostic>> {
     let (name, repo) = names_from_file(file_name);
     let text = import(&ImportRequest {
         config,
@@ -1358,9 +1369,15 @@ pub fn model_from_config(
         name: &name,
         repo: repo.as_deref(),
         source_name: file_name,
-    })
-    .ok()?;
-    model_from_text(&text)
+    })?;
+    // The importer's output always checks clean; failing here is a bug in it.
+    let model = model_from_text(&text).ok_or_else(|| {
+        fail(
+            format!("the definition imported from `{file_name}` does not check"),
+            "a bug in dic's importer: `dic import-hf` on the same file shows its output",
+        )
+    })?;
+    Ok((name, model))
 }
 
 /// Checks imported `.dist` text and returns its model (the importer's output always

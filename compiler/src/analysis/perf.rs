@@ -244,7 +244,7 @@ pub struct StepModel<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum StepShape {
     /// One step as it runs: without CUDA graphs when it has more tokens than the largest
-    /// captured batch.
+    /// captured batch, or carries a prompt chunk under `FULL_DECODE_ONLY`.
     Whole,
     /// The mean of many steps with a fractional share of prompt tokens: without CUDA
     /// graphs only under `--enforce-eager` (the token step adds the share of steps that

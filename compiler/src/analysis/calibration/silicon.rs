@@ -111,6 +111,26 @@ impl Recipe {
     }
 }
 
+/// The columns an aggregated-serving row needs (`backend_version` is read when present).
+pub const SILICON_COLUMNS: [&str; 16] = [
+    "id",
+    "model_path",
+    "system",
+    "mode",
+    "gemm_quant_mode",
+    "moe_quant_mode",
+    "isl",
+    "osl",
+    "batch_size",
+    "tp_size",
+    "pp_size",
+    "attention_dp_size",
+    "moe_tp_size",
+    "moe_ep_size",
+    "silicon_ttft_ms",
+    "silicon_tpot_ms",
+];
+
 /// Parses the aggregated-serving rows; returns them and how many rows were skipped
 /// (disaggregated, or a column missing). `configs` reads a checkpoint the stdlib does not
 /// define from its Hugging Face config ([`resolve_checkpoint`]; `&|_| None` for none).
@@ -123,25 +143,7 @@ pub fn parse_silicon(
         return (Vec::new(), 0);
     };
     let col = |name: &str| header.iter().position(|h| h == name);
-    let cols = [
-        "id",
-        "model_path",
-        "system",
-        "mode",
-        "gemm_quant_mode",
-        "moe_quant_mode",
-        "isl",
-        "osl",
-        "batch_size",
-        "tp_size",
-        "pp_size",
-        "attention_dp_size",
-        "moe_tp_size",
-        "moe_ep_size",
-        "silicon_ttft_ms",
-        "silicon_tpot_ms",
-    ]
-    .map(col);
+    let cols = SILICON_COLUMNS.map(col);
     let version = col("backend_version");
     let Some(
         [id, model, system, mode, quant, moe_quant, isl, osl, batch, tp, pp, attention_dp, moe_tp, ep, ttft, tpot],
@@ -340,14 +342,13 @@ pub fn model_label(r: &SiliconRow) -> &str {
 }
 
 /// The scenario a row describes: one 8-GPU node of its GPU with the GPU's NVLink, the
-/// row's layout, vLLM's defaults for everything the row does not say.
+/// row's layout and formats, and for everything the row does not say its source's recipe
+/// ([`Recipe`]) or vLLM's defaults.
 pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
     let mut model = r.checkpoint.clone()?;
     let name = model_label(r).to_string();
     if let Some(w) = r.weights.as_deref().and_then(quant_format) {
-        if w != model.weights {
-            model.weights = w.into();
-        }
+        model.weights = w.into();
     }
     if let Some(w) = r.expert_weights.as_deref().and_then(quant_format) {
         if model.is_moe() && w != model.format_of(crate::program::Component::Experts, None) {

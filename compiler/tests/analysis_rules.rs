@@ -301,8 +301,9 @@ deploy d {{ model = {model}, cluster = c, workload = w, layout = tp 2 × dp 4 ×
     assert_eq!((p.rank, p.group), (256.0, 1024.0));
 }
 
-/// TTFT's terms: at one request in flight, the fixed request latency + half a step of
-/// arrival wait + the prompt's prefill; past the running cap, the admission wait of
+/// TTFT's terms: at one request in flight, the front end's latency (a fixed part and a
+/// part per prompt token, 8000 × `prompt_token_latency`) + half a step of arrival wait +
+/// the prompt's prefill; past the running cap, the admission wait of
 /// Little's law on top of the prefill queue; in a finite run, the first wave that arrives
 /// at once.
 #[test]
@@ -330,7 +331,10 @@ deploy d {{ model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, eng
     let (prompt, output) = (w.prompt, w.output);
     let ctx = prompt + output / 2.0;
     let prefill = StepModel::new(&s).prefill_time(prompt, 0.0, 1.0, ctx, &FITTED);
-    let expected = FITTED.request_latency + p.step.tpot / 2.0 + prefill;
+    assert_eq!(prompt, 8000.0);
+    let front = FITTED.request_latency + 8000.0 * FITTED.prompt_token_latency;
+    assert_eq!(FITTED.front_end_latency(prompt), front);
+    let expected = front + p.step.tpot / 2.0 + prefill;
     assert!((p.ttft - expected).abs() < 1e-9, "{} vs {expected}", p.ttft);
     // past the KV cap: the excess waits (n − cap) / cap of a request's time in service
     let s = scenario("concurrency = 4096");
@@ -340,8 +344,8 @@ deploy d {{ model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, eng
     let sm = StepModel::new(&s);
     let pf = sm.prefill_time(prompt, 0.0, p.running, ctx, &FITTED);
     let service = pf + output * p.step.tpot;
-    let think = FITTED.request_latency + p.step.tpot / 2.0 + output * p.step.tpot;
-    let expected = FITTED.request_latency
+    let think = front + p.step.tpot / 2.0 + output * p.step.tpot;
+    let expected = front
         + p.step.tpot / 2.0
         + closed_loop_prefill(p.running, pf, think)
         + (4096.0 - p.running) / p.running * service;

@@ -11,7 +11,8 @@
 //!   group), after the prefill (vLLM's NIXL connector pulls it when the decode side
 //!   admits the request);
 //! - the decode pool runs decode-only steps at the batch Little's law gives it;
-//! - TTFT = fixed request latency + prefill wait + prefill + transfer + one decode step.
+//! - TTFT = front-end latency (`PerfConstants::front_end_latency`) + prefill wait + prefill
+//!   + transfer + one decode step.
 //!
 //! A deployment declares a pair with `layout = { prefill = …, decode = … }`; each pool is
 //! then analysed for its own memory and structure (`analyze_pool`) and predicted here as
@@ -284,7 +285,7 @@ pub fn predict_pools(
             let n = n as f64;
             let running = (n / y).clamp(1.0, cap);
             let step = decode_at(running);
-            let base = c.request_latency + prefill + transfer + output * step.tpot;
+            let base = c.front_end_latency(prompt) + prefill + transfer + output * step.tpot;
             let mut wait = 0.0;
             let mut rate = n / base;
             for _ in 0..60 {
@@ -312,7 +313,7 @@ pub fn predict_pools(
         None if overloaded => f64::INFINITY,
         None => rho * prefill / (2.0 * (1.0 - rho)),
     };
-    let ttft = c.request_latency + wait + prefill + transfer + step.tpot;
+    let ttft = c.front_end_latency(prompt) + wait + prefill + transfer + step.tpot;
     let max_rps = (x / prefill).min(decode_capacity);
     let out_tps = if overloaded {
         max_rps * output

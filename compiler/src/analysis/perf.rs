@@ -37,8 +37,9 @@
 //! flight queue for the prefill budget as a machine-repairman network
 //! ([`closed_loop_prefill`], mean value analysis with a deterministic service); requests
 //! past the running cap (KV blocks, `max_num_seqs`) wait for a slot, and a finite
-//! benchmark run's first wave arrives at once and queues its prefills. TTFT adds a fixed
-//! per-request latency and half a step (a request arrives mid-step). A MoE model's DP
+//! benchmark run's first wave arrives at once and queues its prefills. TTFT adds the front
+//! end's latency (a fixed part per request and a part per prompt token, on the CPU) and half
+//! a step (a request arrives mid-step). A MoE model's DP
 //! ranks step in lockstep (`StepModel::lockstep`): a step waits for the slowest rank's
 //! prompt chunk, and every rank's experts see all ranks' tokens. The constants are
 //! fitted on vLLM measured end to end (`calibration::silicon`), never per row.
@@ -84,8 +85,23 @@ pub struct PerfConstants {
     /// rows).
     pub sequence_layer_overhead: f64,
     /// Fixed latency of every request before its first token, outside the GPU steps:
-    /// HTTP, tokenisation, admission, detokenising and streaming the first token.
+    /// HTTP, admission, detokenising and streaming the first token.
     pub request_latency: f64,
+    /// Latency per prompt token before the first token, outside the GPU steps, seconds:
+    /// the API server's tokenisation of the prompt text and the engine's work on the
+    /// prompt's ids (block hashes for the prefix cache, request setup) on the CPU. It does
+    /// not shrink with TP: measured at 4 in flight, Llama-3.1-70B's TTFT on B200 fits
+    /// 205 ms + 540 ms / TP for 8192-token prompts (FP8; NVFP4 203 ms + 294 ms / TP),
+    /// where dic's TP-independent terms (request latency, all-reduces) came to about 90 ms.
+    /// Fitted at 15.4 µs, within the 10–21 µs per token that Hugging Face tokenizers are
+    /// measured at in a serving front end (tenstorrent/tt-inference-server#2173); it may
+    /// also hold per-token GPU work dic does not time (norms and residual adds, which
+    /// every TP rank runs on the whole hidden state). Every GPU's rows identify it: without
+    /// B200's, the fit puts it at 8 µs. With it, TTFT median |error| fell from 12.2 / 18.5 /
+    /// 16.7% to 11.3 / 16.3 / 14.5% fitted / leaving one GPU out / leaving one model out
+    /// (TPOT 5.8 / 7.2 / 7.6% → 5.7 / 7.5 / 7.4%), the fixed request latency from 30.8 to
+    /// 18.3 ms, and TensorRT-LLM's unfitted online TTFT from 124% to 95%.
+    pub prompt_token_latency: f64,
     /// The CPU's time per layer to run a step without CUDA graphs, seconds. A step of
     /// more tokens than vLLM's largest captured batch (`memory::max_cuda_graph_size`: 512
     /// tokens, 1024 on data-centre Blackwell; every prompt chunk of the rows) or any step
@@ -115,14 +131,23 @@ pub struct PerfConstants {
 /// sorting, quantization, un-permute), identified by the one MoE family of the rows
 /// (Qwen3-235B-A22B, in seven TP/DP/EP layouts).
 pub const FITTED: PerfConstants = PerfConstants {
-    memory_efficiency: 0.832,
-    compute_efficiency: 0.538,
-    step_overhead: 0.00446,
-    moe_layer_factor: 0.515,
-    sequence_layer_overhead: 0.469e-6,
-    request_latency: 0.0308,
-    eager_layer_time: 0.569e-3,
+    memory_efficiency: 0.815,
+    compute_efficiency: 0.575,
+    step_overhead: 0.00436,
+    moe_layer_factor: 0.473,
+    sequence_layer_overhead: 0.500e-6,
+    request_latency: 0.0183,
+    prompt_token_latency: 15.4e-6,
+    eager_layer_time: 0.557e-3,
 };
+
+impl PerfConstants {
+    /// A request's latency before its first token outside the GPU steps, for a prompt
+    /// of `prompt` tokens (cached or not: the whole prompt is tokenised).
+    pub fn front_end_latency(&self, prompt: f64) -> f64 {
+        self.request_latency + self.prompt_token_latency * prompt.max(0.0)
+    }
+}
 
 /// Percentile ÷ mean factors for latencies. [heuristic, not fitted: the public
 /// measurements report means only.] TTFT's tail is queueing; TPOT's is prefill
@@ -825,7 +850,7 @@ fn burst_prefill(
 
 /// Mean time from a prompt's arrival at the scheduler to its last prefill chunk, in a
 /// closed loop of `clients` requests that each alternate one prefill of `service` seconds
-/// with `think` seconds elsewhere (decoding its output, the fixed request latency, the
+/// with `think` seconds elsewhere (decoding its output, the front end's latency, the
 /// client). The prefills queue first-come first-served for the step's token budget: mean
 /// value analysis of the machine-repairman network (a queue for the prefills, a delay for
 /// the rest), with Reiser's residual-service term for a deterministic service (an arrival
@@ -1019,7 +1044,7 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
                 let rho = (r * service).min(0.99);
                 ttft += rho * service / (2.0 * (1.0 - rho));
             }
-            ttft += c.request_latency + step.tpot / 2.0;
+            ttft += c.front_end_latency(prompt) + step.tpot / 2.0;
         }
         Load::Concurrency(n) => {
             let in_flight = (n as f64 / dp).max(1.0);
@@ -1040,8 +1065,9 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
             // A request arrives while a step runs and waits for it to end (half a step on
             // average) before its first chunk is scheduled; then its prompt queues behind
             // the other clients' prompts for the prefill budget.
-            let think = c.request_latency + step.tpot / 2.0 + output * step.tpot;
-            ttft = c.request_latency + step.tpot / 2.0 + closed_loop_prefill(running, pf, think);
+            let front = c.front_end_latency(prompt);
+            let think = front + step.tpot / 2.0 + output * step.tpot;
+            ttft = front + step.tpot / 2.0 + closed_loop_prefill(running, pf, think);
             // Admission: past the running cap (KV blocks, max_num_seqs) a request waits
             // for a slot; in the closed loop (Little's law) that is the excess requests'
             // share of a request's time in service.
@@ -1052,7 +1078,7 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
             // that first wave queues its prefills behind each other.
             if let Some(total) = finite_requests {
                 let total = (total / dp).max(in_flight);
-                let burst = c.request_latency + burst_prefill(&sm, running, fresh, cached, ctx, c);
+                let burst = front + burst_prefill(&sm, running, fresh, cached, ctx, c);
                 ttft = (running * burst + (total - running) * ttft) / total;
             }
         }

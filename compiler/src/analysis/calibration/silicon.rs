@@ -524,7 +524,7 @@ pub struct SiliconFit {
     pub constants: PerfConstants,
 }
 
-/// Coordinate descent on the seven constants, each step multiplying
+/// Coordinate descent on the eight constants, each step multiplying
 /// one of them by a factor that shrinks from 2 to 1.02; deterministic, from `start`.
 pub fn fit_silicon(rows: &[SiliconRow], start: SiliconFit) -> SiliconFit {
     let get = |f: &SiliconFit, i: usize| match i {
@@ -534,6 +534,7 @@ pub fn fit_silicon(rows: &[SiliconRow], start: SiliconFit) -> SiliconFit {
         3 => f.constants.sequence_layer_overhead,
         4 => f.constants.request_latency,
         5 => f.constants.moe_layer_factor,
+        6 => f.constants.prompt_token_latency,
         _ => f.constants.eager_layer_time,
     };
     let set = |f: &mut SiliconFit, i: usize, v: f64| match i {
@@ -543,10 +544,11 @@ pub fn fit_silicon(rows: &[SiliconRow], start: SiliconFit) -> SiliconFit {
         3 => f.constants.sequence_layer_overhead = v.clamp(0.0, 1.25e-6),
         4 => f.constants.request_latency = v.clamp(0.0, 1.0),
         5 => f.constants.moe_layer_factor = v.clamp(0.0, 10.0),
+        6 => f.constants.prompt_token_latency = v.clamp(0.0, 1e-3),
         _ => f.constants.eager_layer_time = v.clamp(0.0, 5e-3),
     };
     // Values that start at 0 move from these floors.
-    let floor = [0.05, 0.05, 1e-4, 1.25e-9, 1e-3, 0.01, 1e-6];
+    let floor = [0.05, 0.05, 1e-4, 1.25e-9, 1e-3, 0.01, 1e-7, 1e-6];
     super::coordinate_descent(
         start,
         &floor,
@@ -584,7 +586,7 @@ disaggregated or incomplete); closed loop at a fixed number of requests in fligh
     ));
     out.push_str(&format!(
         "Fitted constants (`perf::FITTED`): memory efficiency {:.3}, compute efficiency {:.3}, step overhead \
-{:.2} ms, MoE layer {:.2} × its fused-MoE kernel, overhead per sequence per layer {:.2} µs, request latency {:.1} ms, \
+{:.2} ms, MoE layer {:.2} × its fused-MoE kernel, overhead per sequence per layer {:.2} µs, request latency {:.1} ms and {:.1} µs per prompt token, \
 CPU time per layer of a step without CUDA graphs {:.0} µs. Each run is {} requests per slot of concurrency \
 (`silicon::REQUESTS_PER_SLOT`, both sources' convention; it weighs the first wave, which arrives at once).\n\n",
         c.memory_efficiency,
@@ -593,6 +595,7 @@ CPU time per layer of a step without CUDA graphs {:.0} µs. Each run is {} reque
         1.0 + c.moe_layer_factor,
         c.sequence_layer_overhead * 1e6,
         c.request_latency * 1e3,
+        c.prompt_token_latency * 1e6,
         c.eager_layer_time * 1e6,
         REQUESTS_PER_SLOT
     ));
@@ -706,6 +709,7 @@ pub const START: SiliconFit = SiliconFit {
         moe_layer_factor: 0.0,
         sequence_layer_overhead: 0.125e-6,
         request_latency: 0.02,
+        prompt_token_latency: 5e-6,
         eager_layer_time: 0.25e-3,
     },
 };

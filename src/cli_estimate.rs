@@ -145,8 +145,9 @@ fn to_table(s: &Scenario, a: &Analysis) -> String {
         s.layout
     ));
     out.push_str(&format!(
-        "weights {}, KV cache {}, gpu_memory_utilization {:.2}, max_model_len {}, max_num_seqs {}, max_num_batched_tokens {}\n\n",
-        s.model.weights, s.model.kv_cache, s.engine.gpu_memory_utilization, s.engine.max_model_len, s.engine.max_num_seqs, s.engine.max_num_batched_tokens
+        "weights {}, KV cache {}, gpu_memory_utilization {:.2}, max_model_len {}, max_num_seqs {}, max_num_batched_tokens {}, CUDA graphs {}\n\n",
+        s.model.weights, s.model.kv_cache, s.engine.gpu_memory_utilization, s.engine.max_model_len, s.engine.max_num_seqs, s.engine.max_num_batched_tokens,
+        if s.engine.graphs() { s.engine.cudagraph_mode.vllm_name() } else { "none" }
     ));
     out.push_str("memory per GPU       ");
     for st in &a.memory.stages {

@@ -404,6 +404,10 @@ struct EstimateArgs {
     max_num_seqs: Option<u64>,
     #[arg(long)]
     max_num_batched_tokens: Option<f64>,
+    /// Which steps run as CUDA graphs: full_and_piecewise (vLLM's default),
+    /// full_decode_only, piecewise, none.
+    #[arg(long)]
+    cudagraph_mode: Option<String>,
     /// Mean input length in tokens (default 1024).
     #[arg(long)]
     isl: Option<f64>,
@@ -453,6 +457,7 @@ fn estimate(a: Box<EstimateArgs>) -> u8 {
         max_model_len: a.max_model_len,
         max_num_seqs: a.max_num_seqs,
         max_num_batched_tokens: a.max_num_batched_tokens,
+        cudagraph_mode: a.cudagraph_mode,
         isl: a.isl,
         osl: a.osl,
         concurrency: a.concurrency,

@@ -100,7 +100,8 @@ impl Schema {
         assert_eq!(&argv[..2], ["vllm", "serve"]);
         let mut i = 3; // vllm serve MODEL
         while i < argv.len() {
-            let flag = &argv[i];
+            // `--compilation-config.KEY VALUE` sets one key of a JSON option
+            let (flag, _) = dic_compiler::vllm_args::split_json_key(&argv[i]);
             let Some(opt) = self.option(flag) else {
                 problems.push(format!("unknown flag {flag}"));
                 i += 1;
@@ -582,6 +583,7 @@ fn every_engine_option_is_emitted_or_dic_only() {
         deploy d { model = llama_3_1_8b, cluster = c, layout = tp 2, engine = vllm { \
         gpu_memory_utilization = 0.85, max_model_len = 4k tokens, max_num_seqs = 64, \
         max_num_batched_tokens = 4k tokens, block_size = 32, enforce_eager = true, \
+        cudagraph_mode = full_decode_only, \
         kv_cache_memory = 20 GiB, enable_prefix_caching = false, cpu_offload = 2 GiB, \
         launcher = native, port = 9000, all2all_backend = deepep_low_latency, \
         activation_memory = 2 GiB, non_torch_memory = 1 GiB, \
@@ -657,12 +659,18 @@ fn every_engine_option_is_emitted_or_dic_only() {
         Some("21474836480")
     );
     assert_eq!(value_after("--port").as_deref(), Some("9000"));
+    assert_eq!(
+        value_after("--compilation-config.cudagraph_mode").as_deref(),
+        Some("FULL_DECODE_ONLY")
+    );
     assert!(argv.contains(&"--disable-prefix-caching".to_string()));
     // and every flag the table names exists in vLLM 0.33's own option schema
     if let Some(shared) = common::shared_dir() {
         let schema = std::fs::read_to_string(shared.join("vllm/serve-schema-0.33.0.json")).unwrap();
         for option in VLLM_OPTIONS {
             for flag in option.vllm.map(|v| v.flags()).unwrap_or_default() {
+                // `--compilation-config.cudagraph_mode`: one key of a JSON option
+                let (flag, _) = dic_compiler::vllm_args::split_json_key(flag);
                 assert!(
                     schema.contains(&format!("\"{flag}\"")),
                     "{flag} is not a vLLM 0.33 flag"
@@ -670,6 +678,57 @@ fn every_engine_option_is_emitted_or_dic_only() {
             }
         }
     }
+}
+
+/// `cudagraph_mode` is written as one key of `--compilation-config`: other keys passed
+/// one by one in `extra_args` merge with it in vLLM's parser, while a whole JSON would be
+/// replaced by the merged keys, and a `cudagraph_mode` of the user's own would disagree
+/// with the model; both are refused (E0314) with the way to write them.
+#[test]
+fn cudagraph_mode_leaves_other_compilation_keys_to_extra_args() {
+    let check = |engine: &str| {
+        let src = format!(
+            "import std.nodes.dgx_b200\nimport std.models.llama_3_1_8b\n\
+cluster c {{ nodes = 1 × dgx_b200 }}\n\
+deploy d {{ model = llama_3_1_8b, cluster = c, layout = tp 8, engine = vllm {{ {engine} }} }}\n"
+        );
+        let world = dic_compiler::source::MemoryWorld::new().with("g.dist", &src);
+        let checked = dic_compiler::driver::compile_file(&world, "g.dist").unwrap();
+        (common::rendered(&checked), checked)
+    };
+    let keys = r#"cudagraph_mode = full_decode_only, extra_args = ["--compilation-config.pass_config.fuse_allreduce_rms=true"]"#;
+    let (text, checked) = check(keys);
+    assert!(!checked.has_errors(), "{text}");
+    let files = dic_targets::render(&checked.plan).unwrap();
+    let cmds: Vec<serde_json::Value> =
+        serde_json::from_str(&files["d/vllm/commands.json"]).unwrap();
+    let argv: Vec<&str> = cmds[0]["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let at = argv
+        .iter()
+        .position(|a| *a == "--compilation-config.cudagraph_mode")
+        .expect("the mode's key");
+    assert_eq!(argv[at + 1], "FULL_DECODE_ONLY");
+    assert!(argv.contains(&"--compilation-config.pass_config.fuse_allreduce_rms=true"));
+    let whole = r#"cudagraph_mode = full_decode_only, extra_args = ["--compilation-config", "{\"pass_config\": {}}"]"#;
+    let (text, checked) = check(whole);
+    assert!(checked.has_errors(), "{text}");
+    assert!(
+        text.contains("E0314") && text.contains("--compilation-config.KEY=VALUE"),
+        "{text}"
+    );
+    // without the field, a whole JSON is the user's to write — but not its cudagraph_mode
+    let (text, checked) = check(r#"extra_args = ["-cc", "{\"pass_config\": {}}"]"#);
+    assert!(!checked.has_errors(), "{text}");
+    let (text, _) = check(r#"extra_args = ["-cc.cudagraph_mode=NONE"]"#);
+    assert!(
+        text.contains("E0314") && text.contains("cudagraph_mode = …"),
+        "{text}"
+    );
 }
 
 /// `dic estimate` checks its engine flags with the same table as a .dist file.

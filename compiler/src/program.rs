@@ -607,6 +607,8 @@ pub struct VllmOptions {
     pub max_num_batched_tokens: Option<f64>,
     pub block_size: Option<u64>,
     pub enforce_eager: bool,
+    /// `cudagraph_mode`: one of [`crate::schema::CUDAGRAPH_MODES`] (`None`: vLLM's default).
+    pub cudagraph_mode: Option<String>,
     pub kv_cache_memory: Option<f64>,
     pub enable_prefix_caching: Option<bool>,
     pub cpu_offload: Option<f64>,

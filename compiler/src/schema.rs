@@ -639,6 +639,16 @@ pub const ALL2ALL_BACKENDS: &[&str] = &[
     "deepep_low_latency",
 ];
 
+/// The values of `engine = vllm { cudagraph_mode = … }`: vLLM 0.33's
+/// `compilation_config.cudagraph_mode` values dic models. (`FULL`, which captures steps
+/// with a prompt chunk as full graphs only where the attention backend can, is not one.)
+pub const CUDAGRAPH_MODES: &[&str] = &[
+    "full_and_piecewise",
+    "full_decode_only",
+    "piecewise",
+    "none",
+];
+
 /// Options of the `vllm { … }` engine block, in the order their flags are emitted.
 pub static VLLM_OPTIONS: &[Field] = &[
     engine!(
@@ -691,6 +701,12 @@ pub static VLLM_OPTIONS: &[Field] = &[
             off: None
         },
         "no CUDA graphs: frees their memory for the KV cache, but every step then waits on the CPU's launches (dic charges its fitted time per layer, as for prompt chunks)"
+    ),
+    engine!(
+        "cudagraph_mode",
+        Ty::Enum(CUDAGRAPH_MODES),
+        VllmFlag::WhenSet("--compilation-config.cudagraph_mode"),
+        "which steps run as CUDA graphs: `full_and_piecewise` (vLLM 0.33's default: decode steps as full graphs, steps with a prompt chunk piecewise up to the largest captured size), `full_decode_only` (steps with a prompt chunk run without graphs, at the pace of the CPU's launches; InferenceX's B200 recipes), `piecewise`, or `none` (no graphs, compiled kernels: every step waits on the CPU's launches, no graph memory; also what `enforce_eager = true` means, whatever this says); emitted as one key of `--compilation-config`, so `extra_args` may set its other keys as `--compilation-config.KEY=VALUE`"
     ),
     engine!(
         "kv_cache_memory",

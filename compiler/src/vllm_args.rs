@@ -124,9 +124,26 @@ pub struct ArgProblem {
     pub help: String,
 }
 
+/// An option word split at its first `.`: `--compilation-config.cudagraph_mode` is
+/// `--compilation-config` and the key path `cudagraph_mode` (vLLM's parser sets one key of
+/// a JSON option that way, in the `-cc.` spelling too).
+pub fn split_json_key(name: &str) -> (&str, Option<&str>) {
+    match name.split_once('.') {
+        Some((base, key)) if name.starts_with('-') => (base, Some(key)),
+        _ => (name, None),
+    }
+}
+
+/// Keys of vLLM's `--compilation-config` that dic sets itself, and the `.dist` field.
+const COMPILATION_KEYS: [(&str, &str); 1] = [("cudagraph_mode", "cudagraph_mode")];
+
 /// Checks `extra_args` (one argv word per item, `--flag value` or `--flag=value`) the
-/// way vLLM 0.33's parser would, plus dic's own rule: no option dic sets.
-pub fn check_extra_args(words: &[String]) -> Vec<ArgProblem> {
+/// way vLLM 0.33's parser would, plus dic's own rule: no option dic sets. `dic_json_keys`
+/// says whether dic's own flags set keys of `--compilation-config` one by one
+/// (`--compilation-config.cudagraph_mode`): vLLM's parser then gathers every such key
+/// into one JSON it places last, which replaces a whole `--compilation-config JSON`
+/// written here, so that form is refused.
+pub fn check_extra_args(words: &[String], dic_json_keys: bool) -> Vec<ArgProblem> {
     let mut problems = Vec::new();
     let is_option = |w: &str| w.starts_with('-') && w.len() > 1 && w.parse::<f64>().is_err();
     let mut i = 0;
@@ -146,12 +163,8 @@ pub fn check_extra_args(words: &[String]) -> Vec<ArgProblem> {
             Some((n, v)) => (n, Some(v)),
             None => (word.as_str(), None),
         };
-        // `--compilation-config.mode 3` sets one key of a JSON option.
-        let base = if name.starts_with("--") {
-            name.split('.').next().unwrap_or(name)
-        } else {
-            name
-        };
+        // `--compilation-config.mode 3` (or `-cc.mode=3`) sets one key of a JSON option.
+        let (base, json_key) = split_json_key(name);
         // vLLM accepts `_` for `-` in long options; dic emits the dashed spelling.
         let canonical = if let Some(rest) = base.strip_prefix("--") {
             format!("--{}", rest.replace('_', "-"))
@@ -179,6 +192,19 @@ pub fn check_extra_args(words: &[String]) -> Vec<ArgProblem> {
                 index,
                 message: format!("dic sets `{}` itself", opt.flags[0]),
                 help: format!("set it through {by}"),
+            });
+            skip_values(words, &mut i, inline.is_some(), &is_option);
+            continue;
+        }
+        let compilation = opt.dest == "compilation_config";
+        if let Some(field) = json_key
+            .filter(|_| compilation)
+            .and_then(|k| compilation_key_field(k.split('.').next().unwrap_or(k)))
+        {
+            problems.push(ArgProblem {
+                index,
+                message: format!("dic sets `{base}.{field}` itself"),
+                help: format!("set it through `engine = vllm {{ {field} = … }}`"),
             });
             skip_values(words, &mut i, inline.is_some(), &is_option);
             continue;
@@ -213,6 +239,12 @@ pub fn check_extra_args(words: &[String]) -> Vec<ArgProblem> {
             });
         }
         for v in values {
+            if compilation && json_key.is_none() {
+                if let Some(p) = whole_compilation_config(index, name, v, dic_json_keys) {
+                    problems.push(p);
+                    continue;
+                }
+            }
             if let Some(why) = value_problem(opt, v) {
                 problems.push(ArgProblem {
                     index,
@@ -223,6 +255,53 @@ pub fn check_extra_args(words: &[String]) -> Vec<ArgProblem> {
         }
     }
     problems
+}
+
+/// The `.dist` field that sets `--compilation-config` key `key`, when dic sets it.
+fn compilation_key_field(key: &str) -> Option<&'static str> {
+    COMPILATION_KEYS
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, field)| *field)
+}
+
+/// What is wrong with a whole `--compilation-config JSON` (item `index`, spelled `name`):
+/// not JSON (vLLM's parser refuses it), a key dic sets, or any JSON at all where dic
+/// writes keys one by one (vLLM would replace it with those).
+fn whole_compilation_config(
+    index: usize,
+    name: &str,
+    v: &str,
+    dic_json_keys: bool,
+) -> Option<ArgProblem> {
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(v) else {
+        return Some(ArgProblem {
+            index,
+            message: format!("`{name}` takes a JSON object; `{v}` is not JSON"),
+            help: format!("write it as `{name}.KEY=VALUE` items, or as a JSON object"),
+        });
+    };
+    if let Some(field) = json
+        .as_object()
+        .and_then(|o| o.keys().find_map(|k| compilation_key_field(k)))
+    {
+        return Some(ArgProblem {
+            index,
+            message: format!("`{name}` sets `{field}`, which dic sets itself"),
+            help: format!("set it through `engine = vllm {{ {field} = … }}`"),
+        });
+    }
+    dic_json_keys.then(|| ArgProblem {
+        index,
+        message: format!(
+            "a whole `{name}` JSON would be dropped: dic sets `cudagraph_mode` as \
+             `--compilation-config.cudagraph_mode`, and vLLM's parser gathers such keys into \
+             one JSON that replaces this one"
+        ),
+        help: "write each key as its own item, `--compilation-config.KEY=VALUE`; vLLM merges \
+               those with dic's"
+            .into(),
+    })
 }
 
 fn skip_values(words: &[String], i: &mut usize, inline: bool, is_option: &dyn Fn(&str) -> bool) {
@@ -307,6 +386,7 @@ mod tests {
             .filter_map(|f| f.vllm)
             .flat_map(VllmFlag::flags)
         {
+            let (f, _) = split_json_key(f);
             assert!(
                 option(f).is_some(),
                 "{f} is not a vLLM {VLLM_VERSION} option"
@@ -330,42 +410,77 @@ mod tests {
             "--compilation-config.mode",
             "3",
         ]);
-        assert_eq!(check_extra_args(&ok), vec![]);
+        assert_eq!(check_extra_args(&ok, false), vec![]);
     }
 
     #[test]
     fn unknown_managed_and_malformed_args_are_refused() {
-        let p = check_extra_args(&words(&["--trust-remote-cod"]));
+        let p = check_extra_args(&words(&["--trust-remote-cod"]), false);
         assert_eq!(p.len(), 1);
         assert!(p[0].help.contains("--trust-remote-code"), "{p:?}");
-        let p = check_extra_args(&words(&["-tp", "8"]));
+        let p = check_extra_args(&words(&["-tp", "8"]), false);
         assert!(
             p[0].message
                 .contains("sets `--tensor-parallel-size` itself"),
             "{p:?}"
         );
         assert!(p[0].help.contains("`layout` (tp)"), "{p:?}");
-        let p = check_extra_args(&words(&["--max_model_len", "8192"]));
+        let p = check_extra_args(&words(&["--max_model_len", "8192"]), false);
         assert!(p[0].help.contains("max_model_len"), "{p:?}");
-        let p = check_extra_args(&words(&["--api-key", "sk-123"]));
+        let p = check_extra_args(&words(&["--api-key", "sk-123"]), false);
         assert!(p[0].help.contains("api_key_secret"), "{p:?}");
         assert_eq!(p.len(), 1, "the key is skipped with its option: {p:?}");
-        let p = check_extra_args(&words(&["--max-lora-rank", "big"]));
+        let p = check_extra_args(&words(&["--max-lora-rank", "big"]), false);
         assert!(p[0].message.contains("not a valid `int`"), "{p:?}");
-        let p = check_extra_args(&words(&["--trust-remote-code=yes"]));
+        let p = check_extra_args(&words(&["--trust-remote-code=yes"]), false);
         assert!(p[0].message.contains("takes no value"), "{p:?}");
-        let p = check_extra_args(&words(&["--reasoning-parser"]));
+        let p = check_extra_args(&words(&["--reasoning-parser"]), false);
         assert!(p[0].message.contains("expects a value"), "{p:?}");
-        let p = check_extra_args(&words(&["--dtype", "bf16"]));
+        let p = check_extra_args(&words(&["--dtype", "bf16"]), false);
         assert!(p[0].message.contains("not one of"), "{p:?}");
-        let p = check_extra_args(&words(&["meta-llama/x"]));
+        let p = check_extra_args(&words(&["meta-llama/x"]), false);
         assert!(p[0].message.contains("not an option"), "{p:?}");
         // Speculative decoding goes through the engine's `speculative` block, in either
         // spelling vLLM accepts.
         for flag in ["--speculative-config", "--spec-method"] {
-            let p = check_extra_args(&words(&[flag, "x"]));
+            let p = check_extra_args(&words(&[flag, "x"]), false);
             assert!(p[0].help.contains("speculative ="), "{flag}: {p:?}");
         }
+    }
+
+    /// `--compilation-config` keys: one by one in either spelling, or a whole JSON; the
+    /// key dic sets (`cudagraph_mode`) is refused in both forms, and a whole JSON is
+    /// refused where dic writes its key one by one (vLLM would drop the JSON).
+    #[test]
+    fn compilation_config_keys_dic_sets_are_refused_in_either_form() {
+        let fused = r#"{"pass_config": {"fuse_allreduce_rms": true}}"#;
+        for ok in [
+            words(&["-cc.mode=3"]),
+            words(&[
+                "--compilation-config.pass_config.fuse_allreduce_rms",
+                "true",
+            ]),
+            words(&["--compilation-config", fused]),
+            words(&["-cc", fused]),
+        ] {
+            assert_eq!(check_extra_args(&ok, false), vec![], "{ok:?}");
+        }
+        let p = check_extra_args(&words(&["--compilation-config.cudagraph_mode=FULL"]), false);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].help.contains("cudagraph_mode = …"), "{p:?}");
+        let p = check_extra_args(&words(&["-cc", r#"{"cudagraph_mode": "NONE"}"#]), false);
+        assert!(p[0].message.contains("sets `cudagraph_mode`"), "{p:?}");
+        // dic writes `--compilation-config.cudagraph_mode`: a whole JSON would be replaced
+        let p = check_extra_args(&words(&["--compilation-config", fused]), true);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].help.contains("--compilation-config.KEY=VALUE"),
+            "{p:?}"
+        );
+        let keys = words(&["--compilation-config.pass_config.fuse_allreduce_rms=true"]);
+        assert_eq!(check_extra_args(&keys, true), vec![]);
+        let p = check_extra_args(&words(&["--compilation-config", "{mode: 3"]), false);
+        assert!(p[0].message.contains("is not JSON"), "{p:?}");
     }
 
     #[test]

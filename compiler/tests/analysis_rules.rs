@@ -406,12 +406,12 @@ fn the_fused_moe_workspace_counts_the_gathered_pairs() {
 
 /// Llama-3.1-8B (32 layers) at TP 8 on one DGX B200, 1024-token prompts and 8 in flight,
 /// with or without `--enforce-eager`.
-fn llama_8b_on_eight_b200s(eager: bool) -> dic_compiler::analysis::Scenario {
+fn llama_8b_on_eight_b200s(engine: &str) -> dic_compiler::analysis::Scenario {
     let src = format!(
         "import std.nodes.dgx_b200\nimport std.models.llama_3_1_8b\n\
 cluster c {{ nodes = 1 × dgx_b200 }}\n\
 workload w {{ prompt = 1024 tokens, output = 1024 tokens, concurrency = 8 }}\n\
-deploy d {{ model = llama_3_1_8b, cluster = c, workload = w, layout = tp 8, engine = vllm {{ max_model_len = 8k tokens, enforce_eager = {eager} }} }}\n"
+deploy d {{ model = llama_3_1_8b, cluster = c, workload = w, layout = tp 8, engine = vllm {{ max_model_len = 8k tokens, {engine} }} }}\n"
     );
     let world = MemoryWorld::new().with("p.dist", &src);
     let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
@@ -429,7 +429,7 @@ deploy d {{ model = llama_3_1_8b, cluster = c, workload = w, layout = tp 8, engi
 fn steps_without_cuda_graphs_wait_for_the_cpus_launches() {
     use dic_compiler::analysis::perf::{StepModel, FITTED};
     const { assert!(FITTED.eager_layer_time > 0.0) };
-    let s = llama_8b_on_eight_b200s(false);
+    let s = llama_8b_on_eight_b200s("enforce_eager = false");
     let sm = StepModel::new(&s);
     let layers = 32.0;
     let launched = layers * FITTED.eager_layer_time
@@ -456,7 +456,7 @@ fn steps_without_cuda_graphs_wait_for_the_cpus_launches() {
         with_prompts.cpu_launches
     );
 
-    let s = llama_8b_on_eight_b200s(true);
+    let s = llama_8b_on_eight_b200s("enforce_eager = true");
     let decode = StepModel::new(&s).token_step(8.0, 1536.0, 0.0, 0.0, &FITTED);
     let want = layers * FITTED.eager_layer_time
         + FITTED.step_overhead
@@ -475,10 +475,13 @@ fn steps_without_cuda_graphs_wait_for_the_cpus_launches() {
 /// graphs.
 #[test]
 fn full_decode_only_runs_every_prompt_chunk_without_graphs() {
+    use dic_compiler::analysis::memory::memory;
     use dic_compiler::analysis::perf::{StepModel, FITTED};
     use dic_compiler::analysis::scenario::CudaGraphMode;
-    let mut s = llama_8b_on_eight_b200s(false);
-    s.engine.cudagraph_mode = CudaGraphMode::FullDecodeOnly;
+    let s = llama_8b_on_eight_b200s("cudagraph_mode = full_decode_only");
+    assert_eq!(s.engine.cudagraph_mode, CudaGraphMode::FullDecodeOnly);
+    // decode steps are still captured: their memory is charged
+    assert!(memory(&s).stages[0].cuda_graphs > 0.0);
     let sm = StepModel::new(&s);
     let layers = 32.0;
     let launched = layers * FITTED.eager_layer_time
@@ -490,6 +493,26 @@ fn full_decode_only_runs_every_prompt_chunk_without_graphs() {
     }
     let decode = sm.token_step(8.0, 1536.0, 0.0, 0.0, &FITTED);
     assert_eq!(decode.cpu_launches, 0.0);
+}
+
+/// `cudagraph_mode = none` captures nothing: no graph memory, and a decode-only step of
+/// eight sequences waits on the CPU's 32 layers of launches as under `--enforce-eager`.
+#[test]
+fn cudagraph_mode_none_runs_every_step_without_graphs() {
+    use dic_compiler::analysis::memory::memory;
+    use dic_compiler::analysis::perf::{StepModel, FITTED};
+    let none = llama_8b_on_eight_b200s("cudagraph_mode = none");
+    let eager = llama_8b_on_eight_b200s("enforce_eager = true");
+    let default = llama_8b_on_eight_b200s("enforce_eager = false");
+    assert_eq!(memory(&none).stages[0].cuda_graphs, 0.0);
+    assert!(memory(&default).stages[0].cuda_graphs > 0.0);
+    let decode = |s: &dic_compiler::analysis::Scenario| {
+        StepModel::new(s).token_step(8.0, 1536.0, 0.0, 0.0, &FITTED)
+    };
+    let (a, b) = (decode(&none), decode(&eager));
+    assert!(a.cpu_launches > 0.0, "{a:?}");
+    assert!((a.tpot - b.tpot).abs() < 1e-12, "{} vs {}", a.tpot, b.tpot);
+    assert_eq!(decode(&default).cpu_launches, 0.0);
 }
 
 /// An 8-bit KV cache is read at the kernel family's measured rate per byte

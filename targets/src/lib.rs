@@ -47,7 +47,12 @@ fn outputs_are_safe(d: &DeploymentPlan) -> Result<(), String> {
         check("an environment value", value, TextRule::Free)?;
     }
     // Re-checked here as for every unsafe value: the words reach scripts and manifests.
-    if let Some(p) = dic_compiler::vllm_args::check_extra_args(&d.engine.extra_args).first() {
+    if let Some(p) = dic_compiler::vllm_args::check_extra_args(
+        &d.engine.extra_args,
+        d.engine.cudagraph_mode.is_some(),
+    )
+    .first()
+    {
         return Err(format!("extra_args: {}", p.message));
     }
     if let Some(secret) = &d.kubernetes.api_key_secret {

@@ -8,7 +8,7 @@
 use super::scenario::*;
 use super::{catalog, Analysis};
 use crate::program::{Layout, Model};
-use crate::schema::{KV_DTYPES, WEIGHT_DTYPES};
+use crate::schema::{CUDAGRAPH_MODES, KV_DTYPES, WEIGHT_DTYPES};
 
 #[derive(Debug, Clone, Default)]
 pub struct EstimateRequest {
@@ -22,6 +22,8 @@ pub struct EstimateRequest {
     pub max_model_len: Option<f64>,
     pub max_num_seqs: Option<u64>,
     pub max_num_batched_tokens: Option<f64>,
+    /// One of [`crate::schema::CUDAGRAPH_MODES`].
+    pub cudagraph_mode: Option<String>,
     pub isl: Option<f64>,
     pub osl: Option<f64>,
     pub concurrency: Option<u64>,
@@ -59,6 +61,14 @@ pub fn scenario(
         }
         model.kv_cache = k.clone();
     }
+    if let Some(m) = &req.cudagraph_mode {
+        if !CUDAGRAPH_MODES.contains(&m.as_str()) {
+            return Err(format!(
+                "unknown CUDA-graph mode `{m}`: use one of {}",
+                CUDAGRAPH_MODES.join(", ")
+            ));
+        }
+    }
     // Engine options are checked against the schema's table below, with the same
     // ranges as a .dist file.
     let l = req.layout;
@@ -93,6 +103,7 @@ pub fn scenario(
         max_model_len: req.max_model_len,
         max_num_seqs: req.max_num_seqs,
         max_num_batched_tokens: req.max_num_batched_tokens,
+        cudagraph_mode: req.cudagraph_mode.clone(),
         ..Default::default()
     };
     for (name, value) in [

@@ -340,7 +340,7 @@ pub fn memory(s: &Scenario) -> MemoryReport {
                 })
                 * GIB,
         );
-        let cuda_graphs = if e.enforce_eager {
+        let cuda_graphs = if !e.graphs() {
             0.0
         } else {
             e.overrides.cuda_graphs.unwrap_or(

@@ -18,8 +18,9 @@
 //! `comm::vllm_all_reduce_time`, both regimes fitted on the kernel tables) and a fixed
 //! overhead. A step vLLM runs without CUDA graphs (more tokens than its largest captured
 //! batch: a prompt chunk; any step with a prompt chunk under `FULL_DECODE_ONLY`
-//! (`scenario::CudaGraphMode`); every step under `--enforce-eager`) lasts at least the CPU's
-//! time to launch it, `eager_layer_time` per layer; the token step charges that to the
+//! (`scenario::CudaGraphMode`); every step under `--enforce-eager` or `cudagraph_mode =
+//! none`) lasts at least the CPU's time to launch it, `eager_layer_time` per layer; the
+//! token step charges that to the
 //! share of its steps that carry a prompt chunk. The dense rates are taken at the share
 //! of the datasheet peak the GPU's kernel family reaches in the kernel tables relative
 //! to Hopper's, on which the efficiency is mostly fitted (`gemm::compute_factor`: B200
@@ -105,7 +106,8 @@ pub struct PerfConstants {
     /// The CPU's time per layer to run a step without CUDA graphs, seconds. A step of
     /// more tokens than vLLM's largest captured batch (`memory::max_cuda_graph_size`: 512
     /// tokens, 1024 on data-centre Blackwell; every prompt chunk of the rows) or any step
-    /// under `--enforce-eager` launches each layer's kernels from the CPU as it runs, and the
+    /// without graphs at all (`--enforce-eager`, `cudagraph_mode = none`) launches each
+    /// layer's kernels from the CPU as it runs, and the
     /// GPU gets no further ahead than the launches, so the step lasts
     /// `max(GPU work, layers × this)`. Fitted at 0.55–0.57 ms: 44–46 ms for a 70B's 80 layers,
     /// longer than a 1024-token prompt's GPU work at TP 4 and 8, which is why measured
@@ -257,7 +259,7 @@ pub struct StepModel<'a> {
     /// The speculative draft, with tokens drafted and accepted per step.
     draft: Option<(DraftShape, f64, f64)>,
     /// Most tokens a step runs as a CUDA graph (`memory::max_cuda_graph_size`); `None`
-    /// under `--enforce-eager`, where no step does.
+    /// where no step does (`--enforce-eager`, `cudagraph_mode = none`).
     graph_max: Option<f64>,
     /// Whether a step that carries a prompt chunk can run as a graph at all (not under
     /// `FULL_DECODE_ONLY`).
@@ -272,7 +274,7 @@ enum StepShape {
     /// captured batch, or carries a prompt chunk under `FULL_DECODE_ONLY`.
     Whole,
     /// The mean of many steps with a fractional share of prompt tokens: without CUDA
-    /// graphs only under `--enforce-eager` (the token step adds the share of steps that
+    /// graphs only where no step has them (the token step adds the share of steps that
     /// carry a whole prompt chunk).
     Mean,
 }
@@ -287,7 +289,7 @@ impl<'a> StepModel<'a> {
             verify: 1.0 + spec.map_or(0.0, |sp| sp.tokens as f64),
             draft: spec
                 .and_then(|sp| draft_shape(s).map(|d| (d, sp.tokens as f64, sp.tokens_per_step()))),
-            graph_max: (!s.engine.enforce_eager).then(|| {
+            graph_max: s.engine.graphs().then(|| {
                 max_cuda_graph_size(
                     s.engine.max_num_seqs,
                     s.engine.max_num_batched_tokens,

@@ -235,8 +235,17 @@ pub struct EngineSettings {
     pub speculative: Option<SpecDecode>,
 }
 
-/// vLLM's `compilation_config.cudagraph_mode`, as far as the step model can tell the
-/// modes apart: whether a step that carries a prompt chunk can run as a CUDA graph.
+impl EngineSettings {
+    /// Whether any step runs as a CUDA graph: not under `--enforce-eager`, not with
+    /// `cudagraph_mode = none`.
+    pub fn graphs(&self) -> bool {
+        !self.enforce_eager && self.cudagraph_mode.captures()
+    }
+}
+
+/// vLLM's `compilation_config.cudagraph_mode`, as far as the models can tell the modes
+/// apart: whether any step runs as a CUDA graph, and whether a step that carries a prompt
+/// chunk can.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CudaGraphMode {
     /// vLLM's default (`FULL_AND_PIECEWISE`): full graphs for decode-only steps, piecewise
@@ -246,6 +255,41 @@ pub enum CudaGraphMode {
     /// `FULL_DECODE_ONLY`: graphs for decode-only steps; every step with a prompt chunk
     /// runs without, at the pace of the CPU's launches.
     FullDecodeOnly,
+    /// `PIECEWISE`: piecewise graphs for every step up to the largest captured size (to
+    /// the step model, as `FullAndPiecewise`).
+    Piecewise,
+    /// `NONE`: compiled kernels, no graphs: every step waits on the CPU's launches, and no
+    /// memory goes to graphs.
+    None,
+}
+
+impl CudaGraphMode {
+    /// The mode `cudagraph_mode = …` names ([`crate::schema::CUDAGRAPH_MODES`]); vLLM's
+    /// default when unset.
+    pub fn from_option(value: Option<&str>) -> CudaGraphMode {
+        match value {
+            Some("full_decode_only") => CudaGraphMode::FullDecodeOnly,
+            Some("piecewise") => CudaGraphMode::Piecewise,
+            Some("none") => CudaGraphMode::None,
+            _ => CudaGraphMode::FullAndPiecewise,
+        }
+    }
+
+    /// The mode as vLLM spells it (`FULL_DECODE_ONLY`).
+    pub fn vllm_name(self) -> &'static str {
+        match self {
+            CudaGraphMode::FullAndPiecewise => "FULL_AND_PIECEWISE",
+            CudaGraphMode::FullDecodeOnly => "FULL_DECODE_ONLY",
+            CudaGraphMode::Piecewise => "PIECEWISE",
+            CudaGraphMode::None => "NONE",
+        }
+    }
+
+    /// Whether the mode captures any step as a CUDA graph (all but `NONE`; with
+    /// `--enforce-eager`, none does: [`EngineSettings::graphs`]).
+    pub fn captures(self) -> bool {
+        self != CudaGraphMode::None
+    }
 }
 
 /// Speculative decoding as the models read it.
@@ -330,7 +374,7 @@ pub fn engine_settings(
         max_num_batched_tokens: mnbt,
         block_size: o.block_size.unwrap_or(default_block),
         enforce_eager: o.enforce_eager,
-        cudagraph_mode: CudaGraphMode::default(),
+        cudagraph_mode: CudaGraphMode::from_option(o.cudagraph_mode.as_deref()),
         vllm_attention: true,
         kv_cache_memory: o.kv_cache_memory,
         cpu_offload: o.cpu_offload.unwrap_or(0.0),

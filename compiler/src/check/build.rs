@@ -563,7 +563,10 @@ impl Checker<'_, '_> {
         let r = Reader(opts);
         let mut ok = true;
         if let Some(fv) = opts.get("extra_args") {
-            for p in crate::vllm_args::check_extra_args(&r.strings("extra_args")) {
+            for p in crate::vllm_args::check_extra_args(
+                &r.strings("extra_args"),
+                opts.contains_key("cudagraph_mode"),
+            ) {
                 self.push(
                     Diagnostic::new(
                         Code::InvalidExtraArg,
@@ -701,6 +704,7 @@ pub(super) fn vllm_options(opts: &BTreeMap<String, FieldValue>) -> VllmOptions {
         max_num_batched_tokens: r.num("max_num_batched_tokens"),
         block_size: r.uint("block_size"),
         enforce_eager: r.boolean("enforce_eager").unwrap_or(false),
+        cudagraph_mode: r.word("cudagraph_mode"),
         kv_cache_memory: r.num("kv_cache_memory"),
         enable_prefix_caching: r.boolean("enable_prefix_caching"),
         cpu_offload: r.num("cpu_offload"),

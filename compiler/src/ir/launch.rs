@@ -217,6 +217,11 @@ pub(super) fn lower_one(
             max_num_batched_tokens: engine.max_num_batched_tokens,
             block_size: engine.block_size,
             enforce_eager: engine.enforce_eager,
+            cudagraph_mode: d
+                .engine
+                .cudagraph_mode
+                .as_ref()
+                .map(|_| engine.cudagraph_mode.vllm_name().to_string()),
             kv_cache_memory_bytes: engine.kv_cache_memory.map(|b| b as u64),
             cpu_offload_gib: (engine.cpu_offload > 0.0).then(|| engine.cpu_offload / GIB as f64),
             enable_prefix_caching: engine.enable_prefix_caching,

@@ -136,6 +136,10 @@ pub struct EnginePlan {
     /// Always emitted: dic's KV arithmetic assumes it (16, or 64 for MLA, by default).
     pub block_size: u64,
     pub enforce_eager: bool,
+    /// `compilation_config.cudagraph_mode` in vLLM's spelling (`FULL_DECODE_ONLY`), when
+    /// the file sets it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cudagraph_mode: Option<String>,
     pub kv_cache_memory_bytes: Option<u64>,
     /// `--cpu-offload-gb`, when weights are offloaded.
     pub cpu_offload_gib: Option<f64>,
@@ -190,6 +194,7 @@ impl EnginePlan {
             "max_num_batched_tokens" => text(self.max_num_batched_tokens.to_string()),
             "block_size" => text(self.block_size.to_string()),
             "enforce_eager" => self.enforce_eager.then_some(FlagValue::Switch(true)),
+            "cudagraph_mode" => self.cudagraph_mode.clone().and_then(text),
             "kv_cache_memory" => self.kv_cache_memory_bytes.and_then(|b| text(b.to_string())),
             "enable_prefix_caching" => self.enable_prefix_caching.map(FlagValue::Switch),
             "cpu_offload" => self.cpu_offload_gib.and_then(|g| text(format!("{g}"))),

@@ -376,12 +376,10 @@ pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
         max_num_seqs: inferencex.then_some(if blackwell { 512 } else { r.concurrency }),
         max_num_batched_tokens: inferencex.then_some(8192.0),
         gpu_memory_utilization: r.recipe.gpu_memory_utilization(),
+        cudagraph_mode: (inferencex && blackwell).then(|| "full_decode_only".into()),
         ..VllmOptions::default()
     };
-    let mut engine = engine_settings(&model, &topology.gpu, &options);
-    if inferencex && blackwell {
-        engine.cudagraph_mode = CudaGraphMode::FullDecodeOnly;
-    }
+    let engine = engine_settings(&model, &topology.gpu, &options);
     Some(Scenario {
         model_name: name,
         model,

@@ -667,6 +667,27 @@ InferenceX 70B rows on Hopper, also an FP8 cache, agree with the tables (TPOT bi
             regime(r).to_string(),
         ])
     });
+    out.push_str("\n### Dense rows by GPU, model, prompt length and TP (fitted on every row)\n\n");
+    out.push_str("What is left in TTFT grows with TP, in opposite directions on B200 and on Hopper: \
+at TP 4–8, B200's 1024-token prompts come out too fast, and Llama-3.1-70B's prompts on Hopper at TP 8 too \
+slow (the table below). The terms that do not shrink with TP — the front end's latency per request and \
+per prompt token, the CPU's launches of a step without CUDA graphs (`perf::FITTED.eager_layer_time` per layer, \
+which sets a 1024-token prompt's step at TP 4–8), the all-reduces — are each one constant or one measured table \
+for every GPU, and the rows want them larger on B200, whose InferenceX recipe runs every step with a prompt \
+chunk without graphs (`FULL_DECODE_ONLY`), than on Hopper. The hosts' CPUs, which the rows do not state, may \
+differ too. No term here tells these apart; leaving B200 out, the Hopper rows alone leave `eager_layer_time` \
+where the fit starts.\n\n");
+    out.push_str("| GPU | model | prompt | TP | rows | TTFT median \\|error\\| | TTFT bias | TPOT median \\|error\\| | TPOT bias |\n|---|---|---|---|---|---|---|---|---|\n");
+    grouped(&mut out, &|r| {
+        (r.dp <= 1 && !r.checkpoint.as_ref()?.is_moe()).then(|| {
+            vec![
+                r.gpu.clone(),
+                model_label(r).to_string(),
+                format!("{:>5}", r.isl as u64),
+                format!("{}", r.tp),
+            ]
+        })
+    });
     out.push_str("\n### MoE rows by layout (fitted on every row)\n\n");
     out.push_str("DP ranks are one vLLM engine whose MoE layers step in lockstep (`perf::StepModel::lockstep`).\n\n");
     out.push_str("| model | layout | rows | TTFT median \\|error\\| | TTFT bias | TPOT median \\|error\\| | TPOT bias |\n|---|---|---|---|---|---|---|\n");

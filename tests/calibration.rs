@@ -46,11 +46,7 @@ fn trtllm_rows() -> Option<Vec<Row>> {
 /// the checkpoint has one), imported as `dic import-hf` imports it.
 fn hf_config(id: &str) -> Option<Model> {
     let dir = common::shared_dir()?.join("models/hf");
-    let file = format!("{}_config.json", id.replace('/', "--"));
-    let config = std::fs::read_to_string(dir.join(&file)).ok()?;
-    let quant = std::fs::read_to_string(dir.join(import_hf::quant_config_file_name(&file))).ok();
-    let (_, model) = import_hf::model_from_config(&file, &config, quant.as_deref()).ok()?;
-    Some(model)
+    import_hf::model_from_flat_configs(id, &|file| std::fs::read_to_string(dir.join(file)).ok())
 }
 
 /// The vLLM rows, how many were skipped, and their leave-one-GPU-out and

@@ -595,18 +595,8 @@ fn every_engine_option_is_emitted_or_dic_only() {
     let files = dic_targets::render(&checked.plan).unwrap();
     let cmds: Vec<serde_json::Value> =
         serde_json::from_str(&files["d/vllm/commands.json"]).unwrap();
-    let argv: Vec<String> = cmds[0]["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap().to_string())
-        .collect();
-    let value_after = |flag: &str| {
-        argv.iter()
-            .position(|a| a == flag)
-            .and_then(|i| argv.get(i + 1))
-            .cloned()
-    };
+    let argv = common::first_argv(&files["d/vllm/commands.json"]);
+    let value_after = |flag: &str| common::value_after(&argv, flag);
     for option in VLLM_OPTIONS {
         match option.vllm {
             None => panic!("engine option `{}` says nothing about vLLM", option.name),
@@ -700,20 +690,12 @@ deploy d {{ model = llama_3_1_8b, cluster = c, layout = tp 8, engine = vllm {{ {
     let (text, checked) = check(keys);
     assert!(!checked.has_errors(), "{text}");
     let files = dic_targets::render(&checked.plan).unwrap();
-    let cmds: Vec<serde_json::Value> =
-        serde_json::from_str(&files["d/vllm/commands.json"]).unwrap();
-    let argv: Vec<&str> = cmds[0]["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
-    let at = argv
-        .iter()
-        .position(|a| *a == "--compilation-config.cudagraph_mode")
-        .expect("the mode's key");
-    assert_eq!(argv[at + 1], "FULL_DECODE_ONLY");
-    assert!(argv.contains(&"--compilation-config.pass_config.fuse_allreduce_rms=true"));
+    let argv = common::first_argv(&files["d/vllm/commands.json"]);
+    assert_eq!(
+        common::value_after(&argv, "--compilation-config.cudagraph_mode").as_deref(),
+        Some("FULL_DECODE_ONLY")
+    );
+    assert!(argv.contains(&"--compilation-config.pass_config.fuse_allreduce_rms=true".into()));
     let whole = r#"cudagraph_mode = full_decode_only, extra_args = ["--compilation-config", "{\"pass_config\": {}}"]"#;
     let (text, checked) = check(whole);
     assert!(checked.has_errors(), "{text}");

@@ -26,6 +26,40 @@ fn the_quant_config_is_named_after_its_config() {
     );
 }
 
+/// A checkpoint id resolves to its flattened config and, when there is one, its
+/// quantization config: NVIDIA's FP8 Llama reads FP8 weights and cache from the latter; an
+/// id with no file gives nothing, and only those two names are asked for.
+#[cfg_attr(
+    dic_no_shared,
+    ignore = "needs ../shared, the reference data beside the repository"
+)]
+#[test]
+fn a_checkpoint_id_reads_its_flattened_config_and_quant_config() {
+    let Some(shared) = common::shared_dir() else {
+        return;
+    };
+    let dir = shared.join("models/hf");
+    let asked = std::cell::RefCell::new(Vec::new());
+    let read = |file: &str| {
+        asked.borrow_mut().push(file.to_string());
+        std::fs::read_to_string(dir.join(file)).ok()
+    };
+    let m = dic_compiler::import_hf::model_from_flat_configs(
+        "nvidia/Llama-3.1-70B-Instruct-FP8",
+        &read,
+    )
+    .expect("imports");
+    assert_eq!((m.weights.as_str(), m.kv_cache.as_str()), ("fp8", "fp8"));
+    assert_eq!(
+        *asked.borrow(),
+        [
+            "nvidia--Llama-3.1-70B-Instruct-FP8_config.json",
+            "nvidia--Llama-3.1-70B-Instruct-FP8_hf_quant_config.json"
+        ]
+    );
+    assert!(dic_compiler::import_hf::model_from_flat_configs("example/None-1B", &read).is_none());
+}
+
 /// config file stem → the stdlib model that describes the same checkpoint.
 const STDLIB_OF: &[(&str, &str)] = &[
     ("meta-llama--Meta-Llama-3.1-8B", "llama_3_1_8b"),

@@ -78,23 +78,15 @@ fn auto_layout_compiles_to_the_planners_choice() {
     let tp = plan[0]["search"]["chosen"]["layout"]["tp"]
         .as_u64()
         .unwrap();
-    let cmds: serde_json::Value = serde_json::from_str(
+    let argv = common::first_argv(
         &std::fs::read_to_string(dir.join("tickets/vllm/commands.json")).unwrap(),
-    )
-    .unwrap();
-    let argv: Vec<&str> = cmds[0]["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
-    let i = argv
-        .iter()
-        .position(|a| *a == "--tensor-parallel-size")
-        .unwrap();
-    assert_eq!(argv[i + 1], tp.to_string());
+    );
+    assert_eq!(
+        common::value_after(&argv, "--tensor-parallel-size"),
+        Some(tp.to_string())
+    );
     if plan[0]["search"]["chosen"]["weights"] == "fp8" {
-        assert!(argv.contains(&"--quantization"));
+        assert!(argv.contains(&"--quantization".to_string()));
     }
 }
 

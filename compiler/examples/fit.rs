@@ -57,12 +57,9 @@ fn by_group(rows: &[SiliconRow], errors: &[Option<(f64, f64)>]) {
 /// ../shared/models/hf.
 fn hf_config(id: &str) -> Option<dic_compiler::program::Model> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/models/hf");
-    use dic_compiler::import_hf::{model_from_config, quant_config_file_name};
-    let file = format!("{}_config.json", id.replace('/', "--"));
-    let config = std::fs::read_to_string(format!("{dir}/{file}")).ok()?;
-    let quant = std::fs::read_to_string(format!("{dir}/{}", quant_config_file_name(&file))).ok();
-    let (_, model) = model_from_config(&file, &config, quant.as_deref()).ok()?;
-    Some(model)
+    dic_compiler::import_hf::model_from_flat_configs(id, &|file| {
+        std::fs::read_to_string(format!("{dir}/{file}")).ok()
+    })
 }
 
 fn main() {

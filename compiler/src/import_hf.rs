@@ -1380,6 +1380,23 @@ pub fn model_from_config(
     Ok((name, model))
 }
 
+/// The checkpoint `hf_id` from a folder of flattened configs (`ORG--NAME_config.json` and,
+/// where the checkpoint has one, `ORG--NAME_hf_quant_config.json`, as ../shared/models/hf
+/// holds them), imported as `dic import-hf` imports it. `read` returns a file's text by
+/// name (the caller does the IO); `None` when the config is absent or the importer refuses
+/// it.
+pub fn model_from_flat_configs(
+    hf_id: &str,
+    read: &dyn Fn(&str) -> Option<String>,
+) -> Option<crate::program::Model> {
+    let file = format!("{}_config.json", hf_id.replace('/', "--"));
+    let config = read(&file)?;
+    let quant = read(&quant_config_file_name(&file));
+    model_from_config(&file, &config, quant.as_deref())
+        .ok()
+        .map(|(_, model)| model)
+}
+
 /// Checks imported `.dist` text and returns its model (the importer's output always
 /// checks clean; `None` would be a bug in the importer).
 pub fn model_from_text(text: &str) -> Option<crate::program::Model> {

@@ -20,6 +20,26 @@ pub fn shared_dir() -> Option<PathBuf> {
     }
 }
 
+/// The first command's argv in a `commands.json` a vLLM target writes.
+pub fn first_argv(commands_json: &str) -> Vec<String> {
+    let cmds: Vec<serde_json::Value> =
+        serde_json::from_str(commands_json).expect("commands.json is JSON");
+    cmds[0]["argv"]
+        .as_array()
+        .expect("an argv array")
+        .iter()
+        .map(|a| a.as_str().expect("argv words are strings").to_string())
+        .collect()
+}
+
+/// The word after `flag` in `argv`, when `flag` is there.
+pub fn value_after(argv: &[String], flag: &str) -> Option<String> {
+    argv.iter()
+        .position(|a| a == flag)
+        .and_then(|i| argv.get(i + 1))
+        .cloned()
+}
+
 /// Diagnostics as a user sees them in a terminal without colour, 100 columns wide.
 pub fn rendered(checked: &Checked) -> String {
     let mut out = dic::render::human(&checked.db, &checked.diagnostics, false, 100);

@@ -598,7 +598,8 @@ pub struct TokenStep {
     pub comm: f64,
     pub overhead: f64,
     /// Time the GPU waits on the CPU's launches in the steps that run without CUDA graphs
-    /// (those carrying a prompt chunk), spread over all steps.
+    /// (those carrying a prompt chunk past the captured sizes or under `FULL_DECODE_ONLY`;
+    /// every step where no step has graphs), spread over all steps.
     pub cpu_launches: f64,
     /// Time stages sit idle because fewer micro-batches than stages are in flight.
     pub bubble: f64,

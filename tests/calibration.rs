@@ -18,7 +18,7 @@ use dic_compiler::analysis::calibration::kv_logs::{parse_kv_logs, KvLogRow};
 use dic_compiler::analysis::calibration::silicon::{
     cross_validate, disagg_table, fit_silicon, model_label, parse_disagg, parse_silicon,
     predict_run, resolve_checkpoint, silicon_objective, silicon_table, stats, DisaggRow,
-    SiliconRow, START, STORED,
+    SiliconRow, SILICON_COLUMNS, START, STORED,
 };
 use dic_compiler::analysis::calibration::{error_table, parse_rows, summary, Metric, Row};
 use dic_compiler::analysis::fused_moe::{curve as moe_curve, CURVES as MOE_CURVES};
@@ -444,8 +444,6 @@ fn calibration_constants_are_the_fit() {
     );
 }
 
-/// Regression bounds on the cross-validated errors: TPOT at its goal (median ≤ 10%); TTFT
-/// above its goal of 15%, bounded where it stands today so that it cannot slip.
 /// The harness reads rows of models and GPUs beyond the training split's, as the held-out
 /// rows of the same collection have: every checkpoint in ../shared/models/hf resolves (the
 /// stdlib's, or its own config imported), and a row of each of several of them on each
@@ -474,9 +472,7 @@ fn rows_of_other_models_and_gpus_are_modelled() {
     assert!(unresolved.is_empty(), "{unresolved:?}");
     // A dense model, a MoE model, an MXFP4 MoE and a checkpoint only its config describes,
     // 1024 × 128 at 8 in flight over 8 GPUs of each system.
-    let header = "id,model_path,system,mode,gemm_quant_mode,moe_quant_mode,isl,osl,batch_size,\
-tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,silicon_ttft_ms,silicon_tpot_ms";
-    let mut csv = header.to_string();
+    let mut csv = SILICON_COLUMNS.join(",");
     let models = [
         "Qwen/Qwen3-8B",
         "Qwen/Qwen3-30B-A3B",
@@ -514,6 +510,9 @@ tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,silicon_ttft_ms,silico
     assert!(missed.is_empty(), "not modelled: {missed:?}");
 }
 
+/// Regression bounds on the cross-validated errors: TPOT under 9%, within its goal
+/// (median ≤ 10%); TTFT under 18%, bounded where it stands (16.3% leaving one GPU out,
+/// above its goal of 15%) so that it cannot slip.
 #[cfg_attr(
     dic_no_shared,
     ignore = "needs ../shared, the reference data beside the repository"

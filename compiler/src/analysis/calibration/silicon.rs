@@ -888,20 +888,22 @@ cache of row 3); dic's `analysis::disagg`, nothing fitted on these rows.\n\n\
 mod tests {
     use super::*;
 
-    /// The columns the rows of these tests state (no `backend_version`: vLLM's defaults).
-    const HEADER: &str = "id,model_path,system,mode,gemm_quant_mode,moe_quant_mode,isl,osl,\
-batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,silicon_ttft_ms,\
-silicon_tpot_ms";
+    /// The columns the rows of these tests state, in [`SILICON_COLUMNS`]' order (no
+    /// `backend_version`: vLLM's defaults).
+    fn header() -> String {
+        SILICON_COLUMNS.join(",")
+    }
 
     /// The MoE group's GPUs over the attention's TP are the engine's DP ranks: three of
     /// Qwen3-235B's layouts as the dataset writes them.
     #[test]
     fn a_rows_dp_ranks_are_its_moe_gpus_over_its_tp() {
         let csv = format!(
-            "{HEADER}\n\
+            "{}\n\
 a,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,2000,500,9,1,1,,2,1,1406.8,58.6\n\
 b,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,8000,1000,8,2,1,,4,1,2363.3,37.3\n\
-c,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,8000,1000,8,2,1,,1,2,1015.8,51.9\n"
+c,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,8000,1000,8,2,1,,1,2,1015.8,51.9\n",
+            header()
         );
         let (rows, skipped) = parse_silicon(&csv, &|_| None);
         assert_eq!(skipped, 0);
@@ -988,10 +990,11 @@ c,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,8000,1000,8,2,1,,1,2,1015.8,51.9
     #[test]
     fn quant_columns_set_gemm_and_expert_formats() {
         let csv = format!(
-            "{HEADER}\n\
+            "{}\n\
 a,openai/gpt-oss-120b,b200_sxm,agg,bfloat16,w4a16_mxfp4,1024,1024,8,2,1,,2,1,100,10\n\
 b,Qwen/Qwen3-30B-A3B,h200_sxm,agg,fp8_block,fp8_block,1024,1024,8,1,1,,1,1,100,10\n\
-c,Qwen/Qwen3-32B,h100_sxm,agg,w4afp8_new,,1024,1024,8,1,1,,1,1,100,10\n"
+c,Qwen/Qwen3-32B,h100_sxm,agg,w4afp8_new,,1024,1024,8,1,1,,1,1,100,10\n",
+            header()
         );
         let (rows, _) = parse_silicon(&csv, &|_| None);
         let formats: Vec<(String, String)> = rows

@@ -733,6 +733,85 @@ fn dic_estimate_validates_engine_options_through_the_schema() {
     );
 }
 
+/// Every number `dic estimate` takes is checked as the `.dist` field it stands for
+/// (`--isl` as `workload.prompt`, `--price-per-node` as `cluster.price`, …): a value a
+/// file would be refused for exits 2 with the flag and its range, never a prediction
+/// for a nonsense load (a negative prompt, NaN, a fraction of a token budget) or a
+/// silent clamp (`--concurrency 0` read as 1).
+#[test]
+fn dic_estimate_refuses_every_number_a_dist_file_would() {
+    for (flag, value, says) in [
+        ("--isl", "-5", "more than 0 tokens"),
+        ("--isl", "nan", "more than 0 tokens"),
+        ("--isl", "0", "more than 0 tokens"),
+        ("--osl", "0", "more than 0 tokens"),
+        ("--osl", "inf", "more than 0 tokens"),
+        ("--isl", "1e300", "1e300"),
+        ("--concurrency", "0", "between 1 and"),
+        ("--rate", "0", "more than 0 req/s"),
+        ("--price-per-node", "-1", "at least 0 $/h"),
+        ("--price-per-node", "nan", "at least 0 $/h"),
+        ("--max-num-batched-tokens", "4096.5", "a whole number"),
+        ("--max-model-len", "8192.5", "a whole number"),
+        ("--gpus-per-node", "0", "at least 1"),
+        ("--nodes", "0", "at least 1"),
+    ] {
+        let arg = format!("{flag}={value}");
+        let o = dic(&[
+            "estimate",
+            "--model",
+            "llama_3_1_8b",
+            "--gpu",
+            "h100_sxm",
+            &arg,
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{arg}: {err}");
+        assert!(err.contains(flag) && err.contains(says), "{arg}: {err}");
+        assert!(o.stdout.is_empty(), "{arg}: no estimate printed");
+    }
+    // A fractional mean length is a mean, not a typo.
+    let o = dic(&[
+        "estimate",
+        "--model",
+        "llama_3_1_8b",
+        "--gpu",
+        "h100_sxm",
+        "--isl",
+        "1000.5",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// vLLM takes its token budgets as integers: a fraction in a `.dist` file is a typo
+/// refused with E0307, not a value truncated into the launch command.
+#[test]
+fn token_counts_vllm_takes_as_integers_refuse_fractions() {
+    use dic_compiler::source::MemoryWorld;
+    for engine in ["max_model_len = 4096.7", "max_num_batched_tokens = 8192.5"] {
+        let src = format!(
+            "import std.nodes.dgx_h100\nimport std.models.llama_3_1_8b\n\
+cluster c {{ nodes = 1 × dgx_h100 }}\n\
+workload w {{ prompt = 1k tokens, output = 256 tokens, concurrency = 4 }}\n\
+deploy d {{ model = llama_3_1_8b, cluster = c, workload = w, layout = tp 1, \
+engine = vllm {{ {engine} }} }}\n"
+        );
+        let world = MemoryWorld::new().with("p.dist", &src);
+        let checked = dic_compiler::driver::compile_file(&world, "p.dist").unwrap();
+        let text = common::rendered(&checked);
+        assert!(checked.has_errors(), "{engine}: {text}");
+        assert!(
+            text.contains("E0307") && text.contains("a whole number"),
+            "{engine}: {text}"
+        );
+    }
+}
+
 /// One rank placement, read by every output: a replica that fits a node stays on one
 /// node even when it does not divide the node's GPUs (`pp 3` on 8-GPU nodes, two replicas
 /// per node, 4 nodes for 8 replicas), and the report's node count, the NCCL plan's ranks,

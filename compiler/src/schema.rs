@@ -191,6 +191,23 @@ pub fn engine_option(name: &str) -> Option<&'static Field> {
 /// against the option's type: the same ranges a `.dist` file is checked with.
 pub fn check_engine_number(name: &str, value: f64) -> Result<(), String> {
     let field = engine_option(name).ok_or_else(|| format!("`{name}` is not an engine option"))?;
+    check_number(field, value)
+}
+
+/// Checks a number given for field `name` of a `kind` block (e.g. `workload.prompt` by
+/// `dic estimate --isl`) against the field's type, as [`check_engine_number`] does.
+pub fn check_field_number(kind: Kind, name: &str, value: f64) -> Result<(), String> {
+    let field = kind
+        .schema()
+        .field(name)
+        .ok_or_else(|| format!("`{name}` is not a field of `{}`", kind.keyword()))?;
+    check_number(field, value)
+}
+
+/// A number against a field's type: a quantity's range (in base units) or an integer's
+/// bounds; other types take no number from outside a `.dist` file.
+fn check_number(field: &Field, value: f64) -> Result<(), String> {
+    let name = field.name;
     match field.ty {
         Ty::Quantity(dim, range) if !range.contains(value) => Err(format!(
             "`{name}` = {} is out of range: must be {}",
@@ -301,6 +318,9 @@ pub struct Range {
     pub max: f64,
     /// When true `min` itself is excluded (`> 0`).
     pub min_exclusive: bool,
+    /// When true only whole numbers (of the base unit) are in range: a count vLLM takes
+    /// as an integer (`--max-model-len 4096`), where a fraction is a typo, not a value.
+    pub whole: bool,
 }
 
 impl Range {
@@ -309,6 +329,7 @@ impl Range {
             min,
             max,
             min_exclusive: false,
+            whole: false,
         }
     }
     pub const fn above_zero(max: f64) -> Range {
@@ -316,10 +337,19 @@ impl Range {
             min: 0.0,
             max,
             min_exclusive: true,
+            whole: false,
+        }
+    }
+    /// The same range, holding whole numbers only.
+    pub const fn whole(self) -> Range {
+        Range {
+            whole: true,
+            ..self
         }
     }
     pub fn contains(&self, v: f64) -> bool {
         v.is_finite()
+            && (!self.whole || v.fract() == 0.0)
             && v <= self.max
             && if self.min_exclusive {
                 v > self.min
@@ -349,8 +379,9 @@ impl Range {
         } else {
             "at least"
         };
+        let whole = if self.whole { "a whole number, " } else { "" };
         format!(
-            "{low} {}{sp}{unit} and at most {}{sp}{unit}",
+            "{whole}{low} {}{sp}{unit} and at most {}{sp}{unit}",
             crate::units::fmt_num(self.min),
             crate::units::fmt_num(self.max)
         )
@@ -464,7 +495,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("head_dim", WIDTH, "per-head dimension; defaults to hidden / heads"),
             f!("intermediate", WIDTH, req, "dense MLP intermediate size"),
             f!("vocab", VOCAB, req, "vocabulary size"),
-            f!("max_context", q(D::Tokens), req, "max_position_embeddings"),
+            f!("max_context", Ty::Quantity(D::Tokens, default_range(D::Tokens).whole()), req, "max_position_embeddings"),
             f!("attention", Ty::Enum(&["mha", "gqa", "mla"]), "attention kind; inferred from kv_heads when absent"),
             f!("experts", EXPERTS, "routed experts (MoE); 0 or absent for a dense model"),
             f!("experts_per_token", HEADS, "routed experts per token (top-k)"),
@@ -477,7 +508,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("qk_rope_head_dim", WIDTH, "MLA rotary head dimension"),
             f!("qk_nope_head_dim", WIDTH, "MLA non-rotary head dimension"),
             f!("v_head_dim", WIDTH, "MLA value head dimension"),
-            f!("sliding_window", q(D::Tokens), "sliding-window size of the windowed layers"),
+            f!("sliding_window", Ty::Quantity(D::Tokens, default_range(D::Tokens).whole()), "sliding-window size of the windowed layers"),
             f!("sliding_layers", LAYERS0, "how many layers use the sliding window"),
             f!("tied_embeddings", Ty::Bool, "LM head shares the embedding matrix"),
             f!("dtype", Ty::Enum(WEIGHT_DTYPES), "checkpoint dtype"),
@@ -522,7 +553,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("concurrency", Ty::Int { min: 1, max: 1 << 24 }, "requests in flight (closed loop)"),
             f!("requests", Ty::Int { min: 1, max: 1 << 30 }, "requests in a finite run (a benchmark): a closed loop's first wave arrives at once, an overloaded open loop's backlog is bounded; unset: steady state"),
             f!("prefix_reuse", Ty::Quantity(D::Ratio, Range::closed(0.0, 1.0)), "share of each prompt vLLM's prefix cache already holds (multi-turn chat, repeated documents): those tokens are not prefilled again, which cuts TTFT and prefill work; each running request still holds its whole context in the KV cache. Needs prefix caching (vLLM's default; dic emits `--enable-prefix-caching`)"),
-            f!("shared_prefix", q(D::Tokens), "leading prompt tokens every request shares (a system prompt, a RAG template): prefilled once, and their KV blocks held once for all running requests, so more requests fit"),
+            f!("shared_prefix", Ty::Quantity(D::Tokens, default_range(D::Tokens).whole()), "leading prompt tokens every request shares (a system prompt, a RAG template): prefilled once, and their KV blocks held once for all running requests, so more requests fit"),
         ],
     },
     KindSchema {
@@ -665,7 +696,7 @@ pub static VLLM_OPTIONS: &[Field] = &[
     ),
     engine!(
         "max_model_len",
-        Ty::Quantity(D::Tokens, Range::above_zero(2147483648.0)),
+        Ty::Quantity(D::Tokens, Range::above_zero(2147483648.0).whole()),
         VllmFlag::Value("--max-model-len"),
         "longest request (prompt + output); default the model's max_context"
     ),
@@ -680,7 +711,7 @@ pub static VLLM_OPTIONS: &[Field] = &[
     ),
     engine!(
         "max_num_batched_tokens",
-        Ty::Quantity(D::Tokens, Range::above_zero(2147483648.0)),
+        Ty::Quantity(D::Tokens, Range::above_zero(2147483648.0).whole()),
         VllmFlag::Value("--max-num-batched-tokens"),
         "token budget per step (default 16384, 8192 or 2048 by GPU memory)"
     ),

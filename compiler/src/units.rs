@@ -188,6 +188,9 @@ pub fn fmt_bytes(bytes: f64) -> String {
 pub fn fmt_num(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{}", v as i64)
+    } else if v.is_finite() && v.abs() >= 1e15 {
+        // `1e300`, not three hundred digits.
+        format!("{v:e}")
     } else {
         format!("{v}")
     }
@@ -196,6 +199,15 @@ pub fn fmt_num(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_print_whole_plain_and_huge_in_exponent_form() {
+        assert_eq!(fmt_num(4096.0), "4096");
+        assert_eq!(fmt_num(0.5), "0.5");
+        assert_eq!(fmt_num(1e300), "1e300");
+        assert_eq!(fmt_num(-2.5e20), "-2.5e20");
+        assert_eq!(fmt_num(f64::NAN), "NaN");
+    }
 
     #[test]
     fn decimal_and_binary_differ() {

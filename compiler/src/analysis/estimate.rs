@@ -8,7 +8,7 @@
 use super::scenario::*;
 use super::{catalog, Analysis};
 use crate::program::{Layout, Model};
-use crate::schema::{CUDAGRAPH_MODES, KV_DTYPES, WEIGHT_DTYPES};
+use crate::schema::{self, Kind, CUDAGRAPH_MODES, KV_DTYPES, WEIGHT_DTYPES};
 
 #[derive(Debug, Clone, Default)]
 pub struct EstimateRequest {
@@ -69,17 +69,43 @@ pub fn scenario(
             ));
         }
     }
-    // Engine options are checked against the schema's table below, with the same
-    // ranges as a .dist file.
+    // Every number is checked against the schema's field it stands for: the same types
+    // and ranges as a `.dist` file, said as the flag the user typed.
+    let flag = |flag: &str, kind: Kind, field: &str, value: Option<f64>| match value {
+        Some(v) => schema::check_field_number(kind, field, v)
+            .map_err(|why| why.replacen(&format!("`{field}`"), flag, 1)),
+        None => Ok(()),
+    };
     let l = req.layout;
     if l.tp == 0 || l.pp == 0 || l.dp == 0 {
         return Err("--tp, --pp and --dp must be at least 1".into());
     }
-    let per_node = req.gpus_per_node.unwrap_or(8).max(1);
-    let nodes = req
-        .nodes
-        .unwrap_or_else(|| l.gpus().div_ceil(per_node))
-        .max(1);
+    if req.gpus_per_node == Some(0) || req.nodes == Some(0) {
+        return Err("--gpus-per-node and --nodes must be at least 1".into());
+    }
+    flag("--isl", Kind::Workload, "prompt", req.isl)?;
+    flag("--osl", Kind::Workload, "output", req.osl)?;
+    flag("--rate", Kind::Workload, "rate", req.rate)?;
+    flag(
+        "--concurrency",
+        Kind::Workload,
+        "concurrency",
+        req.concurrency.map(|c| c as f64),
+    )?;
+    flag(
+        "--num-requests",
+        Kind::Workload,
+        "requests",
+        req.num_requests.map(|n| n as f64),
+    )?;
+    flag(
+        "--price-per-node",
+        Kind::Cluster,
+        "price",
+        req.price_per_node_hour,
+    )?;
+    let per_node = req.gpus_per_node.unwrap_or(8);
+    let nodes = req.nodes.unwrap_or_else(|| l.gpus().div_ceil(per_node));
     let scale_out = (nodes > 1)
         .then(|| {
             catalog::link("ib_ndr").map(|link| ScaleOut {
@@ -114,7 +140,7 @@ pub fn scenario(
     ] {
         if let Some(v) = value {
             // Said as the flag the user typed (`--gpu-memory-utilization`).
-            crate::schema::check_engine_number(name, v).map_err(|why| {
+            schema::check_engine_number(name, v).map_err(|why| {
                 why.replacen(
                     &format!("`{name}`"),
                     &format!("--{}", name.replace('_', "-")),
@@ -126,14 +152,13 @@ pub fn scenario(
     let engine = engine_settings(&model, &topology.gpu, &options);
     let load = match (req.concurrency, req.rate) {
         (Some(_), Some(_)) => return Err("give --concurrency or --rate, not both".into()),
-        (Some(c), None) => Load::Concurrency(c.max(1)),
-        (None, Some(r)) if r > 0.0 && r.is_finite() => Load::Rate(r),
-        (None, Some(r)) => return Err(format!("--rate must be positive, got {r}")),
+        (Some(c), None) => Load::Concurrency(c),
+        (None, Some(r)) => Load::Rate(r),
         (None, None) => Load::Concurrency(1),
     };
     let workload = WorkloadSpec::new(
         req.isl.unwrap_or(1024.0),
-        req.osl.unwrap_or(256.0).max(1.0),
+        req.osl.unwrap_or(256.0),
         load,
         req.num_requests.map(|n| n as f64),
     );

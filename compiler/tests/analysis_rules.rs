@@ -40,6 +40,64 @@ fn all_reduce_takes_the_fastest_algorithm() {
     assert_eq!(collective_time(Collective::AllReduce, big, 1, &nvlink), 0.0);
 }
 
+/// vLLM's TP all-reduce past its custom kernel's 8 MiB, by hand: on an NVSwitch of 4 or 8
+/// GPUs the switch reduces (`S` bytes on the wire per rank), on direct NVLink and on 2
+/// GPUs a ring (`2(p−1)/p · S`), and 4 Blackwell GPUs up to 32 MiB run vLLM's two-shot
+/// kernel, a ring's bytes; each at the large-message fit of the kernel tables.
+#[test]
+fn vllm_all_reduce_reduces_in_the_switch_where_vllm_and_nccl_do() {
+    use dic_compiler::analysis::comm::{nccl_nvlink_all_reduce, vllm_all_reduce_time};
+    let s = 64.0 * 1024.0 * 1024.0;
+    let hopper = nccl_nvlink_all_reduce(Some("hopper"));
+    let blackwell = nccl_nvlink_all_reduce(Some("blackwell"));
+    let at = |p: u64, link: LinkType, arch: &str| {
+        let mut l = placement(link, 360.0);
+        l.size = p;
+        vllm_all_reduce_time(s, p, &l, Some(arch))
+    };
+    let close = |a: f64, b: f64| (a / b - 1.0).abs() < 1e-12;
+    // 8 Hopper GPUs on an NVSwitch: 30 µs + S / (360 GB/s × 0.98)
+    assert!(close(
+        at(8, LinkType::Nvswitch, "hopper"),
+        hopper.latency + s / (360e9 * hopper.efficiency)
+    ));
+    // the same GPUs wired directly: the ring's 1.75 S
+    assert!(close(
+        at(8, LinkType::Nvlink, "hopper"),
+        hopper.latency + 1.75 * s / (360e9 * hopper.efficiency)
+    ));
+    // two GPUs: no reduction in the switch
+    assert!(close(
+        at(2, LinkType::Nvswitch, "hopper"),
+        hopper.latency + s / (360e9 * hopper.efficiency)
+    ));
+    // 4 Blackwell GPUs, 64 MiB: past the two-shot kernel's 32 MiB, NCCL's NVLS
+    assert!(close(
+        at(4, LinkType::Nvswitch, "blackwell"),
+        blackwell.latency + s / (360e9 * blackwell.efficiency)
+    ));
+    // 4 Blackwell GPUs, 16 MiB: vLLM's two-shot kernel, 1.5 S
+    let mut l = placement(LinkType::Nvswitch, 360.0);
+    l.size = 4;
+    let half = s / 4.0;
+    assert!(close(
+        vllm_all_reduce_time(half, 4, &l, Some("blackwell")),
+        blackwell.latency + 1.5 * half / (360e9 * blackwell.efficiency)
+    ));
+}
+
+/// The calibration's and `dic estimate`'s 8-GPU nodes take the stdlib reference board's
+/// link: the HGX NVSwitch for 8 SXM GPUs, nothing for a count no node has.
+#[test]
+fn eight_sxm_gpus_sit_on_their_reference_boards_nvswitch() {
+    use dic_compiler::analysis::catalog::node_scale_up;
+    assert_eq!(node_scale_up("h100_sxm", 8).unwrap().name, "nvswitch_h100");
+    assert_eq!(node_scale_up("h200_sxm", 8).unwrap().name, "nvswitch_h100");
+    assert_eq!(node_scale_up("b200", 8).unwrap().name, "nvswitch_b200");
+    assert!(node_scale_up("h100_sxm", 3).is_none());
+    assert!(node_scale_up("no_such_gpu", 8).is_none());
+}
+
 const PROD: &str = "import std.nodes.dgx_h100\nimport std.models.llama_3_1_70b\n\
 cluster c { nodes = 1 × dgx_h100 }\n\
 workload w { prompt = 1k tokens, output = 256 tokens, rate = 2 req/s }\n\

@@ -42,6 +42,28 @@ pub fn gpu(query: &str) -> Option<(GpuSpec, Option<LinkSpec>)> {
     Some((GpuSpec::from_gpu(&d.name, g, pcie), scale_up))
 }
 
+/// The scale-up link of the stdlib's reference node of `count` GPUs named `gpu` (its
+/// stdlib name): an HGX/DGX board's NVSwitch, where the GPU's own entry names only its
+/// NVLink generation. `None` when the stdlib has no such node.
+pub fn node_scale_up(gpu: &str, count: u64) -> Option<LinkSpec> {
+    let p = &stdlib().program;
+    p.defs
+        .iter()
+        .flatten()
+        .filter(|d| d.kind == Kind::Node)
+        .find_map(|d| {
+            let Body::Node(n) = &d.body else { return None };
+            if n.gpu_count != count || p.def(n.gpu?)?.name != gpu {
+                return None;
+            }
+            let l = p.def(n.scale_up?)?;
+            match &l.body {
+                Body::Link(x) => Some(LinkSpec::from_link(&l.name, x)),
+                _ => None,
+            }
+        })
+}
+
 pub fn model(name: &str) -> Option<Model> {
     match &stdlib().program.by_name(Kind::Model, name)?.body {
         Body::Model(m) => Some(m.clone()),

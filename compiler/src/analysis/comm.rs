@@ -3,9 +3,12 @@
 //!
 //! Ranks are laid out DP × PP × PCP × TP with TP fastest (vLLM's order), one rank per
 //! GPU, GPUs numbered node by node: [`rank_placements`] is that placement, computed here
-//! once for the report, the NCCL plan and the launch scripts. A group's link is the slowest one it crosses: the
-//! scale-up link (NVLink/NVSwitch) inside a node or a rack-scale NVLink domain, PCIe
-//! inside a node without one, the scale-out fabric across nodes.
+//! once for the report, the NCCL plan and the launch scripts. A group's link is the
+//! slowest one it crosses: the scale-up link (NVLink/NVSwitch) inside a node or a
+//! rack-scale NVLink domain, PCIe inside a node without one, the scale-out fabric across
+//! nodes. vLLM's TP all-reduces are timed as vLLM runs them ([`vllm_all_reduce_time`]):
+//! its custom kernel for small messages, the NVSwitch's own reduction for large ones on
+//! 4 or more GPUs ([`nvls_all_reduce`]), a ring otherwise.
 
 use super::gemm::KernelFamily;
 use super::scenario::{LinkSpec, Scenario};
@@ -608,7 +611,12 @@ pub fn vllm_all_reduce_time(
         return 0.0;
     }
     let nccl = if link.within_one_nvlink_node() {
-        nccl_nvlink_all_reduce(architecture).time(all_reduce_wire_bytes(bytes, p), link.bandwidth)
+        let wire = if nvls_all_reduce(link, p, bytes, architecture) {
+            bytes
+        } else {
+            all_reduce_wire_bytes(bytes, p)
+        };
+        nccl_nvlink_all_reduce(architecture).time(wire, link.bandwidth)
     } else {
         collective_time(Collective::AllReduce, bytes, p, link)
     };
@@ -624,6 +632,24 @@ pub fn vllm_all_reduce_time(
     } else {
         nccl
     }
+}
+
+/// Whether an all-reduce past the custom kernel's range runs on the NVSwitch's own
+/// reduction (NVLS): each rank sends its `S` bytes into the switch once and receives the
+/// sum once, where a ring moves `2(p−1)/p · S`. vLLM's symmetric-memory all-reduce
+/// (`VLLM_ALLREDUCE_USE_SYMM_MEM`, on by default) runs `multimem_all_reduce_` for 4, 6
+/// and 8 GPUs on Hopper and 6 and 8 on Blackwell, up to 32–128 MiB by GPU count
+/// (`all_reduce_utils.SYMM_MEM_ALL_REDUCE_MAX_SIZES`), and NCCL above picks its NVLS
+/// algorithm on an NVSwitch of more than two GPUs. The exception is 4 Blackwell GPUs up to
+/// 32 MiB, where vLLM's symmetric memory runs its two-shot kernel, a ring's bytes. Both
+/// are charged at the bandwidth fitted on the kernel tables' large messages
+/// ([`nccl_nvlink_all_reduce`]).
+pub fn nvls_all_reduce(link: &Placement, p: u64, bytes: f64, architecture: Option<&str>) -> bool {
+    const TWO_SHOT_MAX_BYTES: f64 = 32.0 * 1024.0 * 1024.0;
+    let blackwell_two_shot = KernelFamily::of(architecture) == KernelFamily::Blackwell
+        && p == 4
+        && bytes <= TWO_SHOT_MAX_BYTES;
+    link.link_type == LinkType::Nvswitch && !link.spans_nodes && p >= 4 && !blackwell_two_shot
 }
 
 /// The placements a step's communication uses, computed once per scenario.

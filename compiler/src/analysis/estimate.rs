@@ -1,8 +1,9 @@
 //! `dic estimate`: one scenario from flags instead of a file — a stdlib (or imported)
 //! model on a stdlib GPU — and its report as a table or JSON.
 //!
-//! Defaults when flags are absent: 8 GPUs per node with the GPU's own scale-up link
-//! (PCIe-only cards get PCIe), as many nodes as the layout needs, an InfiniBand NDR rail
+//! Defaults when flags are absent: 8 GPUs per node with the GPU's own scale-up link, or the
+//! stdlib's reference node's where it has one of that many (an HGX board's NVSwitch;
+//! PCIe-only cards get PCIe), as many nodes as the layout needs, an InfiniBand NDR rail
 //! per GPU between nodes, and vLLM 0.33's engine defaults.
 
 use super::scenario::*;
@@ -114,6 +115,9 @@ pub fn scenario(
             })
         })
         .flatten();
+    // A node of the GPU's reference board (8 SXM GPUs on an HGX NVSwitch) links them
+    // through its switch; other counts keep the GPU's own link.
+    let scale_up = catalog::node_scale_up(&gpu.name, per_node).or(scale_up);
     let topology = Topology {
         gpus_per_node: per_node,
         nodes,

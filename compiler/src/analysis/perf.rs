@@ -15,7 +15,8 @@
 //! call per MoE layer timed by the curve fitted on its measured latencies (`fused_moe`: Hopper's
 //! block-FP8 fused MoE reaches a quarter of the FP8 peak on a prompt chunk, far below the
 //! dense GEMMs); then communication (TP all-reduces as vLLM runs them,
-//! `comm::vllm_all_reduce_time`, both regimes fitted on the kernel tables) and a fixed
+//! `comm::vllm_all_reduce_time`, both regimes fitted on the kernel tables, large messages
+//! on an NVSwitch reduced in the switch, `comm::nvls_all_reduce`) and a fixed
 //! overhead. A step vLLM runs without CUDA graphs (more tokens than its largest captured
 //! batch: a prompt chunk; any step with a prompt chunk under `FULL_DECODE_ONLY`
 //! (`scenario::CudaGraphMode`); every step under `--enforce-eager` or `cudagraph_mode =
@@ -94,11 +95,13 @@ pub struct PerfConstants {
     /// not shrink with TP: measured at 4 in flight, Llama-3.1-70B's TTFT on B200 fits
     /// 205 ms + 540 ms / TP for 8192-token prompts (FP8; NVFP4 203 ms + 294 ms / TP),
     /// where dic's TP-independent terms (request latency, all-reduces) came to about 90 ms.
-    /// Fitted at 15.4 µs, within the 10–21 µs per token that Hugging Face tokenizers are
-    /// measured at in a serving front end (tenstorrent/tt-inference-server#2173); it may
+    /// Fitted at 17.2 µs (15.4 µs while Hopper's large all-reduces were charged a ring's
+    /// bytes, see `comm::nvls_all_reduce`), within the 10–21 µs per token that Hugging Face
+    /// tokenizers are measured at in a serving front end
+    /// (tenstorrent/tt-inference-server#2173); it may
     /// also hold per-token GPU work dic does not time (norms and residual adds, which
     /// every TP rank runs on the whole hidden state). Every GPU's rows identify it: without
-    /// B200's, the fit puts it at 8 µs. With it, TTFT median |error| fell from 12.2 / 18.5 /
+    /// B200's, the fit puts it at 10 µs. With it, TTFT median |error| fell from 12.2 / 18.5 /
     /// 16.7% to 11.3 / 16.3 / 14.5% fitted / leaving one GPU out / leaving one model out
     /// (TPOT 5.8 / 7.2 / 7.6% → 5.7 / 7.5 / 7.4%), the fixed request latency from 30.8 to
     /// 18.3 ms, and TensorRT-LLM's unfitted online TTFT from 124% to 95%.
@@ -109,7 +112,7 @@ pub struct PerfConstants {
     /// without graphs at all (`--enforce-eager`, `cudagraph_mode = none`) launches each
     /// layer's kernels from the CPU as it runs, and the
     /// GPU gets no further ahead than the launches, so the step lasts
-    /// `max(GPU work, layers × this)`. Fitted at 0.55–0.57 ms: 44–46 ms for a 70B's 80 layers,
+    /// `max(GPU work, layers × this)`. Fitted at 0.51–0.57 ms: 41–46 ms for a 70B's 80 layers,
     /// longer than a 1024-token prompt's GPU work at TP 4 and 8, which is why measured
     /// TTFT stops falling with TP there. The 70B's 1024-token rows at TP 4 and 8 went from
     /// 16–31% to 7–26% median |error| (H200 TP 4: 15% → 7%; B200 TP 8: 31% → 24%), and the
@@ -134,13 +137,13 @@ pub struct PerfConstants {
 /// (Qwen3-235B-A22B, in seven TP/DP/EP layouts).
 pub const FITTED: PerfConstants = PerfConstants {
     memory_efficiency: 0.815,
-    compute_efficiency: 0.575,
+    compute_efficiency: 0.562,
     step_overhead: 0.00436,
-    moe_layer_factor: 0.473,
-    sequence_layer_overhead: 0.500e-6,
-    request_latency: 0.0183,
-    prompt_token_latency: 15.4e-6,
-    eager_layer_time: 0.557e-3,
+    moe_layer_factor: 0.462,
+    sequence_layer_overhead: 0.522e-6,
+    request_latency: 0.0200,
+    prompt_token_latency: 17.2e-6,
+    eager_layer_time: 0.511e-3,
 };
 
 impl PerfConstants {

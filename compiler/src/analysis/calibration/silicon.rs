@@ -355,7 +355,10 @@ pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
             model.detail.expert_weights = Some(w.into());
         }
     }
-    let (gpu, scale_up) = system_gpu(&r.gpu)?;
+    let (gpu, own_link) = system_gpu(&r.gpu)?;
+    // The rows ran on 8-GPU HGX boards: the GPUs' NVLink goes through the board's
+    // NVSwitch, as the stdlib's reference node of eight of them says.
+    let scale_up = catalog::node_scale_up(&gpu.name, 8).or(own_link);
     let inferencex = r.recipe == Recipe::InferenceX;
     let blackwell = KernelFamily::of(gpu.architecture.as_deref()) == KernelFamily::Blackwell;
     let gpus = (r.tp * r.pp * r.dp).max(8);
@@ -669,14 +672,16 @@ InferenceX 70B rows on Hopper, also an FP8 cache, agree with the tables (TPOT bi
     });
     out.push_str("\n### Dense rows by GPU, model, prompt length and TP (fitted on every row)\n\n");
     out.push_str("What is left in TTFT grows with TP, in opposite directions on B200 and on Hopper: \
-at TP 4–8, B200's 1024-token prompts come out too fast, and Llama-3.1-70B's prompts on Hopper at TP 8 too \
-slow (the table below). The terms that do not shrink with TP — the front end's latency per request and \
-per prompt token, the CPU's launches of a step without CUDA graphs (`perf::FITTED.eager_layer_time` per layer, \
-which sets a 1024-token prompt's step at TP 4–8), the all-reduces — are each one constant or one measured table \
-for every GPU, and the rows want them larger on B200, whose InferenceX recipe runs every step with a prompt \
-chunk without graphs (`FULL_DECODE_ONLY`), than on Hopper. The hosts' CPUs, which the rows do not state, may \
+at TP 4–8, B200's 1024-token prompts come out too fast, and Llama-3.1-70B's 1024-token prompts on Hopper at \
+TP 8 too slow (the table below; Hopper's 8192-token prompts at TP 8, +22–23% while their all-reduces were \
+charged a ring's bytes, are +9–11% with the NVSwitch's reduction, `comm::nvls_all_reduce`). The terms that do \
+not shrink with TP — the front end's latency per request and per prompt token, the CPU's launches of a step \
+without CUDA graphs (`perf::FITTED.eager_layer_time` per layer, which sets a 1024-token prompt's step at TP \
+4–8), the all-reduces — are each one constant or one measured table for every GPU, and the rows want them \
+larger on B200, whose InferenceX recipe runs every step with a prompt chunk without graphs \
+(`FULL_DECODE_ONLY`), than on Hopper (the split below). The hosts' CPUs, which the rows do not state, may \
 differ too. No term here tells these apart; leaving B200 out, the Hopper rows alone leave `eager_layer_time` \
-where the fit starts.\n\n");
+where the fit starts and put the latency per prompt token at 10 µs.\n\n");
     out.push_str("| GPU | model | prompt | TP | rows | TTFT median \\|error\\| | TTFT bias | TPOT median \\|error\\| | TPOT bias |\n|---|---|---|---|---|---|---|---|---|\n");
     grouped(&mut out, &|r| {
         (r.dp <= 1 && !r.checkpoint.as_ref()?.is_moe()).then(|| {
@@ -688,6 +693,31 @@ where the fit starts.\n\n");
             ]
         })
     });
+    out.push_str("\n### TTFT split into the part TP shortens and the part it does not (fitted on every row)\n\n");
+    out.push_str("Each load (prompt, output and requests in flight, up to 16) measured at three or more TPs is fitted \
+as `a + b / TP` (`silicon::tp_split`, least squares), measured and predicted; the table gives the medians over each \
+group's loads. `b / TP` is the sharded GPU work and `a` what more GPUs do not shorten: the front end, the CPU's \
+launches, most of the all-reduces, queueing. Where the two `b` agree and the two `a` do not, the miss is in the \
+terms that do not shrink with TP, which are one constant or one measured table for every GPU. At 8192 tokens \
+the two `b` agree within 5% on H100 and 7% on H200 and B200 (FP8), and predicted `a` is 66 ms high on H100, 23 \
+ms on H200, 12 ms on B200 (FP8). At 1024 tokens B200's measured TTFT hardly depends on TP (`b` 29 ms and −1 \
+ms), about 100–115 ms at every TP, which dic's `a` (80–86 ms) undershoots while Hopper's is 12–21 ms over. \
+Qwen3-32B's 4096-token prompts are the one group whose `b` is short (964 against 1262 ms).\n\n");
+    out.push_str("| GPU | model | weights | prompt | loads | measured a | predicted a | measured b | predicted b |\n|---|---|---|---|---|---|---|---|---|\n");
+    for t in tp_split_table(rows, fit) {
+        out.push_str(&format!(
+            "| {} | {} | {} | {:>5} | {} | {:.0} ms | {:.0} ms | {:.0} ms | {:.0} ms |\n",
+            t.gpu,
+            t.model,
+            t.weights,
+            t.isl,
+            t.loads,
+            t.measured.0 * 1e3,
+            t.predicted.0 * 1e3,
+            t.measured.1 * 1e3,
+            t.predicted.1 * 1e3
+        ));
+    }
     out.push_str("\n### MoE rows by layout (fitted on every row)\n\n");
     out.push_str("DP ranks are one vLLM engine whose MoE layers step in lockstep (`perf::StepModel::lockstep`).\n\n");
     out.push_str("| model | layout | rows | TTFT median \\|error\\| | TTFT bias | TPOT median \\|error\\| | TPOT bias |\n|---|---|---|---|---|---|---|\n");
@@ -715,6 +745,101 @@ where the fit starts.\n\n");
         ));
     }
     out
+}
+
+/// TTFT split by how it scales with TP: `a + b / TP`, least squares over the TPs of one
+/// load (a dense model's rows that differ only in TP). `a` is what more GPUs do not
+/// shorten — the front end, the CPU's launches, most of the all-reduces, queueing
+/// behind them — and `b / TP` the sharded GPU work. `None` with fewer than two TPs.
+pub fn tp_split(points: &[(u64, f64)]) -> Option<(f64, f64)> {
+    let mut tps: Vec<u64> = points.iter().map(|p| p.0).collect();
+    tps.sort();
+    tps.dedup();
+    if tps.len() < 2 {
+        return None;
+    }
+    let n = points.len() as f64;
+    let x = |tp: u64| 1.0 / tp.max(1) as f64;
+    let mx = points.iter().map(|p| x(p.0)).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (x(p.0) - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (x(p.0) - mx) * (p.1 - my)).sum();
+    let b = sxy / sxx;
+    Some((my - b * mx, b))
+}
+
+/// One row of the TP-split table: a group's measured and predicted `(a, b)` of
+/// [`tp_split`], in seconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TpSplitRow {
+    pub gpu: String,
+    pub model: String,
+    pub weights: String,
+    pub isl: f64,
+    /// Loads (prompt × output × concurrency) with three or more TPs, all modelled.
+    pub loads: usize,
+    pub measured: (f64, f64),
+    pub predicted: (f64, f64),
+}
+
+/// [`tp_split`] of every load of a dense model at up to 16 requests in flight (below the
+/// KV cache's and the batch's caps, where admission waits swamp the split) that was
+/// measured at three or more TPs, measured and as `fit` predicts it; the median `a` and
+/// `b` over each GPU, model, weight format and prompt length's loads.
+pub fn tp_split_table(rows: &[SiliconRow], fit: &SiliconFit) -> Vec<TpSplitRow> {
+    type Load = (String, String, String, u64, u64, u64);
+    let mut loads: std::collections::BTreeMap<Load, Vec<(u64, f64, f64)>> = Default::default();
+    for r in rows {
+        let dense = r.checkpoint.as_ref().is_some_and(|m| !m.is_moe());
+        if !dense || r.dp > 1 || r.pp > 1 || r.concurrency > 16 {
+            continue;
+        }
+        let Some((ttft, _)) = predict_run(r, fit) else {
+            continue;
+        };
+        let key = (
+            r.gpu.clone(),
+            model_label(r).to_string(),
+            r.weights.clone().unwrap_or_else(|| "model's own".into()),
+            r.isl as u64,
+            r.osl as u64,
+            r.concurrency,
+        );
+        loads.entry(key).or_default().push((r.tp, r.ttft, ttft));
+    }
+    type Group = (String, String, String, u64);
+    let mut groups: std::collections::BTreeMap<Group, Vec<[f64; 4]>> = Default::default();
+    for ((gpu, model, weights, isl, _, _), points) in loads {
+        let mut tps: Vec<u64> = points.iter().map(|p| p.0).collect();
+        tps.sort();
+        tps.dedup();
+        if tps.len() < 3 {
+            continue;
+        }
+        let measured: Vec<(u64, f64)> = points.iter().map(|p| (p.0, p.1)).collect();
+        let predicted: Vec<(u64, f64)> = points.iter().map(|p| (p.0, p.2)).collect();
+        if let (Some(m), Some(p)) = (tp_split(&measured), tp_split(&predicted)) {
+            groups
+                .entry((gpu, model, weights, isl))
+                .or_default()
+                .push([m.0, m.1, p.0, p.1]);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((gpu, model, weights, isl), splits)| {
+            let med = |i: usize| super::median(splits.iter().map(|s| s[i]).collect());
+            TpSplitRow {
+                gpu,
+                model,
+                weights,
+                isl: isl as f64,
+                loads: splits.len(),
+                measured: (med(0), med(1)),
+                predicted: (med(2), med(3)),
+            }
+        })
+        .collect()
 }
 
 /// Where every fit starts (the full fit and each cross-validation fold alike): round
@@ -886,6 +1011,28 @@ cache of row 3); dic's `analysis::disagg`, nothing fitted on these rows.\n\n\
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn tp_split_is_least_squares_in_one_over_tp() {
+        // exactly 100 ms + 800 ms / TP at TP 1, 2, 4, 8
+        let exact: Vec<(u64, f64)> = [1, 2, 4, 8]
+            .iter()
+            .map(|&tp| (tp, 0.1 + 0.8 / tp as f64))
+            .collect();
+        let (a, b) = tp_split(&exact).unwrap();
+        assert!(
+            (a - 0.1).abs() < 1e-12 && (b - 0.8).abs() < 1e-12,
+            "{a} {b}"
+        );
+        // two points at TP 2 and 4 (x = 1/2, 1/4): the line through them
+        let (a, b) = tp_split(&[(2, 0.5), (4, 0.3)]).unwrap();
+        assert!(
+            (b - 0.8).abs() < 1e-12 && (a - 0.1).abs() < 1e-12,
+            "{a} {b}"
+        );
+        // one TP, however many rows: no split
+        assert!(tp_split(&[(4, 0.3), (4, 0.31)]).is_none());
+    }
+
     use super::*;
 
     /// The columns the rows of these tests state, in [`SILICON_COLUMNS`]' order (no

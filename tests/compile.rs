@@ -713,34 +713,16 @@ deploy d {{ model = llama_3_1_8b, cluster = c, layout = tp 8, engine = vllm {{ {
     );
 }
 
-/// `dic estimate` checks its engine flags with the same table as a .dist file.
-#[test]
-fn dic_estimate_validates_engine_options_through_the_schema() {
-    let o = dic(&[
-        "estimate",
-        "--model",
-        "llama_3_1_8b",
-        "--gpu",
-        "h100_sxm",
-        "--gpu-memory-utilization",
-        "1.5",
-    ]);
-    assert_ne!(o.status.code(), Some(0));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("--gpu-memory-utilization") && err.contains("out of range"),
-        "{err}"
-    );
-}
-
-/// Every number `dic estimate` takes is checked as the `.dist` field it stands for
-/// (`--isl` as `workload.prompt`, `--price-per-node` as `cluster.price`, …): a value a
+/// Every number `dic estimate` takes is checked as the `.dist` field it stands for, with
+/// the schema's table (`--isl` as `workload.prompt`, `--price-per-node` as
+/// `cluster.price`, `--gpu-memory-utilization` as the engine option): a value a
 /// file would be refused for exits 2 with the flag and its range, never a prediction
 /// for a nonsense load (a negative prompt, NaN, a fraction of a token budget) or a
 /// silent clamp (`--concurrency 0` read as 1).
 #[test]
 fn dic_estimate_refuses_every_number_a_dist_file_would() {
     for (flag, value, says) in [
+        ("--gpu-memory-utilization", "1.5", "out of range"),
         ("--isl", "-5", "more than 0 tokens"),
         ("--isl", "nan", "more than 0 tokens"),
         ("--isl", "0", "more than 0 tokens"),

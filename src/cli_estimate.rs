@@ -89,6 +89,19 @@ fn to_json(s: &Scenario, a: &Analysis) -> Value {
         "kv_cache_tokens": a.memory.kv_cache_tokens,
         "max_concurrency": (a.memory.max_concurrency * 100.0).round() / 100.0,
         "ttft_ms": ms(p.map(|p| p.ttft)),
+        // TTFT by cause; the parts add up to `ttft_ms` (an unbounded part is null).
+        "ttft_ms_parts": p.map(|p| {
+            let t = &p.ttft_parts;
+            json!({
+                "front_end": ms(Some(t.front_end)),
+                "step_wait": ms(Some(t.step_wait)),
+                "prefill": ms(Some(t.prefill)),
+                "prefill_queue": ms(Some(t.prefill_queue)),
+                "admission": ms(Some(t.admission)),
+                "first_wave": ms(Some(t.first_wave)),
+                "kv_transfer": ms(Some(t.kv_transfer)),
+            })
+        }),
         "tpot_ms": ms(p.map(|p| p.tpot)),
         "output_tokens_per_s": p.map(|p| p.output_tokens_per_s.round()),
         "output_tokens_per_s_per_gpu": p.map(|p| (p.output_tokens_per_s_per_gpu * 10.0).round() / 10.0),
@@ -195,6 +208,9 @@ fn to_table(s: &Scenario, a: &Analysis) -> String {
                     "unbounded (overloaded)".into()
                 }
             ));
+            if p.ttft.is_finite() {
+                out.push_str(&format!("  = {}\n", ttft_parts_line(&p.ttft_parts)));
+            }
             out.push_str(&format!("TPOT                 {:.2} ms\n", p.tpot * 1e3));
             out.push_str(&format!(
                 "output throughput    {:.0} tokens/s ({:.1} per GPU), {:.3} req/s\n",
@@ -250,4 +266,25 @@ fn to_table(s: &Scenario, a: &Analysis) -> String {
         out.push('\n');
     }
     out
+}
+
+/// `front end 35.1 ms + half a step 3.9 ms + prefill 80.2 ms + …`: the TTFT's nonzero
+/// parts in the order a request meets them.
+fn ttft_parts_line(t: &dic_compiler::analysis::perf::TtftParts) -> String {
+    let parts = [
+        ("front end", t.front_end),
+        ("admission", t.admission),
+        ("prefill queue", t.prefill_queue),
+        ("step waited on", t.step_wait),
+        ("prefill", t.prefill),
+        ("KV transfer", t.kv_transfer),
+        ("first wave", t.first_wave),
+    ];
+    parts
+        .iter()
+        .filter(|(_, v)| v.abs() >= 0.5e-4)
+        .map(|(name, v)| format!("{name} {:.1} ms", v * 1e3))
+        .collect::<Vec<_>>()
+        .join(" + ")
+        .replace("+ first wave -", "- first wave ")
 }

@@ -166,6 +166,16 @@ fn estimate_json_has_the_contract_fields() {
     let w = v["weights_bytes_per_gpu"].as_f64().unwrap();
     assert!((w / 1e9 - 35.3).abs() < 0.3, "{w}");
     assert!(v["tpot_ms"].as_f64().unwrap() > 5.0);
+    // TTFT by cause: the parts add up to it (each rounded to a microsecond)
+    let parts = v["ttft_ms_parts"].as_object().unwrap();
+    let sum: f64 = parts.values().map(|x| x.as_f64().unwrap()).sum();
+    let ttft = v["ttft_ms"].as_f64().unwrap();
+    assert!(
+        (sum - ttft).abs() < 0.01,
+        "{parts:?} sum to {sum}, TTFT {ttft}"
+    );
+    assert!(parts["front_end"].as_f64().unwrap() > 0.0 && parts["prefill"].as_f64().unwrap() > 0.0);
+    assert_eq!(parts["kv_transfer"], 0.0, "aggregated serving moves no KV");
     assert!(v["cost_per_hour"].is_null(), "no price given");
     let priced = dic(&[
         "estimate",

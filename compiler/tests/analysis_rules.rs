@@ -363,7 +363,7 @@ deploy d {{ model = {model}, cluster = c, workload = w, layout = tp 2 × dp 4 ×
 /// part per prompt token, 8000 × `prompt_token_latency`) + half a step of arrival wait +
 /// the prompt's prefill; past the running cap, the admission wait of
 /// Little's law on top of the prefill queue; in a finite run, the first wave that arrives
-/// at once.
+/// at once; each of them as its own part of `Prediction::ttft_parts`.
 #[test]
 fn ttft_at_low_load_under_admission_and_in_a_finite_run() {
     use dic_compiler::analysis::perf::{closed_loop_prefill, predict, StepModel, FITTED};
@@ -394,6 +394,17 @@ deploy d {{ model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, eng
     assert_eq!(FITTED.front_end_latency(prompt), front);
     let expected = front + p.step.tpot / 2.0 + prefill;
     assert!((p.ttft - expected).abs() < 1e-9, "{} vs {expected}", p.ttft);
+    // … and `ttft_parts` names each term
+    let t = p.ttft_parts;
+    assert_eq!(t.front_end, front);
+    assert_eq!(t.step_wait, p.step.tpot / 2.0);
+    assert!((t.prefill - prefill).abs() < 1e-12, "{t:?}");
+    assert_eq!((t.admission, t.first_wave, t.kv_transfer), (0.0, 0.0, 0.0));
+    assert!(
+        t.prefill_queue.abs() < 1e-12,
+        "one client never queues: {t:?}"
+    );
+    assert_eq!(t.total(), p.ttft);
     // past the KV cap: the excess waits (n − cap) / cap of a request's time in service
     let s = scenario("concurrency = 4096");
     let mem = memory(&s);
@@ -412,6 +423,14 @@ deploy d {{ model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, eng
         "{} vs {expected}",
         p.ttft
     );
+    let t = p.ttft_parts;
+    let admission = (4096.0 - p.running) / p.running * service;
+    assert!((t.admission - admission).abs() < 1e-9 * admission, "{t:?}");
+    assert!(
+        (t.prefill + t.prefill_queue - closed_loop_prefill(p.running, pf, think)).abs() < 1e-9,
+        "{t:?}"
+    );
+    assert_eq!(t.total(), p.ttft);
     // a run of 10 × 8 requests: the first 8 arrive at once and queue their prefills
     let steady = {
         let s = scenario("concurrency = 8");
@@ -420,8 +439,20 @@ deploy d {{ model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, eng
     let s = scenario("concurrency = 8, requests = 80");
     assert!(matches!(s.workload.unwrap().load, Load::Concurrency(8)));
     assert_eq!(s.workload.unwrap().requests, Some(80.0));
-    let run = predict(&s, &memory(&s), &FITTED).ttft;
-    assert!(run > steady * 1.2, "first wave: {run} vs steady {steady}");
+    let run = predict(&s, &memory(&s), &FITTED);
+    assert!(
+        run.ttft > steady * 1.2,
+        "first wave: {} vs steady {steady}",
+        run.ttft
+    );
+    // the first wave is the part above the steady state
+    let t = run.ttft_parts;
+    assert!((t.first_wave - (run.ttft - steady)).abs() < 1e-9, "{t:?}");
+    assert_eq!(t.total(), run.ttft);
+    // an overloaded open loop with no run to bound it: an unbounded admission wait
+    let s = scenario("rate = 1000 req/s");
+    let p = predict(&s, &memory(&s), &FITTED);
+    assert!(p.overloaded && p.ttft_parts.admission.is_infinite() && p.ttft.is_infinite());
 }
 
 /// The fused-MoE workspace of vLLM's profile run by hand (Qwen3-235B-A22B: hidden 4096,

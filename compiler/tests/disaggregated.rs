@@ -77,9 +77,17 @@ fn the_transfer_is_the_prompt_s_kv_over_the_shared_link_and_the_prefill_pool_que
     let b = predict(&busier, &split(2, 1, 2, 1), &FITTED).unwrap();
     assert!(b.prefill_wait > d.prefill_wait);
     assert!((b.prefill - d.prefill).abs() < 1e-12);
-    // TTFT holds every part.
+    // TTFT holds every part, and names them: the front end, the prefill pool's queue,
+    // the prefill, the KV transfer and the decode step that emits the first token.
     let p = &d.prediction;
     assert!(p.ttft > d.prefill + d.transfer + p.tpot);
+    let t = p.ttft_parts;
+    assert_eq!(
+        (t.prefill, t.prefill_queue, t.kv_transfer, t.step_wait),
+        (d.prefill, d.prefill_wait, d.transfer, p.tpot)
+    );
+    assert_eq!(t.front_end, FITTED.front_end_latency(4000.0));
+    assert_eq!(t.total(), p.ttft);
 }
 
 #[test]

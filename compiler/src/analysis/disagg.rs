@@ -20,7 +20,7 @@
 
 use super::memory::memory;
 use super::memory::MemoryReport;
-use super::perf::{prefix_of, running_cap, PerfConstants, Prediction, StepModel};
+use super::perf::{prefix_of, running_cap, PerfConstants, Prediction, StepModel, TtftParts};
 use super::scenario::{Load, Scenario};
 use crate::program::Layout;
 use serde::Serialize;
@@ -313,7 +313,14 @@ pub fn predict_pools(
         None if overloaded => f64::INFINITY,
         None => rho * prefill / (2.0 * (1.0 - rho)),
     };
-    let ttft = c.front_end_latency(prompt) + wait + prefill + transfer + step.tpot;
+    let parts = TtftParts {
+        front_end: c.front_end_latency(prompt),
+        step_wait: step.tpot,
+        prefill,
+        prefill_queue: wait,
+        kv_transfer: transfer,
+        ..TtftParts::default()
+    };
     let max_rps = (x / prefill).min(decode_capacity);
     let out_tps = if overloaded {
         max_rps * output
@@ -324,7 +331,8 @@ pub fn predict_pools(
     Some(DisaggPrediction {
         prediction: Prediction {
             running,
-            ttft,
+            ttft: parts.total(),
+            ttft_parts: parts,
             tpot: step.tpot,
             output_tokens_per_s: out_tps,
             output_tokens_per_s_per_gpu: out_tps / gpus,

@@ -903,12 +903,54 @@ pub fn fp8_kv_read_factor(family: KernelFamily) -> f64 {
         .map_or(1.0, |(_, x)| *x)
 }
 
+/// TTFT by cause, seconds; the parts add up to [`Prediction::ttft`] (infinite
+/// `admission` when an open loop is overloaded without a finite run to bound its backlog).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct TtftParts {
+    /// The front end: the fixed request latency and the latency per prompt token
+    /// ([`PerfConstants::front_end_latency`]).
+    pub front_end: f64,
+    /// A step the request waits on outside its prefill: half the step in flight when it
+    /// arrives (aggregated serving), the decode step that emits its first token
+    /// (disaggregated).
+    pub step_wait: f64,
+    /// The prompt's own prefill steps.
+    pub prefill: f64,
+    /// Queueing behind other prompts for the prefill budget (M/D/1 in an open loop, mean
+    /// value analysis in a closed one, the prefill pool's queue when disaggregated).
+    pub prefill_queue: f64,
+    /// Waiting for a slot past the running cap (KV blocks, `max_num_seqs`), or an
+    /// overloaded run's backlog.
+    pub admission: f64,
+    /// A finite run's first wave, which arrives at once: its share of the mean TTFT
+    /// beyond the steady state (negative where the first wave is faster).
+    pub first_wave: f64,
+    /// Moving the prompt's KV cache from the prefill pool to the decode pool
+    /// (disaggregated serving).
+    pub kv_transfer: f64,
+}
+
+impl TtftParts {
+    /// The parts' sum: the TTFT they explain.
+    pub fn total(&self) -> f64 {
+        self.front_end
+            + self.step_wait
+            + self.prefill
+            + self.prefill_queue
+            + self.admission
+            + self.first_wave
+            + self.kv_transfer
+    }
+}
+
 /// Predictions at an operating point.
 #[derive(Debug, Clone, Serialize)]
 pub struct Prediction {
     /// Running sequences per replica.
     pub running: f64,
     pub ttft: f64,
+    /// [`Prediction::ttft`] by cause.
+    pub ttft_parts: TtftParts,
     pub tpot: f64,
     pub output_tokens_per_s: f64,
     pub output_tokens_per_s_per_gpu: f64,
@@ -1011,7 +1053,7 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
     let max_rps = max_tps / output;
     let mut running: f64 = 1.0;
     let mut step = sm.token_step(running, ctx, 0.0, fresh_ctx, c);
-    let mut ttft: f64;
+    let mut parts = TtftParts::default();
     let mut overloaded = false;
     let rate_per_replica;
     match load {
@@ -1032,25 +1074,26 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
                 }
                 running = 0.5 * running + 0.5 * next;
             }
-            ttft = sm.prefill_time(fresh, cached, at, ctx, c);
+            parts.prefill = sm.prefill_time(fresh, cached, at, ctx, c);
             let capacity_rps = max_rps / dp;
             if r >= capacity_rps * 0.999 {
                 overloaded = true;
                 let (sat_running, sat_step) = saturated(&sm, mem, prompt, output, c);
                 running = sat_running;
                 step = sat_step;
-                let wait = match finite_requests {
+                parts.admission = match finite_requests {
                     Some(n) => (n / dp / 2.0) * (1.0 / capacity_rps - 1.0 / r.max(1e-9)).max(0.0),
                     None => f64::INFINITY,
                 };
-                ttft = sm.prefill_time(fresh, cached, running, ctx, c) + wait;
+                parts.prefill = sm.prefill_time(fresh, cached, running, ctx, c);
             } else {
                 // M/D/1 wait for the prefill "server".
                 let service = sm.prefill_time(fresh, cached, 0.0, ctx, c);
                 let rho = (r * service).min(0.99);
-                ttft += rho * service / (2.0 * (1.0 - rho));
+                parts.prefill_queue = rho * service / (2.0 * (1.0 - rho));
             }
-            ttft += c.front_end_latency(prompt) + step.tpot / 2.0;
+            parts.front_end = c.front_end_latency(prompt);
+            parts.step_wait = step.tpot / 2.0;
         }
         Load::Concurrency(n) => {
             let in_flight = (n as f64 / dp).max(1.0);
@@ -1073,19 +1116,23 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
             // the other clients' prompts for the prefill budget.
             let front = c.front_end_latency(prompt);
             let think = front + step.tpot / 2.0 + output * step.tpot;
-            ttft = front + step.tpot / 2.0 + closed_loop_prefill(running, pf, think);
+            parts.front_end = front;
+            parts.step_wait = step.tpot / 2.0;
+            parts.prefill = pf;
+            parts.prefill_queue = (closed_loop_prefill(running, pf, think) - pf).max(0.0);
             // Admission: past the running cap (KV blocks, max_num_seqs) a request waits
             // for a slot; in the closed loop (Little's law) that is the excess requests'
             // share of a request's time in service.
             if in_flight > running {
-                ttft += (in_flight - running) / running * (pf + output * step.tpot);
+                parts.admission = (in_flight - running) / running * (pf + output * step.tpot);
             }
             // A benchmark run of `requests` starts with one request per slot at once:
             // that first wave queues its prefills behind each other.
             if let Some(total) = finite_requests {
                 let total = (total / dp).max(in_flight);
+                let steady = parts.total();
                 let burst = front + burst_prefill(&sm, running, fresh, cached, ctx, c);
-                ttft = (running * burst + (total - running) * ttft) / total;
+                parts.first_wave = (running * burst + (total - running) * steady) / total - steady;
             }
         }
     }
@@ -1102,7 +1149,8 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
     };
     Prediction {
         running,
-        ttft,
+        ttft: parts.total(),
+        ttft_parts: parts,
         tpot: step.tpot,
         output_tokens_per_s: out_tps,
         output_tokens_per_s_per_gpu: out_tps / gpus,

@@ -177,12 +177,7 @@ fn estimate_json_has_the_contract_fields() {
     assert!(parts["front_end"].as_f64().unwrap() > 0.0 && parts["prefill"].as_f64().unwrap() > 0.0);
     assert_eq!(parts["kv_transfer"], 0.0, "aggregated serving moves no KV");
     assert!(v["cost_per_hour"].is_null(), "no price given");
-    let priced = dic(&[
-        "estimate",
-        "--model",
-        "llama_3_1_8b",
-        "--gpu",
-        "h100_sxm",
+    let priced = common::estimate_8b_h100(&[
         "--max-model-len",
         "8192",
         "--price-per-node",
@@ -232,25 +227,9 @@ fn estimate_errors_and_usage() {
         ])),
         2
     );
+    assert_eq!(code(&common::estimate_8b_h100(&["--weights", "fp9"])), 2);
     assert_eq!(
-        code(&dic(&[
-            "estimate",
-            "--model",
-            "llama_3_1_8b",
-            "--gpu",
-            "h100_sxm",
-            "--weights",
-            "fp9"
-        ])),
-        2
-    );
-    assert_eq!(
-        code(&dic(&[
-            "estimate",
-            "--model",
-            "llama_3_1_8b",
-            "--gpu",
-            "h100_sxm",
+        code(&common::estimate_8b_h100(&[
             "--rate",
             "1",
             "--concurrency",
@@ -364,15 +343,7 @@ fn estimate_predicts_a_finite_run() {
     let collectives = step["collectives"].as_array().unwrap();
     assert_eq!(collectives[0]["group"], "tp");
     assert_eq!(collectives[0]["collective"], "all_reduce");
-    let o = dic(&[
-        "estimate",
-        "--model",
-        "llama_3_1_8b",
-        "--gpu",
-        "h100_sxm",
-        "--num-requests",
-        "0",
-    ]);
+    let o = common::estimate_8b_h100(&["--num-requests", "0"]);
     assert_eq!(code(&o), 2);
     assert!(String::from_utf8_lossy(&o.stderr).contains("--num-requests"));
 }

@@ -739,29 +739,14 @@ fn dic_estimate_refuses_every_number_a_dist_file_would() {
         ("--nodes", "0", "at least 1"),
     ] {
         let arg = format!("{flag}={value}");
-        let o = dic(&[
-            "estimate",
-            "--model",
-            "llama_3_1_8b",
-            "--gpu",
-            "h100_sxm",
-            &arg,
-        ]);
+        let o = common::estimate_8b_h100(&[&arg]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{arg}: {err}");
         assert!(err.contains(flag) && err.contains(says), "{arg}: {err}");
         assert!(o.stdout.is_empty(), "{arg}: no estimate printed");
     }
     // A fractional mean length is a mean, not a typo.
-    let o = dic(&[
-        "estimate",
-        "--model",
-        "llama_3_1_8b",
-        "--gpu",
-        "h100_sxm",
-        "--isl",
-        "1000.5",
-    ]);
+    let o = common::estimate_8b_h100(&["--isl", "1000.5"]);
     assert_eq!(
         o.status.code(),
         Some(0),

@@ -100,6 +100,14 @@ pub fn dic(args: &[&str]) -> std::process::Output {
         .expect("the dic binary runs")
 }
 
+/// `dic estimate --model llama_3_1_8b --gpu h100_sxm EXTRA…`: the small point the CLI
+/// tests vary one flag of.
+pub fn estimate_8b_h100(extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["estimate", "--model", "llama_3_1_8b", "--gpu", "h100_sxm"];
+    args.extend_from_slice(extra);
+    dic(&args)
+}
+
 /// Runs `../shared/k8s/validate -q -k VERSION [extra] FILES` and asserts that it passes
 /// with no errors (and no warnings unless `extra` relaxes the check); returns its report.
 pub fn validate_k8s(

@@ -268,8 +268,8 @@ fn to_table(s: &Scenario, a: &Analysis) -> String {
     out
 }
 
-/// `front end 35.1 ms + half a step 3.9 ms + prefill 80.2 ms + …`: the TTFT's nonzero
-/// parts in the order a request meets them.
+/// `front end 35.1 ms + step waited on 3.9 ms + prefill 80.2 ms + …`: the TTFT's nonzero
+/// parts in the order a request meets them (a faster first wave subtracts).
 fn ttft_parts_line(t: &dic_compiler::analysis::perf::TtftParts) -> String {
     let parts = [
         ("front end", t.front_end),
@@ -280,11 +280,14 @@ fn ttft_parts_line(t: &dic_compiler::analysis::perf::TtftParts) -> String {
         ("KV transfer", t.kv_transfer),
         ("first wave", t.first_wave),
     ];
-    parts
-        .iter()
-        .filter(|(_, v)| v.abs() >= 0.5e-4)
-        .map(|(name, v)| format!("{name} {:.1} ms", v * 1e3))
-        .collect::<Vec<_>>()
-        .join(" + ")
-        .replace("+ first wave -", "- first wave ")
+    let mut line = String::new();
+    for (name, v) in parts.iter().filter(|(_, v)| v.abs() >= 0.5e-4) {
+        let sign = match (line.is_empty(), *v < 0.0) {
+            (true, _) => "",
+            (false, false) => " + ",
+            (false, true) => " - ",
+        };
+        line.push_str(&format!("{sign}{name} {:.1} ms", v.abs() * 1e3));
+    }
+    line
 }

@@ -735,6 +735,7 @@ fn dic_estimate_refuses_every_number_a_dist_file_would() {
         ("--price-per-node", "nan", "at least 0 $/h"),
         ("--max-num-batched-tokens", "4096.5", "a whole number"),
         ("--max-model-len", "8192.5", "a whole number"),
+        ("--max-num-seqs", "0", "between 1 and"),
         ("--gpus-per-node", "0", "at least 1"),
         ("--nodes", "0", "at least 1"),
     ] {

@@ -187,26 +187,10 @@ pub fn engine_option(name: &str) -> Option<&'static Field> {
     VLLM_OPTIONS.iter().find(|f| f.name == name)
 }
 
-/// Checks a number given for engine option `name` (e.g. by `dic estimate`'s flags)
-/// against the option's type: the same ranges a `.dist` file is checked with.
-pub fn check_engine_number(name: &str, value: f64) -> Result<(), String> {
-    let field = engine_option(name).ok_or_else(|| format!("`{name}` is not an engine option"))?;
-    check_number(field, value)
-}
-
-/// Checks a number given for field `name` of a `kind` block (e.g. `workload.prompt` by
-/// `dic estimate --isl`) against the field's type, as [`check_engine_number`] does.
-pub fn check_field_number(kind: Kind, name: &str, value: f64) -> Result<(), String> {
-    let field = kind
-        .schema()
-        .field(name)
-        .ok_or_else(|| format!("`{name}` is not a field of `{}`", kind.keyword()))?;
-    check_number(field, value)
-}
-
-/// A number against a field's type: a quantity's range (in base units) or an integer's
-/// bounds; other types take no number from outside a `.dist` file.
-fn check_number(field: &Field, value: f64) -> Result<(), String> {
+/// Checks a number given from outside a `.dist` file (`dic estimate`'s flags) against
+/// field `field`'s type: a quantity's range (in base units) or an integer's bounds, the
+/// same checks a `.dist` file gets; other types take no number.
+pub fn check_number(field: &Field, value: f64) -> Result<(), String> {
     let name = field.name;
     match field.ty {
         Ty::Quantity(dim, range) if !range.contains(value) => Err(format!(

@@ -70,13 +70,6 @@ pub fn scenario(
             ));
         }
     }
-    // Every number is checked against the schema's field it stands for: the same types
-    // and ranges as a `.dist` file, said as the flag the user typed.
-    let flag = |flag: &str, kind: Kind, field: &str, value: Option<f64>| match value {
-        Some(v) => schema::check_field_number(kind, field, v)
-            .map_err(|why| why.replacen(&format!("`{field}`"), flag, 1)),
-        None => Ok(()),
-    };
     let l = req.layout;
     if l.tp == 0 || l.pp == 0 || l.dp == 0 {
         return Err("--tp, --pp and --dp must be at least 1".into());
@@ -84,27 +77,57 @@ pub fn scenario(
     if req.gpus_per_node == Some(0) || req.nodes == Some(0) {
         return Err("--gpus-per-node and --nodes must be at least 1".into());
     }
-    flag("--isl", Kind::Workload, "prompt", req.isl)?;
-    flag("--osl", Kind::Workload, "output", req.osl)?;
-    flag("--rate", Kind::Workload, "rate", req.rate)?;
-    flag(
-        "--concurrency",
-        Kind::Workload,
-        "concurrency",
-        req.concurrency.map(|c| c as f64),
-    )?;
-    flag(
-        "--num-requests",
-        Kind::Workload,
-        "requests",
-        req.num_requests.map(|n| n as f64),
-    )?;
-    flag(
-        "--price-per-node",
-        Kind::Cluster,
-        "price",
-        req.price_per_node_hour,
-    )?;
+    // Every number is checked against the schema's field it stands for — a workload's, a
+    // cluster's or the engine's — with the same types and ranges as a `.dist` file, and
+    // said as the flag the user typed.
+    let field = |kind: Kind, name: &str| kind.schema().field(name);
+    let int = |v: Option<u64>| v.map(|v| v as f64);
+    for (flag, field, value) in [
+        ("--isl", field(Kind::Workload, "prompt"), req.isl),
+        ("--osl", field(Kind::Workload, "output"), req.osl),
+        ("--rate", field(Kind::Workload, "rate"), req.rate),
+        (
+            "--concurrency",
+            field(Kind::Workload, "concurrency"),
+            int(req.concurrency),
+        ),
+        (
+            "--num-requests",
+            field(Kind::Workload, "requests"),
+            int(req.num_requests),
+        ),
+        (
+            "--price-per-node",
+            field(Kind::Cluster, "price"),
+            req.price_per_node_hour,
+        ),
+        (
+            "--gpu-memory-utilization",
+            schema::engine_option("gpu_memory_utilization"),
+            req.gpu_memory_utilization,
+        ),
+        (
+            "--max-model-len",
+            schema::engine_option("max_model_len"),
+            req.max_model_len,
+        ),
+        (
+            "--max-num-seqs",
+            schema::engine_option("max_num_seqs"),
+            int(req.max_num_seqs),
+        ),
+        (
+            "--max-num-batched-tokens",
+            schema::engine_option("max_num_batched_tokens"),
+            req.max_num_batched_tokens,
+        ),
+    ] {
+        let (Some(field), Some(v)) = (field, value) else {
+            continue;
+        };
+        schema::check_number(field, v)
+            .map_err(|why| why.replacen(&format!("`{}`", field.name), flag, 1))?;
+    }
     let per_node = req.gpus_per_node.unwrap_or(8);
     let nodes = req.nodes.unwrap_or_else(|| l.gpus().div_ceil(per_node));
     let scale_out = (nodes > 1)
@@ -127,7 +150,6 @@ pub fn scenario(
         price_per_node_hour: req.price_per_node_hour,
         gpu,
     };
-    // Through the schema's engine table: the same options and ranges as a .dist file.
     let options = crate::program::VllmOptions {
         gpu_memory_utilization: req.gpu_memory_utilization,
         max_model_len: req.max_model_len,
@@ -136,23 +158,6 @@ pub fn scenario(
         cudagraph_mode: req.cudagraph_mode.clone(),
         ..Default::default()
     };
-    for (name, value) in [
-        ("gpu_memory_utilization", req.gpu_memory_utilization),
-        ("max_model_len", req.max_model_len),
-        ("max_num_seqs", req.max_num_seqs.map(|v| v as f64)),
-        ("max_num_batched_tokens", req.max_num_batched_tokens),
-    ] {
-        if let Some(v) = value {
-            // Said as the flag the user typed (`--gpu-memory-utilization`).
-            schema::check_engine_number(name, v).map_err(|why| {
-                why.replacen(
-                    &format!("`{name}`"),
-                    &format!("--{}", name.replace('_', "-")),
-                    1,
-                )
-            })?;
-        }
-    }
     let engine = engine_settings(&model, &topology.gpu, &options);
     let load = match (req.concurrency, req.rate) {
         (Some(_), Some(_)) => return Err("give --concurrency or --rate, not both".into()),

@@ -673,8 +673,8 @@ InferenceX 70B rows on Hopper, also an FP8 cache, agree with the tables (TPOT bi
     out.push_str("\n### Dense rows by GPU, model, prompt length and TP (fitted on every row)\n\n");
     out.push_str("What is left in TTFT grows with TP, in opposite directions on B200 and on Hopper: \
 at TP 4–8, B200's 1024-token prompts come out too fast, and Llama-3.1-70B's 1024-token prompts on Hopper at \
-TP 8 too slow (the table below; Hopper's 8192-token prompts at TP 8, +22–23% while their all-reduces were \
-charged a ring's bytes, are +9–11% with the NVSwitch's reduction, `comm::nvls_all_reduce`). The terms that do \
+TP 8 too slow (the table below; Hopper's 8192-token prompts at TP 8 were +22–23% while their all-reduces were \
+charged a ring's bytes, before the NVSwitch's reduction, `comm::nvls_all_reduce`). The terms that do \
 not shrink with TP — the front end's latency per request and per prompt token, the CPU's launches of a step \
 without CUDA graphs (`perf::FITTED.eager_layer_time` per layer, which sets a 1024-token prompt's step at TP \
 4–8), the all-reduces — are each one constant or one measured table for every GPU, and the rows want them \
@@ -698,11 +698,10 @@ where the fit starts and put the latency per prompt token at 10 µs.\n\n");
 as `a + b / TP` (`silicon::tp_split`, least squares), measured and predicted; the table gives the medians over each \
 group's loads. `b / TP` is the sharded GPU work and `a` what more GPUs do not shorten: the front end, the CPU's \
 launches, most of the all-reduces, queueing. Where the two `b` agree and the two `a` do not, the miss is in the \
-terms that do not shrink with TP, which are one constant or one measured table for every GPU. At 8192 tokens \
-the two `b` agree within 5% on H100 and 7% on H200 and B200 (FP8), and predicted `a` is 66 ms high on H100, 23 \
-ms on H200, 12 ms on B200 (FP8). At 1024 tokens B200's measured TTFT hardly depends on TP (`b` 29 ms and −1 \
-ms), about 100–115 ms at every TP, which dic's `a` (80–86 ms) undershoots while Hopper's is 12–21 ms over. \
-Qwen3-32B's 4096-token prompts are the one group whose `b` is short (964 against 1262 ms).\n\n");
+terms that do not shrink with TP, which are one constant or one measured table for every GPU. (When this \
+table was added, at 8192 tokens the two `b` agreed within 7% on every GPU while predicted `a` was high on \
+Hopper; B200's 1024-token TTFT hardly depended on TP, an `a` dic undershot; Qwen3-32B's 4096-token prompts were \
+the one group with a short `b`.)\n\n");
     out.push_str("| GPU | model | weights | prompt | loads | measured a | predicted a | measured b | predicted b |\n|---|---|---|---|---|---|---|---|---|\n");
     for t in tp_split_table(rows, fit) {
         out.push_str(&format!(

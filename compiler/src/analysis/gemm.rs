@@ -118,7 +118,12 @@ pub fn compute_bound_efficiency(family: KernelFamily, kind: MatmulKind) -> f64 {
 /// The factor on the fitted compute efficiency for weights in `format` on `gpu`: its
 /// family's measured compute-bound efficiency over Hopper's for the same kind (FP4, which
 /// Hopper lacks, against Hopper's FP8: the rate it would run at there). 1 on Hopper and on
-/// families without tables.
+/// families without tables. One factor per kind, not per GEMM size: in the tables B200's
+/// per-tensor FP8 GEMMs of 2 048–16 384 tokens reach 0.63 of Hopper's share at 2²³ weight
+/// elements, 0.85 at 2²⁶ and Hopper's own above 2²⁸, but charging a 70B's per-rank GEMMs
+/// that ratio by size moved cross-validated TTFT from 15.1 / 15.2% to 15.9 / 15.0% leaving
+/// one GPU / one model out (B200's TP 1 chunks came out faster, and the refit slowed
+/// Hopper's).
 pub fn compute_factor(gpu: &GpuSpec, format: &str) -> f64 {
     let family = KernelFamily::of(gpu.architecture.as_deref());
     let (kind, _) = kind_of(gpu, format);

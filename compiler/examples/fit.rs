@@ -4,7 +4,8 @@
 //! every row's measured TTFT and TPOT and those the fit predicts; `CV=1` also prints the
 //! median and p90 |error| leaving one GPU out and leaving one model out (what errors.md
 //! reports, without rewriting it), and the fitted bias per GPU and model;
-//! `LOGO_GROUPS=1` with it, each cross-validation's errors per GPU and model too.
+//! `LOGO_GROUPS=1` with it, each cross-validation's errors per GPU and model too; `ROWS=1`
+//! with `CV=1`, each row's TTFT and TPOT error in both cross-validations.
 //!
 //! `cargo run --release -p dic-compiler --example fit -- ROWS.csv` reads other rows of the
 //! same format instead (measurements of your own, or a held-out split) and also prints
@@ -139,6 +140,20 @@ fn main() {
         report("leave one model out", &lomo);
         if std::env::var("LOGO_GROUPS").is_ok() {
             by_group(&rows, &lomo);
+        }
+        if std::env::var("ROWS").is_ok() {
+            let pct = |e: Option<(f64, f64)>| match e {
+                Some((t, p)) => format!("TTFT {:+6.1}% TPOT {:+6.1}%", t * 100.0, p * 100.0),
+                None => "not modelled".to_string(),
+            };
+            for ((r, g), m) in rows.iter().zip(&logo).zip(&lomo) {
+                println!(
+                    "{}: leave one GPU out {}, leave one model out {}",
+                    r.id,
+                    pct(*g),
+                    pct(*m)
+                );
+            }
         }
         println!("fitted, by GPU and model:");
         by_group(&rows, &fitted);

@@ -369,7 +369,10 @@ fn import_hf(path: &str, name: Option<&str>) -> u8 {
     }
 }
 
+/// Numbers may be negative on the command line (`--isl -5`): the schema check refuses
+/// them with the field's range, where clap would say "unexpected argument".
 #[derive(clap::Args)]
+#[command(allow_negative_numbers = true)]
 struct EstimateArgs {
     /// A stdlib model (`dic list models`) or a path to a Hugging Face config.json.
     #[arg(long)]
@@ -422,7 +425,7 @@ struct EstimateArgs {
     rate: Option<f64>,
     /// Requests in a finite run, as a benchmark sends them: the closed loop's first wave
     /// arrives at once, an overloaded open loop's backlog is bounded (default: steady state).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    #[arg(long)]
     num_requests: Option<u64>,
     /// Price of one node in $/h (for cost figures).
     #[arg(long)]

@@ -746,6 +746,22 @@ fn dic_estimate_refuses_every_number_a_dist_file_would() {
         assert!(err.contains(flag) && err.contains(says), "{arg}: {err}");
         assert!(o.stdout.is_empty(), "{arg}: no estimate printed");
     }
+    // As users type them, with a space: a negative number is the flag's value (not an
+    // unknown argument), and --num-requests is the workload's `requests`, checked alike.
+    for (flag, value, says) in [
+        ("--isl", "-5", "more than 0 tokens"),
+        ("--price-per-node", "-1", "at least 0 $/h"),
+        ("--num-requests", "0", "between 1 and"),
+        ("--num-requests", "2000000000", "between 1 and"),
+    ] {
+        let o = common::estimate_8b_h100(&[flag, value]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}: {err}");
+        assert!(
+            err.contains(&format!("{flag} = {value} is out of range")) && err.contains(says),
+            "{flag} {value}: {err}"
+        );
+    }
     // A fractional mean length is a mean, not a typo.
     let o = common::estimate_8b_h100(&["--isl", "1000.5"]);
     assert_eq!(

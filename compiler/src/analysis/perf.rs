@@ -98,9 +98,9 @@ pub struct PerfConstants {
     /// Fitted at 17.2 µs (15.4 µs while Hopper's large all-reduces were charged a ring's
     /// bytes, see `comm::nvls_all_reduce`), within the 10–21 µs per token that Hugging Face
     /// tokenizers are measured at in a serving front end
-    /// (tenstorrent/tt-inference-server#2173); it may
-    /// also hold per-token GPU work dic does not time (norms and residual adds, which
-    /// every TP rank runs on the whole hidden state). Every GPU's rows identify it: without
+    /// (tenstorrent/tt-inference-server#2173); it may also hold per-token GPU work dic
+    /// does not time (norms and residual adds, which every TP rank runs on the whole
+    /// hidden state). Every GPU's rows identify it: without
     /// B200's, the fit puts it at 10 µs. With it, TTFT median |error| fell from 12.2 / 18.5 /
     /// 16.7% to 11.3 / 16.3 / 14.5% fitted / leaving one GPU out / leaving one model out
     /// (TPOT 5.8 / 7.2 / 7.6% → 5.7 / 7.5 / 7.4%), the fixed request latency from 30.8 to

@@ -751,10 +751,7 @@ the one group with a short `b`.)\n\n");
 /// shorten — the front end, the CPU's launches, most of the all-reduces, queueing
 /// behind them — and `b / TP` the sharded GPU work. `None` with fewer than two TPs.
 pub fn tp_split(points: &[(u64, f64)]) -> Option<(f64, f64)> {
-    let mut tps: Vec<u64> = points.iter().map(|p| p.0).collect();
-    tps.sort();
-    tps.dedup();
-    if tps.len() < 2 {
+    if distinct_tps(points) < 2 {
         return None;
     }
     let n = points.len() as f64;
@@ -765,6 +762,14 @@ pub fn tp_split(points: &[(u64, f64)]) -> Option<(f64, f64)> {
     let sxy: f64 = points.iter().map(|p| (x(p.0) - mx) * (p.1 - my)).sum();
     let b = sxy / sxx;
     Some((my - b * mx, b))
+}
+
+/// How many different TPs `points` (TP, TTFT) were measured at.
+fn distinct_tps(points: &[(u64, f64)]) -> usize {
+    let mut tps: Vec<u64> = points.iter().map(|p| p.0).collect();
+    tps.sort();
+    tps.dedup();
+    tps.len()
 }
 
 /// One row of the TP-split table: a group's measured and predicted `(a, b)` of
@@ -809,13 +814,10 @@ pub fn tp_split_table(rows: &[SiliconRow], fit: &SiliconFit) -> Vec<TpSplitRow> 
     type Group = (String, String, String, u64);
     let mut groups: std::collections::BTreeMap<Group, Vec<[f64; 4]>> = Default::default();
     for ((gpu, model, weights, isl, _, _), points) in loads {
-        let mut tps: Vec<u64> = points.iter().map(|p| p.0).collect();
-        tps.sort();
-        tps.dedup();
-        if tps.len() < 3 {
+        let measured: Vec<(u64, f64)> = points.iter().map(|p| (p.0, p.1)).collect();
+        if distinct_tps(&measured) < 3 {
             continue;
         }
-        let measured: Vec<(u64, f64)> = points.iter().map(|p| (p.0, p.1)).collect();
         let predicted: Vec<(u64, f64)> = points.iter().map(|p| (p.0, p.2)).collect();
         if let (Some(m), Some(p)) = (tp_split(&measured), tp_split(&predicted)) {
             groups
@@ -1010,6 +1012,8 @@ cache of row 3); dic's `analysis::disagg`, nothing fitted on these rows.\n\n\
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn tp_split_is_least_squares_in_one_over_tp() {
         // exactly 100 ms + 800 ms / TP at TP 1, 2, 4, 8
@@ -1031,8 +1035,6 @@ mod tests {
         // one TP, however many rows: no split
         assert!(tp_split(&[(4, 0.3), (4, 0.31)]).is_none());
     }
-
-    use super::*;
 
     /// The columns the rows of these tests state, in [`SILICON_COLUMNS`]' order (no
     /// `backend_version`: vLLM's defaults).

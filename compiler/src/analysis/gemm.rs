@@ -123,7 +123,11 @@ pub fn compute_bound_efficiency(family: KernelFamily, kind: MatmulKind) -> f64 {
 /// elements, 0.85 at 2²⁶ and Hopper's own above 2²⁸, but charging a 70B's per-rank GEMMs
 /// that ratio by size moved cross-validated TTFT from 15.1 / 15.2% to 15.9 / 15.0% leaving
 /// one GPU / one model out (B200's TP 1 chunks came out faster, and the refit slowed
-/// Hopper's).
+/// Hopper's). Against Hopper's FP8 for every kind instead (Hopper's BF16 GEMMs at the
+/// tables' 0.791 / 0.490 = 1.61 × the FP8 share of peak), the refit made Qwen3-32B's BF16
+/// rows 26% fast and TTFT 15.7 / 21.7 / 36.4% fitted / leaving one GPU / one model out:
+/// measured end to end (vLLM 0.12), those BF16 prompts run at about the FP8 rows' share of
+/// peak, not at the share the BF16 kernel tables measure.
 pub fn compute_factor(gpu: &GpuSpec, format: &str) -> f64 {
     let family = KernelFamily::of(gpu.architecture.as_deref());
     let (kind, _) = kind_of(gpu, format);

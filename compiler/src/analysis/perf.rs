@@ -65,7 +65,15 @@ pub struct PerfConstants {
     pub memory_efficiency: f64,
     /// Achieved fraction of dense tensor-core throughput in compute-bound steps.
     pub compute_efficiency: f64,
-    /// Fixed time per step (scheduling, kernel launches), seconds.
+    /// Fixed time per step (scheduling, kernel launches), seconds. Not CPU time that
+    /// vLLM's async scheduling hides behind the GPU: InferenceX's recipes set
+    /// `--async-scheduling` (vLLM 0.33's default) and AIConfigurator's vLLM 0.12 rows run
+    /// without it, yet one overhead fits both; charged as `max(GPU work, overhead)` where a
+    /// recipe schedules asynchronously, TPOT median |error| rose from 5.6% to 16.1%. Nor
+    /// do those rows show the step async scheduling adds before a new prompt's first
+    /// chunk (its scheduler is one step ahead; vllm#19970 reports TTFT slightly up):
+    /// charged, TTFT went from 11.3 / 15.1 / 15.2% to 12.6 / 16.4 / 18.5% fitted / leaving
+    /// one GPU / one model out.
     pub step_overhead: f64,
     /// A MoE layer's work around its fused-MoE kernel — the router, top-k, sorting and
     /// aligning the token–expert pairs, quantizing the activations, un-permuting and
@@ -121,7 +129,16 @@ pub struct PerfConstants {
     /// leaving one GPU out / leaving one model out; TPOT 6.9 / 9.7 / 9.3% → 7.0 / 9.7 /
     /// 9.6%; TensorRT-LLM's tables (not fitted): offline throughput 17.2% → 16.7%, online
     /// TTFT 151% → 114%. Per layer rather than per step: a floor per step reached an
-    /// objective of 0.1737–0.1758 against 0.1713.
+    /// objective of 0.1737–0.1758 against 0.1713. The floor is set by B200's rows
+    /// (leaving them out, the fit keeps its starting 0.25 ms) and InferenceX's Hopper rows
+    /// want none: their 1024-token prompts at TP 8 and 4 in flight measure 70–76 ms,
+    /// about dic's front end and GPU work alone. Their recipes schedule asynchronously,
+    /// which lets the CPU launch a step while the GPU runs the one before; dropping the
+    /// floor for those rows only (B200's `FULL_DECODE_ONLY` steps and AIConfigurator's
+    /// synchronous 0.12 rows keep it) gave TTFT 10.5 / 13.0 / 15.5% against 11.3 / 15.1 /
+    /// 15.2%. Not landed: vLLM's batch queue holds two batches, so the CPU leads by one
+    /// step (8–20 ms of a 41 ms floor), not the whole floor, and leaving one model out got
+    /// worse.
     pub eager_layer_time: f64,
 }
 

@@ -130,6 +130,8 @@ pub const AROUND: [Side; 4] = [Side::Right, Side::Left, Side::Above, Side::Below
 /// An SVG document under construction, in user units equal to CSS pixels.
 pub struct Svg {
     out: String,
+    /// The drawing's width, which no axis label crosses.
+    width: f64,
     /// Boxes of the labels placed so far (x, y, w, h), for [`Svg::place_label`].
     labels: Vec<(f64, f64, f64, f64)>,
 }
@@ -142,6 +144,7 @@ impl Svg {
                 esc(label)
             ),
             labels: Vec::new(),
+            width,
         }
     }
 
@@ -239,7 +242,12 @@ impl Svg {
             let x = a.at(t, x0, x1);
             self.line(x, top, x, y, "#e4e7ee");
             self.line(x, y, x, y + 4.0, "#889");
-            self.text(x, y + 16.0, "middle", SMALL, &num(t, a.decimals()));
+            // Centred under its tick, but moved in where a wide label at either end would
+            // leave the drawing (300,000 under the last tick of a 680-wide chart).
+            let label = num(t, a.decimals());
+            let half = text_width(&label, SMALL) / 2.0;
+            let centre = x.min(self.width - half - 2.0).max(half + 2.0);
+            self.text(centre, y + 16.0, "middle", SMALL, &label);
         }
         self.line(x0, y, x1, y, "#889");
         self.text((x0 + x1) / 2.0, y + 32.0, "middle", SMALL, title);
@@ -267,6 +275,32 @@ impl Svg {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tick_labels_at_the_ends_stay_inside_the_drawing() {
+        let mut s = Svg::new("t", 680.0, 275.0, "t");
+        s.x_axis(
+            &Axis::to(300_000.0, 6),
+            60.0,
+            660.0,
+            230.0,
+            30.0,
+            "TTFT (ms)",
+        );
+        let svg = s.finish();
+        let last = svg
+            .split("<text ")
+            .find(|t| t.contains(">300,000<"))
+            .expect("the last tick's label");
+        let x: f64 = last
+            .split("x=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .and_then(|v| v.parse().ok())
+            .expect("its x");
+        let half = text_width("300,000", SMALL) / 2.0;
+        assert!(x + half <= 680.0 && x < 660.0, "centred at {x}");
+    }
 
     #[test]
     fn axes_end_on_a_round_tick_at_or_above_the_data() {

@@ -283,20 +283,53 @@ fn a_moe_steps_overhead_counts_its_layers() {
 }
 
 /// The closed loop's prefill queue by hand (mean value analysis, Reiser's residual term
-/// for a deterministic service): one client never waits; two clients with a prefill of
-/// 1 s and 3 s elsewhere: R(1) = 1, X(1) = 1/4, Q(1) = U(1) = 1/4, so R(2) = 1 × (1 + 1/4
-/// − 1/8) = 1.125 s; a fractional client interpolates; a saturated queue approaches
-/// N × S − Z − S/2 (the throughput bound 1/S, less the half-done prefill in progress).
+/// for a deterministic service), one prompt per step: one client never waits; two clients
+/// with a prefill of 1 s and 3 s elsewhere: R(1) = 1, X(1) = 1/4, Q(1) = U(1) = 1/4, so
+/// R(2) = 1 × (1 + 1/4 − 1/8) = 1.125 s; a fractional client interpolates; a saturated
+/// queue approaches N × S − Z − S/2 (the throughput bound 1/S, less the half-done prefill
+/// in progress).
 #[test]
 fn closed_loop_prefills_queue_for_the_budget() {
-    use dic_compiler::analysis::perf::closed_loop_prefill;
-    assert_eq!(closed_loop_prefill(1.0, 0.2, 5.0), 0.2);
-    assert!((closed_loop_prefill(2.0, 1.0, 3.0) - 1.125).abs() < 1e-12);
-    assert!((closed_loop_prefill(1.5, 1.0, 3.0) - 1.0625).abs() < 1e-12);
-    let saturated = closed_loop_prefill(100.0, 1.0, 10.0);
+    use dic_compiler::analysis::perf::{closed_loop_prefill, PromptSteps};
+    let one = |s: f64| PromptSteps::single(s);
+    assert_eq!(closed_loop_prefill(1.0, &one(0.2), 5.0), 0.2);
+    assert!((closed_loop_prefill(2.0, &one(1.0), 3.0) - 1.125).abs() < 1e-12);
+    assert!((closed_loop_prefill(1.5, &one(1.0), 3.0) - 1.0625).abs() < 1e-12);
+    let saturated = closed_loop_prefill(100.0, &one(1.0), 10.0);
     assert!((saturated - 89.5).abs() < 0.1, "{saturated}");
     // More think time, less queueing.
-    assert!(closed_loop_prefill(8.0, 0.1, 10.0) < closed_loop_prefill(8.0, 0.1, 1.0));
+    assert!(closed_loop_prefill(8.0, &one(0.1), 10.0) < closed_loop_prefill(8.0, &one(0.1), 1.0));
+}
+
+/// Prompts that wait together share a step (vLLM fills the step's token budget with the
+/// waiting prompts): steps of 1 s for one prompt and 0.5 s more per further prompt, up to
+/// 8. Three clients, 3 s elsewhere: R(1) = 1 and R(2) = 1.125 as with one prompt per step
+/// (no prompt waits yet); at three, Q(2) = 2 × 1.125 / 4.125 = 0.5455 with U(2) = 0.4848
+/// busy, so 0.0606 wait, the arrival's step carries 1.0606 prompts and lasts 1.0303 s:
+/// R(3) = 0.4848 × 1.0303 / 2 + 1.0303 = 1.2801 s, against 1.3030 s one at a time.
+/// Saturated, 100 clients with 10 s elsewhere and steps of 1 s + 0.25 s per further prompt
+/// are bound by 8 prompts per 2.75 s step: R = N × 2.75 / 8 − Z + 2.75 / 2 = 25.75 s, where
+/// one prompt per 1 s step gives 89.5 s.
+#[test]
+fn prompts_that_wait_together_share_a_step() {
+    use dic_compiler::analysis::perf::{closed_loop_prefill, open_loop_prefill, PromptSteps};
+    let three = closed_loop_prefill(3.0, &PromptSteps::linear(1.0, 0.5, 8.0), 3.0);
+    assert!((three - 1.2801).abs() < 1e-4, "{three}");
+    let alone = closed_loop_prefill(3.0, &PromptSteps::single(1.0), 3.0);
+    assert!((alone - 1.3030).abs() < 1e-4, "{alone}");
+    let saturated = closed_loop_prefill(100.0, &PromptSteps::linear(1.0, 0.25, 8.0), 10.0);
+    assert!((saturated - 25.75).abs() < 0.05, "{saturated}");
+    // The open loop: one prompt per 0.1 s step at 5 prompts/s is the M/D/1 wait,
+    // 0.5 × 0.1 / (2 × 0.5) = 0.05 s; at 9 prompts/s, 0.45 s. Sharing steps (0.02 s more per
+    // further prompt), at 9/s an arrival finds w = 0.344 prompts waiting, and shares a step
+    // of 1.344 prompts (0.1069 s, ρ = 0.716) with them: 0.716 × 0.1069 / 2 = 0.0383 s of
+    // the step in progress and 0.0069 s of its own step's extra length, 0.0451 s in all
+    // (and w = 9 × 0.0383 = 0.344, Little's law).
+    assert!((open_loop_prefill(5.0, &PromptSteps::single(0.1)).wait - 0.05).abs() < 1e-12);
+    assert!((open_loop_prefill(9.0, &PromptSteps::single(0.1)).wait - 0.45).abs() < 1e-9);
+    let shared = open_loop_prefill(9.0, &PromptSteps::linear(0.1, 0.02, 8.0));
+    assert!((shared.wait - 0.0451).abs() < 1e-4, "{shared:?}");
+    assert!((shared.busy - 0.7156).abs() < 1e-4, "{shared:?}");
 }
 
 /// A MoE step's experts are the fused-MoE kernel's calls, one per MoE layer, on the
@@ -366,7 +399,9 @@ deploy d {{ model = {model}, cluster = c, workload = w, layout = tp 2 × dp 4 ×
 /// at once; each of them as its own part of `Prediction::ttft_parts`.
 #[test]
 fn ttft_at_low_load_under_admission_and_in_a_finite_run() {
-    use dic_compiler::analysis::perf::{closed_loop_prefill, predict, StepModel, FITTED};
+    use dic_compiler::analysis::perf::{
+        closed_loop_prefill, predict, PromptSteps, StepModel, FITTED,
+    };
     use dic_compiler::analysis::{memory::memory, Load};
     let src = |load: &str| {
         format!(
@@ -412,11 +447,14 @@ deploy d {{ model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, eng
     assert!((p.running - p.running_cap).abs() < 1e-9, "runs at the cap");
     let sm = StepModel::new(&s);
     let pf = sm.prefill_time(prompt, 0.0, p.running, ctx, &FITTED);
+    // 8000-token prompts never share the 8192-token budget: one prompt per step.
+    let steps = sm.prompt_steps(prompt, 0.0, p.running, ctx, &FITTED, pf);
+    assert_eq!(steps, PromptSteps::single(pf));
     let service = pf + output * p.step.tpot;
     let think = front + p.step.tpot / 2.0 + output * p.step.tpot;
     let expected = front
         + p.step.tpot / 2.0
-        + closed_loop_prefill(p.running, pf, think)
+        + closed_loop_prefill(p.running, &steps, think)
         + (4096.0 - p.running) / p.running * service;
     assert!(
         (p.ttft - expected).abs() < 1e-6 * expected,
@@ -427,7 +465,7 @@ deploy d {{ model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, eng
     let admission = (4096.0 - p.running) / p.running * service;
     assert!((t.admission - admission).abs() < 1e-9 * admission, "{t:?}");
     assert!(
-        (t.prefill + t.prefill_queue - closed_loop_prefill(p.running, pf, think)).abs() < 1e-9,
+        (t.prefill + t.prefill_queue - closed_loop_prefill(p.running, &steps, think)).abs() < 1e-9,
         "{t:?}"
     );
     assert_eq!(t.total(), p.ttft);
@@ -453,6 +491,46 @@ deploy d {{ model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, eng
     let s = scenario("rate = 1000 req/s");
     let p = predict(&s, &memory(&s), &FITTED);
     assert!(p.overloaded && p.ttft_parts.admission.is_infinite() && p.ttft.is_infinite());
+}
+
+/// Short prompts in a closed loop share steps: Llama-3.1-70B on TP 4, 1000-token prompts,
+/// 64 in flight. The 8192-token budget less the 64 decodes holds 8 whole prompts, so the
+/// queue is served in steps of up to 8 (`StepModel::prompt_steps`), and the wait is the
+/// batched closed loop's, shorter than with one prompt per step.
+#[test]
+fn short_prompts_in_a_closed_loop_share_steps() {
+    use dic_compiler::analysis::memory::memory;
+    use dic_compiler::analysis::perf::{
+        closed_loop_prefill, predict, PromptSteps, StepModel, FITTED,
+    };
+    let src = "import std.nodes.dgx_h100\nimport std.models.llama_3_1_70b\n\
+cluster c { nodes = 1 × dgx_h100 }\n\
+workload w { prompt = 1k tokens, output = 1k tokens, concurrency = 64 }\n\
+deploy d { model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, engine = vllm { max_model_len = 4k tokens } }\n";
+    let world = MemoryWorld::new().with("p.dist", src);
+    let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
+    let s = checked.deployments[0].scenario.scenario.clone();
+    let p = predict(&s, &memory(&s), &FITTED);
+    assert_eq!(p.running, 64.0);
+    let (prompt, output) = (1000.0, 1000.0);
+    let ctx = prompt + output / 2.0;
+    let sm = StepModel::new(&s);
+    let pf = sm.prefill_time(prompt, 0.0, p.running, ctx, &FITTED);
+    let steps = sm.prompt_steps(prompt, 0.0, p.running, ctx, &FITTED, pf);
+    assert_eq!(steps.most(), ((8192.0 - 64.0) / prompt).floor());
+    assert_eq!(steps.most(), 8.0);
+    assert_eq!(steps.time(1.0), pf);
+    // a step of 8 prompts costs less than 8 steps of one: the decodes, overhead and
+    // launches are paid once
+    assert!(steps.time(8.0) < 8.0 * pf, "{steps:?}");
+    let think = FITTED.front_end_latency(prompt) + p.step.tpot / 2.0 + output * p.step.tpot;
+    let t = p.ttft_parts;
+    let batched = closed_loop_prefill(p.running, &steps, think);
+    assert!(
+        (t.prefill + t.prefill_queue - batched).abs() < 1e-9,
+        "{t:?}"
+    );
+    assert!(batched < closed_loop_prefill(p.running, &PromptSteps::single(pf), think));
 }
 
 /// The fused-MoE workspace of vLLM's profile run by hand (Qwen3-235B-A22B: hidden 4096,

@@ -3,8 +3,9 @@
 //! fabric to `y` decode replicas of another, which only decode. Predicted with the same
 //! step model as an aggregated deployment:
 //!
-//! - the prefill pool serves prompts one after another per replica (chunks of
-//!   `max_num_batched_tokens`, nothing else in the step), an M/D/1 queue per replica;
+//! - the prefill pool's replicas each queue their prompts (an M/D/1 wait, prompts that
+//!   wait together sharing a step of `max_num_batched_tokens`, nothing else in it:
+//!   `perf::open_loop_prefill`);
 //! - the KV transfer moves the prompt's whole KV cache (every layer, bytes per token ×
 //!   prompt) from the prefill replica's GPUs to the decode replica's, over NVLink when
 //!   both pools fit one node, else over the nodes' NICs (one per GPU of the narrower TP
@@ -20,7 +21,9 @@
 
 use super::memory::memory;
 use super::memory::MemoryReport;
-use super::perf::{prefix_of, running_cap, PerfConstants, Prediction, StepModel, TtftParts};
+use super::perf::{
+    open_loop_prefill, prefix_of, running_cap, PerfConstants, Prediction, StepModel, TtftParts,
+};
 use super::scenario::{Load, Scenario};
 use crate::program::Layout;
 use serde::Serialize;
@@ -253,6 +256,10 @@ pub fn predict_pools(
     let psm = StepModel::new(ps);
     let dsm = StepModel::new(ds);
     let prefill = psm.prefill_time(fresh, cached, 0.0, ctx, c);
+    // A prefill replica's steps, one or more waiting prompts each, and the most prompts
+    // per second one replica serves (in its fullest steps).
+    let steps = psm.prompt_steps(fresh, cached, 0.0, ctx, c, prefill);
+    let per_server = steps.most() / steps.time(steps.most());
     // The transfer: the fresh tokens' KV (cached blocks are already on the decode side
     // only if it cached them itself; counted in full, the conservative side).
     let bytes = kv_bytes_per_token(&pm, ps.layout.tp) * prompt;
@@ -280,8 +287,8 @@ pub fn predict_pools(
         Load::Concurrency(n) => {
             // A closed loop: `n` requests cycle through the prefill queue, the prefill,
             // the transfer and their decode; the prefill pool's wait follows from the rate
-            // that cycle gives (M/D/1 per prefill server), or, when the prefill pool is
-            // the bottleneck, from Little's law at its capacity.
+            // that cycle gives (per prefill server, `open_loop_prefill`), or, when
+            // the prefill pool is the bottleneck, from Little's law at its capacity.
             let n = n as f64;
             let running = (n / y).clamp(1.0, cap);
             let step = decode_at(running);
@@ -290,13 +297,12 @@ pub fn predict_pools(
             let mut rate = n / base;
             for _ in 0..60 {
                 rate = n / (base + wait);
-                let rho = rate * prefill / x;
-                if rho >= 0.99 {
-                    rate = 0.99 * x / prefill;
+                if rate / x >= 0.99 * per_server {
+                    rate = 0.99 * x * per_server;
                     wait = (n / rate - base).max(0.0);
                     break;
                 }
-                let next = rho * prefill / (2.0 * (1.0 - rho));
+                let next = open_loop_prefill(rate / x, &steps).wait;
                 if (next - wait).abs() < 1e-6 {
                     break;
                 }
@@ -305,13 +311,13 @@ pub fn predict_pools(
             (rate, running, step, Some(wait))
         }
     };
-    let rho = rate * prefill / x;
     let decode_capacity = y * cap / decode_at(cap).tpot / output;
-    let overloaded = closed_wait.is_none() && (rho >= 0.999 || rate >= decode_capacity * 0.999);
+    let overloaded = closed_wait.is_none()
+        && (rate / x >= 0.999 * per_server || rate >= decode_capacity * 0.999);
     let wait = match closed_wait {
         Some(w) => w,
         None if overloaded => f64::INFINITY,
-        None => rho * prefill / (2.0 * (1.0 - rho)),
+        None => open_loop_prefill(rate / x, &steps).wait,
     };
     let parts = TtftParts {
         front_end: c.front_end_latency(prompt),
@@ -321,7 +327,7 @@ pub fn predict_pools(
         kv_transfer: transfer,
         ..TtftParts::default()
     };
-    let max_rps = (x / prefill).min(decode_capacity);
+    let max_rps = (x * per_server).min(decode_capacity);
     let out_tps = if overloaded {
         max_rps * output
     } else {
@@ -346,6 +352,10 @@ pub fn predict_pools(
         prefill_wait: wait,
         transfer,
         transfer_bytes: bytes,
-        prefill_utilization: rho.min(1.0),
+        prefill_utilization: if rate / x >= 0.99 * per_server {
+            1.0
+        } else {
+            open_loop_prefill(rate / x, &steps).busy
+        },
     })
 }

@@ -35,9 +35,11 @@
 //! Prefill is chunked (vLLM's chunked prefill, `max_num_batched_tokens` per step) and
 //! shares steps with decodes. The operating point under an arrival rate solves Little's
 //! law, `running = rate × (TTFT + output × TPOT)`, by fixed-point iteration; queueing
-//! before prefill uses an M/D/1 wait. In a closed loop the prompts of the clients in
-//! flight queue for the prefill budget as a machine-repairman network
-//! ([`closed_loop_prefill`], mean value analysis with a deterministic service); requests
+//! before prefill uses an M/D/1 wait ([`open_loop_prefill`]). In a closed loop the
+//! prompts of the clients in flight queue for the prefill budget as a machine-repairman
+//! network ([`closed_loop_prefill`], mean value analysis with a deterministic service).
+//! In both, prompts that wait together share a step, as many as the budget beside the
+//! running decodes holds, and with it the step's fixed part ([`PromptSteps`]); requests
 //! past the running cap (KV blocks, `max_num_seqs`) wait for a slot, and a finite
 //! benchmark run's first wave arrives at once and queues its prefills. TTFT adds the front
 //! end's latency (a fixed part per request and a part per prompt token, on the CPU) and half
@@ -157,10 +159,10 @@ pub const FITTED: PerfConstants = PerfConstants {
     compute_efficiency: 0.562,
     step_overhead: 0.00436,
     moe_layer_factor: 0.462,
-    sequence_layer_overhead: 0.522e-6,
-    request_latency: 0.0200,
+    sequence_layer_overhead: 0.534e-6,
+    request_latency: 0.0204,
     prompt_token_latency: 17.2e-6,
-    eager_layer_time: 0.511e-3,
+    eager_layer_time: 0.522e-3,
 };
 
 impl PerfConstants {
@@ -808,8 +810,7 @@ impl StepModel<'_> {
         c: &PerfConstants,
     ) -> f64 {
         let s = self.s;
-        let mnbt = s.engine.max_num_batched_tokens as f64;
-        let room = (mnbt - running.min(mnbt - 1.0)).max(256.0_f64.min(mnbt));
+        let room = self.prompt_room(running);
         let chunks = (prompt / room).ceil().max(1.0);
         let chunk = prompt / chunks;
         let facts = &self.facts;
@@ -847,6 +848,147 @@ impl StepModel<'_> {
         }
         total
     }
+
+    /// Prompt tokens a step has room for beside `running` decodes: the token budget
+    /// (`max_num_batched_tokens`) less one token per decode, at least 256 (or the budget).
+    fn prompt_room(&self, running: f64) -> f64 {
+        let mnbt = self.s.engine.max_num_batched_tokens as f64;
+        (mnbt - running.min(mnbt - 1.0)).max(256.0_f64.min(mnbt))
+    }
+
+    /// Time of one step that carries `count` whole prompts of `prompt` new tokens each
+    /// (after `cached` cached ones) beside `running` decodes: their tokens in one chunk,
+    /// each attending to its own prefix.
+    fn batch_step(
+        &self,
+        count: f64,
+        prompt: f64,
+        cached: f64,
+        running: f64,
+        ctx: f64,
+        c: &PerfConstants,
+    ) -> f64 {
+        let s = self.s;
+        let tokens = count * prompt;
+        self.facts
+            .iter()
+            .map(|f| {
+                stage_step(
+                    self,
+                    f,
+                    running / s.layout.pp.max(1) as f64,
+                    ctx,
+                    StepPrefill {
+                        rank: tokens,
+                        group: tokens * s.layout.dp.max(1) as f64,
+                    },
+                    cached + prompt / 2.0,
+                    c,
+                    StepShape::Whole,
+                )
+                .total
+            })
+            .sum()
+    }
+
+    /// The times of steps that carry 1, 2, … of the waiting prompts of `prompt` new tokens
+    /// (after `cached`) beside `running` decodes, as many as [`Self::prompt_room`] holds;
+    /// `one` is a single prompt's prefill ([`Self::prefill_time`]). A prompt longer than
+    /// half the room gets a step of its own: [`PromptSteps::single`].
+    pub fn prompt_steps(
+        &self,
+        prompt: f64,
+        cached: f64,
+        running: f64,
+        ctx: f64,
+        c: &PerfConstants,
+        one: f64,
+    ) -> PromptSteps {
+        let most = if prompt > 0.0 {
+            (self.prompt_room(running) / prompt)
+                .floor()
+                .min(PromptSteps::MOST)
+        } else {
+            1.0
+        };
+        if most < 2.0 {
+            return PromptSteps::single(one);
+        }
+        // 1, 2, 3, 5, 8, … prompts and the most: the time is close to linear in the
+        // count, so a few samples and straight lines between them stand for all.
+        let mut counts = vec![1.0];
+        let mut count = 2.0_f64;
+        while count < most {
+            counts.push(count);
+            count = (count * 1.5).ceil();
+        }
+        counts.push(most);
+        PromptSteps {
+            points: counts
+                .into_iter()
+                .map(|k| {
+                    let time = if k == 1.0 {
+                        one
+                    } else {
+                        self.batch_step(k, prompt, cached, running, ctx, c)
+                    };
+                    (k, time)
+                })
+                .collect(),
+        }
+    }
+}
+
+/// How long a step lasts that carries 1, 2, … whole prompts: vLLM's scheduler puts the
+/// waiting prompts into the next step first come first served, as many as the token
+/// budget left beside the running decodes holds, so prompts that queue together share a
+/// step and its fixed part (the decodes, the overhead, the CPU's launches).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptSteps {
+    /// (prompts in the step, seconds), by count, from one prompt.
+    points: Vec<(f64, f64)>,
+}
+
+impl PromptSteps {
+    /// The most prompts a step is taken to carry (a budget of 8192 tokens holds 64 of 128).
+    pub const MOST: f64 = 1024.0;
+
+    /// One prompt per step (a budget that holds no two), each step `service` long.
+    pub fn single(service: f64) -> PromptSteps {
+        PromptSteps {
+            points: vec![(1.0, service)],
+        }
+    }
+
+    /// Steps of `service` seconds for one prompt and `extra` more for each further prompt,
+    /// up to `most` prompts (hand-computed cases).
+    pub fn linear(service: f64, extra: f64, most: f64) -> PromptSteps {
+        let most = most.max(1.0).floor();
+        PromptSteps {
+            points: vec![(1.0, service), (most, service + (most - 1.0) * extra)],
+        }
+    }
+
+    /// The most prompts one step carries.
+    pub fn most(&self) -> f64 {
+        self.points.last().map_or(1.0, |p| p.0)
+    }
+
+    /// The time of a step carrying `count` prompts (1 to [`Self::most`]), straight between
+    /// the samples.
+    pub fn time(&self, count: f64) -> f64 {
+        let count = count.clamp(1.0, self.most());
+        let i = self
+            .points
+            .iter()
+            .position(|p| p.0 >= count)
+            .unwrap_or(self.points.len() - 1);
+        if i == 0 {
+            return self.points[0].1;
+        }
+        let ((k0, t0), (k1, t1)) = (self.points[i - 1], self.points[i]);
+        t0 + (count - k0) / (k1 - k0).max(1e-12) * (t1 - t0)
+    }
 }
 
 /// Mean time to the first token of `k` prompts of `prompt` new tokens each (after
@@ -872,17 +1014,22 @@ fn burst_prefill(
 }
 
 /// Mean time from a prompt's arrival at the scheduler to its last prefill chunk, in a
-/// closed loop of `clients` requests that each alternate one prefill of `service` seconds
-/// with `think` seconds elsewhere (decoding its output, the front end's latency, the
-/// client). The prefills queue first-come first-served for the step's token budget: mean
-/// value analysis of the machine-repairman network (a queue for the prefills, a delay for
-/// the rest), with Reiser's residual-service term for a deterministic service (an arrival
-/// finds the prefill in progress half done), which is the closed loop's counterpart of the
-/// open loop's M/D/1 wait. One client never waits: the result is `service`.
-pub fn closed_loop_prefill(clients: f64, service: f64, think: f64) -> f64 {
+/// closed loop of `clients` requests that each alternate one prefill with `think` seconds
+/// elsewhere (decoding its output, the front end's latency, the client). The prompts queue
+/// first come first served for the step's token budget, and the prompts waiting when a
+/// step is scheduled share it, as many as it holds (`steps`). Mean value analysis of the
+/// machine-repairman network (a queue for the prefills, a delay for the rest), with
+/// Reiser's residual-service term for a deterministic service (an arrival finds the step
+/// in progress half done): an arrival that finds `w` prompts waiting is served with them
+/// in `(w + 1) / b` steps of `b = min(w + 1, most)` prompts. With one prompt per step it is
+/// the classic single-server form, the closed loop's counterpart of the open loop's M/D/1
+/// wait. One client never waits: the result is one prompt's step.
+pub fn closed_loop_prefill(clients: f64, steps: &PromptSteps, think: f64) -> f64 {
+    let service = steps.time(1.0);
     if service.is_nan() || service <= 0.0 || !clients.is_finite() {
         return service.max(0.0);
     }
+    let most = steps.most();
     // Whole clients (at most 4096), then linear between the two nearest (a fractional
     // share of a replica's clients when DP splits them).
     let clients = clients.clamp(1.0, 4096.0);
@@ -891,14 +1038,75 @@ pub fn closed_loop_prefill(clients: f64, service: f64, think: f64) -> f64 {
     // The response at `whole` clients and at `whole + 1`.
     let mut responses = [service; 2];
     for n in 1..=whole as u64 + 1 {
-        let response = service * (1.0 + queued - busy / 2.0);
+        let waiting = (queued - busy).max(0.0);
+        let batch = (waiting + 1.0).min(most);
+        let step = steps.time(batch);
+        let response = busy * step / 2.0 + (waiting + 1.0) / batch * step;
         let throughput = n as f64 / (response + think);
         queued = throughput * response;
-        busy = (throughput * service).min(1.0);
+        busy = (throughput * step / batch).min(1.0);
         responses = [responses[1], response];
     }
     let [at_whole, next] = responses;
     at_whole + (clients - whole) * (next - at_whole)
+}
+
+/// A prefill queue under Poisson arrivals ([`open_loop_prefill`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OpenLoopPrefill {
+    /// Mean time a prompt waits beyond one prompt's step, seconds.
+    pub wait: f64,
+    /// Share of the time a step with prompts runs (`ρ`, at most 0.99).
+    pub busy: f64,
+}
+
+/// The prefill queue under Poisson arrivals at `rate` prompts per second: a prompt waits
+/// for the step in progress (its residual, `ρ·S / 2`), for the steps of the prompts ahead
+/// that its own step cannot take, and for its own step's extra length for the prompts it
+/// shares. An arrival that finds `w` prompts waiting is served with them in
+/// `(w + 1) / b` steps of `b = min(w + 1, most)` prompts, `S` the step of `b` prompts and
+/// `ρ = rate × S / b`; `w` is `rate ×` the wait (Little's law), solved by bisection. With
+/// one prompt per step this is the M/D/1 wait `ρ·S / (2(1 − ρ))`.
+pub fn open_loop_prefill(rate: f64, steps: &PromptSteps) -> OpenLoopPrefill {
+    let single = steps.time(1.0);
+    let most = steps.most();
+    if most <= 1.0 {
+        let rho = (rate * single).min(0.99);
+        return OpenLoopPrefill {
+            wait: rho * single / (2.0 * (1.0 - rho)),
+            busy: rho,
+        };
+    }
+    // The wait before the arrival's own step, that step, and the busy share, with
+    // `waiting` prompts ahead.
+    let at = |waiting: f64| {
+        let batch = (waiting + 1.0).min(most);
+        let step = steps.time(batch);
+        let rho = (rate * step / batch).min(0.99);
+        (
+            rho * step / 2.0 + ((waiting + 1.0) / batch - 1.0) * step,
+            step,
+            rho,
+        )
+    };
+    let excess = |waiting: f64| rate * at(waiting).0 - waiting;
+    let (mut low, mut high) = (0.0_f64, 1.0_f64);
+    while excess(high) > 0.0 && high < 1e9 {
+        high *= 2.0;
+    }
+    for _ in 0..100 {
+        let mid = 0.5 * (low + high);
+        if excess(mid) > 0.0 {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    let (before, step, busy) = at(0.5 * (low + high));
+    OpenLoopPrefill {
+        wait: before + step - single,
+        busy,
+    }
 }
 
 /// Decode attention's time per byte of an 8-bit KV cache relative to a 16-bit one, per
@@ -1104,10 +1312,11 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
                 };
                 parts.prefill = sm.prefill_time(fresh, cached, running, ctx, c);
             } else {
-                // M/D/1 wait for the prefill "server".
+                // The prefill "server": an M/D/1 wait, prompts that wait together
+                // sharing a step.
                 let service = sm.prefill_time(fresh, cached, 0.0, ctx, c);
-                let rho = (r * service).min(0.99);
-                parts.prefill_queue = rho * service / (2.0 * (1.0 - rho));
+                let steps = sm.prompt_steps(fresh, cached, 0.0, ctx, c, service);
+                parts.prefill_queue = open_loop_prefill(r, &steps).wait;
             }
             parts.front_end = c.front_end_latency(prompt);
             parts.step_wait = step.tpot / 2.0;
@@ -1136,7 +1345,8 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
             parts.front_end = front;
             parts.step_wait = step.tpot / 2.0;
             parts.prefill = pf;
-            parts.prefill_queue = (closed_loop_prefill(running, pf, think) - pf).max(0.0);
+            let steps = sm.prompt_steps(fresh, cached, running, ctx, c, pf);
+            parts.prefill_queue = (closed_loop_prefill(running, &steps, think) - pf).max(0.0);
             // Admission: past the running cap (KV blocks, max_num_seqs) a request waits
             // for a slot; in the closed loop (Little's law) that is the excess requests'
             // share of a request's time in service.

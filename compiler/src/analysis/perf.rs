@@ -809,11 +809,9 @@ impl StepModel<'_> {
         ctx: f64,
         c: &PerfConstants,
     ) -> f64 {
-        let s = self.s;
         let room = self.prompt_room(running);
         let chunks = (prompt / room).ceil().max(1.0);
         let chunk = prompt / chunks;
-        let facts = &self.facts;
         let mut total = 0.0;
         // Every chunk up to 16; past that, 16 strata each stood for by its middle chunk
         // (the step time is smooth in the prefix), so a long prompt costs no more to
@@ -823,53 +821,23 @@ impl StepModel<'_> {
         for j in 0..samples as u64 {
             let k = ((j as f64 + 0.5) * weight - 0.5).floor().max(0.0);
             let prefix = cached + k * chunk + chunk / 2.0;
-            let step: f64 = facts
-                .iter()
-                .map(|f| {
-                    stage_step(
-                        self,
-                        f,
-                        running / s.layout.pp.max(1) as f64,
-                        ctx,
-                        // The other DP ranks' experts are taken as busy with chunks as
-                        // large (a loaded engine; idle ranks would send fewer tokens).
-                        StepPrefill {
-                            rank: chunk,
-                            group: chunk * s.layout.dp.max(1) as f64,
-                        },
-                        prefix,
-                        c,
-                        StepShape::Whole,
-                    )
-                    .total
-                })
-                .sum();
-            total += step * weight;
+            total += self.chunk_step(chunk, prefix, running, ctx, c) * weight;
         }
         total
     }
 
-    /// Prompt tokens a step has room for beside `running` decodes: the token budget
-    /// (`max_num_batched_tokens`) less one token per decode, at least 256 (or the budget).
-    fn prompt_room(&self, running: f64) -> f64 {
-        let mnbt = self.s.engine.max_num_batched_tokens as f64;
-        (mnbt - running.min(mnbt - 1.0)).max(256.0_f64.min(mnbt))
-    }
-
-    /// Time of one step that carries `count` whole prompts of `prompt` new tokens each
-    /// (after `cached` cached ones) beside `running` decodes: their tokens in one chunk,
-    /// each attending to its own prefix.
-    fn batch_step(
+    /// One whole step (every stage) that carries `tokens` prompt tokens attending to
+    /// `prefix` tokens on average beside `running` decodes. The other DP ranks' experts
+    /// are taken as busy with as many (a loaded engine; idle ranks would send fewer).
+    fn chunk_step(
         &self,
-        count: f64,
-        prompt: f64,
-        cached: f64,
+        tokens: f64,
+        prefix: f64,
         running: f64,
         ctx: f64,
         c: &PerfConstants,
     ) -> f64 {
         let s = self.s;
-        let tokens = count * prompt;
         self.facts
             .iter()
             .map(|f| {
@@ -882,13 +850,20 @@ impl StepModel<'_> {
                         rank: tokens,
                         group: tokens * s.layout.dp.max(1) as f64,
                     },
-                    cached + prompt / 2.0,
+                    prefix,
                     c,
                     StepShape::Whole,
                 )
                 .total
             })
             .sum()
+    }
+
+    /// Prompt tokens a step has room for beside `running` decodes: the token budget
+    /// (`max_num_batched_tokens`) less one token per decode, at least 256 (or the budget).
+    fn prompt_room(&self, running: f64) -> f64 {
+        let mnbt = self.s.engine.max_num_batched_tokens as f64;
+        (mnbt - running.min(mnbt - 1.0)).max(256.0_f64.min(mnbt))
     }
 
     /// The times of steps that carry 1, 2, … of the waiting prompts of `prompt` new tokens
@@ -927,10 +902,11 @@ impl StepModel<'_> {
             points: counts
                 .into_iter()
                 .map(|k| {
+                    // `k` whole prompts in one chunk, each attending to its own prefix.
                     let time = if k == 1.0 {
                         one
                     } else {
-                        self.batch_step(k, prompt, cached, running, ctx, c)
+                        self.chunk_step(k * prompt, cached + prompt / 2.0, running, ctx, c)
                     };
                     (k, time)
                 })

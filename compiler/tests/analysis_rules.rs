@@ -448,7 +448,7 @@ deploy d {{ model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, eng
     let sm = StepModel::new(&s);
     let pf = sm.prefill_time(prompt, 0.0, p.running, ctx, &FITTED);
     // 8000-token prompts never share the 8192-token budget: one prompt per step.
-    let steps = sm.prompt_steps(prompt, 0.0, p.running, ctx, &FITTED, pf);
+    let steps = sm.prompt_steps(prompt, 0.0, p.running, ctx, &FITTED);
     assert_eq!(steps, PromptSteps::single(pf));
     let service = pf + output * p.step.tpot;
     let think = front + p.step.tpot / 2.0 + output * p.step.tpot;
@@ -516,7 +516,7 @@ deploy d { model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, engi
     let ctx = prompt + output / 2.0;
     let sm = StepModel::new(&s);
     let pf = sm.prefill_time(prompt, 0.0, p.running, ctx, &FITTED);
-    let steps = sm.prompt_steps(prompt, 0.0, p.running, ctx, &FITTED, pf);
+    let steps = sm.prompt_steps(prompt, 0.0, p.running, ctx, &FITTED);
     assert_eq!(steps.most(), ((8192.0 - 64.0) / prompt).floor());
     assert_eq!(steps.most(), 8.0);
     assert_eq!(steps.time(1.0), pf);

@@ -255,10 +255,10 @@ pub fn predict_pools(
     let ctx = prompt + output / 2.0;
     let psm = StepModel::new(ps);
     let dsm = StepModel::new(ds);
-    let prefill = psm.prefill_time(fresh, cached, 0.0, ctx, c);
-    // A prefill replica's steps, one or more waiting prompts each, and the most prompts
-    // per second one replica serves (in its fullest steps).
-    let steps = psm.prompt_steps(fresh, cached, 0.0, ctx, c, prefill);
+    // A prefill replica's steps, one or more waiting prompts each (one prompt's is its
+    // prefill), and the most prompts per second one replica serves (in its fullest steps).
+    let steps = psm.prompt_steps(fresh, cached, 0.0, ctx, c);
+    let prefill = steps.time(1.0);
     let per_server = steps.most() / steps.time(steps.most());
     // The transfer: the fresh tokens' KV (cached blocks are already on the decode side
     // only if it cached them itself; counted in full, the conservative side).
@@ -314,10 +314,14 @@ pub fn predict_pools(
     let decode_capacity = y * cap / decode_at(cap).tpot / output;
     let overloaded = closed_wait.is_none()
         && (rate / x >= 0.999 * per_server || rate >= decode_capacity * 0.999);
+    // One prefill replica's queue at the rate the load gives it (its busy share capped
+    // at 0.99; a saturated pool counts as fully busy).
+    let queue = open_loop_prefill(rate / x, &steps);
+    let saturated = rate / x >= 0.99 * per_server;
     let wait = match closed_wait {
         Some(w) => w,
         None if overloaded => f64::INFINITY,
-        None => open_loop_prefill(rate / x, &steps).wait,
+        None => queue.wait,
     };
     let parts = TtftParts {
         front_end: c.front_end_latency(prompt),
@@ -352,10 +356,6 @@ pub fn predict_pools(
         prefill_wait: wait,
         transfer,
         transfer_bytes: bytes,
-        prefill_utilization: if rate / x >= 0.99 * per_server {
-            1.0
-        } else {
-            open_loop_prefill(rate / x, &steps).busy
-        },
+        prefill_utilization: if saturated { 1.0 } else { queue.busy },
     })
 }

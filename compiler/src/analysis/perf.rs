@@ -868,8 +868,9 @@ impl StepModel<'_> {
 
     /// The times of steps that carry 1, 2, … of the waiting prompts of `prompt` new tokens
     /// (after `cached`) beside `running` decodes, as many as [`Self::prompt_room`] holds;
-    /// `one` is a single prompt's prefill ([`Self::prefill_time`]). A prompt longer than
-    /// half the room gets a step of its own: [`PromptSteps::single`].
+    /// one prompt's is its whole prefill ([`Self::prefill_time`], every chunk), which the
+    /// callers read back as `time(1.0)`. A prompt longer than half the room gets a step of
+    /// its own: [`PromptSteps::single`].
     pub fn prompt_steps(
         &self,
         prompt: f64,
@@ -877,8 +878,8 @@ impl StepModel<'_> {
         running: f64,
         ctx: f64,
         c: &PerfConstants,
-        one: f64,
     ) -> PromptSteps {
+        let one = self.prefill_time(prompt, cached, running, ctx, c);
         let most = if prompt > 0.0 {
             (self.prompt_room(running) / prompt)
                 .floor()
@@ -1295,8 +1296,7 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
             } else {
                 // The prefill "server": an M/D/1 wait, prompts that wait together
                 // sharing a step.
-                let service = sm.prefill_time(fresh, cached, 0.0, ctx, c);
-                let steps = sm.prompt_steps(fresh, cached, 0.0, ctx, c, service);
+                let steps = sm.prompt_steps(fresh, cached, 0.0, ctx, c);
                 parts.prefill_queue = open_loop_prefill(r, &steps).wait;
             }
             parts.front_end = c.front_end_latency(prompt);
@@ -1308,7 +1308,8 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
             rate_per_replica = 0.0;
             // `running` is fixed here: only the prefill share of each step moves, and it
             // settles within a few rounds (stop once the step no longer changes).
-            let pf = sm.prefill_time(fresh, cached, running, ctx, c);
+            let steps = sm.prompt_steps(fresh, cached, running, ctx, c);
+            let pf = steps.time(1.0);
             for _ in 0..30 {
                 let rate = running / (pf + output * step.tpot);
                 let next = sm.token_step(running, ctx, rate * fresh * step.tpot, fresh_ctx, c);
@@ -1326,7 +1327,6 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
             parts.front_end = front;
             parts.step_wait = step.tpot / 2.0;
             parts.prefill = pf;
-            let steps = sm.prompt_steps(fresh, cached, running, ctx, c, pf);
             parts.prefill_queue = (closed_loop_prefill(running, &steps, think) - pf).max(0.0);
             // Admission: past the running cap (KV blocks, max_num_seqs) a request waits
             // for a slot; in the closed loop (Little's law) that is the excess requests'

@@ -535,7 +535,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("output", q(D::Tokens), req, "mean output length"),
             f!("rate", q(D::RequestRate), "arrival rate"),
             f!("concurrency", Ty::Int { min: 1, max: 1 << 24 }, "requests in flight (closed loop)"),
-            f!("requests", Ty::Int { min: 1, max: 1 << 30 }, "requests in a finite run (a benchmark): a closed loop's first wave arrives at once, an overloaded open loop's backlog is bounded; unset: steady state"),
+            f!("requests", Ty::Int { min: 1, max: 1 << 30 }, "requests in a finite run (a benchmark): a closed loop's first wave arrives at once and passes the front end one request at a time, an overloaded open loop's backlog is bounded; unset: steady state"),
             f!("prefix_reuse", Ty::Quantity(D::Ratio, Range::closed(0.0, 1.0)), "share of each prompt vLLM's prefix cache already holds (multi-turn chat, repeated documents): those tokens are not prefilled again, which cuts TTFT and prefill work; each running request still holds its whole context in the KV cache. Needs prefix caching (vLLM's default; dic emits `--enable-prefix-caching`)"),
             f!("shared_prefix", Ty::Quantity(D::Tokens, default_range(D::Tokens).whole()), "leading prompt tokens every request shares (a system prompt, a RAG template): prefilled once, and their KV blocks held once for all running requests, so more requests fit"),
         ],

@@ -493,6 +493,57 @@ deploy d {{ model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, eng
     assert!(p.overloaded && p.ttft_parts.admission.is_infinite() && p.ttft.is_infinite());
 }
 
+/// A benchmark's first wave of short prompts is paced by the front end, not the GPU:
+/// Llama-3.1-70B on TP 8, 32 clients of 128-token prompts, a run of 320 requests. The
+/// GPU would prefill all 32 prompts (4096 tokens) in one step, but the front end passes
+/// them one at a time, `front` apart, and each prompt is then prefilled alone: the i-th
+/// (from 0) reaches its first token `(i + 1) × front + pf` after the burst, a mean of
+/// `front + 15.5 × front + pf`, and the first wave's share of the run's mean TTFT is
+/// `32 / 320` of that burst's excess over the steady state.
+#[test]
+fn a_first_wave_of_short_prompts_is_paced_by_the_front_end() {
+    use dic_compiler::analysis::memory::memory;
+    use dic_compiler::analysis::perf::{predict, StepModel, FITTED};
+    let scenario = |load: &str| {
+        let src = format!(
+            "import std.nodes.dgx_h100\nimport std.models.llama_3_1_70b\n\
+cluster c {{ nodes = 1 × dgx_h100 }}\n\
+workload w {{ prompt = 128 tokens, output = 1k tokens, {load} }}\n\
+deploy d {{ model = llama_3_1_70b, cluster = c, workload = w, layout = tp 8, engine = vllm {{ max_model_len = 4k tokens }} }}\n"
+        );
+        let world = MemoryWorld::new().with("p.dist", &src);
+        let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
+        checked.deployments[0].scenario.scenario.clone()
+    };
+    let steady_s = scenario("concurrency = 32");
+    let steady = predict(&steady_s, &memory(&steady_s), &FITTED);
+    assert_eq!(steady.running, 32.0);
+    assert_eq!(steady.ttft_parts.first_wave, 0.0);
+    let s = scenario("concurrency = 32, requests = 320");
+    let run = predict(&s, &memory(&s), &FITTED);
+    let front = FITTED.request_latency + 128.0 * FITTED.prompt_token_latency;
+    assert_eq!(run.ttft_parts.front_end, front);
+    let ctx = 128.0 + 1000.0 / 2.0;
+    let pf = StepModel::new(&s)
+        .prompt_steps(128.0, 0.0, 32.0, ctx, &FITTED)
+        .time(1.0);
+    assert_eq!(run.ttft_parts.prefill, pf);
+    let burst = front + 15.5 * front + pf;
+    let expected = (32.0 * burst + 288.0 * steady.ttft) / 320.0 - steady.ttft;
+    let t = run.ttft_parts;
+    assert!(
+        (t.first_wave - expected).abs() < 1e-9 * expected,
+        "{} vs {expected}",
+        t.first_wave
+    );
+    // the GPU alone would have served the wave in one step of 32 prompts: far sooner
+    let one_step = StepModel::new(&s)
+        .prompt_steps(128.0, 0.0, 32.0, ctx, &FITTED)
+        .time(32.0);
+    assert!(one_step < 15.5 * front, "{one_step} vs {front}");
+    assert!((run.ttft - (steady.ttft + expected)).abs() < 1e-9, "{t:?}");
+}
+
 /// Short prompts in a closed loop share steps: Llama-3.1-70B on TP 4, 1000-token prompts,
 /// 64 in flight. The 8192-token budget less the 64 decodes holds 8 whole prompts, so the
 /// queue is served in steps of up to 8 (`StepModel::prompt_steps`), and the wait is the

@@ -41,7 +41,8 @@
 //! In both, prompts that wait together share a step, as many as the budget beside the
 //! running decodes holds, and with it the step's fixed part ([`PromptSteps`]); requests
 //! past the running cap (KV blocks, `max_num_seqs`) wait for a slot, and a finite
-//! benchmark run's first wave arrives at once and queues its prefills. TTFT adds the front
+//! benchmark run's first wave arrives at once, passes the front end one request at a time
+//! and queues its prefills ([`front_paced_burst`]). TTFT adds the front
 //! end's latency (a fixed part per request and a part per prompt token, on the CPU) and half
 //! a step (a request arrives mid-step). A MoE model's DP
 //! ranks step in lockstep (`StepModel::lockstep`): a step waits for the slowest rank's
@@ -97,7 +98,31 @@ pub struct PerfConstants {
     /// rows).
     pub sequence_layer_overhead: f64,
     /// Fixed latency of every request before its first token, outside the GPU steps:
-    /// HTTP, admission, detokenising and streaming the first token.
+    /// HTTP, admission, detokenising and streaming the first token. With
+    /// `prompt_token_latency` it is also how far apart a burst of requests that arrive at
+    /// once reaches the scheduler: the front end is taken to pass them one at a time (vLLM's
+    /// API server is one Python process per DP rank, `--api-server-count` defaulting to
+    /// the DP size, and tokenises in one thread), so a benchmark's first wave of `k` requests is
+    /// paced at `k × (this + prompt × prompt_token_latency)` where the GPU would prefill it
+    /// sooner ([`front_paced_burst`]). Charged so, the fit's objective fell from 0.1568 to 0.1505
+    /// and TTFT median |error| from 11.5 / 15.1 / 15.2% to 9.9 / 14.4 / 13.3% fitted /
+    /// leaving one GPU / one model out (TPOT 5.5 / 7.4 / 7.4% → 5.6 / 7.4 / 7.7%), the fixed
+    /// latency from 20.4 to 15.1 ms and the one per prompt token from 17.2 to 20.0 µs:
+    /// measured TTFT grows with the requests in flight about as much on B200 as on Hopper
+    /// at TP 8 (1024-token prompts, 4 → 64 in flight: +119 ms on B200 FP8, +115 and +122
+    /// ms on H100 and H200), where a first wave that the GPU alone paced grows half as much
+    /// on B200, whose prefill is twice as fast. B200's rows at 64 in flight went from 9 to 15
+    /// of 24 within 15%, Qwen3-32B's at 64–128 from 22 to 28 of 36. Only a burst is paced:
+    /// the same front end as a single server in steady state (its queue in the closed
+    /// loop, by the same mean value analysis as the prefill's) would be 78–92% busy on
+    /// Qwen3-32B's 1024 × 128 rows at 64–128 in flight, whose TTFT shows no such wait
+    /// (TP 8, 128 in flight: +7% → +20%, 64: +10% → +22%; objective 0.1518), and one that
+    /// passed 58 requests/s of 2000-token prompts, as the 8B sweep measures, cannot have
+    /// a 55 ms serial part; pacing the burst with half the front end (objective 0.1566),
+    /// or with only its fixed part (0.1519) or only its part per token (0.1563), fitted
+    /// worse. What serialises a burst and not a steady flow is not identified (connection
+    /// setup, the benchmark client's own loop, tokenisation batched under load are
+    /// candidates); the rows show its size.
     pub request_latency: f64,
     /// Latency per prompt token before the first token, outside the GPU steps, seconds:
     /// the API server's tokenisation of the prompt text and the engine's work on the
@@ -105,7 +130,8 @@ pub struct PerfConstants {
     /// not shrink with TP: measured at 4 in flight, Llama-3.1-70B's TTFT on B200 fits
     /// 205 ms + 540 ms / TP for 8192-token prompts (FP8; NVFP4 203 ms + 294 ms / TP),
     /// where dic's TP-independent terms (request latency, all-reduces) came to about 90 ms.
-    /// Fitted at 17.2 µs (15.4 µs while Hopper's large all-reduces were charged a ring's
+    /// Fitted at 20.0 µs (17.2 µs before a burst was paced by the front end,
+    /// `request_latency`; 15.4 µs while Hopper's large all-reduces were charged a ring's
     /// bytes, see `comm::nvls_all_reduce`), within the 10–21 µs per token that Hugging Face
     /// tokenizers are measured at in a serving front end
     /// (tenstorrent/tt-inference-server#2173); it may also hold per-token GPU work dic
@@ -155,14 +181,14 @@ pub struct PerfConstants {
 /// sorting, quantization, un-permute), identified by the one MoE family of the rows
 /// (Qwen3-235B-A22B, in seven TP/DP/EP layouts).
 pub const FITTED: PerfConstants = PerfConstants {
-    memory_efficiency: 0.815,
-    compute_efficiency: 0.562,
-    step_overhead: 0.00436,
-    moe_layer_factor: 0.462,
-    sequence_layer_overhead: 0.534e-6,
-    request_latency: 0.0204,
-    prompt_token_latency: 17.2e-6,
-    eager_layer_time: 0.522e-3,
+    memory_efficiency: 0.832,
+    compute_efficiency: 0.575,
+    step_overhead: 0.00446,
+    moe_layer_factor: 0.453,
+    sequence_layer_overhead: 0.557e-6,
+    request_latency: 0.0151,
+    prompt_token_latency: 20.0e-6,
+    eager_layer_time: 0.489e-3,
 };
 
 impl PerfConstants {
@@ -995,6 +1021,18 @@ fn burst_prefill(
     steps * step
 }
 
+/// Mean time from a burst of `k` requests that arrive at once to their prompts' last
+/// prefill steps, beyond the first request's front end, where the front end paces the
+/// burst: it passes the requests one at a time, `front` seconds apart (the
+/// [`PerfConstants::front_end_latency`]), so the i-th (from 0) reaches the scheduler
+/// `i × front` after the first, and its prompt is then prefilled alone, in `single`
+/// seconds. The burst is a tandem of the front end and the GPU: each request waits for
+/// whichever holds it longer, this or the GPU's queue when it is given every prompt at
+/// once ([`burst_prefill`]).
+pub fn front_paced_burst(k: f64, front: f64, single: f64) -> f64 {
+    (k.max(1.0) - 1.0) / 2.0 * front + single
+}
+
 /// Mean time from a prompt's arrival at the scheduler to its last prefill chunk, in a
 /// closed loop of `clients` requests that each alternate one prefill with `think` seconds
 /// elsewhere (decoding its output, the front end's latency, the client). The prompts queue
@@ -1129,8 +1167,9 @@ pub struct TtftParts {
     /// Waiting for a slot past the running cap (KV blocks, `max_num_seqs`), or an
     /// overloaded run's backlog.
     pub admission: f64,
-    /// A finite run's first wave, which arrives at once: its share of the mean TTFT
-    /// beyond the steady state (negative where the first wave is faster).
+    /// A finite run's first wave, which arrives at once and passes the front end one
+    /// request at a time: its share of the mean TTFT beyond the steady state (negative
+    /// where the first wave is faster).
     pub first_wave: f64,
     /// Moving the prompt's KV cache from the prefill pool to the decode pool
     /// (disaggregated serving).
@@ -1241,7 +1280,7 @@ pub fn saturated(
 /// The operating point for the scenario's workload (or one request at a time without one).
 /// A workload with a finite number of `requests` is a benchmark run: an overloaded open
 /// loop reports the mean queueing delay of its backlog instead of an unbounded one, and a
-/// closed loop's first wave arrives at once.
+/// closed loop's first wave arrives at once ([`front_paced_burst`]).
 pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Prediction {
     let dp = s.layout.dp.max(1) as f64;
     let gpus = s.layout.gpus().max(1) as f64;
@@ -1335,11 +1374,13 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
                 parts.admission = (in_flight - running) / running * (pf + output * step.tpot);
             }
             // A benchmark run of `requests` starts with one request per slot at once:
-            // that first wave queues its prefills behind each other.
+            // that first wave passes the front end one request at a time and queues its
+            // prefills behind each other.
             if let Some(total) = finite_requests {
                 let total = (total / dp).max(in_flight);
                 let steady = parts.total();
-                let burst = front + burst_prefill(&sm, running, fresh, cached, ctx, c);
+                let gpu = burst_prefill(&sm, running, fresh, cached, ctx, c);
+                let burst = front + gpu.max(front_paced_burst(running, front, pf));
                 parts.first_wave = (running * burst + (total - running) * steady) / total - steady;
             }
         }

@@ -8,6 +8,13 @@ use dic_compiler::analysis::{perf, rules};
 use dic_compiler::program::LinkType;
 use dic_compiler::source::MemoryWorld;
 
+/// The first deployment's scenario of a source (checked; its diagnostics are not looked at).
+fn first_scenario(src: &str) -> dic_compiler::analysis::Scenario {
+    let world = MemoryWorld::new().with("p.dist", src);
+    let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
+    checked.deployments[0].scenario.scenario.clone()
+}
+
 fn placement(link_type: LinkType, gbps: f64) -> Placement {
     Placement {
         size: 8,
@@ -260,9 +267,7 @@ fn qwen3_30b_a3b_on_two_h100s() -> dic_compiler::analysis::Scenario {
     let src = "import std.nodes.dgx_h100\nimport std.models.qwen3_30b_a3b\n\
 cluster c { nodes = 1 × dgx_h100 }\n\
 deploy d { model = qwen3_30b_a3b, cluster = c, layout = tp 2, engine = vllm { max_model_len = 8k tokens } }\n";
-    let world = MemoryWorld::new().with("p.dist", src);
-    let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
-    checked.deployments[0].scenario.scenario.clone()
+    first_scenario(src)
 }
 
 /// A decode step's fixed costs by hand: the step's own overhead and one per sequence in
@@ -378,9 +383,7 @@ cluster c {{ nodes = 1 × dgx_h100 }}\n\
 workload w {{ prompt = 2048 tokens, output = 512 tokens, concurrency = 64 }}\n\
 deploy d {{ model = {model}, cluster = c, workload = w, layout = tp 2 × dp 4 × ep, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
         );
-        let world = MemoryWorld::new().with("p.dist", &src);
-        let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
-        checked.deployments[0].scenario.scenario.clone()
+        first_scenario(&src)
     };
     let s = scenario("qwen3_30b_a3b");
     let p = StepModel::new(&s).lockstep(256.0);
@@ -411,11 +414,7 @@ workload w {{ prompt = 8k tokens, output = 1k tokens, {load} }}\n\
 deploy d {{ model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, engine = vllm {{ max_model_len = 16k tokens }} }}\n"
         )
     };
-    let scenario = |load: &str| {
-        let world = MemoryWorld::new().with("p.dist", &src(load));
-        let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
-        checked.deployments[0].scenario.scenario.clone()
-    };
+    let scenario = |load: &str| first_scenario(&src(load));
     // one request at a time
     let s = scenario("concurrency = 1");
     let mem = memory(&s);
@@ -511,9 +510,7 @@ cluster c {{ nodes = 1 × dgx_h100 }}\n\
 workload w {{ prompt = 128 tokens, output = 1k tokens, {load} }}\n\
 deploy d {{ model = llama_3_1_70b, cluster = c, workload = w, layout = tp 8, engine = vllm {{ max_model_len = 4k tokens }} }}\n"
         );
-        let world = MemoryWorld::new().with("p.dist", &src);
-        let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
-        checked.deployments[0].scenario.scenario.clone()
+        first_scenario(&src)
     };
     let steady_s = scenario("concurrency = 32");
     let steady = predict(&steady_s, &memory(&steady_s), &FITTED);
@@ -558,9 +555,7 @@ fn short_prompts_in_a_closed_loop_share_steps() {
 cluster c { nodes = 1 × dgx_h100 }\n\
 workload w { prompt = 1k tokens, output = 1k tokens, concurrency = 64 }\n\
 deploy d { model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, engine = vllm { max_model_len = 4k tokens } }\n";
-    let world = MemoryWorld::new().with("p.dist", src);
-    let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
-    let s = checked.deployments[0].scenario.scenario.clone();
+    let s = first_scenario(src);
     let p = predict(&s, &memory(&s), &FITTED);
     assert_eq!(p.running, 64.0);
     let (prompt, output) = (1000.0, 1000.0);
@@ -631,9 +626,7 @@ cluster c {{ nodes = 1 × dgx_b200 }}\n\
 workload w {{ prompt = 1024 tokens, output = 1024 tokens, concurrency = 8 }}\n\
 deploy d {{ model = llama_3_1_8b, cluster = c, workload = w, layout = tp 8, engine = vllm {{ max_model_len = 8k tokens, {engine} }} }}\n"
     );
-    let world = MemoryWorld::new().with("p.dist", &src);
-    let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
-    checked.deployments[0].scenario.scenario.clone()
+    first_scenario(&src)
 }
 
 /// A step of more tokens than vLLM's largest CUDA graph (1024 on Blackwell) runs its

@@ -99,12 +99,12 @@ pub struct PerfConstants {
     pub sequence_layer_overhead: f64,
     /// Fixed latency of every request before its first token, outside the GPU steps:
     /// HTTP, admission, detokenising and streaming the first token. With
-    /// `prompt_token_latency` it is also how far apart a burst of requests that arrive at
-    /// once reaches the scheduler: the front end is taken to pass them one at a time (vLLM's
-    /// API server is one Python process per DP rank, `--api-server-count` defaulting to
-    /// the DP size, and tokenises in one thread), so a benchmark's first wave of `k` requests is
-    /// paced at `k × (this + prompt × prompt_token_latency)` where the GPU would prefill it
-    /// sooner ([`front_paced_burst`]). Charged so, the fit's objective fell from 0.1568 to 0.1505
+    /// `prompt_token_latency` it is also how far apart the requests of a burst that arrive
+    /// at once reach the scheduler: the front end is taken to pass them one at a time
+    /// (vLLM's API server is one Python process per DP rank, `--api-server-count`
+    /// defaulting to the DP size, and tokenises in one thread), so it paces a benchmark's
+    /// first wave where the GPU would prefill the wave sooner ([`front_paced_burst`]).
+    /// Charged so, the fit's objective fell from 0.1568 to 0.1505
     /// and TTFT median |error| from 11.5 / 15.1 / 15.2% to 9.9 / 14.4 / 13.3% fitted /
     /// leaving one GPU / one model out (TPOT 5.5 / 7.4 / 7.4% → 5.6 / 7.4 / 7.7%), the fixed
     /// latency from 20.4 to 15.1 ms and the one per prompt token from 17.2 to 20.0 µs:

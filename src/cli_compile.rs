@@ -47,7 +47,7 @@ pub fn run(file: &str, out: &str, check: bool, json: bool, color: bool, width: u
         eprintln!("{file}: no deployment to compile");
         return ERRORS;
     }
-    let files = match dic_targets::render(plan) {
+    let files = match dic_targets::render(plan, &checked.forecast) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("error: {e}");

@@ -1,6 +1,14 @@
-//! `dic compile`: snapshots of every generated file of every example; every emitted vLLM
-//! flag checked against vLLM 0.33's own option schema; shell injection; determinism;
-//! `--check` on a clean and a drifted tree; nothing written on errors.
+//! `dic compile`, tested by stage:
+//! - the pipeline's launch plan for every example equals its frozen fixture
+//!   (`tests/fixtures/launch/*.json`, reviewed once; `DIC_UPDATE_FIXTURES=1` rewrites them);
+//! - the launch files (vLLM, Kubernetes, NCCL) are snapshotted as rendered from those
+//!   fixtures, so a refit of the performance model cannot move them;
+//! - the forecast's headline figures sit within a tolerance of one table
+//!   (`tests/fixtures/forecast.md`), and the reports rendered from it are snapshotted.
+//!
+//! And every emitted vLLM flag checked against vLLM 0.33's own option schema; shell
+//! injection; determinism; `--check` on a clean and a drifted tree; nothing written on
+//! errors.
 
 #![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
 
@@ -13,15 +21,43 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-fn generate(path: &str) -> BTreeMap<String, String> {
+fn checked(path: &str) -> dic_compiler::driver::Checked {
     let checked = dic_compiler::driver::compile_file(&DiskWorld, path).expect("readable");
     assert!(
         !checked.has_errors(),
         "{path}:\n{}",
         common::rendered(&checked)
     );
-    // The same entry point as `dic compile`: the driver's lowered plan.
-    dic_targets::render(&checked.plan).expect("renders")
+    checked
+}
+
+fn generate(path: &str) -> BTreeMap<String, String> {
+    let checked = checked(path);
+    // The same entry point as `dic compile`: the driver's launch plan and forecast.
+    dic_targets::render(&checked.plan, &checked.forecast).expect("renders")
+}
+
+/// Set to rewrite the frozen launch plans and the forecast table from the pipeline.
+const UPDATE_FIXTURES: &str = "DIC_UPDATE_FIXTURES";
+
+fn updating_fixtures() -> bool {
+    std::env::var_os(UPDATE_FIXTURES).is_some_and(|v| v == "1")
+}
+
+fn launch_fixture(path: &str) -> std::path::PathBuf {
+    Path::new("tests/fixtures/launch").join(format!("{}.json", common::snap_name(path)))
+}
+
+/// The frozen launch plan of an example.
+fn frozen_launch(path: &str) -> dic_compiler::ir::LaunchPlan {
+    let file = launch_fixture(path);
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with {UPDATE_FIXTURES}=1 to write it, then review it)",
+            file.display()
+        )
+    });
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
 }
 
 fn examples() -> Vec<String> {
@@ -32,47 +68,203 @@ fn examples() -> Vec<String> {
 }
 
 #[test]
-fn every_example_compiles_and_its_files_are_snapshotted() {
+fn every_example_lowers_to_its_frozen_launch_plan() {
+    let mut differ = Vec::new();
     for path in examples() {
-        let files = generate(&path);
+        let plan = checked(&path).plan;
+        let mut json = serde_json::to_string_pretty(&plan).unwrap();
+        json.push('\n');
+        let file = launch_fixture(&path);
+        if updating_fixtures() {
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, &json).unwrap();
+            continue;
+        }
+        // The contract reads back as what was written.
+        assert_eq!(frozen_launch(&path), plan, "{}: round trip", file.display());
+        if std::fs::read_to_string(&file).ok().as_deref() != Some(json.as_str()) {
+            differ.push(file.display().to_string());
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "the pipeline's launch plan differs from the frozen one in {differ:?}: a change to \
+         what runs. Review it with {UPDATE_FIXTURES}=1 and `git diff tests/fixtures`, then the \
+         launch snapshots it moves"
+    );
+}
+
+/// Snapshot name of a generated file; the node scripts between the first and the last
+/// differ only in their node index and are covered by commands.json (every node's argv).
+fn snapshotted(path: &str, files: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    let last_node = files
+        .keys()
+        .filter(|k| k.contains("/vllm/node-"))
+        .filter_map(|k| {
+            k.rsplit("node-")
+                .next()?
+                .trim_end_matches(".sh")
+                .parse::<u64>()
+                .ok()
+        })
+        .max()
+        .unwrap_or(0);
+    files
+        .iter()
+        .filter(|(file, _)| {
+            file.rsplit("/vllm/node-")
+                .next()
+                .filter(|_| file.contains("/vllm/node-"))
+                .and_then(|n| n.trim_end_matches(".sh").parse::<u64>().ok())
+                .is_none_or(|n| n == 0 || n == last_node)
+        })
+        .map(|(file, text)| {
+            let name = format!(
+                "compile__{}__{}",
+                common::snap_name(path),
+                file.replace('/', "__")
+            );
+            (name, text.clone())
+        })
+        .collect()
+}
+
+#[test]
+fn every_examples_launch_files_are_snapshotted_from_its_frozen_plan() {
+    for path in examples() {
+        let files = dic_targets::render_launch(&frozen_launch(&path)).expect("renders");
         assert!(
             files.keys().any(|k| k.ends_with("vllm/commands.json")),
             "{path}"
         );
         assert!(files.keys().any(|k| k.contains("/k8s/")), "{path}");
-        // Node scripts differ only in their node index; the first and the last are
-        // snapshotted, the ones between are covered by commands.json (every node's argv).
-        let scripts: Vec<&String> = files.keys().filter(|k| k.contains("/vllm/node-")).collect();
-        let last_node = scripts
-            .iter()
-            .filter_map(|k| {
-                k.rsplit("node-")
-                    .next()?
-                    .trim_end_matches(".sh")
-                    .parse::<u64>()
-                    .ok()
-            })
-            .max()
-            .unwrap_or(0);
-        for (file, text) in &files {
-            if let Some(n) = file
-                .rsplit("/vllm/node-")
-                .next()
-                .filter(|_| file.contains("/vllm/node-"))
-                .and_then(|n| n.trim_end_matches(".sh").parse::<u64>().ok())
-            {
-                if n != 0 && n != last_node {
-                    continue;
-                }
-            }
-            let name = format!(
-                "compile__{}__{}",
-                common::snap_name(&path),
-                file.replace('/', "__")
-            );
+        assert!(files.keys().all(|k| !k.contains("/report.")), "{path}");
+        for (name, text) in snapshotted(&path, &files) {
             insta::assert_snapshot!(name, text);
         }
     }
+}
+
+#[test]
+fn every_examples_report_is_snapshotted_from_its_forecast() {
+    for path in examples() {
+        let files = generate(&path);
+        let reports: BTreeMap<String, String> = files
+            .into_iter()
+            .filter(|(k, _)| k.contains("/report."))
+            .collect();
+        assert!(!reports.is_empty(), "{path}");
+        for (name, text) in snapshotted(&path, &reports) {
+            insta::assert_snapshot!(name, text);
+        }
+    }
+}
+
+/// The forecast table's tolerance: a figure that moved less than this (relative) keeps
+/// its row; a refit that moves more rewrites the table ([`UPDATE_FIXTURES`]), to be
+/// reviewed as one table instead of inside every rendered report.
+const FORECAST_TOLERANCE: f64 = 0.01;
+
+const FORECAST_TABLE: &str = "tests/fixtures/forecast.md";
+
+const FORECAST_COLUMNS: [&str; 8] = [
+    "TTFT ms",
+    "TPOT ms",
+    "output tok/s",
+    "KV tokens",
+    "weights GiB/GPU",
+    "$/h",
+    "$/M output",
+    "SLOs met",
+];
+
+/// The headline figures of one deployment's forecast, in the table's columns.
+fn forecast_row(f: &dic_compiler::ir::DeploymentForecast) -> Vec<Option<f64>> {
+    let r = &f.report;
+    vec![
+        f.predicted.ttft_ms,
+        f.predicted.tpot_ms,
+        f.predicted.output_tokens_per_s,
+        Some(f.predicted.kv_cache_tokens as f64),
+        Some(f.predicted.weights_bytes_per_gpu as f64 / (1u64 << 30) as f64),
+        r.cost.per_hour,
+        r.cost.per_million_output_tokens,
+        Some(r.slo.iter().filter(|x| x.met).count() as f64),
+    ]
+}
+
+fn forecast_cell(v: Option<f64>) -> String {
+    match v {
+        None => "—".into(),
+        Some(v) if v == v.trunc() && v.abs() < 1e15 => format!("{v:.0}"),
+        Some(v) => format!("{:.5}", v)
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string(),
+    }
+}
+
+fn parse_forecast_cell(s: &str) -> Option<f64> {
+    (s != "—").then(|| s.parse().expect("a number or —"))
+}
+
+#[test]
+fn every_examples_forecast_is_within_the_table() {
+    let mut rows = Vec::new();
+    for path in examples() {
+        let forecast = checked(&path).forecast;
+        for d in &forecast.deployments {
+            rows.push((common::snap_name(&path), d.name.clone(), forecast_row(d)));
+        }
+    }
+    if updating_fixtures() {
+        let mut t = format!(
+            "# Predicted figures of every example\n\nWritten by `{UPDATE_FIXTURES}=1 cargo test --test compile`; \
+             `tests/compile.rs` checks every figure within {}% of this table. A refit of the \
+             performance model rewrites it: review it here, as one table.\n\n| example | deployment | {} |\n|{}\n",
+            FORECAST_TOLERANCE * 100.0,
+            FORECAST_COLUMNS.join(" | "),
+            "---|".repeat(2 + FORECAST_COLUMNS.len())
+        );
+        for (example, name, row) in &rows {
+            let cells: Vec<String> = row.iter().map(|v| forecast_cell(*v)).collect();
+            t.push_str(&format!("| {example} | {name} | {} |\n", cells.join(" | ")));
+        }
+        std::fs::write(FORECAST_TABLE, t).unwrap();
+        return;
+    }
+    let table = std::fs::read_to_string(FORECAST_TABLE).unwrap();
+    let stored: Vec<Vec<&str>> = table
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| example"))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(
+        stored.len(),
+        rows.len(),
+        "the table lists other deployments than the pipeline lowers: rewrite it with {UPDATE_FIXTURES}=1"
+    );
+    let mut off = Vec::new();
+    for ((example, name, row), cells) in rows.iter().zip(&stored) {
+        assert_eq!((example.as_str(), name.as_str()), (cells[0], cells[1]));
+        for ((column, now), was) in FORECAST_COLUMNS.iter().zip(row).zip(&cells[2..]) {
+            let was = parse_forecast_cell(was);
+            let within = match (now, was) {
+                (Some(a), Some(b)) => (a - b).abs() <= FORECAST_TOLERANCE * b.abs().max(1e-9),
+                (None, None) => true,
+                _ => false,
+            };
+            if !within {
+                off.push(format!("{example} {name} {column}: {was:?} -> {now:?}"));
+            }
+        }
+    }
+    assert!(
+        off.is_empty(),
+        "predictions moved beyond {}%:\n{}\nrewrite the table with {UPDATE_FIXTURES}=1 and review it",
+        FORECAST_TOLERANCE * 100.0,
+        off.join("\n")
+    );
 }
 
 #[test]
@@ -592,7 +784,7 @@ fn every_engine_option_is_emitted_or_dic_only() {
     let world = dic_compiler::source::MemoryWorld::new().with("e.dist", src);
     let checked = dic_compiler::driver::compile_file(&world, "e.dist").unwrap();
     assert!(!checked.has_errors(), "{}", common::rendered(&checked));
-    let files = dic_targets::render(&checked.plan).unwrap();
+    let files = dic_targets::render(&checked.plan, &checked.forecast).unwrap();
     let cmds: Vec<serde_json::Value> =
         serde_json::from_str(&files["d/vllm/commands.json"]).unwrap();
     let argv = common::first_argv(&files["d/vllm/commands.json"]);
@@ -689,7 +881,7 @@ deploy d {{ model = llama_3_1_8b, cluster = c, layout = tp 8, engine = vllm {{ {
     let keys = r#"cudagraph_mode = full_decode_only, extra_args = ["--compilation-config.pass_config.fuse_allreduce_rms=true"]"#;
     let (text, checked) = check(keys);
     assert!(!checked.has_errors(), "{text}");
-    let files = dic_targets::render(&checked.plan).unwrap();
+    let files = dic_targets::render(&checked.plan, &checked.forecast).unwrap();
     let argv = common::first_argv(&files["d/vllm/commands.json"]);
     assert_eq!(
         common::value_after(&argv, "--compilation-config.cudagraph_mode").as_deref(),
@@ -818,13 +1010,14 @@ deploy d {{ model = llama_3_1_8b, cluster = c, workload = w, layout = {layout}, 
         let checked = dic_compiler::driver::compile_file(&world, "p.dist").unwrap();
         assert!(!checked.has_errors(), "{}", common::rendered(&checked));
         let d = &checked.plan.deployments[0];
+        let f = &checked.forecast.deployments[0];
         let ranks = &d.comm.ranks;
         let used = ranks.iter().map(|k| k.node).max().unwrap() + 1;
         assert_eq!(used, nodes, "{layout}: nodes the ranks occupy");
-        assert_eq!(d.report.cost.nodes, nodes, "{layout}: the report's nodes");
+        assert_eq!(f.report.cost.nodes, nodes, "{layout}: the report's nodes");
         assert_eq!(d.nodes, nodes, "{layout}: the plan's nodes");
         assert!(
-            (d.report.cost.per_hour.unwrap() - 98.0 * nodes as f64).abs() < 1e-9,
+            (f.report.cost.per_hour.unwrap() - 98.0 * nodes as f64).abs() < 1e-9,
             "{layout}: priced by the nodes it occupies"
         );
         // no two ranks on one GPU

@@ -161,7 +161,7 @@ fn fuzz_dist_text_through_the_whole_pipeline() {
         let one = Instant::now();
         let checked = dic_compiler::driver::compile_file(&world, &name).expect("in memory");
         if !checked.has_errors() {
-            let _ = dic_targets::render(&checked.plan);
+            let _ = dic_targets::render(&checked.plan, &checked.forecast);
         }
         assert!(
             one.elapsed() < Duration::from_secs(5),

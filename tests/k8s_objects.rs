@@ -22,7 +22,7 @@ fn all_outputs() -> Vec<(String, BTreeMap<String, String>)> {
         .map(|path| {
             let checked = dic_compiler::driver::compile_file(&DiskWorld, &path).unwrap();
             assert!(!checked.has_errors(), "{path}");
-            let files = dic_targets::render(&checked.plan).unwrap();
+            let files = dic_targets::render(&checked.plan, &checked.forecast).unwrap();
             (path, files)
         })
         .collect()

@@ -32,9 +32,11 @@ pub struct Checked {
     /// program order, with its analysis and search (empty from [`front_end`] and
     /// [`check_stdlib`]).
     pub deployments: Vec<Decided>,
-    /// The decided deployments lowered (with the report's data when the planner ran):
-    /// what `dic compile` renders and editors show on hover.
-    pub plan: crate::ir::Plan,
+    /// The decided deployments lowered: what to run (`dic compile`'s launch files)…
+    pub plan: crate::ir::LaunchPlan,
+    /// …and what dic predicts for each (the report, with the planner's data when it ran;
+    /// editors show it on hover).
+    pub forecast: crate::ir::Forecast,
     /// The root file's syntax tree (recovered, so partial for broken input); empty from
     /// [`check_stdlib`].
     pub root_ast: std::sync::Arc<crate::syntax::ast::SourceAst>,
@@ -66,6 +68,7 @@ impl Checked {
             diagnostics: f.diagnostics,
             deployments: Vec::new(),
             plan: Default::default(),
+            forecast: Default::default(),
             root_ast: f.root_ast,
         }
     }
@@ -300,18 +303,27 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
     let order = |d: &Decided| p.user_defs.iter().position(|id| *id == d.scenario.deploy);
     decided.sort_by_key(|d| (order(d), d.scenario.group));
     let unplaced = account_clusters(p, &mut decided, &mut diags);
-    // 5. Lowering of the decided deployments.
-    let planned: Vec<crate::ir::Planned<'_>> = decided
+    // 5. Lowering of the decided deployments, with the figures their forecasts need.
+    let lowered: Vec<&Decided> = decided
         .iter()
         .filter(|d| !unplaced.contains(&d.scenario.deploy))
-        .map(|d| crate::ir::Planned {
+        .collect();
+    let figures: Vec<analysis::forecast::ForecastFigures> = lowered
+        .iter()
+        .map(|d| analysis::forecast::figures(&d.scenario, &d.analysis))
+        .collect();
+    let planned: Vec<crate::ir::Planned<'_>> = lowered
+        .iter()
+        .zip(&figures)
+        .map(|(d, figures)| crate::ir::Planned {
             scenario: &d.scenario,
             analysis: &d.analysis,
+            figures,
             search: d.search.as_deref(),
             slots: &d.slots,
         })
         .collect();
-    let (mut plan, lowering_diags) = crate::ir::lower(p, &planned);
+    let (mut plan, forecast, lowering_diags) = crate::ir::lower(p, &planned);
     plan.inputs = crate::ir::input_digests(&checked.db);
     diags.extend(lowering_diags);
     diagnostics::sort(&mut diags);
@@ -322,6 +334,7 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
     checked.diagnostics = diags;
     checked.deployments = decided;
     checked.plan = plan;
+    checked.forecast = forecast;
 }
 
 /// Places every decided deployment of each cluster ([`analysis::account_clusters`],

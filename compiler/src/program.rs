@@ -111,7 +111,7 @@ pub struct Gpu {
     pub pcie: Option<DefId>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LinkType {
     Nvlink,
@@ -479,7 +479,7 @@ pub struct Slo {
 }
 
 /// An explicit parallel layout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Layout {
     pub tp: u64,
     pub pp: u64,
@@ -568,7 +568,9 @@ pub struct PoolLayouts {
 }
 
 /// Which pool of a disaggregated deployment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Pool {
     Prefill,
@@ -656,7 +658,7 @@ impl SpeculativeOptions {
 }
 
 /// A deployment's `pod = { … }` settings (absent fields: dic's rules).
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PodSettings {
     pub cpu: Option<u64>,
     pub memory: Option<f64>,
@@ -673,7 +675,7 @@ pub struct PodSettings {
 }
 
 /// Where the pods keep the checkpoint.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ModelCache {
     /// An emptyDir on the node's disk; `size` overrides dic's (checkpoint + 10%).
@@ -689,7 +691,7 @@ pub enum ModelCache {
 }
 
 /// A deployment's `autoscale = { … }`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Autoscale {
     pub min: u64,
     pub max: u64,

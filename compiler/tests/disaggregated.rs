@@ -197,8 +197,9 @@ deploy d {{ model = m, cluster = c, workload = w, layout = {{ prefill = tp 4, de
     // Each pool pays its own node; the plans say the transfer crosses nodes.
     let pd = c.plan.deployments[0].disaggregated.as_ref().unwrap();
     assert!(pd.crosses_nodes);
-    assert_eq!(pd.pair.prefill_cost_per_hour, Some(50.0));
-    assert_eq!(pd.pair.cost_per_hour, Some(100.0));
+    let pair = c.forecast.deployments[0].pair.as_ref().unwrap();
+    assert_eq!(pair.prefill_cost_per_hour, Some(50.0));
+    assert_eq!(pair.cost_per_hour, Some(100.0));
 }
 
 #[test]

@@ -32,15 +32,16 @@ fn one_search_per_deployment_and_per_edited_deployment() {
     let before = planner::searches();
     let checked = driver::compile_file(&world, "p.dist").unwrap();
     assert_eq!(planner::searches() - before, 4, "one search per deployment");
-    // everything downstream reads those searches: the plan has every deployment with the
-    // report's alternatives
+    // everything downstream reads those searches: the plan has every deployment, and its
+    // forecast the report's alternatives
     assert_eq!(checked.plan.deployments.len(), 4);
+    assert_eq!(checked.forecast.deployments.len(), 4);
     assert!(checked
-        .plan
+        .forecast
         .deployments
         .iter()
         .all(|d| !d.report.alternatives.is_empty()));
-    for d in &checked.plan.deployments {
+    for d in &checked.forecast.deployments {
         assert!(d.report.planner_evaluated > 0, "{}: no search data", d.name);
     }
 

@@ -21,8 +21,8 @@
 
 use crate::shell::{line, Arg};
 use crate::vllm::{commands, NodeCommand, NodeRank, HEAD_ADDR};
+use dic_compiler::ir::ModelCache;
 use dic_compiler::ir::{DeploymentPlan, LaunchMode};
-use dic_compiler::program::ModelCache;
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
 };
@@ -149,7 +149,7 @@ const POD_INTERFACE: &str = "eth0";
 
 /// The deployment's Kubernetes name (the compiler's rule; the checker made it unique).
 pub fn dns_name(s: &str) -> String {
-    dic_compiler::text_rules::kubernetes_name(s)
+    dic_compiler::ir::kubernetes_name(s)
 }
 
 fn labels(d: &DeploymentPlan) -> BTreeMap<String, String> {
@@ -375,7 +375,7 @@ fn pod(
     }];
     for t in &settings.tolerations {
         // Checked by the compiler (TextRule::Toleration); re-parsed here.
-        if let Ok((key, value, effect)) = dic_compiler::text_rules::toleration(t) {
+        if let Ok((key, value, effect)) = dic_compiler::ir::toleration(t) {
             let value = value.filter(|v| !v.is_empty());
             tolerations.push(Toleration {
                 key: Some(key.to_string()),
@@ -742,7 +742,7 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
     if let Some(x) = d
         .disaggregated
         .as_ref()
-        .filter(|x| x.role == dic_compiler::program::Pool::Decode)
+        .filter(|x| x.role == dic_compiler::ir::Pool::Decode)
     {
         for (file, text) in router(d, x)? {
             out.insert(file, text);
@@ -957,7 +957,7 @@ const WAITING_METRIC: &str = "vllm:num_requests_waiting";
 /// metric. The unit of scaling is a replica (a whole group).
 fn autoscaler(
     d: &DeploymentPlan,
-    a: &dic_compiler::program::Autoscale,
+    a: &dic_compiler::ir::Autoscale,
     name: &str,
     (api_version, kind): (&str, &str),
 ) -> (String, String) {

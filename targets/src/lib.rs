@@ -1,5 +1,5 @@
-//! dic's code generators: the planned deployment (the IR, `dic_compiler::ir::Plan`) in,
-//! files out. Targets read only the IR; their output is byte-for-byte deterministic
+//! dic's code generators: the IR (`dic_compiler::ir`: the launch plan, and the forecast
+//! for the report) in, files out. Targets read only the IR; their output is byte-for-byte deterministic
 //! (sorted maps, fixed field order).
 //!
 //! - [`vllm`]: `vllm serve` command lines per node (`commands.json`, `node-N.sh`)
@@ -16,71 +16,35 @@ pub mod shell;
 pub mod vllm;
 pub mod yaml;
 
-use dic_compiler::ir::{DeploymentPlan, Plan};
+use dic_compiler::ir::{Forecast, LaunchPlan};
 use std::collections::BTreeMap;
 
-/// Re-checks, at the edge, the values whose breach would be unsafe in a script, an argv
-/// or a manifest, with the checker's own rules ([`dic_compiler::text_rules`]). The checker
-/// already refused them; a failure here is a bug upstream, and it stops the output
-/// instead of writing it.
-fn outputs_are_safe(d: &DeploymentPlan) -> Result<(), String> {
-    use dic_compiler::text_rules::{self as rules, TextRule};
-    let check = |what: &str, value: &str, rule: TextRule| {
-        rule.check(value)
-            .map_err(|why| format!("{what} {value:?} {why}"))
-    };
-    check("the model source", &d.model.source, TextRule::Argument)?;
-    check(
-        "the served model name",
-        &d.model.served_name,
-        TextRule::Argument,
-    )?;
-    for (name, value) in &d.network.env {
-        rules::env_name(name).map_err(|why| format!("environment variable {why}"))?;
-        check("an environment value", value, TextRule::Free)?;
+/// Every generated file, by path relative to the output folder (`D/vllm/node-0.sh`, …):
+/// the launch files from the launch plan, the report from the launch plan and the
+/// forecast. Each deployment's values are re-checked first
+/// ([`DeploymentPlan::check_outputs_safe`](dic_compiler::ir::DeploymentPlan::check_outputs_safe)).
+pub fn render(plan: &LaunchPlan, forecast: &Forecast) -> Result<BTreeMap<String, String>, String> {
+    let mut out = render_launch(plan)?;
+    for d in &plan.deployments {
+        let f = forecast
+            .of(&d.name)
+            .ok_or_else(|| format!("deployment `{}`: no forecast", d.name))?;
+        for (path, text) in
+            report::files(plan, d, f).map_err(|e| format!("deployment `{}`: {e}", d.name))?
+        {
+            out.insert(format!("{}/{path}", d.name), text);
+        }
     }
-    for (key, _) in &d.network.annotations {
-        rules::qualified_name(key).map_err(|why| format!("annotation key {key:?} {why}"))?;
-    }
-    for (name, value) in &d.engine.env {
-        rules::env_name(name).map_err(|why| format!("environment variable {why}"))?;
-        check("an environment value", value, TextRule::Free)?;
-    }
-    // Re-checked here as for every unsafe value: the words reach scripts and manifests.
-    if let Some(p) = dic_compiler::vllm_args::check_extra_args(
-        &d.engine.extra_args,
-        d.engine.cudagraph_mode.is_some(),
-    )
-    .first()
-    {
-        return Err(format!("extra_args: {}", p.message));
-    }
-    if let Some(secret) = &d.kubernetes.api_key_secret {
-        check("the API key Secret", secret, TextRule::DnsLabel)?;
-    }
-    check("the image", &d.kubernetes.image, TextRule::Image)?;
-    if let Some(ns) = &d.kubernetes.namespace {
-        check("the namespace", ns, TextRule::DnsLabel)?;
-    }
-    if let Some(ifname) = &d.network.socket_ifname {
-        check("the socket interface", ifname, TextRule::Interface)?;
-    }
-    check(
-        "the token Secret",
-        &d.kubernetes.hf_token_secret,
-        TextRule::DnsLabel,
-    )?;
-    if let Some(image) = &d.kubernetes.preflight_image {
-        check("the preflight image", image, TextRule::Image)?;
-    }
-    Ok(())
+    Ok(out)
 }
 
-/// Every generated file, by path relative to the output folder (`D/vllm/node-0.sh`, …).
-pub fn render(plan: &Plan) -> Result<BTreeMap<String, String>, String> {
+/// The launch files alone (vLLM, Kubernetes, NCCL), from the launch plan alone: what the
+/// snapshot tests render from the frozen plans in `tests/fixtures/launch/`.
+pub fn render_launch(plan: &LaunchPlan) -> Result<BTreeMap<String, String>, String> {
     let mut out = BTreeMap::new();
     for d in &plan.deployments {
-        outputs_are_safe(d).map_err(|e| format!("deployment `{}`: {e}", d.name))?;
+        d.check_outputs_safe()
+            .map_err(|e| format!("deployment `{}`: {e}", d.name))?;
         for (path, text) in vllm::files(d) {
             out.insert(format!("{}/{path}", d.name), text);
         }
@@ -88,11 +52,6 @@ pub fn render(plan: &Plan) -> Result<BTreeMap<String, String>, String> {
             out.insert(format!("{}/{path}", d.name), text);
         }
         for (path, text) in nccl::files(d).map_err(|e| format!("deployment `{}`: {e}", d.name))? {
-            out.insert(format!("{}/{path}", d.name), text);
-        }
-        for (path, text) in
-            report::files(plan, d).map_err(|e| format!("deployment `{}`: {e}", d.name))?
-        {
             out.insert(format!("{}/{path}", d.name), text);
         }
     }

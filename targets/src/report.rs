@@ -1,12 +1,13 @@
 //! The cost report: `report.md`, `report.json` and `report.html` (one self-contained
 //! page, inline SVG charts, no network), from minijinja templates embedded in the binary.
 //!
-//! The data comes from the IR (`DeploymentPlan::report`); this module only formats it.
+//! The data comes from the IR: the launch plan's deployment and its forecast
+//! (`DeploymentForecast::report`); this module only formats it.
 //! `report.json` is the IR's report data with the deployment's identity, under a
 //! `schema` version (documented in docs/report-json.md).
 
 use crate::chart::{num, text_width, Axis, Side, Svg, AROUND, SMALL};
-use dic_compiler::ir::{DeploymentPlan, InputDigest, Plan, ReportData};
+use dic_compiler::ir::{DeploymentForecast, DeploymentPlan, InputDigest, LaunchPlan, ReportData};
 use minijinja::{Environment, Value};
 use serde::Serialize;
 
@@ -52,7 +53,7 @@ struct ReportJson<'a> {
     gpu: &'a str,
     layout: String,
     launch: dic_compiler::ir::LaunchMode,
-    engine: &'a dic_compiler::ir::EnginePlan,
+    engine: &'a serde_json::Value,
     predicted: &'a dic_compiler::ir::PredictedPlan,
     report: ReportView<'a>,
 }
@@ -331,27 +332,74 @@ fn scaling_svg(r: &ReportData) -> String {
     s.finish()
 }
 
-/// The three report files of one deployment of `plan`, by path relative to its folder.
-pub fn files(plan: &Plan, d: &DeploymentPlan) -> Result<Vec<(String, String)>, String> {
+/// The deployment as the templates and `report.json` read it: its launch plan with the
+/// forecast's figures where the report has always shown them (the pair's numbers in
+/// `disaggregated.pair`, the acceptance and tokens per step in `engine.speculative`,
+/// and `predicted`, `price_per_hour` and `report` beside the launch facts).
+fn report_view_of(d: &DeploymentPlan, f: &DeploymentForecast) -> Result<serde_json::Value, String> {
+    use serde_json::{to_value, Value};
+    let mut v = to_value(d).map_err(|e| e.to_string())?;
+    let Value::Object(o) = &mut v else {
+        return Err("a deployment serializes as an object".into());
+    };
+    if let (Some(Value::Object(sp)), Some(fs)) = (
+        o.get_mut("engine").and_then(|e| e.get_mut("speculative")),
+        &f.speculative,
+    ) {
+        sp.insert(
+            "acceptance".into(),
+            to_value(fs.acceptance).map_err(|e| e.to_string())?,
+        );
+        sp.insert(
+            "tokens_per_step".into(),
+            to_value(fs.tokens_per_step).map_err(|e| e.to_string())?,
+        );
+    }
+    if let (Some(Value::Object(x)), Some(pair)) = (o.get_mut("disaggregated"), &f.pair) {
+        x.insert("pair".into(), to_value(pair).map_err(|e| e.to_string())?);
+    }
+    o.insert(
+        "predicted".into(),
+        to_value(&f.predicted).map_err(|e| e.to_string())?,
+    );
+    o.insert(
+        "price_per_hour".into(),
+        to_value(f.price_per_hour).map_err(|e| e.to_string())?,
+    );
+    o.insert(
+        "report".into(),
+        to_value(&f.report).map_err(|e| e.to_string())?,
+    );
+    Ok(v)
+}
+
+/// The three report files of one deployment of `plan` and its forecast `f`, by path
+/// relative to its folder.
+pub fn files(
+    plan: &LaunchPlan,
+    d: &DeploymentPlan,
+    f: &DeploymentForecast,
+) -> Result<Vec<(String, String)>, String> {
     let generator = Generator {
-        dic: plan.dic_version,
+        dic: &plan.dic_version,
         inputs: &plan.inputs,
     };
     let e = env();
     let layout = format!("{}", d.layout);
     let view = ReportView {
         ranks: &d.comm.ranks,
-        data: &d.report,
+        data: &f.report,
     };
+    let merged = report_view_of(d, f)?;
     let ctx = minijinja::context! {
-        d => Value::from_serialize(d),
+        d => Value::from_serialize(&merged),
         r => Value::from_serialize(&view),
         layout => layout.clone(),
         generator => Value::from_serialize(&generator),
-        memory_svg => Value::from_safe_string(memory_svg(&d.report)),
-        step_svg => Value::from_safe_string(step_svg(&d.report)),
-        alternatives_svg => Value::from_safe_string(alternatives_svg(&d.report)),
-        scaling_svg => Value::from_safe_string(scaling_svg(&d.report)),
+        memory_svg => Value::from_safe_string(memory_svg(&f.report)),
+        step_svg => Value::from_safe_string(step_svg(&f.report)),
+        alternatives_svg => Value::from_safe_string(alternatives_svg(&f.report)),
+        scaling_svg => Value::from_safe_string(scaling_svg(&f.report)),
     };
     let md = e
         .get_template("report.md")
@@ -370,8 +418,8 @@ pub fn files(plan: &Plan, d: &DeploymentPlan) -> Result<Vec<(String, String)>, S
         gpu: &d.gpu.name,
         layout,
         launch: d.launch,
-        engine: &d.engine,
-        predicted: &d.predicted,
+        engine: &merged["engine"],
+        predicted: &f.predicted,
         report: view,
     };
     let mut json = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;

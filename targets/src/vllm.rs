@@ -38,12 +38,11 @@ fn flag(argv: &mut Vec<Arg>, name: &str, value: impl ToString) {
 }
 
 /// `vllm serve MODEL` with the flags that do not depend on the node: the layout, the
-/// model's formats, then every engine option of the schema's table
-/// ([`dic_compiler::schema::VLLM_OPTIONS`]) with the value dic resolved, so vLLM and dic's
-/// memory model agree. `port` is the replica's own port.
+/// model's formats, then every engine option with the value dic resolved
+/// ([`EnginePlan::option_words`](dic_compiler::ir::EnginePlan::option_words)), so vLLM
+/// and dic's memory model agree. `port` is the replica's own port.
 fn serve(d: &DeploymentPlan, port: u64) -> Vec<Arg> {
-    use dic_compiler::ir::{EnginePlan, FlagValue};
-    use dic_compiler::schema::{VllmFlag, VLLM_OPTIONS};
+    use dic_compiler::ir::EnginePlan;
     // The replica's own port, through the same table as every other option.
     let e = EnginePlan {
         port,
@@ -80,25 +79,7 @@ fn serve(d: &DeploymentPlan, port: u64) -> Vec<Arg> {
     if let Some(x) = &d.disaggregated {
         flag(&mut a, "--kv-transfer-config", &x.kv_transfer_config);
     }
-    for option in VLLM_OPTIONS {
-        match (option.vllm, e.flag_value(option.name)) {
-            (Some(VllmFlag::Value(f) | VllmFlag::WhenSet(f)), Some(FlagValue::Text(v))) => {
-                flag(&mut a, f, v)
-            }
-            (Some(VllmFlag::Flags(_)), Some(FlagValue::Flags(pairs))) => {
-                for (f, v) in pairs {
-                    flag(&mut a, f, v);
-                }
-            }
-            (Some(VllmFlag::Switch { on, .. }), Some(FlagValue::Switch(true))) => {
-                a.push(Arg::lit(on))
-            }
-            (Some(VllmFlag::Switch { off: Some(off), .. }), Some(FlagValue::Switch(false))) => {
-                a.push(Arg::lit(off))
-            }
-            _ => {}
-        }
-    }
+    a.extend(e.option_words().into_iter().map(Arg::lit));
     // The user's own options last (checked against vLLM's table; none of them is dic's).
     a.extend(d.engine.extra_args.iter().map(Arg::lit));
     a
@@ -495,7 +476,7 @@ pub fn files(d: &DeploymentPlan) -> BTreeMap<String, String> {
     if let Some(x) = d
         .disaggregated
         .as_ref()
-        .filter(|x| x.role == dic_compiler::program::Pool::Decode)
+        .filter(|x| x.role == dic_compiler::ir::Pool::Decode)
     {
         out.insert("vllm/pd_router.py".into(), ROUTER.to_string());
         out.insert("vllm/router.sh".into(), router_script(&x.deployment, x));

@@ -21,7 +21,7 @@ use serde::Serialize;
 /// (reference §2.3, §3). 0.8 is the rounded lower end.
 pub const LINK_EFFICIENCY: f64 = 0.8;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Collective {
     AllReduce,

@@ -30,7 +30,7 @@ use serde::Serialize;
 
 /// The two pools: `prefill_replicas` engines of layout `prefill` (its `dp` are
 /// attention-DP ranks, each serving its own requests) and `decode_replicas` of `decode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct PoolSplit {
     pub prefill: Layout,
     pub prefill_replicas: u64,

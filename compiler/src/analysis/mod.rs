@@ -14,6 +14,7 @@ pub mod catalog;
 pub mod comm;
 pub mod disagg;
 pub mod estimate;
+pub mod forecast;
 pub mod fused_moe;
 pub mod gemm;
 pub mod kv_pool;
@@ -323,6 +324,13 @@ impl PoolPart {
             Pool::Prefill => (own, &self.peer),
             Pool::Decode => (&self.peer, own),
         }
+    }
+
+    /// The two pools occupy more than one node (the KV transfer crosses the fabric),
+    /// `own` being this part's scenario.
+    pub fn crosses_nodes(&self, own: &Scenario) -> bool {
+        let (ps, ds) = self.pools(own);
+        disagg::pair_cost(ps, ds, self.same_group).1 > 1
     }
 }
 

@@ -109,8 +109,16 @@ pub(super) fn comm_plan(ds: &DeploymentScenario, a: &Analysis) -> CommPlan {
             predicted_us: total,
         }
     };
-    let running = a.prediction.as_ref().map(|p| p.running).unwrap_or(1.0);
-    let micro = (running / l.pp.max(1) as f64).max(1.0);
+    // The decode step at the most requests a replica can run (max_num_seqs, or fewer
+    // when the KV cache holds fewer at the workload's mean context: the memory model's
+    // bound, not the performance model's operating point, so a refit of the step model
+    // never changes what `dic run` replays).
+    let most = a
+        .prediction
+        .as_ref()
+        .map(|p| p.running_cap)
+        .unwrap_or(s.engine.max_num_seqs as f64);
+    let micro = (most / l.pp.max(1) as f64).max(1.0);
     CommPlan {
         world_size: l.gpus(),
         ranks: rank_placements(s),

@@ -1,6 +1,7 @@
 //! Lowering one decided deployment: the launch mode (replicas, native multi-node, Ray,
-//! wide-EP data parallel), engine flags, the network profile, Kubernetes settings and
-//! predictions; the communication plan and the report's data come from their modules.
+//! wide-EP data parallel), engine flags, the network profile and Kubernetes settings into
+//! its launch plan, and the analysis's numbers into its forecast; the communication plan
+//! and the report's data come from their modules.
 
 use super::*;
 
@@ -15,15 +16,18 @@ pub(super) fn err(
         .help(help.to_string())
 }
 
-/// One deployment's plan and the warnings lowering it raised (W0801), or why it cannot be
-/// launched (E0801).
-pub(super) fn lower_one(
-    p: &Program,
-    ds: &DeploymentScenario,
-    a: &Analysis,
-    search: Option<&crate::planner::Search>,
-    slots: &[crate::analysis::allocation::Slot],
-) -> Result<(DeploymentPlan, Vec<Diagnostic>), Box<Diagnostic>> {
+/// One deployment lowered: its launch plan, its forecast, and the warnings lowering raised
+/// (W0801).
+pub(super) type Lowered = (DeploymentPlan, DeploymentForecast, Vec<Diagnostic>);
+
+/// One deployment's launch plan and forecast, or why it cannot be launched (E0801).
+pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, Box<Diagnostic>> {
+    let (ds, a, search, slots) = (
+        planned.scenario,
+        planned.analysis,
+        planned.search,
+        planned.slots,
+    );
     let def = p.def(ds.deploy).expect("scenario of a definition");
     let Body::Deploy(d) = &def.body else {
         unreachable!("scenarios come from deployments")
@@ -143,8 +147,6 @@ pub(super) fn lower_one(
     let weights_total = a.memory.stages.iter().map(|st| st.weights).sum::<f64>() * l.tp as f64;
     let shm = (gpus_per_pod * GIB).clamp(2 * GIB, 32 * GIB);
     let node_memory = p.node_of_cluster(d.cluster).and_then(|(_, n)| n.cpu_memory);
-    let st = a.memory.tightest();
-    let pred = a.prediction.as_ref();
     let disaggregated = ds
         .pool
         .as_ref()
@@ -231,8 +233,6 @@ pub(super) fn lower_one(
                 method: sp.method.clone(),
                 model: sp.source.clone(),
                 tokens: sp.tokens,
-                acceptance: sp.acceptance,
-                tokens_per_step: sp.tokens_per_step(),
             }),
             extra_args: d.engine.extra_args.clone(),
             env: d.engine.env.clone(),
@@ -265,38 +265,23 @@ pub(super) fn lower_one(
             autoscale: d.autoscale.clone(),
             monitoring: d.monitoring.clone(),
         },
-        predicted: PredictedPlan {
-            ttft_ms: pred.map(|p| p.ttft * 1e3).filter(|v| v.is_finite()),
-            tpot_ms: pred.map(|p| p.tpot * 1e3),
-            output_tokens_per_s: pred.map(|p| p.output_tokens_per_s),
-            kv_cache_tokens: a.memory.kv_cache_tokens,
-            weights_bytes_per_gpu: st.weights as u64,
-        },
-        price_per_hour: s.topology.price_per_node_hour,
-        report: super::report::report_data(ds, a, search),
         comm: super::comm::comm_plan(ds, a),
     };
     if !slots.is_empty() {
         place_on_cluster(&mut plan, slots, &ds.group_node);
     }
-    Ok((plan, warnings))
+    let forecast = super::forecast::deployment_forecast(&plan.name, ds, a, planned.figures, search);
+    Ok((plan, forecast, warnings))
 }
 
-/// A pool's launch facts and the pair's report numbers.
+/// A pool's launch facts: its role, its peer, the connector and the router's port.
 fn disagg_plan(
     deployment: &str,
     s: &crate::analysis::Scenario,
     part: &crate::analysis::PoolPart,
     port: u64,
 ) -> DisaggPlan {
-    use crate::analysis::disagg;
     use crate::program::Pool;
-    let (ps, ds) = part.pools(s);
-    let pair = disagg::predict_written(ps, ds, part.same_group, &crate::analysis::perf::FITTED);
-    let (bandwidth, _, link) = disagg::transfer_link(ps, ds, part.same_group);
-    let (_, nodes, cost) = disagg::pair_cost(ps, ds, part.same_group);
-    let one_node = nodes <= 1;
-    let (prefill_cost, decode_cost) = disagg::pool_costs(ps, ds, part.same_group);
     DisaggPlan {
         deployment: deployment.to_string(),
         role: part.pool,
@@ -309,30 +294,11 @@ fn disagg_plan(
             .name()
         ),
         kv_transfer_config: KV_TRANSFER_CONFIG.to_string(),
-        crosses_nodes: !one_node,
+        crosses_nodes: part.crosses_nodes(s),
         router_port: port,
         prefill_servers: Vec::new(),
         decode_servers: Vec::new(),
         peer_spans_nodes: false,
-        pair: PairReport {
-            prefill_layout: ps.layout.to_string(),
-            prefill_gpus: ps.layout.gpus(),
-            decode_layout: ds.layout.to_string(),
-            decode_gpus: ds.layout.gpus(),
-            prefill_cost_per_hour: prefill_cost,
-            decode_cost_per_hour: decode_cost,
-            cost_per_hour: cost,
-            prefill_ms: pair.as_ref().map(|x| x.prefill * 1e3).unwrap_or(0.0),
-            prefill_wait_ms: pair
-                .as_ref()
-                .map(|x| x.prefill_wait * 1e3)
-                .filter(|v| v.is_finite()),
-            prefill_utilization: pair.as_ref().map(|x| x.prefill_utilization).unwrap_or(0.0),
-            transfer_bytes: pair.as_ref().map(|x| x.transfer_bytes).unwrap_or(0.0),
-            transfer_ms: pair.as_ref().map(|x| x.transfer * 1e3).unwrap_or(0.0),
-            transfer_link: link,
-            transfer_gbps: bandwidth / 1e9,
-        },
     }
 }
 

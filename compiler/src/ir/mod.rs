@@ -1,21 +1,42 @@
-//! The IR: the planned deployment, everything a target needs and nothing more.
+//! The IR: two contracts between the compiler and its targets.
 //!
-//! Targets (vLLM launch scripts, Kubernetes manifests, later the NCCL plan and the
-//! report) read only this; they never see the AST or the program. Built by [`lower`]
-//! from the checked program and its analysis. Serializable with a stable field order, so
-//! the IR itself can be dumped and diffed.
+//! - [`LaunchPlan`]: what to run — engines, flags, placement, ranks, environment,
+//!   Kubernetes settings, routing. The vLLM, Kubernetes and NCCL targets render this and
+//!   nothing else, so a refit of the performance model cannot change a launch script.
+//! - [`Forecast`]: what dic predicts — memory per stage, TTFT/TPOT/throughput, costs,
+//!   alternatives, scaling ([`forecast`]). The report renders it beside the launch plan.
+//!
+//! Targets never see the AST, the program or the analysis: they import this module only
+//! (`compiler/tests/layers.rs`'s target check). Built by [`lower`] from the checked
+//! program, each decided deployment's analysis and the analysis's figures for the
+//! forecast; lowering reads numbers, it does no prediction maths. Both contracts are
+//! `Serialize + Deserialize` with a stable field order and a format version: the tests
+//! freeze one launch plan per example (`tests/fixtures/launch/`) and render the targets'
+//! snapshots from it.
 
 use crate::analysis::{Analysis, DeploymentScenario};
 use crate::diagnostics::{Code, Diagnostic};
-use crate::program::{Body, Layout, Program};
-use serde::Serialize;
+use crate::program::{Body, Program};
+use serde::{Deserialize, Serialize};
 
 mod comm;
+mod forecast;
 mod launch;
 mod report;
+mod safety;
 
-/// Bumped when the IR's meaning changes.
-pub const PLAN_FORMAT_VERSION: u32 = 1;
+pub use forecast::*;
+
+/// The types of the analysis and the program that are part of the contract as they are
+/// (plain data, serialized the same way in both).
+pub use crate::analysis::comm::{Collective, DType, GroupKind};
+pub use crate::program::{Autoscale, Layout, LinkType, ModelCache, PodSettings, Pool};
+/// The checker's naming rules, which the Kubernetes target applies to the same values:
+/// a deployment's object name, a toleration's parts.
+pub use crate::text_rules::{kubernetes_name, toleration};
+
+/// Bumped when the launch plan's meaning changes (2: the forecast moved out).
+pub const PLAN_FORMAT_VERSION: u32 = 2;
 /// vLLM image the targets pin by default (the release dic's flags are checked against).
 pub const DEFAULT_IMAGE: &str = "vllm/vllm-openai:v0.33.0";
 /// Default API port of `vllm serve`.
@@ -30,12 +51,13 @@ pub const NCCL_PLAN_FORMAT: &str = "dic-nccl-plan/1";
 /// Ray head port.
 pub const RAY_PORT: u64 = 6379;
 
-#[derive(Debug, Clone, Serialize)]
-pub struct Plan {
+/// What to run: every decided deployment's launch facts, in program order.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LaunchPlan {
     pub format_version: u32,
     /// The dic release that compiled it (the package version: a commit would make every
     /// build's outputs differ).
-    pub dic_version: &'static str,
+    pub dic_version: String,
     /// The user's source files it was compiled from (not the stdlib, which the version
     /// names), root first.
     pub inputs: Vec<InputDigest>,
@@ -44,7 +66,7 @@ pub struct Plan {
 
 /// One source file by its path relative to the root file's folder and the SHA-256 of its
 /// bytes (what `sha256sum` prints), so a report names exactly what it was made from.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct InputDigest {
     pub path: String,
     pub sha256: String,
@@ -71,18 +93,18 @@ pub fn input_digests(db: &crate::source::SourceDb) -> Vec<InputDigest> {
         .collect()
 }
 
-impl Default for Plan {
+impl Default for LaunchPlan {
     fn default() -> Self {
-        Plan {
+        LaunchPlan {
             format_version: PLAN_FORMAT_VERSION,
-            dic_version: env!("CARGO_PKG_VERSION"),
+            dic_version: env!("CARGO_PKG_VERSION").to_string(),
             inputs: Vec::new(),
             deployments: Vec::new(),
         }
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ModelPlan {
     pub name: String,
     /// What `vllm serve` loads.
@@ -101,7 +123,7 @@ pub struct ModelPlan {
     pub parameters: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct GpuPlan {
     pub name: String,
     /// Values of the `nvidia.com/gpu.product` node label (GPU Feature Discovery writes
@@ -114,7 +136,7 @@ pub struct GpuPlan {
 }
 
 /// How the processes of one deployment are started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LaunchMode {
     /// Each replica fits in a node: one `vllm serve` per replica.
@@ -127,7 +149,7 @@ pub enum LaunchMode {
     DataParallel,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct EnginePlan {
     pub gpu_memory_utilization: f64,
     pub max_model_len: u64,
@@ -157,17 +179,15 @@ pub struct EnginePlan {
     pub env: Vec<(String, String)>,
 }
 
-/// Speculative decoding as launched, and the acceptance the prediction assumed.
-#[derive(Debug, Clone, Serialize)]
+/// Speculative decoding as launched (the acceptance the prediction assumed is in the
+/// forecast).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SpeculativePlan {
     pub method: String,
     /// `--spec-model`: the EAGLE head or the draft model (none for mtp and ngram).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     pub tokens: u64,
-    pub acceptance: f64,
-    /// Tokens each sequence advances per step at that acceptance.
-    pub tokens_per_step: f64,
 }
 
 /// An engine option's value on vLLM's command line.
@@ -210,9 +230,41 @@ impl EnginePlan {
             _ => None,
         }
     }
+
+    /// The engine options' words on vLLM's command line, in the order of the schema's
+    /// table ([`crate::schema::VLLM_OPTIONS`]): every option dic resolved, so vLLM and
+    /// dic's memory model agree. The user's `extra_args` are not among them.
+    pub fn option_words(&self) -> Vec<String> {
+        use crate::schema::{VllmFlag, VLLM_OPTIONS};
+        let mut words: Vec<String> = Vec::new();
+        let flag = |words: &mut Vec<String>, f: &str, v: String| {
+            words.push(f.to_string());
+            words.push(v);
+        };
+        for option in VLLM_OPTIONS {
+            match (option.vllm, self.flag_value(option.name)) {
+                (Some(VllmFlag::Value(f) | VllmFlag::WhenSet(f)), Some(FlagValue::Text(v))) => {
+                    flag(&mut words, f, v)
+                }
+                (Some(VllmFlag::Flags(_)), Some(FlagValue::Flags(pairs))) => {
+                    for (f, v) in pairs {
+                        flag(&mut words, f, v);
+                    }
+                }
+                (Some(VllmFlag::Switch { on, .. }), Some(FlagValue::Switch(true))) => {
+                    words.push(on.to_string())
+                }
+                (Some(VllmFlag::Switch { off: Some(off), .. }), Some(FlagValue::Switch(false))) => {
+                    words.push(off.to_string())
+                }
+                _ => {}
+            }
+        }
+        words
+    }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct NetworkPlan {
     /// RDMA device resource and count per pod.
     pub rdma_resource: Option<(String, u64)>,
@@ -226,7 +278,7 @@ pub struct NetworkPlan {
     pub host_network: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct KubernetesPlan {
     /// Written into the objects only when the file sets one (so `kubectl apply -n` works).
     pub namespace: Option<String>,
@@ -282,146 +334,10 @@ pub fn pod_memory(
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct PredictedPlan {
-    pub ttft_ms: Option<f64>,
-    pub tpot_ms: Option<f64>,
-    pub output_tokens_per_s: Option<f64>,
-    pub kv_cache_tokens: u64,
-    pub weights_bytes_per_gpu: u64,
-}
-
 pub use crate::analysis::comm::RankPlacement;
 
-/// Memory of one GPU of a PP stage, in bytes; `free` is what gpu_memory_utilization leaves.
-#[derive(Debug, Clone, Serialize)]
-pub struct MemoryRow {
-    pub stage: u64,
-    pub layers: u64,
-    pub total: u64,
-    pub weights: u64,
-    pub activations: u64,
-    pub non_torch: u64,
-    pub cuda_graphs: u64,
-    pub kv_cache: u64,
-    pub free: u64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct SloRow {
-    /// `ttft.p95`, `throughput`, …
-    pub metric: String,
-    pub op: String,
-    /// In ms for latencies, tokens/s or req/s for rates.
-    pub bound: f64,
-    pub predicted: Option<f64>,
-    pub unit: String,
-    pub met: bool,
-    /// How far inside the bound, as a percentage of the bound (negative: missed).
-    pub headroom_percent: Option<f64>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct CollectiveRow {
-    pub group: String,
-    pub collective: String,
-    pub count: u64,
-    pub bytes: f64,
-    pub ranks: u64,
-    pub link: String,
-    pub time_ms: f64,
-}
-
-/// One decode step (TPOT) split by cause, in ms.
-#[derive(Debug, Clone, Serialize)]
-pub struct StepRow {
-    pub tpot_ms: f64,
-    pub compute_ms: f64,
-    pub memory_ms: f64,
-    pub communication_ms: f64,
-    pub overhead_ms: f64,
-    /// The GPU waiting on the CPU's launches in the steps run without CUDA graphs (those
-    /// carrying a prompt chunk), spread over all steps.
-    pub cpu_launches_ms: f64,
-    pub bubble_ms: f64,
-    /// Speculative drafting, per output token.
-    pub draft_ms: f64,
-    /// The kernel groups (dense GEMMs and attention each at its own roofline, the experts
-    /// as the fused-MoE kernel's fitted curve); with communication, overhead, the
-    /// CPU's launches and drafting they add up to `tpot_ms` (with PP, the bubble is the
-    /// idle share of it).
-    pub dense_gemms_ms: f64,
-    pub experts_ms: f64,
-    pub attention_ms: f64,
-    pub collectives: Vec<CollectiveRow>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct CostRow {
-    pub per_hour: Option<f64>,
-    /// Prices per million prompt and output tokens that sum to the true cost of a request
-    /// (the hour split by `input_share`).
-    pub per_million_input_tokens: Option<f64>,
-    pub per_million_output_tokens: Option<f64>,
-    /// The hour's cost over the requests it serves.
-    pub per_request: Option<f64>,
-    /// The share of GPU step time that prompt tokens take (prefill chunks in the steps).
-    pub input_share: f64,
-    pub nodes: u64,
-    pub gpus_used: u64,
-    pub gpus_idle: u64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct AlternativeRow {
-    pub layout: String,
-    pub gpus: u64,
-    pub cost_per_hour: Option<f64>,
-    pub cost_per_million_output: Option<f64>,
-    pub ttft_ms: Option<f64>,
-    pub tpot_ms: Option<f64>,
-    pub output_tokens_per_s: Option<f64>,
-    pub chosen: bool,
-}
-
-/// Everything the cost report shows, computed once here so the report target only renders.
-#[derive(Debug, Clone, Serialize)]
-pub struct ReportData {
-    pub memory: Vec<MemoryRow>,
-    pub kv_cache_tokens: u64,
-    pub max_concurrency: f64,
-    pub prompt_tokens: f64,
-    pub output_tokens: f64,
-    pub requests_per_s: Option<f64>,
-    pub slo: Vec<SloRow>,
-    pub step: Option<StepRow>,
-    pub cost: CostRow,
-    pub alternatives: Vec<AlternativeRow>,
-    pub rejected: Vec<crate::planner::Rejection>,
-    pub scaling: Vec<crate::planner::ScalingPoint>,
-    pub worse_from_gpus: Option<u64>,
-    pub planner_evaluated: usize,
-    /// The disaggregated family's best splits, and which family the planner would deploy
-    /// and why.
-    pub splits: Vec<crate::planner::DisaggCandidate>,
-    pub family_choice: Option<String>,
-    /// The warnings and the planner's advice on this deployment, as `dic check` words
-    /// them.
-    pub findings: Vec<FindingRow>,
-}
-
-/// One warning or piece of advice for the report.
-#[derive(Debug, Clone, Serialize)]
-pub struct FindingRow {
-    pub code: String,
-    pub severity: &'static str,
-    pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub help: Option<String>,
-}
-
 /// A communicator the runtime builds: its kind, index and member ranks.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct GroupPlan {
     /// `tp.0`, `pp.1`, `ep.0`, `dp`.
     pub name: String,
@@ -434,7 +350,7 @@ pub struct GroupPlan {
 }
 
 /// One collective that the layers in `layers` run `per_layer` times each, `calls` in all.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CollectiveStep {
     pub group_kind: crate::analysis::comm::GroupKind,
     pub collective: crate::analysis::comm::Collective,
@@ -457,7 +373,7 @@ pub struct CollectiveStep {
     pub link_latency_us: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StageSchedule {
     pub stage: u64,
     pub layers: [u64; 2],
@@ -465,7 +381,7 @@ pub struct StageSchedule {
 }
 
 /// The communication of one forward pass: `tokens` tokens per micro-batch.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StepSchedule {
     pub tokens: u64,
     pub stages: Vec<StageSchedule>,
@@ -473,7 +389,7 @@ pub struct StepSchedule {
     pub predicted_us: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CommPlan {
     pub world_size: u64,
     /// Every rank's node, GPU and position: the report, the NCCL plan and the launch
@@ -485,7 +401,7 @@ pub struct CommPlan {
 }
 
 /// A deployment whose replicas span node groups is lowered once per group: this part.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PartOf {
     /// The deployment's own name (its Service and labels).
     pub deployment: String,
@@ -504,7 +420,7 @@ pub const NIXL_SIDE_CHANNEL_PORT: u64 = 5600;
 
 /// One pool of a disaggregated deployment as launched: its role, the connector, and what
 /// the router in front of both pools needs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct DisaggPlan {
     /// The deployment's own name: the router and the client Service carry it.
     pub deployment: String,
@@ -523,33 +439,9 @@ pub struct DisaggPlan {
     pub decode_servers: Vec<(String, u64)>,
     /// The other pool's groups span nodes (a LeaderWorkerSet on Kubernetes).
     pub peer_spans_nodes: bool,
-    /// The pair's numbers (the same on both pools' plans).
-    pub pair: PairReport,
 }
 
-/// Both pools, the transfer between them and the cost split, for the report.
-#[derive(Debug, Clone, Serialize)]
-pub struct PairReport {
-    pub prefill_layout: String,
-    pub prefill_gpus: u64,
-    pub decode_layout: String,
-    pub decode_gpus: u64,
-    /// $/h of each pool's nodes and of both (absent without prices).
-    pub prefill_cost_per_hour: Option<f64>,
-    pub decode_cost_per_hour: Option<f64>,
-    pub cost_per_hour: Option<f64>,
-    /// One prompt's prefill on an idle prefill server, and the wait before it.
-    pub prefill_ms: f64,
-    pub prefill_wait_ms: Option<f64>,
-    pub prefill_utilization: f64,
-    /// The prompt's KV cache moved to the decode pool: bytes, time, over which link.
-    pub transfer_bytes: f64,
-    pub transfer_ms: f64,
-    pub transfer_link: String,
-    pub transfer_gbps: f64,
-}
-
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct DeploymentPlan {
     /// The deployment's name, `<deployment>-<node>` for one node group's part, or
     /// `<deployment>-prefill` / `-decode` for a disaggregated deployment's pool.
@@ -592,9 +484,6 @@ pub struct DeploymentPlan {
     pub engine: EnginePlan,
     pub network: NetworkPlan,
     pub kubernetes: KubernetesPlan,
-    pub predicted: PredictedPlan,
-    pub price_per_hour: Option<f64>,
-    pub report: ReportData,
     pub comm: CommPlan,
 }
 
@@ -606,22 +495,26 @@ pub const STARTUP_LOAD_BYTES_PER_SECOND: f64 = 250e6;
 const GIB: u64 = 1 << 30;
 
 /// A deployment whose layout is decided (written, or chosen by the planner), with its
-/// analysis and, when the planner ran, its one search (the report's alternatives,
-/// rejections and scaling curve come from it). Lowering never searches.
+/// analysis, the figures its forecast needs beyond the analysis, and, when the planner
+/// ran, its one search (the report's alternatives, rejections and scaling curve come from
+/// it). Lowering never searches and never predicts.
 #[derive(Debug, Clone, Copy)]
 pub struct Planned<'a> {
     pub scenario: &'a DeploymentScenario,
     pub analysis: &'a Analysis,
+    pub figures: &'a crate::analysis::forecast::ForecastFigures,
     pub search: Option<&'a crate::planner::Search>,
     /// Where the cluster's accounting put its replicas (empty: packed from node 0, as
     /// the analysis placed them).
     pub slots: &'a [crate::analysis::allocation::Slot],
 }
 
-/// Lowers decided deployments. A deployment whose analysis found errors is left out; the
-/// returned diagnostics say why a deployment cannot be lowered at all.
-pub fn lower(p: &Program, planned: &[Planned<'_>]) -> (Plan, Vec<Diagnostic>) {
+/// Lowers decided deployments into the launch plan and the forecast (one entry each, in
+/// the same order). A deployment whose analysis found errors is left out; the returned
+/// diagnostics say why a deployment cannot be lowered at all.
+pub fn lower(p: &Program, planned: &[Planned<'_>]) -> (LaunchPlan, Forecast, Vec<Diagnostic>) {
     let mut deployments = Vec::new();
+    let mut forecasts = Vec::new();
     let mut diags = Vec::new();
     for d in planned {
         if d.analysis
@@ -631,19 +524,25 @@ pub fn lower(p: &Program, planned: &[Planned<'_>]) -> (Plan, Vec<Diagnostic>) {
         {
             continue;
         }
-        match launch::lower_one(p, d.scenario, d.analysis, d.search, d.slots) {
-            Ok((d, warnings)) => {
+        match launch::lower_one(d, p) {
+            Ok((d, f, warnings)) => {
                 deployments.push(d);
+                forecasts.push(f);
                 diags.extend(warnings);
             }
             Err(d) => diags.push(*d),
         }
     }
     connect_pools(&mut deployments);
+    forecasts.retain(|f| deployments.iter().any(|d| d.name == f.name));
     (
-        Plan {
+        LaunchPlan {
             deployments,
-            ..Plan::default()
+            ..LaunchPlan::default()
+        },
+        Forecast {
+            deployments: forecasts,
+            ..Forecast::default()
         },
         diags,
     )

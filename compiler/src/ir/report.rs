@@ -1,11 +1,13 @@
-//! The report's data: memory, SLOs, the decode step's kernels and collectives, cost, and
-//! the planner's alternatives, rejections and scaling curve from the deployment's search.
+//! The report's data in the forecast: memory, SLOs, the decode step's kernels and
+//! collectives, cost, and the planner's alternatives, rejections and scaling curve from
+//! the deployment's search. Reads the analysis and its figures; computes no prediction.
 
 use super::*;
 
 pub(super) fn report_data(
     ds: &DeploymentScenario,
     a: &Analysis,
+    figures: &crate::analysis::forecast::ForecastFigures,
     search: Option<&crate::planner::Search>,
 ) -> ReportData {
     use crate::program::SloMetric;
@@ -91,26 +93,13 @@ pub(super) fn report_data(
     });
     // A disaggregated pool reports the pair: both pools' nodes and price, the prefill
     // pool's hour charged to prompt tokens and the decode pool's to output tokens.
-    let pair = ds.pool.as_ref().map(|part| {
-        let (ps, dsc) = part.pools(s);
-        let (gpus, nodes, price) = crate::analysis::disagg::pair_cost(ps, dsc, part.same_group);
-        let (cp, cd) = match crate::analysis::disagg::pool_costs(ps, dsc, part.same_group) {
-            (Some(a), Some(b)) => (a, b),
-            _ => (ps.layout.gpus() as f64, dsc.layout.gpus() as f64),
-        };
-        let capacity = if part.same_group {
-            nodes * ps.topology.gpus_per_node.max(1)
-        } else {
-            ps.topology.nodes_for_layout(&ps.layout) * ps.topology.gpus_per_node.max(1)
-                + dsc.topology.nodes_for_layout(&dsc.layout) * dsc.topology.gpus_per_node.max(1)
-        };
+    let pair = figures.pair.as_ref().map(|x| {
         (
-            format!("prefill {} + decode {}", ps.layout, dsc.layout),
-            gpus,
-            nodes,
-            price,
-            capacity.saturating_sub(gpus),
-            cp / (cp + cd).max(1e-9),
+            format!("prefill {} + decode {}", x.prefill_layout, x.decode_layout),
+            x.gpus,
+            x.nodes,
+            x.cost_per_hour,
+            x.idle_gpus,
         )
     });
     let nodes = pair
@@ -126,25 +115,9 @@ pub(super) fn report_data(
         .unwrap_or((0.0, 0.0));
     let rps = p.map(|p| p.requests_per_s);
     // The hour's cost is split between prompt and output tokens by their share of the
-    // GPU's step time: the decode step without prefill vs the step as served (prompt
-    // chunks ride along). The two prices sum to the true cost of a request:
-    // prompt × input + output × output = per_hour / (3600 × requests/s).
-    let input_share = match &pair {
-        Some(x) => x.5,
-        None => p
-            .map(|p| {
-                let ctx = prompt + output / 2.0;
-                let decode_only = crate::analysis::perf::StepModel::new(s)
-                    .token_step(p.running, ctx, 0.0, 0.0, &crate::analysis::perf::FITTED)
-                    .tpot;
-                if p.tpot > 0.0 {
-                    (1.0 - decode_only / p.tpot).clamp(0.0, 1.0)
-                } else {
-                    0.0
-                }
-            })
-            .unwrap_or(0.0),
-    };
+    // GPU's step time (`analysis::forecast`). The two prices sum to the true cost of a
+    // request: prompt × input + output × output = per_hour / (3600 × requests/s).
+    let input_share = figures.input_share;
     let per_million = |share: f64, tokens_per_s: Option<f64>| match (per_hour, tokens_per_s) {
         (Some(c), Some(t)) if t > 0.0 => Some(c * share / (t * 3600.0) * 1e6),
         _ => None,
@@ -238,7 +211,7 @@ pub(super) fn report_data(
             .filter(|f| f.severity != crate::diagnostics::Severity::Error)
             .map(|f| FindingRow {
                 code: f.code.to_string(),
-                severity: f.severity.as_str(),
+                severity: f.severity.as_str().to_string(),
                 message: f.message.clone(),
                 help: f.help.clone(),
             })

@@ -18,7 +18,7 @@ use serde::Serialize;
 /// Most replicas per pool the search tries.
 const MAX_POOL_REPLICAS: u64 = 8;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct DisaggCandidate {
     pub split: PoolSplit,
     pub name: String,

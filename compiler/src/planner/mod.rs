@@ -101,13 +101,13 @@ impl Candidate {
 }
 
 /// One family of rejected candidates and why (one line).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Rejection {
     pub family: String,
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ScalingPoint {
     pub gpus: u64,
     pub layout: Layout,

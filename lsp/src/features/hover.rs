@@ -5,7 +5,7 @@
 
 use crate::convert::Protocol;
 use crate::snapshot::Snapshot;
-use dic_compiler::ir::DeploymentPlan;
+use dic_compiler::ir::{DeploymentForecast, DeploymentPlan};
 use dic_compiler::program::{Def, FieldValue, Value};
 use dic_compiler::schema::{Kind, VLLM_OPTIONS};
 use dic_compiler::source::SourceDb;
@@ -123,7 +123,9 @@ fn describe_def(snap: &Snapshot, def: &Def) -> String {
             .iter()
             .find(|d| d.name == def.name)
         {
-            out.push_str(&deployment_section(d));
+            if let Some(f) = snap.checked.forecast.of(&d.name) {
+                out.push_str(&deployment_section(d, f));
+            }
         } else if snap.checked.has_errors() {
             out.push_str("\n_no prediction: fix the errors first_\n");
         }
@@ -131,7 +133,7 @@ fn describe_def(snap: &Snapshot, def: &Def) -> String {
     out
 }
 
-fn deployment_section(d: &DeploymentPlan) -> String {
+fn deployment_section(d: &DeploymentPlan, f: &DeploymentForecast) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -144,20 +146,20 @@ fn deployment_section(d: &DeploymentPlan) -> String {
     let _ = writeln!(
         out,
         "| per GPU | {} |\n|---|---|",
-        d.report
+        f.report
             .memory
             .iter()
             .map(|m| format!("stage {}", m.stage))
             .collect::<Vec<_>>()
             .join(" | ")
     );
-    let row = |label: &str, f: &dyn Fn(&dic_compiler::ir::MemoryRow) -> u64| {
+    let row = |label: &str, field: &dyn Fn(&dic_compiler::ir::MemoryRow) -> u64| {
         format!(
             "| {label} | {} |\n",
-            d.report
+            f.report
                 .memory
                 .iter()
-                .map(|m| fmt_bytes(f(m) as f64))
+                .map(|m| fmt_bytes(field(m) as f64))
                 .collect::<Vec<_>>()
                 .join(" | ")
         )
@@ -176,17 +178,17 @@ fn deployment_section(d: &DeploymentPlan) -> String {
     let _ = writeln!(
         out,
         "\npredicted: TTFT {}, TPOT {}, {} output tokens/s; KV cache {} tokens",
-        ms(d.predicted.ttft_ms),
-        ms(d.predicted.tpot_ms),
-        d.predicted
+        ms(f.predicted.ttft_ms),
+        ms(f.predicted.tpot_ms),
+        f.predicted
             .output_tokens_per_s
             .map(|v| format!("{v:.0}"))
             .unwrap_or_else(|| "—".into()),
-        d.predicted.kv_cache_tokens
+        f.predicted.kv_cache_tokens
     );
-    if let Some(h) = d.report.cost.per_hour {
+    if let Some(h) = f.report.cost.per_hour {
         let _ = write!(out, "\ncost: ${h:.2}/h");
-        if let Some(m) = d.report.cost.per_million_output_tokens {
+        if let Some(m) = f.report.cost.per_million_output_tokens {
             let _ = write!(out, ", ${m:.2} per million output tokens");
         }
         out.push('\n');

@@ -22,30 +22,94 @@ pub(super) type Lowered = (DeploymentPlan, DeploymentForecast, Vec<Diagnostic>);
 
 /// One deployment's launch plan and forecast, or why it cannot be launched (E0801).
 pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, Box<Diagnostic>> {
-    let (ds, a, search, slots) = (
-        planned.scenario,
-        planned.analysis,
-        planned.search,
-        planned.slots,
-    );
+    let ds = planned.scenario;
     let def = p.def(ds.deploy).expect("scenario of a definition");
     let Body::Deploy(d) = &def.body else {
         unreachable!("scenarios come from deployments")
     };
     let s = &ds.scenario;
-    let m = &s.model;
     let l = s.layout;
     let t = &s.topology;
-    let at = d.layout_at;
     let fail = |message: String, help: &str| {
         Box::new(err(
             Code::UnsupportedLaunch,
-            at,
+            d.layout_at,
             format!("deploy `{}`: {message}", def.name),
             help,
         ))
     };
-    let model_def = d.model.and_then(|id| p.def(id));
+    let model = model_plan(p, def, d, s, &fail)?;
+    let shape = launch_shape(s, &fail)?;
+    let mut warnings = Vec::new();
+    let gpu = gpu_plan(p, def, d, t, &mut warnings);
+    let mut plan = DeploymentPlan {
+        name: match (&ds.share, &ds.pool) {
+            // Each node group's part is its own launch unit (scripts, pods, NCCL plan).
+            (Some(share), _) => format!("{}-{}", def.name, share.node),
+            // So is each pool of a disaggregated deployment.
+            (None, Some(part)) => format!("{}-{}", def.name, part.pool.name()),
+            (None, None) => def.name.clone(),
+        },
+        disaggregated: ds
+            .pool
+            .as_ref()
+            .map(|part| disagg_plan(&def.name, s, part, s.engine.port)),
+        part_of: ds.share.as_ref().map(|sh| PartOf {
+            deployment: def.name.clone(),
+            replicas: sh.replicas,
+            of: sh.of,
+            first: ds.group == first_share_group(p, ds),
+        }),
+        cluster_nodes: Vec::new(),
+        replica_ports: Vec::new(),
+        model,
+        gpu,
+        layout: l,
+        gpus_per_node: shape.per_node,
+        fabric_transport: fabric_transport(t, shape.nodes_per_group),
+        nvlink_domain_gpus: if t.scale_up.is_some() {
+            t.scale_up_domain.max(shape.per_node)
+        } else {
+            1
+        },
+        nodes: t.nodes_for_layout(&l),
+        launch: shape.launch,
+        groups: shape.groups,
+        nodes_per_group: shape.nodes_per_group,
+        gpus_per_pod: shape.gpus_per_pod,
+        dp_local: shape.dp_local,
+        engine: engine_plan(d, &s.engine),
+        network: t_network(p, d.cluster),
+        kubernetes: kubernetes_plan(p, d, planned.analysis, s, &shape),
+        comm: super::comm::comm_plan(ds, planned.analysis),
+    };
+    if !planned.slots.is_empty() {
+        place_on_cluster(&mut plan, planned.slots, &ds.group_node);
+    }
+    let forecast = super::forecast::deployment_forecast(
+        &plan.name,
+        ds,
+        planned.analysis,
+        planned.figures,
+        planned.search,
+    );
+    Ok((plan, forecast, warnings))
+}
+
+/// Why a deployment cannot be launched, at its layout (E0801).
+type Refusal<'a> = dyn Fn(String, &str) -> Box<Diagnostic> + 'a;
+
+/// What `vllm serve` loads and in which formats: the checkpoint (the deployment's
+/// `model_source`, else the model's `hf`), on-the-fly FP8 when the weights differ from a
+/// 16-bit checkpoint, the recurrent states' dtype.
+fn model_plan(
+    p: &Program,
+    def: &crate::program::Def,
+    d: &crate::program::Deploy,
+    s: &crate::analysis::Scenario,
+    fail: &Refusal<'_>,
+) -> Result<ModelPlan, Box<Diagnostic>> {
+    let m = &s.model;
     let source = d
         .model_source
         .clone()
@@ -69,13 +133,66 @@ pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, B
     } else {
         None
     };
+    Ok(ModelPlan {
+        name: d
+            .model
+            .and_then(|id| p.def(id))
+            .map(|d| d.name.clone())
+            .unwrap_or_default(),
+        source,
+        served_name: d
+            .served_model_name
+            .clone()
+            .unwrap_or_else(|| def.name.clone()),
+        weights: m.weights.clone(),
+        kv_cache_dtype: (m.kv_cache != "auto").then(|| m.kv_cache.clone()),
+        quantization,
+        mamba_ssm_cache_dtype: m
+            .detail
+            .state_dtype
+            .as_deref()
+            .filter(|_| (0..m.layers).any(|x| m.layer(x).mixer.is_recurrent()))
+            .map(|d| match d {
+                "fp32" => "float32",
+                "fp16" => "float16",
+                _ => "bfloat16",
+            })
+            .map(str::to_string),
+        is_moe: m.is_moe(),
+        parameters: m.parameters,
+    })
+}
+
+/// How a deployment's processes are grouped: the launch mode, independent launch groups,
+/// nodes per group, GPUs per pod and DP ranks per node.
+struct LaunchShape {
+    launch: LaunchMode,
+    groups: u64,
+    nodes_per_group: u64,
+    gpus_per_pod: u64,
+    dp_local: u64,
+    per_node: u64,
+}
+
+fn launch_shape(
+    s: &crate::analysis::Scenario,
+    fail: &Refusal<'_>,
+) -> Result<LaunchShape, Box<Diagnostic>> {
+    let (m, l) = (&s.model, s.layout);
     let rg = l.replica_gpus();
-    let per_node = t.gpus_per_node.max(1);
-    let engine = &s.engine;
+    let per_node = s.topology.gpus_per_node.max(1);
+    let shape = |launch, groups, nodes_per_group, gpus_per_pod, dp_local| LaunchShape {
+        launch,
+        groups,
+        nodes_per_group,
+        gpus_per_pod,
+        dp_local,
+        per_node,
+    };
     // A MoE model's DP ranks are one vLLM engine (`--data-parallel-size`): its experts
     // are sharded over all TP × DP ranks (whole experts with EP, each expert's width
     // without), as the memory, communication and step models take them.
-    let (launch, groups, nodes_per_group, gpus_per_pod, dp_local) = if m.is_moe() && l.dp > 1 {
+    if m.is_moe() && l.dp > 1 {
         if rg > per_node || !per_node.is_multiple_of(rg) {
             return Err(fail(
                 format!("a MoE model's data-parallel ranks run as one vLLM engine: each rank's tp × pp ({rg} GPUs) must fit a {per_node}-GPU node"),
@@ -92,30 +209,40 @@ pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, B
                 "use a dp that fills whole nodes",
             ));
         }
-        (
+        return Ok(shape(
             LaunchMode::DataParallel,
             1,
             l.dp / dp_local,
             dp_local * rg,
             dp_local,
-        )
-    } else if rg <= per_node {
-        (LaunchMode::Replicas, l.dp, 1, rg, 1)
+        ));
+    }
+    if rg <= per_node {
+        return Ok(shape(LaunchMode::Replicas, l.dp, 1, rg, 1));
+    }
+    if !rg.is_multiple_of(per_node) {
+        return Err(fail(
+            format!("a replica of {rg} GPUs is not a whole number of {per_node}-GPU nodes"),
+            "use tp × pp that fills whole nodes",
+        ));
+    }
+    let mode = if s.engine.ray {
+        LaunchMode::MultiNodeRay
     } else {
-        if !rg.is_multiple_of(per_node) {
-            return Err(fail(
-                format!("a replica of {rg} GPUs is not a whole number of {per_node}-GPU nodes"),
-                "use tp × pp that fills whole nodes",
-            ));
-        }
-        let mode = if s.engine.ray {
-            LaunchMode::MultiNodeRay
-        } else {
-            LaunchMode::MultiNode
-        };
-        (mode, l.dp, rg / per_node, per_node, 1)
+        LaunchMode::MultiNode
     };
-    let net = t_network(p, d.cluster);
+    Ok(shape(mode, l.dp, rg / per_node, per_node, 1))
+}
+
+/// The GPU as the device plugin and GPU Feature Discovery name it; W0801 when it names
+/// no NVIDIA product (the pods then get no GPU node affinity).
+fn gpu_plan(
+    p: &Program,
+    def: &crate::program::Def,
+    d: &crate::program::Deploy,
+    t: &crate::analysis::Topology,
+    warnings: &mut Vec<Diagnostic>,
+) -> GpuPlan {
     let gpu_def = p.gpu_def_of_cluster(d.cluster);
     let gpu_body = gpu_def.and_then(|g| match &g.body {
         Body::Gpu(x) => Some(x),
@@ -129,9 +256,8 @@ pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, B
     } else {
         gpu_body.map(gpu_product_labels).unwrap_or_default()
     };
-    let mut warnings = Vec::new();
     if product_labels.is_empty() && !amd {
-        let gpu_at = gpu_def.map(|g| g.location()).unwrap_or(at);
+        let gpu_at = gpu_def.map(|g| g.location()).unwrap_or(d.layout_at);
         warnings.push(
             Diagnostic::new(
                 Code::NoProductLabel,
@@ -144,134 +270,88 @@ pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, B
             .help("add the name `nvidia-smi` prints, e.g. `names = [\"NVIDIA H100 80GB HBM3\"]`: nodes carry it as the `nvidia.com/gpu.product` label"),
         );
     }
-    let weights_total = a.memory.stages.iter().map(|st| st.weights).sum::<f64>() * l.tp as f64;
+    GpuPlan {
+        name: t.gpu.name.clone(),
+        product_labels,
+        resource: if amd { "amd.com/gpu" } else { "nvidia.com/gpu" }.to_string(),
+        memory_bytes: t.gpu.memory as u64,
+    }
+}
+
+/// The engine options as resolved for the scenario (vLLM's defaults filled in), with the
+/// user's own `extra_args` and environment.
+fn engine_plan(
+    d: &crate::program::Deploy,
+    engine: &crate::analysis::scenario::EngineSettings,
+) -> EnginePlan {
+    EnginePlan {
+        gpu_memory_utilization: engine.gpu_memory_utilization,
+        max_model_len: engine.max_model_len,
+        max_num_seqs: engine.max_num_seqs,
+        max_num_batched_tokens: engine.max_num_batched_tokens,
+        block_size: engine.block_size,
+        enforce_eager: engine.enforce_eager,
+        cudagraph_mode: d
+            .engine
+            .cudagraph_mode
+            .as_ref()
+            .map(|_| engine.cudagraph_mode.vllm_name().to_string()),
+        kv_cache_memory_bytes: engine.kv_cache_memory.map(|b| b as u64),
+        cpu_offload_gib: (engine.cpu_offload > 0.0).then(|| engine.cpu_offload / GIB as f64),
+        enable_prefix_caching: engine.enable_prefix_caching,
+        port: engine.port,
+        all2all_backend: engine.all2all_backend.clone(),
+        speculative: engine.speculative.as_ref().map(|sp| SpeculativePlan {
+            method: sp.method.clone(),
+            model: sp.source.clone(),
+            tokens: sp.tokens,
+        }),
+        extra_args: d.engine.extra_args.clone(),
+        env: d.engine.env.clone(),
+    }
+}
+
+/// The pods' settings: image, secrets, `/dev/shm`, the startup probe's allowance, CPU and
+/// memory (the user's, else dic's rules), the model cache, autoscaling and monitoring.
+fn kubernetes_plan(
+    p: &Program,
+    d: &crate::program::Deploy,
+    a: &Analysis,
+    s: &crate::analysis::Scenario,
+    shape: &LaunchShape,
+) -> KubernetesPlan {
+    let gpus_per_pod = shape.gpus_per_pod;
+    let weights_total =
+        a.memory.stages.iter().map(|st| st.weights).sum::<f64>() * s.layout.tp as f64;
     let shm = (gpus_per_pod * GIB).clamp(2 * GIB, 32 * GIB);
     let node_memory = p.node_of_cluster(d.cluster).and_then(|(_, n)| n.cpu_memory);
-    let disaggregated = ds
-        .pool
-        .as_ref()
-        .map(|part| disagg_plan(&def.name, s, part, engine.port));
-    let mut plan = DeploymentPlan {
-        name: match (&ds.share, &ds.pool) {
-            // Each node group's part is its own launch unit (scripts, pods, NCCL plan).
-            (Some(share), _) => format!("{}-{}", def.name, share.node),
-            // So is each pool of a disaggregated deployment.
-            (None, Some(part)) => format!("{}-{}", def.name, part.pool.name()),
-            (None, None) => def.name.clone(),
-        },
-        disaggregated,
-        part_of: ds.share.as_ref().map(|sh| PartOf {
-            deployment: def.name.clone(),
-            replicas: sh.replicas,
-            of: sh.of,
-            first: ds.group == first_share_group(p, ds),
+    KubernetesPlan {
+        namespace: d.namespace.clone(),
+        image: d.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into()),
+        hf_token_secret: d
+            .hf_token_secret
+            .clone()
+            .unwrap_or_else(|| "hf-token".into()),
+        api_key_secret: d.api_key_secret.clone(),
+        preflight_image: d.preflight_image.clone(),
+        shm_bytes: shm,
+        startup_seconds: (STARTUP_FIXED_SECONDS + weights_total / STARTUP_LOAD_BYTES_PER_SECOND)
+            .ceil() as u64,
+        cpu: d.pod.cpu.unwrap_or_else(|| pod_cpu(gpus_per_pod)),
+        memory_bytes: d.pod.memory.map(|b| b as u64).unwrap_or_else(|| {
+            pod_memory(
+                gpus_per_pod,
+                shm,
+                s.engine.cpu_offload as u64,
+                node_memory.map(|m| (m * gpus_per_pod as f64 / shape.per_node as f64) as u64),
+            )
         }),
-        cluster_nodes: Vec::new(),
-        replica_ports: Vec::new(),
-        model: ModelPlan {
-            name: model_def.map(|d| d.name.clone()).unwrap_or_default(),
-            source,
-            served_name: d
-                .served_model_name
-                .clone()
-                .unwrap_or_else(|| def.name.clone()),
-            weights: m.weights.clone(),
-            kv_cache_dtype: (m.kv_cache != "auto").then(|| m.kv_cache.clone()),
-            quantization,
-            mamba_ssm_cache_dtype: m
-                .detail
-                .state_dtype
-                .as_deref()
-                .filter(|_| (0..m.layers).any(|x| m.layer(x).mixer.is_recurrent()))
-                .map(|d| match d {
-                    "fp32" => "float32",
-                    "fp16" => "float16",
-                    _ => "bfloat16",
-                })
-                .map(str::to_string),
-            is_moe: m.is_moe(),
-            parameters: m.parameters,
-        },
-        gpu: GpuPlan {
-            name: t.gpu.name.clone(),
-            product_labels,
-            resource: if amd { "amd.com/gpu" } else { "nvidia.com/gpu" }.to_string(),
-            memory_bytes: t.gpu.memory as u64,
-        },
-        layout: l,
-        gpus_per_node: per_node,
-        fabric_transport: fabric_transport(t, nodes_per_group),
-        nvlink_domain_gpus: if t.scale_up.is_some() {
-            t.scale_up_domain.max(per_node)
-        } else {
-            1
-        },
-        nodes: t.nodes_for_layout(&l),
-        launch,
-        groups,
-        nodes_per_group,
-        gpus_per_pod,
-        dp_local,
-        engine: EnginePlan {
-            gpu_memory_utilization: engine.gpu_memory_utilization,
-            max_model_len: engine.max_model_len,
-            max_num_seqs: engine.max_num_seqs,
-            max_num_batched_tokens: engine.max_num_batched_tokens,
-            block_size: engine.block_size,
-            enforce_eager: engine.enforce_eager,
-            cudagraph_mode: d
-                .engine
-                .cudagraph_mode
-                .as_ref()
-                .map(|_| engine.cudagraph_mode.vllm_name().to_string()),
-            kv_cache_memory_bytes: engine.kv_cache_memory.map(|b| b as u64),
-            cpu_offload_gib: (engine.cpu_offload > 0.0).then(|| engine.cpu_offload / GIB as f64),
-            enable_prefix_caching: engine.enable_prefix_caching,
-            port: engine.port,
-            all2all_backend: engine.all2all_backend.clone(),
-            speculative: engine.speculative.as_ref().map(|sp| SpeculativePlan {
-                method: sp.method.clone(),
-                model: sp.source.clone(),
-                tokens: sp.tokens,
-            }),
-            extra_args: d.engine.extra_args.clone(),
-            env: d.engine.env.clone(),
-        },
-        network: net,
-        kubernetes: KubernetesPlan {
-            namespace: d.namespace.clone(),
-            image: d.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into()),
-            hf_token_secret: d
-                .hf_token_secret
-                .clone()
-                .unwrap_or_else(|| "hf-token".into()),
-            api_key_secret: d.api_key_secret.clone(),
-            preflight_image: d.preflight_image.clone(),
-            shm_bytes: shm,
-            startup_seconds: (STARTUP_FIXED_SECONDS + weights_total / STARTUP_LOAD_BYTES_PER_SECOND)
-                .ceil() as u64,
-            cpu: d.pod.cpu.unwrap_or_else(|| pod_cpu(gpus_per_pod)),
-            memory_bytes: d.pod.memory.map(|b| b as u64).unwrap_or_else(|| {
-                pod_memory(
-                    gpus_per_pod,
-                    shm,
-                    engine.cpu_offload as u64,
-                    node_memory.map(|m| (m * gpus_per_pod as f64 / per_node as f64) as u64),
-                )
-            }),
-            checkpoint_bytes: checkpoint_bytes(m),
-            pod: d.pod.clone(),
-            model_cache: d.model_cache.clone(),
-            autoscale: d.autoscale.clone(),
-            monitoring: d.monitoring.clone(),
-        },
-        comm: super::comm::comm_plan(ds, a),
-    };
-    if !slots.is_empty() {
-        place_on_cluster(&mut plan, slots, &ds.group_node);
+        checkpoint_bytes: checkpoint_bytes(&s.model),
+        pod: d.pod.clone(),
+        model_cache: d.model_cache.clone(),
+        autoscale: d.autoscale.clone(),
+        monitoring: d.monitoring.clone(),
     }
-    let forecast = super::forecast::deployment_forecast(&plan.name, ds, a, planned.figures, search);
-    Ok((plan, forecast, warnings))
 }
 
 /// A pool's launch facts: its role, its peer, the connector and the router's port.

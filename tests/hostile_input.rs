@@ -575,3 +575,37 @@ fn token_shaped_values_are_refused_and_never_echoed() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// `dic import-hf` on configs with hostile counts exits 1 with E0901 naming the field,
+/// and writes no definition (before, `num_key_value_heads: -8` became `kv_heads = 64`
+/// and `head_dim: 0` a definition `dic check` refused).
+#[test]
+fn import_hf_refuses_hostile_counts_with_the_field_named() {
+    let dir = common::fresh_dir("import_hostile");
+    let base = r#""num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8, "vocab_size": 1000, "max_position_embeddings": 4096, "intermediate_size": 1024"#;
+    for (i, (extra, field)) in [
+        (r#""num_key_value_heads": -8"#, "num_key_value_heads"),
+        (r#""num_key_value_heads": 0"#, "num_key_value_heads"),
+        (r#""head_dim": 0"#, "head_dim"),
+        (r#""num_key_value_heads": 2.5"#, "num_key_value_heads"),
+        (
+            r#""num_experts": 4, "num_experts_per_tok": 8, "moe_intermediate_size": 64"#,
+            "num_experts_per_tok",
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let f = dir.join(format!("c{i}_config.json"));
+        std::fs::write(&f, format!("{{ {base}, {extra} }}")).unwrap();
+        let o = dic_within(&["import-hf", f.to_str().unwrap()], Duration::from_secs(10));
+        no_panic(&o);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{extra}: {err}");
+        assert!(
+            err.contains("E0901") && err.contains(&format!("`{field}`")),
+            "{extra}: {err}"
+        );
+        assert!(o.stdout.is_empty(), "{extra}: wrote a definition");
+    }
+}

@@ -1,9 +1,16 @@
 //! The config as `dic import-hf` reads it: JSON with Python's `Infinity`/`NaN`, a
 //! multimodal wrapper's `text_config` merged over the top level, the architecture name,
 //! and typed access to its numbers, each bounded before any arithmetic.
+//!
+//! A count is read together with the `.dist` model field it becomes, and must lie in that
+//! field's range as the schema states it (one source for each bound): a negative,
+//! fractional, non-numeric, zero-where-zero-means-nothing or absurdly large count is
+//! refused here, naming the config field, instead of being written for `dic check` to
+//! refuse (or, before, mapped silently: `num_key_value_heads: -8` read as absent).
 
 use super::{fail, ImportRequest, MAX_CONFIG_INT};
 use crate::diagnostics::Diagnostic;
+use crate::schema::{self, Kind};
 use serde_json::{Map, Value};
 
 /// A parsed checkpoint config.
@@ -117,19 +124,62 @@ impl<'a> Config<'a> {
         self.cfg.contains_key(k)
     }
 
-    /// The field `k` as a non-negative integer, if it is one.
-    pub fn u(&self, k: &str) -> Option<u64> {
-        self.cfg.get(k).and_then(Value::as_u64)
+    /// The count `k`, which becomes the model's `field`: `None` when absent or `null`,
+    /// else a whole number in `field`'s range.
+    pub fn count(&self, k: &str, field: &str) -> Result<Option<u64>, Box<Diagnostic>> {
+        match whole_number(self.cfg.get(k), k, self.source_name)? {
+            Some(n) => in_range(n, k, field, self.source_name).map(Some),
+            None => Ok(None),
+        }
     }
 
-    /// The integer field `k`, which dic cannot do without.
-    pub fn need(&self, k: &str) -> Result<u64, Box<Diagnostic>> {
-        self.u(k).ok_or_else(|| {
+    /// Like [`Config::count`] for a field where the config's 0 means "none" (no MLA
+    /// rank, no shared expert, no window): 0 reads as absent.
+    pub fn count_or_none(&self, k: &str, field: &str) -> Result<Option<u64>, Box<Diagnostic>> {
+        match whole_number(self.cfg.get(k), k, self.source_name)? {
+            Some(0) | None => Ok(None),
+            Some(n) => in_range(n, k, field, self.source_name).map(Some),
+        }
+    }
+
+    /// The count `k` (becoming `field`), which dic cannot do without.
+    pub fn need(&self, k: &str, field: &str) -> Result<u64, Box<Diagnostic>> {
+        self.count(k, field)?.ok_or_else(|| {
             fail(
                 format!("cannot map `{}`: it has no integer `{k}`", self.source_name),
                 "dic needs the architecture numbers; is this a decoder-only language model's config.json?",
             )
         })
+    }
+
+    /// The first of `keys` the config gives, read as [`Config::count`] does, with its key.
+    pub fn first_count(
+        &self,
+        keys: &[&'static str],
+        field: &str,
+    ) -> Result<Option<(u64, &'static str)>, Box<Diagnostic>> {
+        for k in keys {
+            if let Some(n) = self.count(k, field)? {
+                return Ok(Some((n, k)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// A count that becomes no model field itself (a layer interval), bounded by the
+    /// widest model field.
+    pub fn layer_count(&self, k: &str) -> Result<Option<u64>, Box<Diagnostic>> {
+        let n = whole_number(self.cfg.get(k), k, self.source_name)?;
+        match n {
+            Some(n) if n > MAX_CONFIG_INT => Err(fail(
+                format!(
+                    "cannot map `{}`: `{k}` = {n} is beyond any model dic describes",
+                    self.source_name
+                ),
+                "check the config: sizes of real models are far smaller",
+            )),
+            _ => Ok(n),
+        }
     }
 
     /// The checkpoint's dtype as a `.dist` word (bf16 when unsaid).
@@ -149,6 +199,71 @@ impl<'a> Config<'a> {
                 "dic knows bfloat16, float16 and float32",
             )),
         }
+    }
+}
+
+/// `v` (config field `k`) as a whole number: `None` when absent or `null`; a negative,
+/// fractional or non-numeric value is refused. A float with no fraction (`4096.0`) is
+/// the number it writes. The caller bounds it (by the `.dist` field it becomes).
+pub(super) fn whole_number(
+    v: Option<&Value>,
+    k: &str,
+    source_name: &str,
+) -> Result<Option<u64>, Box<Diagnostic>> {
+    let refuse = |what: String| {
+        Err(fail(
+            format!("cannot map `{source_name}`: `{k}` = {what}"),
+            "check the config: counts and sizes are whole numbers",
+        ))
+    };
+    let n = match v {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Number(n)) => n,
+        Some(other) => {
+            let shown: String = other.to_string().chars().take(40).collect();
+            return refuse(format!("{} is not a number", super::comment_text(&shown)));
+        }
+    };
+    if let Some(u) = n.as_u64() {
+        return Ok(Some(u));
+    }
+    let x = n.as_f64().unwrap_or(f64::NAN);
+    if x < 0.0 {
+        refuse(format!("{n} is negative"))
+    } else if x.fract() != 0.0 || !x.is_finite() {
+        refuse(format!("{n} is not a whole number"))
+    } else if x > (1u64 << 53) as f64 {
+        refuse(format!("{n} is beyond any model dic describes"))
+    } else {
+        Ok(Some(x as u64))
+    }
+}
+
+/// `n` (config field `k`) checked against the range of the model's `.dist` field
+/// `field`, as the schema states it.
+pub(super) fn in_range(
+    n: u64,
+    k: &str,
+    field: &str,
+    source_name: &str,
+) -> Result<u64, Box<Diagnostic>> {
+    let Some(spec) = Kind::Model.schema().field(field) else {
+        return Err(fail(
+            format!("dic's importer maps `{k}` to `{field}`, which a model does not have"),
+            "a bug in dic's importer",
+        ));
+    };
+    match schema::check_number(spec, n as f64) {
+        Ok(()) => Ok(n),
+        // `head_dim` = 0 → `head_dim` = 0 …: say the value once where the names agree.
+        Err(why) if k == field => Err(fail(
+            format!("cannot map `{source_name}`: {why}"),
+            &format!("check the config: `{k}` becomes the model's `{field}`"),
+        )),
+        Err(why) => Err(fail(
+            format!("cannot map `{source_name}`: `{k}` = {n} → {why}"),
+            &format!("check the config: `{k}` becomes the model's `{field}`"),
+        )),
     }
 }
 

@@ -64,6 +64,9 @@ pub(super) fn read(c: &Config, d: &Dims, m: &mut Model) -> Result<LayerKinds, Bo
             sources.push(src);
         }
     }
+    if d.ffn.experts == 0 && written.iter().any(|w| w.ffn == Some(Ffn::Moe)) {
+        return Err(no_experts(c, d, &sources.join(", ")));
+    }
     let uniform = written
         .iter()
         .enumerate()
@@ -77,6 +80,21 @@ pub(super) fn read(c: &Config, d: &Dims, m: &mut Model) -> Result<LayerKinds, Bo
         sources,
         uniform,
     })
+}
+
+/// A layer list marks MoE layers (`src`) in a model the config gives no experts.
+fn no_experts(c: &Config, d: &Dims, src: &str) -> Box<Diagnostic> {
+    let experts = match d.ffn.experts_src {
+        "" => "it gives no expert count".to_string(),
+        k => format!("`{k}` = 0"),
+    };
+    fail(
+        format!(
+            "cannot map `{}`: `{src}` marks MoE layers, but {experts}",
+            c.source_name
+        ),
+        "check the config: a MoE model counts its routed experts",
+    )
 }
 
 /// A per-layer list must cover every layer.
@@ -110,18 +128,25 @@ fn read_mixers(
     if let Some(types) = c.get("attn_type_list").and_then(Value::as_array) {
         // MiniMax-01/M1: 0 = lightning (linear) attention, 1 = softmax attention.
         list_len_ok(c, layers, types.len(), "attn_type_list")?;
-        set_by_flag(written, types, 0, Mixer::Linear, Mixer::Full);
+        set_by_flag(
+            c,
+            "attn_type_list",
+            written,
+            types,
+            0,
+            [Mixer::Linear, Mixer::Full],
+        )?;
         return Ok(Some("attn_type_list"));
     }
     if let Some(every) = c
-        .u("sliding_window_pattern")
+        .layer_count("sliding_window_pattern")?
         .filter(|n| *n > 1 && d.window.is_some())
     {
         // Gemma 2/3: every n-th layer global, the others windowed.
         every_nth_full(written, every, Mixer::Sliding);
         return Ok(Some("sliding_window_pattern"));
     }
-    if let Some(every) = c.u("full_attention_interval").filter(|n| *n > 0) {
+    if let Some(every) = c.layer_count("full_attention_interval")?.filter(|n| *n > 0) {
         // Qwen3-Next / Qwen3.5: every n-th layer full, the others Gated DeltaNet.
         every_nth_full(written, every, Mixer::Linear);
         return Ok(Some("full_attention_interval"));
@@ -134,7 +159,14 @@ fn read_mixers(
     if let Some(p) = c.get("hybrid_layer_pattern").and_then(Value::as_array) {
         // MiMo: 1 = sliding-window layer, 0 = global.
         list_len_ok(c, layers, p.len(), "hybrid_layer_pattern")?;
-        set_by_flag(written, p, 1, Mixer::Sliding, Mixer::Full);
+        set_by_flag(
+            c,
+            "hybrid_layer_pattern",
+            written,
+            p,
+            1,
+            [Mixer::Sliding, Mixer::Full],
+        )?;
         return Ok(Some("hybrid_layer_pattern"));
     }
     if let Some(ratios) = c.get("compress_ratios").and_then(Value::as_array) {
@@ -250,7 +282,8 @@ fn read_ffns(c: &Config, d: &Dims) -> Result<Option<(Vec<Ffn>, &'static str)>, B
     }
     if let Some(freq) = c.get("moe_layer_freq").and_then(Value::as_array) {
         list_len_ok(c, d.layers, freq.len(), "moe_layer_freq")?;
-        let ffns = freq.iter().map(|v| moe_if(v.as_u64() == Some(1)));
+        let flags = flags(c, "moe_layer_freq", freq)?;
+        let ffns = flags.into_iter().map(|moe| moe_if(moe == 1));
         return Ok(Some((ffns.collect(), "moe_layer_freq")));
     }
     if let Some(only) = c
@@ -258,7 +291,7 @@ fn read_ffns(c: &Config, d: &Dims) -> Result<Option<(Vec<Ffn>, &'static str)>, B
         .and_then(Value::as_array)
         .filter(|a| !a.is_empty())
     {
-        let dense: Vec<u64> = only.iter().filter_map(Value::as_u64).collect();
+        let dense = layer_indices(c, d.layers, only)?;
         let ffns = (0..d.layers).map(|l| moe_if(!(dense.contains(&l) || d.ffn.experts == 0)));
         return Ok(Some((ffns.collect(), "mlp_only_layers")));
     }
@@ -274,18 +307,34 @@ pub(super) fn read_mixer_dims(
     kinds: &LayerKinds,
     m: &mut Model,
 ) -> Result<(), Box<Diagnostic>> {
+    if kinds.uses(Mixer::Sliding) && d.window.is_none() {
+        return Err(fail(
+            format!(
+                "cannot map `{}`: `{}` makes some layers sliding-window, but it has no `sliding_window`",
+                c.source_name,
+                kinds.sources.first().copied().unwrap_or("the layer list")
+            ),
+            "add `sliding_window` (the window in tokens) from the model's card",
+        ));
+    }
     let det = &mut m.detail;
     if kinds.uses(Mixer::Sliding) {
         if d.global_kv.is_some() && d.plain_kv != d.kv_heads {
             det.sliding_kv_heads = d.plain_kv;
         }
-        if let Some(s) = c.u("swa_num_key_value_heads").filter(|s| *s != d.kv_heads) {
+        if let Some(s) = c
+            .count("swa_num_key_value_heads", "sliding_kv_heads")?
+            .filter(|s| *s != d.kv_heads)
+        {
             det.sliding_kv_heads = s;
         }
         if d.global_dim.is_some() && d.plain_dim != d.head_dim {
             det.sliding_head_dim = d.plain_dim;
         }
-        if let Some(s) = c.u("swa_head_dim").filter(|s| *s != d.head_dim) {
+        if let Some(s) = c
+            .count("swa_head_dim", "sliding_head_dim")?
+            .filter(|s| *s != d.head_dim)
+        {
             det.sliding_head_dim = s;
         }
     }
@@ -301,20 +350,22 @@ pub(super) fn read_mixer_dims(
         });
     } else if kinds.uses(Mixer::Linear) {
         det.linear = Some(LinearAttention {
-            key_heads: c.need("linear_num_key_heads")?,
-            value_heads: c.need("linear_num_value_heads")?,
-            key_dim: c.need("linear_key_head_dim")?,
-            value_dim: c.need("linear_value_head_dim")?,
-            conv_kernel: c.u("linear_conv_kernel_dim").unwrap_or(4),
+            key_heads: c.need("linear_num_key_heads", "linear_key_heads")?,
+            value_heads: c.need("linear_num_value_heads", "linear_value_heads")?,
+            key_dim: c.need("linear_key_head_dim", "linear_key_dim")?,
+            value_dim: c.need("linear_value_head_dim", "linear_value_dim")?,
+            conv_kernel: c
+                .count("linear_conv_kernel_dim", "linear_conv_kernel")?
+                .unwrap_or(4),
         });
     }
     if kinds.uses(Mixer::Mamba) {
         det.mamba = Some(Mamba2 {
-            heads: c.need("mamba_num_heads")?,
-            head_dim: c.need("mamba_head_dim")?,
-            state: c.need("ssm_state_size")?,
-            groups: c.u("n_groups").unwrap_or(1),
-            conv_kernel: c.u("conv_kernel").unwrap_or(4),
+            heads: c.need("mamba_num_heads", "mamba_heads")?,
+            head_dim: c.need("mamba_head_dim", "mamba_head_dim")?,
+            state: c.need("ssm_state_size", "mamba_state")?,
+            groups: c.count("n_groups", "mamba_groups")?.unwrap_or(1),
+            conv_kernel: c.count("conv_kernel", "mamba_conv_kernel")?.unwrap_or(4),
         });
     }
     // Recurrent states kept in fp32 by the model's own config (Nemotron-H
@@ -328,8 +379,8 @@ pub(super) fn read_mixer_dims(
         det.state_dtype = Some("fp32".into());
     }
     if (d.kv_lora_rank > 0 || kinds.uses_compressed()) && c.has("index_head_dim") {
-        det.indexer_head_dim = c.need("index_head_dim")?;
-        det.indexer_heads = c.need("index_n_heads")?;
+        det.indexer_head_dim = c.need("index_head_dim", "indexer_head_dim")?;
+        det.indexer_heads = c.need("index_n_heads", "indexer_heads")?;
     }
     Ok(())
 }
@@ -345,19 +396,52 @@ fn every_nth_full(layers: &mut [WrittenLayer], every: u64, other: Mixer) {
     }
 }
 
-/// Layers from a per-layer list of integers: `flag` marks `marked`, anything else `other`.
+/// Layers from a per-layer list of 0/1 flags (config field `key`): `flag` marks
+/// `kinds[0]`, the other value `kinds[1]`.
 fn set_by_flag(
-    layers: &mut [WrittenLayer],
+    c: &Config,
+    key: &str,
+    written: &mut [WrittenLayer],
     list: &[Value],
     flag: u64,
-    marked: Mixer,
-    other: Mixer,
-) {
-    for (l, v) in layers.iter_mut().zip(list) {
-        l.mixer = if v.as_u64() == Some(flag) {
-            marked
-        } else {
-            other
-        };
+    kinds: [Mixer; 2],
+) -> Result<(), Box<Diagnostic>> {
+    for (l, v) in written.iter_mut().zip(flags(c, key, list)?) {
+        l.mixer = if v == flag { kinds[0] } else { kinds[1] };
     }
+    Ok(())
+}
+
+/// A per-layer list of 0/1 flags; any other entry is refused.
+fn flags(c: &Config, key: &str, list: &[Value]) -> Result<Vec<u64>, Box<Diagnostic>> {
+    list.iter()
+        .map(|v| match v.as_u64() {
+            Some(b @ (0 | 1)) => Ok(b),
+            _ => Err(fail(
+                format!(
+                    "cannot map `{}`: `{key}` has {}, not 0 or 1",
+                    c.source_name,
+                    comment_text(&v.to_string())
+                ),
+                "check the config: the list has one 0 or 1 per layer",
+            )),
+        })
+        .collect()
+}
+
+/// A list of layer numbers (`mlp_only_layers`): whole numbers below the layer count.
+fn layer_indices(c: &Config, layers: u64, list: &[Value]) -> Result<Vec<u64>, Box<Diagnostic>> {
+    list.iter()
+        .map(|v| match v.as_u64() {
+            Some(l) if l < layers => Ok(l),
+            _ => Err(fail(
+                format!(
+                    "cannot map `{}`: `mlp_only_layers` has {}, not a layer of the {layers}",
+                    c.source_name,
+                    comment_text(&v.to_string())
+                ),
+                "check the config: layers are numbered from 0",
+            )),
+        })
+        .collect()
 }

@@ -99,10 +99,10 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
     }
     let c = Config::parse(req)?;
     let d = dims::read(&c)?;
-    let mut m = dims::base_model(&c, &d);
+    let mut m = dims::base_model(&c, &d)?;
     let kinds = layers::read(&c, &d, &mut m)?;
     layers::read_mixer_dims(&c, &d, &kinds, &mut m)?;
-    ffn_details(&c, &d, &mut m);
+    ffn_details(&c, &d, &mut m)?;
     let q = quantization::read_quantization(
         &c.cfg,
         c.quant.as_ref(),
@@ -111,9 +111,11 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
         req.source_name,
     )?;
     quantization::apply(&mut m, &q, d.dtype);
-    let mtp = MTP_KEYS.into_iter().find_map(|k| c.u(k).map(|n| (n, k)));
+    let mtp = c.first_count(&MTP_KEYS, "mtp_layers")?;
     m.detail.mtp_layers = mtp.map(|m| m.0).unwrap_or(0);
-    Ok(render::text(&render::Imported {
+    let params = crate::architecture::parameters(&m).total;
+    dims::check_estimate("parameters", params, "the architecture's sizes", &c)?;
+    let text = render::text(&render::Imported {
         req,
         config: &c,
         dims: &d,
@@ -121,11 +123,37 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
         quant: &q,
         mtp,
         model: &m,
-    }))
+    });
+    refuse_unless_it_checks(text, req.source_name)
+}
+
+/// The importer never hands over a definition `dic check` refuses: the reading above
+/// names the config field for every bound it knows; anything it missed is refused here
+/// with the checker's own message rather than written for `dic check` to find.
+fn refuse_unless_it_checks(text: String, source_name: &str) -> Result<String, Box<Diagnostic>> {
+    let world = crate::source::MemoryWorld::new().with("imported.dist", &text);
+    let problem = match crate::driver::check_file(&world, "imported.dist") {
+        Ok(checked) => checked
+            .diagnostics
+            .into_iter()
+            .find(Diagnostic::is_error)
+            .map(|d| d.message),
+        Err(e) => Some(e.to_string()),
+    };
+    match problem {
+        None => Ok(text),
+        Some(why) => Err(fail(
+            format!(
+                "cannot map `{}`: the model it describes is inconsistent: {why}",
+                comment_text(source_name)
+            ),
+            "check the config; `dic explain E0901` says what import-hf maps",
+        )),
+    }
 }
 
 /// A shared expert's own size, ungated (ReLU²) MLPs, and the multimodal encoder.
-fn ffn_details(c: &Config, d: &dims::Dims, m: &mut Model) {
+fn ffn_details(c: &Config, d: &dims::Dims, m: &mut Model) -> Result<(), Box<Diagnostic>> {
     let det = &mut m.detail;
     if d.ffn.experts > 0 {
         if let Some(s) = d.ffn.shared_size.filter(|s| *s != d.ffn.moe_intermediate) {
@@ -137,7 +165,8 @@ fn ffn_details(c: &Config, d: &dims::Dims, m: &mut Model) {
         .or(c.get("hidden_act"))
         .and_then(Value::as_str);
     det.ungated_mlp = act == Some("relu2");
-    det.encoder_parameters = dims::encoder_parameters(&c.top, d.hidden);
+    det.encoder_parameters = dims::encoder_parameters(c, d.hidden)?;
+    Ok(())
 }
 
 /// The largest count accepted from a config (the schema's widest model field, `vocab`).

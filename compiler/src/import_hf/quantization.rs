@@ -4,6 +4,7 @@
 //! attention, experts, dense MLPs), the KV-cache format and the layers it leaves out.
 //! An unknown method or algorithm is refused (E0901), never guessed.
 
+use super::config::{in_range, whole_number};
 use super::fail;
 use crate::diagnostics::Diagnostic;
 use crate::program::Model;
@@ -148,6 +149,19 @@ struct QuantSource<'a> {
 }
 
 impl QuantSource<'_> {
+    /// `group_size`: weights per scale, in `quant_group`'s range; GPTQ's -1 (one scale
+    /// per output channel) is no group.
+    fn group_size(&self) -> Result<Option<u64>, Box<Diagnostic>> {
+        let v = self.qc.get("group_size");
+        if v.and_then(Value::as_i64) == Some(-1) {
+            return Ok(None);
+        }
+        match whole_number(v, "group_size", self.source_name)? {
+            Some(g) => in_range(g, "group_size", "quant_group", self.source_name).map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// A format dic cannot map: set by hand.
     fn unsupported(&self, what: String) -> Box<Diagnostic> {
         fail(
@@ -235,8 +249,8 @@ fn read_modelopt(
         Some(other) => return Err(src.unsupported(format!("ModelOpt quant_algo `{other}`"))),
         None => return Err(src.unsupported("a ModelOpt config without quant_algo".into())),
     }
-    if let Some(g) = qc.get("group_size").and_then(Value::as_u64) {
-        if q.weights.as_deref() == Some("awq") {
+    if q.weights.as_deref() == Some("awq") {
+        if let Some(g) = src.group_size()? {
             q.group = Some(g);
         }
     }
@@ -325,15 +339,12 @@ fn read_method(
         "mxfp4" => q.weights = Some("mxfp4".into()),
         "modelopt_fp4" | "nvfp4" => q.weights = Some("nvfp4".into()),
         "awq" | "gptq" | "awq_marlin" | "gptq_marlin" => {
-            let bits = qc.get("bits").and_then(Value::as_u64).unwrap_or(4);
+            let bits = whole_number(qc.get("bits"), "bits", src.source_name)?.unwrap_or(4);
             if bits != 4 {
                 return Err(src.unsupported(format!("{bits}-bit {method}")));
             }
             q.weights = Some(method.trim_end_matches("_marlin").into());
-            q.group = qc
-                .get("group_size")
-                .and_then(Value::as_i64)
-                .and_then(|g| u64::try_from(g).ok());
+            q.group = src.group_size()?;
         }
         "compressed-tensors" => compressed_tensors(src, q)?,
         other => {

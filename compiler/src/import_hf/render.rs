@@ -8,6 +8,7 @@ use super::quantization::Quant;
 use super::{comment_text, ImportRequest};
 use crate::architecture;
 use crate::program::{Attention, Model};
+use crate::schema::{Kind, Ty};
 use crate::syntax::fmt::quote;
 
 /// Everything the text is written from.
@@ -68,18 +69,30 @@ pub(super) fn text(x: &Imported) -> String {
     text
 }
 
+/// Whether the model's `hf` field takes `repo` (its text rule, from the schema).
+fn hf_accepts(repo: &str) -> bool {
+    match Kind::Model.schema().field("hf").map(|f| f.ty) {
+        Some(Ty::Str(rule)) => rule.check(repo).is_ok(),
+        _ => false,
+    }
+}
+
 /// The repository, the parameter count and the sizes every model has.
 fn shape_lines(x: &Imported, out: &mut Vec<Line>) {
     let (d, m) = (x.dims, x.model);
-    if let Some(repo) = x.req.repo {
+    // The repository is guessed from a file name: written only when it is one the
+    // `hf` field accepts.
+    if let Some(repo) = x.req.repo.filter(|r| hf_accepts(r)) {
         out.push(line("hf", quote(repo), ""));
     }
-    let params = architecture::parameters(m);
-    out.push(line(
-        "parameters",
-        format!("{:.2}B", params.total / 1e9),
-        "computed from the architecture",
-    ));
+    let params = architecture::parameters(m).total;
+    // In billions to two places; a model too small for that (a test's) as a plain count.
+    let shown = if params >= 5e6 {
+        format!("{:.2}B", params / 1e9)
+    } else {
+        format!("{params:.0}")
+    };
+    out.push(line("parameters", shown, "computed from the architecture"));
     out.push(line("layers", d.layers, "num_hidden_layers"));
     out.push(line("hidden", d.hidden, "hidden_size"));
     out.push(line("heads", d.heads, "num_attention_heads"));

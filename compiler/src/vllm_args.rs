@@ -11,7 +11,7 @@
 
 use crate::diagnostics::Code;
 use crate::schema::VLLM_OPTIONS;
-use crate::text_rules::{redact_secrets, secret_shape};
+use crate::secrets::{redact_secrets, secret_shape};
 use serde::Deserialize;
 use std::sync::OnceLock;
 
@@ -577,7 +577,7 @@ mod tests {
     /// JSON value, and in `env` under an innocuous name; no message quotes the token.
     #[test]
     fn token_shaped_values_are_refused_without_being_quoted() {
-        for (token, what) in crate::text_rules::FAKE_TOKENS {
+        for (token, what) in crate::secrets::FAKE_TOKENS {
             let tail = &token[token.len() - 8..];
             for args in [
                 words(&["--hf-overrides", &format!(r#"{{"auth": "{token}"}}"#)]),

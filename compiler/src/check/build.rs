@@ -370,9 +370,10 @@ impl<'s, 'w> Checker<'s, 'w> {
                     ok = false;
                 }
                 for (name, value) in &env {
-                    let (Some(shape), Some(at)) =
-                        (text_rules::secret_shape(value), f.get("env").map(|v| v.at))
-                    else {
+                    let (Some(shape), Some(at)) = (
+                        crate::secrets::secret_shape(value),
+                        f.get("env").map(|v| v.at),
+                    ) else {
                         continue;
                     };
                     self.push(

@@ -495,3 +495,117 @@ fn big_strings_and_floods_of_diagnostics_stay_bounded() {
         "{note}"
     );
 }
+
+/// A credential pasted into `extra_args`, into `env` under an innocuous name, or into a
+/// network profile's `env` would be written in plain text into scripts, manifests and
+/// report.json: each token shape is refused with E0316 in all three places, and neither
+/// the terminal nor the JSON output repeats the token. Ordinary values check clean.
+#[test]
+fn token_shaped_values_are_refused_and_never_echoed() {
+    let dir = common::fresh_dir("secrets");
+    let tokens = [
+        "hf_Xk3v9QmZr7TbLw2NcYp5HsDfJg8AeUo1Ri",
+        "sk-proj-4fQz9XvLm2Rt7YbNw3Kc8HsPj5Dg1AeU",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFU",
+        "AKIAIOSFODNN7EXAMPLE",
+        "ASIAY34FZKBOKMUTVV7A",
+        "ghp_R7mX2kQ9vLw4Tb8Nc3Yp6HsDj1Fg5AeUo0Zi",
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+        "-----BEGIN PRIVATE KEY----- MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+    ];
+    let file = |name: &str, value: &str| {
+        let f = dir.join(format!("{name}.dist"));
+        std::fs::write(
+            &f,
+            format!(
+                "import std.nodes.dgx_h100\nimport std.models.llama_3_1_8b\n\
+                 network n {{ env = [\"NCCL_DEBUG_FILE={value}\"] }}\n\
+                 cluster c {{ nodes = 1 × dgx_h100, network = n }}\n\
+                 deploy d {{ model = llama_3_1_8b, cluster = c, layout = tp 1, engine = vllm {{\n\
+                   extra_args = [\"--lora-modules\", \"adapter={value}\"],\n\
+                   env = [\"DOWNLOAD_AUTH={value}\"] }} }}\n"
+            ),
+        )
+        .unwrap();
+        f
+    };
+    for (i, token) in tokens.iter().enumerate() {
+        let f = file(&format!("t{i}"), token);
+        let tail = &token[token.len() - 10..];
+        let human = dic_within(&["check", f.to_str().unwrap()], Duration::from_secs(10));
+        no_panic(&human);
+        let err = String::from_utf8_lossy(&human.stderr);
+        assert_eq!(human.status.code(), Some(1), "{token}: {err}");
+        let o = dic_within(
+            &["check", f.to_str().unwrap(), "--format", "json"],
+            Duration::from_secs(10),
+        );
+        let out = String::from_utf8_lossy(&o.stdout);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let codes: Vec<&str> = v[0]["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|d| d["code"].as_str())
+            .collect();
+        assert_eq!(codes, ["E0316"; 3], "{token}: {err}");
+        // The source line is quoted in the terminal's snippet; the messages never are.
+        let messages: Vec<&str> = v[0]["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|d| d["message"].as_str())
+            .collect();
+        assert!(
+            messages.iter().all(|m| !m.contains(tail)),
+            "{token}: {messages:?}"
+        );
+        assert!(err.contains("hf_token_secret"), "{token}: {err}");
+    }
+    let ordinary = file("ordinary", "/mnt/models/hf_cache/meta-llama--Llama-3.1-8B");
+    let o = dic_within(
+        &["check", ordinary.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    no_panic(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// `dic import-hf` on configs with hostile counts exits 1 with E0901 naming the field,
+/// and writes no definition (before, `num_key_value_heads: -8` became `kv_heads = 64`
+/// and `head_dim: 0` a definition `dic check` refused).
+#[test]
+fn import_hf_refuses_hostile_counts_with_the_field_named() {
+    let dir = common::fresh_dir("import_hostile");
+    let base = r#""num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8, "vocab_size": 1000, "max_position_embeddings": 4096, "intermediate_size": 1024"#;
+    for (i, (extra, field)) in [
+        (r#""num_key_value_heads": -8"#, "num_key_value_heads"),
+        (r#""num_key_value_heads": 0"#, "num_key_value_heads"),
+        (r#""head_dim": 0"#, "head_dim"),
+        (r#""num_key_value_heads": 2.5"#, "num_key_value_heads"),
+        (
+            r#""num_experts": 4, "num_experts_per_tok": 8, "moe_intermediate_size": 64"#,
+            "num_experts_per_tok",
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let f = dir.join(format!("c{i}_config.json"));
+        std::fs::write(&f, format!("{{ {base}, {extra} }}")).unwrap();
+        let o = dic_within(&["import-hf", f.to_str().unwrap()], Duration::from_secs(10));
+        no_panic(&o);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{extra}: {err}");
+        assert!(
+            err.contains("E0901") && err.contains(&format!("`{field}`")),
+            "{extra}: {err}"
+        );
+        assert!(o.stdout.is_empty(), "{extra}: wrote a definition");
+    }
+}

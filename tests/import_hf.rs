@@ -493,3 +493,284 @@ fn family_variants_import() {
         imported_model(&text);
     }
 }
+
+/// A small dense config with `extra` merged over it (a JSON object's fields).
+fn small_config(extra: &str) -> String {
+    let base = r#""architectures": ["LlamaForCausalLM"], "num_hidden_layers": 12, "hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 32000, "max_position_embeddings": 32768, "intermediate_size": 4096"#;
+    let mut v: serde_json::Value = serde_json::from_str(&format!("{{ {base} }}")).unwrap();
+    let extra: serde_json::Value = serde_json::from_str(&format!("{{ {extra} }}")).unwrap();
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v.to_string()
+}
+
+fn import_small(extra: &str) -> Result<String, Box<dic_compiler::diagnostics::Diagnostic>> {
+    import(&ImportRequest {
+        config: &small_config(extra),
+        quant_config: None,
+        name: "m",
+        repo: None,
+        source_name: "config.json",
+    })
+}
+
+/// The shapes that need each count: a MoE, an MLA, a hybrid with linear attention and
+/// Mamba, a windowed model, an encoder and a quantized checkpoint.
+const MOE: &str = r#""num_experts": 16, "num_experts_per_tok": 2, "moe_intermediate_size": 512, "n_shared_experts": 1, "shared_expert_intermediate_size": 1024, "first_k_dense_replace": 1, "decoder_sparse_step": 1"#;
+const MLA: &str = r#""num_key_value_heads": 8, "kv_lora_rank": 512, "q_lora_rank": 768, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128, "index_head_dim": 128, "index_n_heads": 64, "num_nextn_predict_layers": 1"#;
+const LINEAR: &str = r#""full_attention_interval": 4, "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4"#;
+const MAMBA: &str = r#""hybrid_override_pattern": "M-M*M-M-M*M-", "mamba_num_heads": 32, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4"#;
+const SLIDING: &str = r#""sliding_window": 1024, "sliding_window_pattern": 6, "swa_num_key_value_heads": 4, "swa_head_dim": 64"#;
+const GEMMA4: &str = r#""layer_types": ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "full_attention"], "sliding_window": 1024, "num_global_key_value_heads": 1, "global_head_dim": 256"#;
+const VISION: &str = r#""vision_config": {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "spatial_merge_size": 2, "out_hidden_size": 1024}"#;
+const LLAMA4: &str = r#""architectures": ["Llama4ForCausalLM"], "num_local_experts": 16, "num_experts_per_tok": 1, "intermediate_size_mlp": 8192, "interleave_moe_layer_step": 2"#;
+
+/// Every count import-hf reads, in the shape that reads it: negative, fractional,
+/// non-numeric and absurdly large values, and zero where zero means nothing, are refused
+/// at import with E0901 naming the config field (before, `num_key_value_heads: -8` was
+/// read as absent and `kv_heads = 0`, `head_dim = 0` or 2^26 layers were written for
+/// `dic check` to refuse). Each shape imports and checks clean as given.
+#[test]
+fn hostile_counts_are_refused_at_import_naming_the_field() {
+    // (shape, key, whether 0 is meaningful there)
+    let fields: &[(&str, &str, bool)] = &[
+        ("", "num_hidden_layers", false),
+        ("", "hidden_size", false),
+        ("", "num_attention_heads", false),
+        ("", "num_key_value_heads", false),
+        ("", "head_dim", false),
+        ("", "intermediate_size", false),
+        ("", "vocab_size", false),
+        ("", "max_position_embeddings", false),
+        (MOE, "num_experts", true),
+        (MOE, "num_experts_per_tok", false),
+        (MOE, "moe_intermediate_size", false),
+        (MOE, "n_shared_experts", true),
+        (MOE, "shared_expert_intermediate_size", true),
+        (MOE, "first_k_dense_replace", true),
+        (MOE, "decoder_sparse_step", false),
+        (LLAMA4, "num_local_experts", true),
+        (LLAMA4, "intermediate_size_mlp", false),
+        (LLAMA4, "interleave_moe_layer_step", false),
+        (MLA, "kv_lora_rank", true),
+        (MLA, "q_lora_rank", true),
+        (MLA, "qk_rope_head_dim", false),
+        (MLA, "qk_nope_head_dim", false),
+        (MLA, "v_head_dim", false),
+        (MLA, "index_head_dim", false),
+        (MLA, "index_n_heads", false),
+        (MLA, "num_nextn_predict_layers", true),
+        (LINEAR, "full_attention_interval", true),
+        (LINEAR, "linear_num_key_heads", false),
+        (LINEAR, "linear_num_value_heads", false),
+        (LINEAR, "linear_key_head_dim", false),
+        (LINEAR, "linear_value_head_dim", false),
+        (LINEAR, "linear_conv_kernel_dim", false),
+        (MAMBA, "mamba_num_heads", false),
+        (MAMBA, "mamba_head_dim", false),
+        (MAMBA, "ssm_state_size", false),
+        (MAMBA, "n_groups", false),
+        (MAMBA, "conv_kernel", false),
+        (SLIDING, "sliding_window_pattern", true),
+        (SLIDING, "swa_num_key_value_heads", false),
+        (SLIDING, "swa_head_dim", false),
+        (GEMMA4, "num_global_key_value_heads", false),
+        (GEMMA4, "global_head_dim", false),
+    ];
+    for (shape, key, zero_ok) in fields {
+        let text = import_small(shape).unwrap_or_else(|d| panic!("{key}: {}", d.message));
+        imported_model(&text);
+        let mut hostile = vec!["-8", "2.5", r#""8""#, "true", "[8]", "1099511627776"];
+        if !zero_ok {
+            hostile.push("0");
+        }
+        for value in hostile {
+            let extra = if shape.is_empty() {
+                format!(r#""{key}": {value}"#)
+            } else {
+                format!(r#"{shape}, "{key}": {value}"#)
+            };
+            let err = import_small(&extra).expect_err(&format!("{key} = {value} must be refused"));
+            assert_eq!(err.code.as_str(), "E0901", "{key} = {value}");
+            assert!(
+                err.message.contains(&format!("`{key}`")),
+                "{key} = {value}: {}",
+                err.message
+            );
+        }
+    }
+    // Zero where it means "none" is read as none, and the model checks clean.
+    for extra in [
+        format!(
+            r#"{MOE}, "n_shared_experts": 0, "shared_expert_intermediate_size": 0, "first_k_dense_replace": 0"#
+        ),
+        r#""kv_lora_rank": 0, "q_lora_rank": 0, "num_nextn_predict_layers": 0, "sliding_window": 0, "num_experts": 0"#.to_string(),
+        r#""sliding_window": null, "head_dim": null, "num_key_value_heads": 2.0"#.to_string(),
+        r#""quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": -1}"#
+            .to_string(),
+    ] {
+        let text = import_small(&extra).unwrap_or_else(|d| panic!("{extra}: {}", d.message));
+        imported_model(&text);
+    }
+}
+
+/// Counts that are each in range but contradict one another, or per-layer lists with
+/// entries no model has: refused at import with the fields named.
+#[test]
+fn inconsistent_configs_are_refused_at_import() {
+    let vision_huge = VISION.replace("1152", "16777216");
+    let cases: Vec<(String, &[&str])> = vec![
+        (
+            r#""num_experts": 4, "num_experts_per_tok": 8, "moe_intermediate_size": 64"#.into(),
+            &["num_experts_per_tok", "4 experts", "num_experts"],
+        ),
+        (r#""num_key_value_heads": 3"#.into(), &["num_key_value_heads", "3"]),
+        (r#""num_key_value_heads": 16"#.into(), &["num_key_value_heads", "16"]),
+        (
+            format!(r#"{GEMMA4}, "num_global_key_value_heads": 3"#),
+            &["num_global_key_value_heads"],
+        ),
+        (
+            format!(r#"{MOE}, "first_k_dense_replace": 13"#),
+            &["first_k_dense_replace", "12 layers"],
+        ),
+        (
+            r#""kv_lora_rank": 512, "qk_rope_head_dim": 64, "v_head_dim": 128"#.into(),
+            &["qk_nope_head_dim"],
+        ),
+        (
+            r#""attn_type_list": [0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1]"#.into(),
+            &["attn_type_list", "2"],
+        ),
+        (
+            r#""hybrid_layer_pattern": [0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, -1], "sliding_window": 128"#
+                .into(),
+            &["hybrid_layer_pattern", "-1"],
+        ),
+        (
+            format!(r#"{MOE}, "moe_layer_freq": [0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0.5]"#),
+            &["moe_layer_freq", "0.5"],
+        ),
+        (
+            format!(r#"{MOE}, "mlp_only_layers": [0, 12]"#),
+            &["mlp_only_layers", "12"],
+        ),
+        (
+            r#""layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention"]"#.into(),
+            &["layer_types", "sliding_window"],
+        ),
+        (
+            VISION.replace("27", "-27"),
+            &["vision_config.depth", "negative"],
+        ),
+        (vision_huge, &["encoder_parameters", "vision_config"]),
+        (
+            r#""quantization_config": {"quant_method": "awq", "bits": 4.5}"#.into(),
+            &["bits", "4.5"],
+        ),
+        (
+            r#""quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 2000000}"#
+                .into(),
+            &["group_size", "quant_group"],
+        ),
+        (
+            r#""num_hidden_layers": 65536, "hidden_size": 16777216, "num_attention_heads": 16384, "num_key_value_heads": 16384, "head_dim": 1024, "intermediate_size": 16777216"#.into(),
+            &["parameters"],
+        ),
+    ];
+    for (extra, needles) in cases {
+        let err = import_small(&extra).expect_err(&extra);
+        assert_eq!(err.code.as_str(), "E0901", "{extra}");
+        for n in needles {
+            assert!(
+                err.message.contains(n),
+                "{extra}: no `{n}` in {}",
+                err.message
+            );
+        }
+    }
+}
+
+/// Every count in every shared config, replaced by a negative, fractional or zero value:
+/// the import either refuses it naming that field (or, for a zero, what the model then
+/// lacks), or (a field import-hf does not read, or where 0 means none) writes a
+/// definition that checks clean.
+#[cfg_attr(
+    dic_no_shared,
+    ignore = "needs ../shared, the reference data beside the repository"
+)]
+#[test]
+fn no_count_in_a_shared_config_is_mapped_silently() {
+    let Some(shared) = common::shared_dir() else {
+        return;
+    };
+    let dir = shared.join("models/hf");
+    let mut refused = 0;
+    for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+        let file_name = entry.file_name().to_string_lossy().to_string();
+        if !file_name.ends_with("_config.json") || file_name.ends_with("_hf_quant_config.json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(entry.path()).unwrap();
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+            continue; // Python's Infinity/NaN: covered by the snapshot test
+        };
+        let import_text = |config: &str| {
+            import(&ImportRequest {
+                config,
+                quant_config: None,
+                name: "m",
+                repo: None,
+                source_name: "config.json",
+            })
+        };
+        let original = import_text(&v.to_string()).unwrap();
+        let nested = v.get("text_config").is_some();
+        let obj = v.get("text_config").unwrap_or(&v).as_object().unwrap();
+        for (key, value) in obj {
+            if value.as_u64().is_none() {
+                continue;
+            }
+            for hostile in [
+                serde_json::json!(-8),
+                serde_json::json!(2.5),
+                serde_json::json!(0),
+            ] {
+                let mut changed = v.clone();
+                let target = if nested {
+                    &mut changed["text_config"]
+                } else {
+                    &mut changed
+                };
+                target[key] = hostile.clone();
+                let zero = hostile == serde_json::json!(0);
+                match import_text(&changed.to_string()) {
+                    // A field import-hf does not read changes nothing; one it reads is
+                    // never taken as absent when negative or fractional.
+                    Ok(text) => {
+                        assert!(
+                            zero || text == original,
+                            "{file_name}: {key} = {hostile} was read as absent:\n{text}"
+                        );
+                        imported_model(&text);
+                    }
+                    // A negative or fractional count is refused naming its field; a
+                    // zero may instead make the model lack what it then needs (no
+                    // experts: no `intermediate_size` for dense layers), but never
+                    // reaches the last-resort check of the written definition.
+                    Err(d) => {
+                        let named = d.message.contains(&format!("`{key}`"));
+                        assert!(
+                            named || (zero && !d.message.contains("inconsistent")),
+                            "{file_name}: {key} = {hostile}: {}",
+                            d.message
+                        );
+                        refused += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(refused > 100, "only {refused} refusals");
+}

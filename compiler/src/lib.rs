@@ -21,6 +21,7 @@ pub mod reference;
 pub mod resolve;
 pub mod sample;
 pub mod schema;
+pub mod secrets;
 pub mod source;
 pub mod span;
 pub mod stdlib;

@@ -4,9 +4,14 @@
 //! through `engine = vllm { extra_args = [...], env = [...] }`: an unknown option gets
 //! the closest name, a value the wrong shape is refused as argparse would, and an option
 //! or variable dic itself sets is refused with the `.dist` field that sets it, so the
-//! memory model and the command line cannot disagree.
+//! memory model and the command line cannot disagree; a token-shaped value (a Hugging
+//! Face, OpenAI, AWS or GitHub credential, a JWT, a private key) is refused wherever it
+//! sits (E0316), since these values are written in plain text into scripts, manifests
+//! and report.json.
 
+use crate::diagnostics::Code;
 use crate::schema::VLLM_OPTIONS;
+use crate::secrets::{redact_secrets, secret_shape};
 use serde::Deserialize;
 use std::sync::OnceLock;
 
@@ -115,13 +120,64 @@ pub fn env_managed_by(name: &str) -> Option<&'static str> {
     })
 }
 
-/// What is wrong with one word of `extra_args`.
+/// What is wrong with one item of `extra_args` or `env`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArgProblem {
-    /// Index of the word in the list.
+    /// Index of the item in the list.
     pub index: usize,
+    /// E0314 (an option or variable dic cannot pass through) or E0316 (a credential).
+    pub code: Code,
+    /// Never quotes a credential: token-shaped text is cut to its prefix (`hf_…`).
     pub message: String,
     pub help: String,
+}
+
+/// Where credentials come from instead of a `.dist` file: the Secret references dic has.
+pub const SECRET_HELP: &str = "credentials are referenced, never written into a .dist file: \
+    the Hugging Face token through `hf_token_secret` and the API key through \
+    `api_key_secret` (Kubernetes Secrets; scripts read HF_TOKEN and VLLM_API_KEY from the \
+    node's environment); set any other credential in the nodes' environment or a Secret \
+    outside dic";
+
+/// The E0316 problem for item `index` when it holds a credential; `context` leads the
+/// message (the caller adds the item's place where it has its own prefix).
+fn secret_problem(context: &str, index: usize, item: &str) -> Option<ArgProblem> {
+    let shape = secret_shape(item)?;
+    Some(ArgProblem {
+        index,
+        code: Code::InlineSecret,
+        message: format!(
+            "{context}looks like {} (`{}`), which would be written in plain text into every \
+             script, manifest and report.json",
+            shape.what, shape.shown
+        ),
+        help: SECRET_HELP.into(),
+    })
+}
+
+/// Checks `env` (`NAME=value` items, names already checked as POSIX names): a variable
+/// dic sets itself or one named like a credential (E0314), and a value shaped like a
+/// credential under any name (E0316).
+pub fn check_env(items: &[String]) -> Vec<ArgProblem> {
+    let mut problems = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let name = item.split('=').next().unwrap_or_default();
+        if let Some(by) = env_managed_by(name) {
+            problems.push(ArgProblem {
+                index,
+                code: Code::InvalidExtraArg,
+                message: format!("`env` sets `{name}`, which dic does not take from here"),
+                help: format!("it comes from {by}"),
+            });
+        } else if let Some(p) = secret_problem(
+            &format!("`env` item {} (`{name}`) ", index + 1),
+            index,
+            item,
+        ) {
+            problems.push(p);
+        }
+    }
+    problems
 }
 
 /// An option word split at its first `.`: `--compilation-config.cudagraph_mode` is
@@ -144,6 +200,22 @@ const COMPILATION_KEYS: [(&str, &str); 1] = [("cudagraph_mode", "cudagraph_mode"
 /// into one JSON it places last, which replaces a whole `--compilation-config JSON`
 /// written here, so that form is refused.
 pub fn check_extra_args(words: &[String], dic_json_keys: bool) -> Vec<ArgProblem> {
+    let mut problems: Vec<ArgProblem> = words
+        .iter()
+        .enumerate()
+        .filter_map(|(index, word)| secret_problem("", index, word))
+        .collect();
+    for mut p in option_problems(words, dic_json_keys) {
+        p.message = redact_secrets(&p.message);
+        p.help = redact_secrets(&p.help);
+        problems.push(p);
+    }
+    problems.sort_by_key(|p| p.index);
+    problems
+}
+
+/// What vLLM's parser, or dic's rule against options it sets, finds wrong in `words`.
+fn option_problems(words: &[String], dic_json_keys: bool) -> Vec<ArgProblem> {
     let mut problems = Vec::new();
     let is_option = |w: &str| w.starts_with('-') && w.len() > 1 && w.parse::<f64>().is_err();
     let mut i = 0;
@@ -154,6 +226,7 @@ pub fn check_extra_args(words: &[String], dic_json_keys: bool) -> Vec<ArgProblem
         if !is_option(word) {
             problems.push(ArgProblem {
                 index,
+                code: Code::InvalidExtraArg,
                 message: format!("`{word}` is not an option: `vllm serve` takes its model from dic"),
                 help: "extra_args holds options (`--name` and its value as separate items, or `--name=value`)".into(),
             });
@@ -181,6 +254,7 @@ pub fn check_extra_args(words: &[String], dic_json_keys: bool) -> Vec<ArgProblem
             };
             problems.push(ArgProblem {
                 index,
+                code: Code::InvalidExtraArg,
                 message: format!("vLLM {VLLM_VERSION} has no option `{name}`"),
                 help,
             });
@@ -190,6 +264,7 @@ pub fn check_extra_args(words: &[String], dic_json_keys: bool) -> Vec<ArgProblem
         if let Some(by) = managed_by(&opt.dest) {
             problems.push(ArgProblem {
                 index,
+                code: Code::InvalidExtraArg,
                 message: format!("dic sets `{}` itself", opt.flags[0]),
                 help: format!("set it through {by}"),
             });
@@ -203,6 +278,7 @@ pub fn check_extra_args(words: &[String], dic_json_keys: bool) -> Vec<ArgProblem
         {
             problems.push(ArgProblem {
                 index,
+                code: Code::InvalidExtraArg,
                 message: format!("dic sets `{base}.{field}` itself"),
                 help: format!("set it through `engine = vllm {{ {field} = … }}`"),
             });
@@ -214,6 +290,7 @@ pub fn check_extra_args(words: &[String], dic_json_keys: bool) -> Vec<ArgProblem
             if inline.is_some() {
                 problems.push(ArgProblem {
                     index,
+                    code: Code::InvalidExtraArg,
                     message: format!("`{name}` is a switch and takes no value"),
                     help: format!("write `{name}` alone"),
                 });
@@ -234,6 +311,7 @@ pub fn check_extra_args(words: &[String], dic_json_keys: bool) -> Vec<ArgProblem
         if values.is_empty() && *nargs != serde_json::json!("?") {
             problems.push(ArgProblem {
                 index,
+                code: Code::InvalidExtraArg,
                 message: format!("`{name}` expects a value"),
                 help: format!("add its value as the next item: `\"{name}\", \"…\"`"),
             });
@@ -248,6 +326,7 @@ pub fn check_extra_args(words: &[String], dic_json_keys: bool) -> Vec<ArgProblem
             if let Some(why) = value_problem(opt, v) {
                 problems.push(ArgProblem {
                     index,
+                    code: Code::InvalidExtraArg,
                     message: format!("`{name} {v}`: {why}"),
                     help: "vLLM's parser would refuse it at startup".into(),
                 });
@@ -277,6 +356,7 @@ fn whole_compilation_config(
     let Ok(json) = serde_json::from_str::<serde_json::Value>(v) else {
         return Some(ArgProblem {
             index,
+            code: Code::InvalidExtraArg,
             message: format!("`{name}` takes a JSON object; `{v}` is not JSON"),
             help: format!("write it as `{name}.KEY=VALUE` items, or as a JSON object"),
         });
@@ -287,12 +367,14 @@ fn whole_compilation_config(
     {
         return Some(ArgProblem {
             index,
+            code: Code::InvalidExtraArg,
             message: format!("`{name}` sets `{field}`, which dic sets itself"),
             help: format!("set it through `engine = vllm {{ {field} = … }}`"),
         });
     }
     dic_json_keys.then(|| ArgProblem {
         index,
+        code: Code::InvalidExtraArg,
         message: format!(
             "a whole `{name}` JSON would be dropped: dic sets `cudagraph_mode` as \
              `--compilation-config.cudagraph_mode`, and vLLM's parser gathers such keys into \
@@ -489,5 +571,62 @@ mod tests {
         assert!(env_managed_by("VLLM_API_KEY").is_some());
         assert!(env_managed_by("OPENAI_API_KEY").is_some());
         assert_eq!(env_managed_by("VLLM_ATTENTION_BACKEND"), None);
+    }
+
+    /// Every token shape is refused (E0316) in `extra_args`, alone, after `=` or inside a
+    /// JSON value, and in `env` under an innocuous name; no message quotes the token.
+    #[test]
+    fn token_shaped_values_are_refused_without_being_quoted() {
+        for (token, what) in crate::secrets::FAKE_TOKENS {
+            let tail = &token[token.len() - 8..];
+            for args in [
+                words(&["--hf-overrides", &format!(r#"{{"auth": "{token}"}}"#)]),
+                words(&[&format!("--lora-modules=a={token}")]),
+                words(&[token]),
+            ] {
+                let p = check_extra_args(&args, false);
+                let secret: Vec<_> = p.iter().filter(|p| p.code == Code::InlineSecret).collect();
+                assert_eq!(secret.len(), 1, "{args:?}: {p:?}");
+                assert!(secret[0].message.contains(what), "{p:?}");
+                assert!(secret[0].help.contains("hf_token_secret"), "{p:?}");
+                for p in &p {
+                    assert!(!p.message.contains(tail) && !p.help.contains(tail), "{p:?}");
+                }
+            }
+            let p = check_env(&words(&[
+                "VLLM_ATTENTION_BACKEND=FLASHINFER",
+                &format!("DOWNLOAD_AUTH={token}"),
+            ]));
+            assert_eq!(p.len(), 1, "{token}: {p:?}");
+            assert_eq!((p[0].index, p[0].code), (1, Code::InlineSecret));
+            assert!(p[0].message.contains("DOWNLOAD_AUTH"), "{p:?}");
+            assert!(!p[0].message.contains(tail), "{p:?}");
+        }
+    }
+
+    /// Paths, model ids, numbers and JSON are passed through untouched.
+    #[test]
+    fn ordinary_values_are_not_taken_for_credentials() {
+        let args = words(&[
+            "--tokenizer",
+            "meta-llama/Llama-3.1-70B-Instruct",
+            "--download-dir",
+            "/mnt/models/hf_cache",
+            "--max-lora-rank",
+            "64",
+            "--hf-overrides",
+            r#"{"rope_scaling": {"type": "yarn", "factor": 4.0}}"#,
+        ]);
+        assert_eq!(check_extra_args(&args, false), vec![]);
+        let env = words(&[
+            "VLLM_ATTENTION_BACKEND=FLASHINFER",
+            "HF_HUB_ENABLE_HF_TRANSFER=1",
+            "NCCL_IB_HCA=mlx5_0,mlx5_1",
+            "VLLM_CONFIG_ROOT=/etc/vllm",
+        ]);
+        assert_eq!(check_env(&env), vec![]);
+        let p = check_env(&words(&["HF_TOKEN=hf_Xk3v9QmZr7TbLw2NcYp5HsDfJg8AeUo1Ri"]));
+        assert_eq!(p.len(), 1, "one diagnostic, for the name: {p:?}");
+        assert_eq!(p[0].code, Code::InvalidExtraArg);
     }
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 /// Layers, lowest first: what each module is for.
 const LAYERS: &[&[&str]] = &[
     // foundations: positions, numbers, names, diagnostics as data
-    &["span", "text_rules", "sample", "layers"],
+    &["span", "text_rules", "secrets", "sample", "layers"],
     &["diagnostics"],
     &["units", "syntax"],
     &["stdlib", "source", "schema"],

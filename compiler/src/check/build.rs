@@ -369,6 +369,26 @@ impl<'s, 'w> Checker<'s, 'w> {
                     );
                     ok = false;
                 }
+                for (name, value) in &env {
+                    let (Some(shape), Some(at)) = (
+                        crate::secrets::secret_shape(value),
+                        f.get("env").map(|v| v.at),
+                    ) else {
+                        continue;
+                    };
+                    self.push(
+                        Diagnostic::new(
+                            Code::InlineSecret,
+                            format!(
+                                "`env` sets `{name}` to what looks like {} (`{}`)",
+                                shape.what, shape.shown
+                            ),
+                        )
+                        .primary(at.file, at.span, "written into manifests in plain text")
+                        .help(crate::vllm_args::SECRET_HELP),
+                    );
+                    ok = false;
+                }
                 let host_network = r.boolean("host_network").unwrap_or(false);
                 if host_network && r.string("socket_ifname").is_none() {
                     let at = f.get("host_network").map(|v| v.entry).expect("present");
@@ -569,7 +589,7 @@ impl Checker<'_, '_> {
             ) {
                 self.push(
                     Diagnostic::new(
-                        Code::InvalidExtraArg,
+                        p.code,
                         format!("`extra_args` item {}: {}", p.index + 1, p.message),
                     )
                     .primary(fv.at.file, fv.at.span, "passed to `vllm serve`")
@@ -579,19 +599,13 @@ impl Checker<'_, '_> {
             }
         }
         if let Some(fv) = opts.get("env") {
-            for item in r.strings("env") {
-                let name = item.split('=').next().unwrap_or_default();
-                if let Some(by) = crate::vllm_args::env_managed_by(name) {
-                    self.push(
-                        Diagnostic::new(
-                            Code::InvalidExtraArg,
-                            format!("`env` sets `{name}`, which dic does not take from here"),
-                        )
+            for p in crate::vllm_args::check_env(&r.strings("env")) {
+                self.push(
+                    Diagnostic::new(p.code, p.message)
                         .primary(fv.at.file, fv.at.span, "the vLLM processes' environment")
-                        .help(format!("it comes from {by}")),
-                    );
-                    ok = false;
-                }
+                        .help(p.help),
+                );
+                ok = false;
             }
         }
         ok

@@ -80,6 +80,7 @@ codes! {
     InvalidLayerPattern = "E0313", Error, "invalid layer pattern";
     InvalidExtraArg = "E0314", Error, "vLLM option or variable dic cannot pass through";
     SpecMethodUnavailable = "E0315", Error, "speculative method the model cannot run";
+    InlineSecret = "E0316", Error, "credential written in plain text";
 
     TpAcrossNodes = "E0401", Error, "tensor parallelism across nodes";
     HeadsNotDivisible = "E0402", Error, "attention heads not divisible by TP";

@@ -88,7 +88,7 @@ fn read_plan(path: &str) -> Result<Plan, u8> {
             "{}",
             dic::render::plain_error(
                 path,
-                &text,
+                &displayable(&text),
                 &e.message,
                 e.span.clone(),
                 e.help.as_deref(),
@@ -97,6 +97,21 @@ fn read_plan(path: &str) -> Result<Plan, u8> {
         );
         USAGE
     })
+}
+
+/// `text` with each control character but line breaks and tabs replaced by as many `?`
+/// as it has bytes: an excerpt of a hostile plan cannot drive the terminal, and every
+/// byte offset (a diagnostic's span) still points at the same place.
+fn displayable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && !matches!(c, '\n' | '\r' | '\t') {
+                "?".repeat(c.len_utf8())
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 pub fn run(a: RunArgs) -> u8 {
@@ -299,25 +314,53 @@ fn calibration_sizes(scale: f64) -> Vec<u64> {
 }
 
 fn rendezvous_addr(a: &RunArgs, plan: &Plan, serves: bool) -> Result<SocketAddr, String> {
-    let text = match &a.rendezvous {
-        Some(r) => r.clone(),
-        None => {
-            let env = &plan.rendezvous.address_env;
-            match std::env::var(env) {
-                Ok(host) if !host.is_empty() => format!("{host}:{}", plan.rendezvous.port),
-                _ if serves => format!("127.0.0.1:{}", plan.rendezvous.port),
-                _ => {
-                    return Err(format!(
-                        "set {env} to rank 0's address (or pass --rendezvous host:port)"
-                    ))
-                }
-            }
+    if let Some(text) = &a.rendezvous {
+        // The command line's own text: safe to echo.
+        return text
+            .to_socket_addrs()
+            .map_err(|e| format!("rendezvous address `{text}`: {e}"))?
+            .next()
+            .ok_or_else(|| format!("rendezvous address `{text}` resolves to nothing"));
+    }
+    // The plan's variable was checked at validation to be address-shaped and not a
+    // secret; its value is still never printed, only the variable's name.
+    let env = &plan.rendezvous.address_env;
+    let port = plan.rendezvous.port;
+    let host = match std::env::var(env) {
+        Ok(host) if !host.is_empty() => host,
+        _ if serves => return Ok(SocketAddr::from(([127, 0, 0, 1], port))),
+        _ => {
+            return Err(format!(
+                "set {env} to rank 0's address (or pass --rendezvous host:port)"
+            ))
         }
     };
-    text.to_socket_addrs()
-        .map_err(|e| format!("rendezvous address `{text}`: {e}"))?
+    if !looks_like_host(&host) {
+        return Err(format!(
+            "${env} does not hold a host name or IP address (its value is not shown); set it to rank 0's address"
+        ));
+    }
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(&host);
+    (bare, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("rank 0's address in ${env} does not resolve: {e}"))?
         .next()
-        .ok_or_else(|| format!("rendezvous address `{text}` resolves to nothing"))
+        .ok_or_else(|| format!("rank 0's address in ${env} resolves to nothing"))
+}
+
+/// A DNS name or an IP address (v6 with or without brackets), by its characters alone.
+fn looks_like_host(s: &str) -> bool {
+    let s = s
+        .strip_prefix('[')
+        .and_then(|s| s.strip_suffix(']'))
+        .unwrap_or(s);
+    !s.is_empty()
+        && s.len() <= 253
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_' | '%'))
 }
 
 /// Run `ranks` as child processes; `rendezvous` is rank 0's address (None: loopback on a

@@ -529,13 +529,18 @@ fn plans_edited_by_hand_are_rejected_before_any_socket_opens() {
 
 /// A rank of a job that finishes quickly (one scaled-down iteration).
 fn finishing_rank(plan: &Path, rank: usize, port: u16, secret: &str) -> Child {
+    finishing_rank_within(plan, rank, port, secret, 20)
+}
+
+/// [`finishing_rank`] with a timeout of `timeout` seconds.
+fn finishing_rank_within(plan: &Path, rank: usize, port: u16, secret: &str, timeout: u64) -> Child {
     Command::new(env!("CARGO_BIN_EXE_dic"))
         .args(["run", plan.to_str().unwrap(), "--rank", &rank.to_string()])
         .args([
             "--rendezvous",
             &format!("127.0.0.1:{port}"),
             "--timeout",
-            "20",
+            &timeout.to_string(),
         ])
         .args([
             "--scale",
@@ -746,4 +751,138 @@ fn expecting_a_transport_needs_the_nccl_backend_and_ranks_dic_starts() {
     let o = common::dic(&["run", plan, "--local", "--expect-transport", "infiniband"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("net-ib"));
+}
+
+/// `address_env` names the variable holding rank 0's address: a plan that names the
+/// job's secret (or any variable that is not an address) is refused before anything reads
+/// it, and an address variable whose value is not a host name is refused without echoing
+/// or resolving it.
+#[test]
+fn a_plan_cannot_read_secrets_or_arbitrary_variables_as_addresses() {
+    let _serial = serial();
+    let plan = eight_rank_plan();
+    let text = std::fs::read_to_string(&plan).unwrap();
+    assert!(text.contains("address_env = \"DIC_HEAD_ADDR\""));
+    let secret = "s3cr3t-value-that-must-not-leak-0123456789";
+    for name in [
+        "DIC_JOB_SECRET",
+        "HOME",
+        "AWS_SECRET_ACCESS_KEY",
+        "GITHUB_TOKEN_ADDR",
+        "dic_head_addr",
+    ] {
+        let f = plan.with_file_name(format!("env-{name}.toml"));
+        std::fs::write(
+            &f,
+            text.replace("\"DIC_HEAD_ADDR\"", &format!("\"{name}\"")),
+        )
+        .unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_dic"))
+            .args(["run", f.to_str().unwrap(), "--rank", "1", "--timeout", "2"])
+            .env("DIC_JOB_SECRET", secret)
+            .env(name, secret)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(!err.contains(secret), "{name}: the value leaked: {err}");
+        assert!(err.contains("address_env"), "{name}: {err}");
+    }
+    for value in [secret, "10.0.0.1; rm -rf /", "\u{1b}[2Jhost"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_dic"))
+            .args([
+                "run",
+                plan.to_str().unwrap(),
+                "--rank",
+                "1",
+                "--timeout",
+                "2",
+            ])
+            .env("DIC_JOB_SECRET", secret)
+            .env("DIC_HEAD_ADDR", value)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{value:?}: {err}");
+        assert!(
+            !err.contains(value) && !err.contains('\u{1b}'),
+            "the value leaked: {err}"
+        );
+        assert!(err.contains("DIC_HEAD_ADDR"), "{err}");
+    }
+}
+
+/// Control characters in a plan's strings (an escape sequence in the deployment's name, a
+/// bell in a group's) reach neither the terminal nor the report raw; a link name, which
+/// becomes a `.dist` identifier under `--calibrate`, must be one.
+#[test]
+fn control_characters_in_plan_strings_are_escaped_on_output() {
+    let _serial = serial();
+    let plan = eight_rank_plan();
+    let text = std::fs::read_to_string(&plan).unwrap();
+    let dep = text
+        .lines()
+        .find(|l| l.starts_with("deployment = "))
+        .unwrap();
+    let evil = text
+        .replacen(
+            dep,
+            "deployment = \"evil\\u001b[2J\\u001b]0;pwned\\u0007\\nfake line\"",
+            1,
+        )
+        .replacen("name = \"tp.0\"", "name = \"tp.0\\u001b[31m\"", 1);
+    let f = plan.with_file_name("control.toml");
+    std::fs::write(&f, &evil).unwrap();
+    let o = dic(&[
+        "run",
+        f.to_str().unwrap(),
+        "--local",
+        "--scale",
+        "0.001",
+        "--iterations",
+        "1",
+        "--max-calls",
+        "1",
+    ]);
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{err}");
+    for s in [&out, &err] {
+        assert!(
+            !s.contains('\u{1b}') && !s.contains('\u{7}'),
+            "raw control characters: {s:?}"
+        );
+        assert!(!s.contains("\nfake line"), "{s}");
+    }
+    assert!(out.contains("evil\\u{1b}[2J"), "{out}");
+    // an unknown group kind echoes the group's name in the diagnostic
+    let bad_kind = evil.replacen("kind = \"tp\"", "kind = \"x\\u001b[5m\"", 1);
+    std::fs::write(&f, &bad_kind).unwrap();
+    let o = dic(&["run", f.to_str().unwrap(), "--local"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+    // a raw escape byte in the file: a TOML error whose excerpt shows the line
+    std::fs::write(
+        &f,
+        text.replacen("[rendezvous]", "[rendezvous]\u{1b}[2J", 1),
+    )
+    .unwrap();
+    let o = dic(&["run", f.to_str().unwrap(), "--local"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+    // a link name that is not an identifier
+    let link = text.lines().find(|l| l.starts_with("link = ")).unwrap();
+    std::fs::write(
+        &f,
+        text.replacen(link, "link = \"x {\\n}\\nlink evil = y\"", 1),
+    )
+    .unwrap();
+    let o = dic(&["run", f.to_str().unwrap(), "--local"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("link"), "{err}");
 }

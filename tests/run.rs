@@ -753,6 +753,185 @@ fn expecting_a_transport_needs_the_nccl_backend_and_ranks_dic_starts() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("net-ib"));
 }
 
+/// Runs the 8-rank job (rank 0 first, then ranks 1–7 once `before_ranks` has done its
+/// mischief at rank 0's port); returns whether every rank succeeded, their stderr and the
+/// time from the start of ranks 1–7 to the end of the job.
+fn job_with(
+    plan: &Path,
+    before_ranks: &mut dyn FnMut(&str),
+) -> (bool, Vec<(bool, String)>, Duration) {
+    let mut rank0 = finishing_rank(plan, 0, 0, TEST_SECRET);
+    let port = announced_port(&mut rank0);
+    before_ranks(&format!("127.0.0.1:{port}"));
+    let start = Instant::now();
+    let mut children = vec![rank0];
+    for r in 1..8 {
+        children.push(finishing_rank(plan, r, port, TEST_SECRET));
+    }
+    let (results, _) = wait_all(children, Duration::from_secs(90));
+    let ok = results.iter().all(|(ok, _)| *ok);
+    (ok, results, start.elapsed())
+}
+
+/// Ten clients that connect to rank 0's rendezvous port and say nothing: handled one by
+/// one, each held rank 0 for its 2 s handshake wait (20 s in all, past the job's 20 s
+/// timeout: "rank 1 never joined"). Handled concurrently, they cost the job nothing.
+#[test]
+fn ten_silent_connections_do_not_delay_a_join() {
+    let _serial = serial();
+    let plan = eight_rank_plan();
+    let (ok, results, baseline) = job_with(&plan, &mut |_| {});
+    assert!(ok, "{results:?}");
+    let mut silent = Vec::new();
+    let (ok, results, took) = job_with(&plan, &mut |addr| {
+        for _ in 0..10 {
+            silent.push(std::net::TcpStream::connect(addr).unwrap());
+        }
+    });
+    eprintln!("8-rank job: {baseline:?} alone, {took:?} with 10 silent connections first");
+    assert!(ok, "{results:?}");
+    // One handshake wait is 2 s; serial handling costs 10 of them.
+    assert!(
+        took < baseline + Duration::from_secs(3),
+        "the silent connections delayed the job: {took:?} against {baseline:?}"
+    );
+    drop(silent);
+}
+
+/// The handshake a client of another job (or an attacker who knows the protocol but not
+/// the secret) sends rank 0: a well-formed hello for rank 1 whose tag is under `key` and
+/// over `challenge`. Returns what rank 0 answered after its opening.
+fn forged_hello(
+    addr: &str,
+    key: &dic_runtime::auth::JobKey,
+    digest: u64,
+    stale_challenge: bool,
+) -> Vec<u8> {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut opening = [0u8; 20];
+    s.read_exact(&mut opening).unwrap();
+    let challenge = if stale_challenge {
+        [9u8; 16]
+    } else {
+        opening[4..].try_into().unwrap()
+    };
+    let mut body = 1u64.to_le_bytes().to_vec();
+    body.extend_from_slice(&digest.to_le_bytes());
+    body.extend_from_slice(&4321u16.to_le_bytes());
+    let mine = [5u8; 16];
+    let mut hello = opening[..4].to_vec();
+    hello.extend_from_slice(&body);
+    hello.extend_from_slice(&mine);
+    hello.extend_from_slice(&key.tag(&[b"hello", &challenge, &body, &mine]));
+    s.write_all(&hello).unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    got
+}
+
+/// Hostile clients at rank 0's port while the job forms — garbage, the right magic then a
+/// megabyte (a length prefix the size of the address space), a hello tagged with another
+/// job's key, a replayed hello (the right key over a stale nonce), a client that sends a
+/// byte every 300 ms, one that connects and hangs up, and a flood of 300 connections
+/// (more than rank 0 keeps in flight): each is refused (at most the opening and a "not
+/// authenticated" byte), and the honest ranks still complete the job promptly.
+#[test]
+fn malicious_peers_are_refused_without_affecting_honest_ranks() {
+    use std::io::Write;
+    let _serial = serial();
+    let plan = eight_rank_plan();
+    let digest = dic_runtime::plan::digest(&std::fs::read(&plan).unwrap());
+    let (ok, results, baseline) = job_with(&plan, &mut |_| {});
+    assert!(ok, "{results:?}");
+    let mut held = Vec::new();
+    let mut answers = Vec::new();
+    let (ok, results, took) = job_with(&plan, &mut |addr| {
+        let mut garbage = std::net::TcpStream::connect(addr).unwrap();
+        garbage.write_all(&[0xA5; 70]).unwrap();
+        held.push(garbage);
+        let mut huge = std::net::TcpStream::connect(addr).unwrap();
+        let mut bytes = 0x3249_4352u32.to_le_bytes().to_vec();
+        bytes.extend_from_slice(&u64::MAX.to_le_bytes());
+        bytes.resize(1 << 20, 0xFF);
+        let _ = huge.write_all(&bytes);
+        held.push(huge);
+        let other =
+            dic_runtime::auth::JobKey::from_secret("another job's secret, long enough").unwrap();
+        answers.push(("wrong key", forged_hello(addr, &other, digest, false)));
+        let ours = dic_runtime::auth::JobKey::from_secret(TEST_SECRET).unwrap();
+        answers.push(("replayed nonce", forged_hello(addr, &ours, digest, true)));
+        let slow = std::net::TcpStream::connect(addr).unwrap();
+        let dribble = std::thread::spawn(move || {
+            for b in 0x3249_4352u32.to_le_bytes().iter().cycle().take(20) {
+                if (&slow).write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        });
+        drop(std::net::TcpStream::connect(addr).unwrap());
+        for _ in 0..300 {
+            held.push(std::net::TcpStream::connect(addr).unwrap());
+        }
+        drop(dribble);
+    });
+    eprintln!("8-rank job: {baseline:?} alone, {took:?} with hostile clients first");
+    assert!(ok, "{results:?}");
+    for (what, got) in &answers {
+        // the opening was read by the client; what came after is one refusal byte
+        assert_eq!(got, &[2u8], "{what}: rank 0 answered {got:?}");
+    }
+    assert!(
+        took < baseline + Duration::from_secs(3),
+        "hostile clients delayed the job: {took:?} against {baseline:?}"
+    );
+}
+
+/// A rank with the wrong secret and a client that never finishes its handshake: rank 0
+/// and every rank that came say why rank 2 is missing, not only that it never joined.
+#[test]
+fn a_rank_that_fails_its_handshake_is_named_with_the_cause() {
+    let _serial = serial();
+    let plan = eight_rank_plan();
+    let mut rank0 = finishing_rank_within(&plan, 0, 0, TEST_SECRET, 6);
+    let port = announced_port(&mut rank0);
+    let silent = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    let mut children = vec![rank0];
+    for r in 1..8 {
+        let secret = if r == 2 {
+            "a different secret, long enough"
+        } else {
+            TEST_SECRET
+        };
+        children.push(finishing_rank_within(&plan, r, port, secret, 6));
+    }
+    let (results, took) = wait_all(children, Duration::from_secs(40));
+    drop(silent);
+    assert!(took < Duration::from_secs(25), "took {took:?}");
+    assert!(
+        results[2].1.contains("DIC_JOB_SECRET differs"),
+        "{}",
+        results[2].1
+    );
+    for (r, (ok, err)) in results.iter().enumerate() {
+        assert!(!ok, "rank {r} should fail");
+        if r == 2 {
+            continue;
+        }
+        assert!(err.contains("rank 2 never joined"), "rank {r}: {err}");
+        assert!(
+            err.contains("says it is rank 2 but does not verify: wrong job secret"),
+            "rank {r}: {err}"
+        );
+        assert!(
+            err.contains("timed out reading the handshake from 127.0.0.1:"),
+            "rank {r}: {err}"
+        );
+    }
+}
+
 /// `address_env` names the variable holding rank 0's address: a plan that names the
 /// job's secret (or any variable that is not an address) is refused before anything reads
 /// it, and an address variable whose value is not a host name is refused without echoing

@@ -9,8 +9,9 @@
 //! This module is the transport (the authenticated mesh, frames, heartbeats, aborts);
 //! [`collectives`] holds the algorithms on top of it.
 
-use crate::auth::{nonce, JobKey, NONCE, TAG};
+use crate::auth::{JobKey, NONCE, TAG};
 use crate::comm::{add_into, CommError, CommResult, Communicator};
+use crate::handshake::Handshakes;
 use std::cell::{Cell, RefCell};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -36,6 +37,8 @@ const KIND_HEARTBEAT: u8 = 2;
 /// An abort frame that blames nobody in particular.
 const NO_CULPRIT: u64 = u64::MAX;
 const HEADER: usize = 4 + 1 + 8 + 8;
+/// Bytes of a mesh hello: magic, rank, digest, tag.
+const MESH_HELLO: usize = 4 + 8 + 8 + TAG;
 /// Below this many bytes AllReduce takes the tree (fewer steps); above, the ring.
 pub const TREE_THRESHOLD: usize = 64 * 1024;
 
@@ -115,66 +118,57 @@ impl Mesh {
             slots[p] = Some(stream);
         }
         let mut waiting: Vec<usize> = peers.iter().copied().filter(|&p| p > rank).collect();
-        listener
-            .set_nonblocking(true)
+        // Every connection's handshake runs side by side, each bounded by HANDSHAKE_WAIT:
+        // a silent or slow stranger costs the ranks nothing.
+        let mut handshakes = Handshakes::new(listener, HANDSHAKE_MAGIC, MESH_HELLO, HANDSHAKE_WAIT)
             .map_err(|e| CommError::new(format!("listener: {e}")))?;
         while !waiting.is_empty() {
-            match listener.accept() {
-                Ok((stream, _)) => {
-                    stream.set_nonblocking(false).ok();
-                    stream.set_nodelay(true).ok();
-                    // A silent or slow stranger costs at most a few seconds, never the run.
-                    let wait = remaining(deadline)
-                        .min(HANDSHAKE_WAIT)
-                        .max(Duration::from_millis(1));
-                    stream.set_read_timeout(Some(wait)).ok();
-                    stream.set_write_timeout(Some(wait)).ok();
-                    let challenge = nonce().map_err(CommError::new)?;
-                    let mut opening = HANDSHAKE_MAGIC.to_le_bytes().to_vec();
-                    opening.extend_from_slice(&challenge);
-                    if (&stream).write_all(&opening).is_err() {
-                        continue;
-                    }
-                    let mut hello = [0u8; 4 + 16 + TAG];
-                    if (&stream).read_exact(&mut hello).is_err() {
-                        continue;
-                    }
-                    let body = &hello[4..20];
-                    if hello[0..4] != HANDSHAKE_MAGIC.to_le_bytes()
-                        || !key.verify(&[b"mesh", &challenge, body], &hello[20..])
-                    {
-                        continue; // not a rank of this job
-                    }
-                    let who = u64::from_le_bytes(body[0..8].try_into().expect("8 bytes")) as usize;
-                    let their = u64::from_le_bytes(body[8..16].try_into().expect("8 bytes"));
-                    if !waiting.contains(&who) {
-                        continue;
-                    }
-                    if their != digest {
-                        return Err(CommError::blame(
-                            who,
-                            format!("rank {who} runs a different plan file (digest {their:016x}, this rank's {digest:016x})"),
-                        ));
-                    }
-                    waiting.retain(|&w| w != who);
-                    slots[who] = Some(stream);
+            if Instant::now() >= deadline {
+                let first = waiting[0];
+                let mut message = format!(
+                    "rank{} {} never connected within {} s",
+                    if waiting.len() > 1 { "s" } else { "" },
+                    list(&waiting),
+                    timeout.as_secs()
+                );
+                if let Some(failures) = handshakes.failures() {
+                    message.push_str(&format!("; meanwhile {failures}"));
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    if Instant::now() >= deadline {
-                        let first = waiting[0];
-                        return Err(CommError::blame(
-                            first,
-                            format!(
-                                "rank{} {} never connected within {} s",
-                                if waiting.len() > 1 { "s" } else { "" },
-                                list(&waiting),
-                                timeout.as_secs()
-                            ),
-                        ));
-                    }
-                    std::thread::sleep(Duration::from_millis(1));
+                return Err(CommError::blame(first, message));
+            }
+            let arrived = handshakes.poll(deadline);
+            if arrived.is_empty() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            for a in arrived {
+                let body = &a.hello[4..20];
+                if !key.verify(&[b"mesh", &a.challenge, body], &a.hello[20..]) {
+                    handshakes.fail(format!(
+                        "the hello from {} does not verify: wrong job secret (not a rank of this job)",
+                        a.peer
+                    ));
+                    continue;
                 }
-                Err(e) => return Err(CommError::new(format!("accept: {e}"))),
+                let (who, their) = match (body[0..8].try_into(), body[8..16].try_into()) {
+                    (Ok(w), Ok(t)) => (u64::from_le_bytes(w) as usize, u64::from_le_bytes(t)),
+                    _ => continue,
+                };
+                if !waiting.contains(&who) {
+                    handshakes.fail(format!(
+                        "the hello from {} says it is rank {who}, not a rank this one waits for",
+                        a.peer
+                    ));
+                    continue;
+                }
+                if their != digest {
+                    return Err(CommError::blame(
+                        who,
+                        format!("rank {who} runs a different plan file (plan digest mismatch: {their:016x}, this rank's {digest:016x})"),
+                    ));
+                }
+                a.stream.set_nodelay(true).ok();
+                waiting.retain(|&w| w != who);
+                slots[who] = Some(a.stream);
             }
         }
         let peers = slots
@@ -272,7 +266,8 @@ impl Mesh {
         if kind == KIND_ABORT {
             let mut msg = vec![0u8; len.min(1 << 16)];
             read_full(&peer.reader, &mut msg, p, self.timeout, &what)?;
-            let text = String::from_utf8_lossy(&msg).into_owned();
+            // A peer's words reach this rank's terminal: no control characters.
+            let text = crate::plan::printable(&String::from_utf8_lossy(&msg));
             // An abort frame's sequence field carries the rank it blames.
             return Err(CommError {
                 message: format!("rank {p} aborted: {text}"),

@@ -991,6 +991,98 @@ fn a_plan_cannot_read_secrets_or_arbitrary_variables_as_addresses() {
     }
 }
 
+/// The child processes of `pid` (by their parent in /proc).
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid …: comm may hold spaces, so split after its ')'
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
+}
+
+/// Threads of process `pid`.
+fn threads_of(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("Threads:")
+                    .map(|v| v.trim().parse().unwrap_or(0))
+            })
+        })
+        .unwrap_or(0)
+}
+
+/// A rank stopped (SIGSTOP) mid-replay under `--local`: its neighbours notice after the
+/// 3 s timeout, and the launcher ends the job then, not after another timeout + 5 s.
+#[test]
+fn a_stopped_rank_under_local_ends_the_job_within_its_timeout() {
+    let _serial = serial();
+    let plan = eight_rank_plan();
+    let launcher = Command::new(env!("CARGO_BIN_EXE_dic"))
+        .args(["run", plan.to_str().unwrap(), "--local", "--timeout", "3"])
+        .args(["--scale", "0.001", "--iterations", "100000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Every rank is in the replay once it runs its heartbeat and sender threads.
+    let start = Instant::now();
+    let ranks = loop {
+        let kids = children_of(launcher.id());
+        if kids.len() == 8 && kids.iter().all(|&k| threads_of(k) >= 3) {
+            break kids;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the job did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let rank1 = ranks
+        .iter()
+        .copied()
+        .find(|&k| {
+            std::fs::read(format!("/proc/{k}/cmdline"))
+                .unwrap_or_default()
+                .split(|&b| b == 0)
+                .collect::<Vec<_>>()
+                .windows(2)
+                .any(|w| w[0] == b"--rank" && w[1] == b"1")
+        })
+        .unwrap();
+    let stopped = Instant::now();
+    // SAFETY: sends SIGSTOP to a grandchild this test started (through the launcher).
+    #[allow(unsafe_code)] // FFI: kill(2) with SIGSTOP
+    unsafe {
+        libc::kill(rank1 as i32, libc::SIGSTOP)
+    };
+    let (results, _) = wait_all(vec![launcher], Duration::from_secs(30));
+    let took = stopped.elapsed();
+    eprintln!("a stopped rank ended the --local job {took:?} after SIGSTOP (timeout 3 s)");
+    let (ok, err) = &results[0];
+    assert!(!ok);
+    assert!(err.contains("rank at fault: 1"), "{err}");
+    // 3 s of silence, up to one heartbeat (0.75 s) before it, and the reports
+    assert!(
+        took < Duration::from_secs(6),
+        "took {took:?} with a 3 s timeout: {err}"
+    );
+}
+
 /// Control characters in a plan's strings (an escape sequence in the deployment's name, a
 /// bell in a group's) reach neither the terminal nor the report raw; a link name, which
 /// becomes a `.dist` identifier under `--calibrate`, must be one.

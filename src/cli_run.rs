@@ -7,6 +7,7 @@
 use dic::exit::{ERRORS, OK, USAGE};
 use dic_runtime::auth::{JobKey, SECRET_ENV};
 use dic_runtime::local::{self, ChildEvent, LocalError};
+use dic_runtime::machine;
 use dic_runtime::plan::{self, Plan};
 use dic_runtime::replay::ReplayOptions;
 use dic_runtime::session::{self, BackendKind, RankEvent, RankOptions};
@@ -114,6 +115,34 @@ fn displayable(text: &str) -> String {
         .collect()
 }
 
+/// Refuse, before any fork or socket, ranks this machine cannot hold (`forks`: as child
+/// processes of this one). `what` names them for the message.
+fn check_machine(
+    a: &RunArgs,
+    plan: &Plan,
+    ranks: &[usize],
+    forks: bool,
+    what: &str,
+) -> Result<(), u8> {
+    machine::raise_open_files();
+    let calibrate = if a.calibrate.is_some() {
+        calibration_sizes(a.scale)
+    } else {
+        Vec::new()
+    };
+    let demand = machine::demand(plan, ranks, forks, &replay_options(a), &calibrate);
+    let over = machine::check(&demand, &machine::Machine::this());
+    if over.is_empty() {
+        return Ok(());
+    }
+    eprintln!(
+        "error: {what}; this machine cannot hold {}: {}\n  help: lower --scale, or run fewer ranks per machine (`--node N` on each node, `--rank R` per GPU)",
+        if ranks.len() == 1 { "it" } else { "them" },
+        over.join("; ")
+    );
+    Err(USAGE)
+}
+
 pub fn run(a: RunArgs) -> u8 {
     if !(a.scale > 0.0 && a.scale.is_finite()) {
         eprintln!("error: --scale must be a positive number");
@@ -180,6 +209,10 @@ pub fn run(a: RunArgs) -> u8 {
     };
     if a.local {
         let all: Vec<usize> = (0..plan.world_size).collect();
+        let what = format!("--local would start {} rank processes", all.len());
+        if let Err(code) = check_machine(&a, &plan, &all, true, &what) {
+            return code;
+        }
         return run_children(&a, &plan, &all, None, timeout, &secret);
     }
     if let Some(node) = a.node {
@@ -192,6 +225,10 @@ pub fn run(a: RunArgs) -> u8 {
         if ranks.is_empty() {
             eprintln!("error: the plan places no rank on node {node}");
             return USAGE;
+        }
+        let what = format!("--node {node} would start {} rank processes", ranks.len());
+        if let Err(code) = check_machine(&a, &plan, &ranks, true, &what) {
+            return code;
         }
         let rendezvous = match rendezvous_addr(&a, &plan, node == 0) {
             Ok(r) => r,
@@ -217,6 +254,15 @@ pub fn run(a: RunArgs) -> u8 {
             plan.deployment
         );
         return USAGE;
+    }
+    if let Err(code) = check_machine(
+        &a,
+        &plan,
+        &[rank],
+        false,
+        &format!("rank {rank} cannot run here"),
+    ) {
+        return code;
     }
     let rendezvous = match rendezvous_addr(&a, &plan, rank == 0) {
         Ok(r) => r,

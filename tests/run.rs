@@ -1083,6 +1083,131 @@ fn a_stopped_rank_under_local_ends_the_job_within_its_timeout() {
     );
 }
 
+/// A plan of `world` ranks, each its own TP group of one, with empty schedules.
+fn plan_of_world(world: usize, dir: &Path) -> PathBuf {
+    let mut t = String::from(
+        "format = \"dic-nccl-plan/1\"\ndeployment = \"wide\"\nmodel = \"m\"\nlayout = \"l\"\n",
+    );
+    t.push_str(&format!("world_size = {world}\n\n[rendezvous]\naddress_env = \"DIC_HEAD_ADDR\"\nport = 29600\ntimeout_seconds = 30\n"));
+    for r in 0..world {
+        t.push_str(&format!("\n[[ranks]]\nrank = {r}\nnode = {}\nlocal_gpu = {}\ndp_replica = {r}\npp_stage = 0\ntp_rank = 0\n", r / 8, r % 8));
+    }
+    for r in 0..world {
+        t.push_str(&format!(
+            "\n[[groups]]\nname = \"tp.{r}\"\nkind = \"tp\"\nmembers = [{r}]\n"
+        ));
+    }
+    t.push_str("\n[decode_step]\ntokens = 1\npredicted_us = 0.0\nstages = []\n\n[prefill_chunk]\ntokens = 1\npredicted_us = 0.0\nstages = []\n");
+    std::fs::create_dir_all(dir).unwrap();
+    let f = dir.join(format!("world-{world}.toml"));
+    std::fs::write(&f, t).unwrap();
+    f
+}
+
+/// `dic` with its address space or open files limited (set in the child before exec).
+fn dic_limited(
+    args: &[&str],
+    resource: libc::__rlimit_resource_t,
+    limit: u64,
+) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut c = Command::new(env!("CARGO_BIN_EXE_dic"));
+    c.args(args).env("DIC_JOB_SECRET", TEST_SECRET);
+    // SAFETY: setrlimit(2) between fork and exec touches only the child.
+    #[allow(unsafe_code)] // FFI: setrlimit in pre_exec
+    unsafe {
+        c.pre_exec(move || {
+            let l = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(resource, &l) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    c.output().unwrap()
+}
+
+/// `--local` checks the machine before it forks: 4096 ranks (the most a plan may hold) do
+/// not fit in 64 open files (or this machine's CPUs), and the message says what would;
+/// a plan past the schema's bound is refused as a plan.
+#[test]
+fn local_refuses_plans_larger_than_the_machine_and_the_schema_bounds_ranks() {
+    let _serial = serial();
+    let dir = scratch("wide");
+    let plan = plan_of_world(4096, &dir);
+    let start = Instant::now();
+    let o = dic_limited(
+        &["run", plan.to_str().unwrap(), "--local"],
+        libc::RLIMIT_NOFILE,
+        64,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--local would start 4096 rank processes"),
+        "{err}"
+    );
+    assert!(err.contains("open files"), "{err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    let plan = plan_of_world(5000, &dir);
+    let o = dic(&["run", plan.to_str().unwrap(), "--local"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("world_size 5000 is outside 1..=4096"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A call whose buffers do not fit in memory (here: 4 GiB under a 3 GiB address space)
+/// is refused with a message before any rank connects, not killed by SIGABRT mid-run.
+#[test]
+fn a_call_too_large_for_memory_fails_with_a_message() {
+    let _serial = serial();
+    let plan = eight_rank_plan();
+    let text = std::fs::read_to_string(&plan).unwrap();
+    let bytes_line = text.lines().find(|l| l.starts_with("bytes = ")).unwrap();
+    let big = plan.with_file_name("big-call.toml");
+    std::fs::write(&big, text.replacen(bytes_line, "bytes = 4294967296", 1)).unwrap();
+    let big = big.to_str().unwrap();
+    for args in [
+        vec![
+            "run",
+            big,
+            "--local",
+            "--iterations",
+            "1",
+            "--max-calls",
+            "1",
+            "--timeout",
+            "20",
+        ],
+        vec![
+            "run",
+            big,
+            "--rank",
+            "0",
+            "--rendezvous",
+            "127.0.0.1:0",
+            "--timeout",
+            "5",
+        ],
+    ] {
+        let o = dic_limited(&args, libc::RLIMIT_AS, 3 << 30);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(!err.contains("SIGABRT") && !err.contains("signal"), "{err}");
+        assert!(err.contains("memory"), "{args:?}: {err}");
+        assert!(err.contains("GiB"), "{args:?}: {err}");
+    }
+}
+
 /// Control characters in a plan's strings (an escape sequence in the deployment's name, a
 /// bell in a group's) reach neither the terminal nor the report raw; a link name, which
 /// becomes a `.dist` identifier under `--calibrate`, must be one.

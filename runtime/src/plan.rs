@@ -263,8 +263,10 @@ pub fn digest(bytes: &[u8]) -> u64 {
     h
 }
 
-/// Largest world a plan may declare (a GB200 NVL72 rack is 72; whole pods of racks fit).
-pub const MAX_WORLD: u64 = 65_536;
+/// Largest world a plan may declare: 512 nodes of 8 GPUs, 56 GB200 NVL72 racks. Rank 0
+/// holds a connection to every rank (the rendezvous, the gather of results), and each
+/// connection has a sender thread: past a few thousand that is no longer a sane process.
+pub const MAX_WORLD: u64 = 4096;
 /// The longest timeout a plan or `--timeout` may set (a day): beyond it a deadline is no
 /// bound at all, and `Instant + Duration` can overflow.
 pub const MAX_TIMEOUT_SECONDS: u64 = 86_400;

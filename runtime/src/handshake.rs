@@ -173,6 +173,21 @@ impl Handshakes {
         }
     }
 
+    /// "ranks 2, 5 never {did} within N s", with why handshakes failed meanwhile: the
+    /// message of a wait that ended without every rank.
+    pub fn missing(&self, ranks: &[usize], did: &str, timeout: Duration) -> String {
+        let mut message = format!(
+            "rank{} {} never {did} within {} s",
+            if ranks.len() > 1 { "s" } else { "" },
+            crate::cpu::list(ranks),
+            timeout.as_secs()
+        );
+        if let Some(failures) = self.failures() {
+            message.push_str(&format!("; meanwhile {failures}"));
+        }
+        message
+    }
+
     /// What went wrong with the handshakes that failed, for the message of a rendezvous
     /// that ends without every rank (`None` when none failed).
     pub fn failures(&self) -> Option<String> {

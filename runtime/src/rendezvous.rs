@@ -15,7 +15,6 @@
 
 use crate::auth::{nonce, JobKey, NONCE, TAG};
 use crate::comm::{CommError, CommResult};
-use crate::cpu::list;
 use crate::handshake::{Arrived, Handshakes};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -112,16 +111,13 @@ pub fn serve(
         if Instant::now() >= deadline {
             if refusal.is_none() {
                 let missing: Vec<usize> = (1..world).filter(|&r| regs[r].is_none()).collect();
-                let mut message = format!(
-                    "rendezvous: rank{} {} never joined within {} s",
-                    if missing.len() > 1 { "s" } else { "" },
-                    list(&missing),
-                    timeout.as_secs()
-                );
-                if let Some(failures) = handshakes.failures() {
-                    message.push_str(&format!("; meanwhile {failures}"));
-                }
-                refusal = Some(CommError::blame(missing[0], message));
+                refusal = Some(CommError::blame(
+                    missing[0],
+                    format!(
+                        "rendezvous: {}",
+                        handshakes.missing(&missing, "joined", timeout)
+                    ),
+                ));
             }
             break;
         }

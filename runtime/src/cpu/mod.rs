@@ -124,17 +124,10 @@ impl Mesh {
             .map_err(|e| CommError::new(format!("listener: {e}")))?;
         while !waiting.is_empty() {
             if Instant::now() >= deadline {
-                let first = waiting[0];
-                let mut message = format!(
-                    "rank{} {} never connected within {} s",
-                    if waiting.len() > 1 { "s" } else { "" },
-                    list(&waiting),
-                    timeout.as_secs()
-                );
-                if let Some(failures) = handshakes.failures() {
-                    message.push_str(&format!("; meanwhile {failures}"));
-                }
-                return Err(CommError::blame(first, message));
+                return Err(CommError::blame(
+                    waiting[0],
+                    handshakes.missing(&waiting, "connected", timeout),
+                ));
             }
             let arrived = handshakes.poll(deadline);
             if arrived.is_empty() {

@@ -175,7 +175,9 @@ impl Handshakes {
 
     /// "ranks 2, 5 never {did} within N s", with why handshakes failed meanwhile: the
     /// message of a wait that ended without every rank.
-    pub fn missing(&self, ranks: &[usize], did: &str, timeout: Duration) -> String {
+    /// Handshakes still in flight count as timed out (the wait is over).
+    pub fn missing(&mut self, ranks: &[usize], did: &str, timeout: Duration) -> String {
+        self.expire();
         let mut message = format!(
             "rank{} {} never {did} within {} s",
             if ranks.len() > 1 { "s" } else { "" },
@@ -186,6 +188,18 @@ impl Handshakes {
             message.push_str(&format!("; meanwhile {failures}"));
         }
         message
+    }
+
+    /// End every handshake still in flight, as timed out: the caller stopped waiting, and
+    /// a client that connected in its last seconds is as much a cause as an earlier one.
+    fn expire(&mut self) {
+        let now = Instant::now();
+        while let Some(mut p) = self.pending.pop_front() {
+            p.deadline = now;
+            if let Progress::Failed(why) = p.advance(&self.magic, self.hello_len, now) {
+                self.fail(why);
+            }
+        }
     }
 
     /// What went wrong with the handshakes that failed, for the message of a rendezvous

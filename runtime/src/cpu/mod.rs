@@ -486,3 +486,82 @@ pub fn list(ranks: &[usize]) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two_listeners() -> (TcpListener, TcpListener, Vec<SocketAddr>) {
+        let l0 = TcpListener::bind("127.0.0.1:0").unwrap();
+        let l1 = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addrs = vec![l0.local_addr().unwrap(), l1.local_addr().unwrap()];
+        (l0, l1, addrs)
+    }
+
+    /// Ten silent connections at rank 0's mesh listener, opened before rank 1 dials: one
+    /// at a time they held rank 0 for 2 s each; side by side they cost nothing.
+    #[test]
+    fn silent_strangers_at_a_mesh_listener_delay_no_one() {
+        let key = JobKey::from_secret("mesh test secret 0123").unwrap();
+        let (l0, l1, addrs) = two_listeners();
+        let silent: Vec<TcpStream> = (0..10)
+            .map(|_| TcpStream::connect(addrs[0]).unwrap())
+            .collect();
+        let start = Instant::now();
+        let (k, a) = (key.clone(), addrs.clone());
+        let one = std::thread::spawn(move || {
+            Mesh::connect(1, &a, l1, &[0], 7, &k, Duration::from_secs(10)).map(|_| ())
+        });
+        let zero = Mesh::connect(0, &addrs, l0, &[1], 7, &key, Duration::from_secs(10));
+        assert!(zero.is_ok(), "{:?}", zero.err());
+        one.join().unwrap().unwrap();
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
+        drop(silent);
+    }
+
+    /// A peer that never connects is named with what the strangers at the listener did,
+    /// even one that connected in the wait's last moment.
+    #[test]
+    fn a_missing_peer_is_named_with_the_failed_handshakes() {
+        let key = JobKey::from_secret("mesh test secret 0123").unwrap();
+        let (l0, _l1, addrs) = two_listeners();
+        let mut garbage = TcpStream::connect(addrs[0]).unwrap();
+        garbage.write_all(&[0u8; 52]).unwrap();
+        let at = addrs[0];
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(700));
+            TcpStream::connect(at).unwrap()
+        });
+        let err = match Mesh::connect(
+            0,
+            &[addrs[0], addrs[1]],
+            l0,
+            &[1],
+            7,
+            &key,
+            Duration::from_secs(1),
+        ) {
+            Ok(_) => panic!("rank 1 never came"),
+            Err(e) => e,
+        };
+        let msg = err.message;
+        assert_eq!(err.culprit, Some(1));
+        assert!(
+            msg.starts_with("rank 1 never connected within 1 s; meanwhile 2 connections failed"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("sent bytes that are not a dic run handshake"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("timed out reading the handshake from 127.0.0.1:"),
+            "{msg}"
+        );
+        drop(late.join());
+    }
+}

@@ -7,6 +7,7 @@
 use dic::exit::{ERRORS, OK, USAGE};
 use dic_runtime::auth::{JobKey, SECRET_ENV};
 use dic_runtime::local::{self, ChildEvent, LocalError};
+use dic_runtime::machine;
 use dic_runtime::plan::{self, Plan};
 use dic_runtime::replay::ReplayOptions;
 use dic_runtime::session::{self, BackendKind, RankEvent, RankOptions};
@@ -88,7 +89,7 @@ fn read_plan(path: &str) -> Result<Plan, u8> {
             "{}",
             dic::render::plain_error(
                 path,
-                &text,
+                &displayable(&text),
                 &e.message,
                 e.span.clone(),
                 e.help.as_deref(),
@@ -97,6 +98,49 @@ fn read_plan(path: &str) -> Result<Plan, u8> {
         );
         USAGE
     })
+}
+
+/// `text` with each control character but line breaks and tabs replaced by as many `?`
+/// as it has bytes: an excerpt of a hostile plan cannot drive the terminal, and every
+/// byte offset (a diagnostic's span) still points at the same place.
+fn displayable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && !matches!(c, '\n' | '\r' | '\t') {
+                "?".repeat(c.len_utf8())
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Refuse, before any fork or socket, ranks this machine cannot hold (`forks`: as child
+/// processes of this one). `what` names them for the message.
+fn check_machine(
+    a: &RunArgs,
+    plan: &Plan,
+    ranks: &[usize],
+    forks: bool,
+    what: &str,
+) -> Result<(), u8> {
+    machine::raise_open_files();
+    let calibrate = if a.calibrate.is_some() {
+        calibration_sizes(a.scale)
+    } else {
+        Vec::new()
+    };
+    let demand = machine::demand(plan, ranks, forks, &replay_options(a), &calibrate);
+    let over = machine::check(&demand, &machine::Machine::this());
+    if over.is_empty() {
+        return Ok(());
+    }
+    eprintln!(
+        "error: {what}; this machine cannot hold {}: {}\n  help: lower --scale, or run fewer ranks per machine (`--node N` on each node, `--rank R` per GPU)",
+        if ranks.len() == 1 { "it" } else { "them" },
+        over.join("; ")
+    );
+    Err(USAGE)
 }
 
 pub fn run(a: RunArgs) -> u8 {
@@ -165,6 +209,10 @@ pub fn run(a: RunArgs) -> u8 {
     };
     if a.local {
         let all: Vec<usize> = (0..plan.world_size).collect();
+        let what = format!("--local would start {} rank processes", all.len());
+        if let Err(code) = check_machine(&a, &plan, &all, true, &what) {
+            return code;
+        }
         return run_children(&a, &plan, &all, None, timeout, &secret);
     }
     if let Some(node) = a.node {
@@ -177,6 +225,10 @@ pub fn run(a: RunArgs) -> u8 {
         if ranks.is_empty() {
             eprintln!("error: the plan places no rank on node {node}");
             return USAGE;
+        }
+        let what = format!("--node {node} would start {} rank processes", ranks.len());
+        if let Err(code) = check_machine(&a, &plan, &ranks, true, &what) {
+            return code;
         }
         let rendezvous = match rendezvous_addr(&a, &plan, node == 0) {
             Ok(r) => r,
@@ -202,6 +254,15 @@ pub fn run(a: RunArgs) -> u8 {
             plan.deployment
         );
         return USAGE;
+    }
+    if let Err(code) = check_machine(
+        &a,
+        &plan,
+        &[rank],
+        false,
+        &format!("rank {rank} cannot run here"),
+    ) {
+        return code;
     }
     let rendezvous = match rendezvous_addr(&a, &plan, rank == 0) {
         Ok(r) => r,
@@ -299,25 +360,53 @@ fn calibration_sizes(scale: f64) -> Vec<u64> {
 }
 
 fn rendezvous_addr(a: &RunArgs, plan: &Plan, serves: bool) -> Result<SocketAddr, String> {
-    let text = match &a.rendezvous {
-        Some(r) => r.clone(),
-        None => {
-            let env = &plan.rendezvous.address_env;
-            match std::env::var(env) {
-                Ok(host) if !host.is_empty() => format!("{host}:{}", plan.rendezvous.port),
-                _ if serves => format!("127.0.0.1:{}", plan.rendezvous.port),
-                _ => {
-                    return Err(format!(
-                        "set {env} to rank 0's address (or pass --rendezvous host:port)"
-                    ))
-                }
-            }
+    if let Some(text) = &a.rendezvous {
+        // The command line's own text: safe to echo.
+        return text
+            .to_socket_addrs()
+            .map_err(|e| format!("rendezvous address `{text}`: {e}"))?
+            .next()
+            .ok_or_else(|| format!("rendezvous address `{text}` resolves to nothing"));
+    }
+    // The plan's variable was checked at validation to be address-shaped and not a
+    // secret; its value is still never printed, only the variable's name.
+    let env = &plan.rendezvous.address_env;
+    let port = plan.rendezvous.port;
+    let host = match std::env::var(env) {
+        Ok(host) if !host.is_empty() => host,
+        _ if serves => return Ok(SocketAddr::from(([127, 0, 0, 1], port))),
+        _ => {
+            return Err(format!(
+                "set {env} to rank 0's address (or pass --rendezvous host:port)"
+            ))
         }
     };
-    text.to_socket_addrs()
-        .map_err(|e| format!("rendezvous address `{text}`: {e}"))?
+    if !looks_like_host(&host) {
+        return Err(format!(
+            "${env} does not hold a host name or IP address (its value is not shown); set it to rank 0's address"
+        ));
+    }
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(&host);
+    (bare, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("rank 0's address in ${env} does not resolve: {e}"))?
         .next()
-        .ok_or_else(|| format!("rendezvous address `{text}` resolves to nothing"))
+        .ok_or_else(|| format!("rank 0's address in ${env} resolves to nothing"))
+}
+
+/// A DNS name or an IP address (v6 with or without brackets), by its characters alone.
+fn looks_like_host(s: &str) -> bool {
+    let s = s
+        .strip_prefix('[')
+        .and_then(|s| s.strip_suffix(']'))
+        .unwrap_or(s);
+    !s.is_empty()
+        && s.len() <= 253
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_' | '%'))
 }
 
 /// Run `ranks` as child processes; `rendezvous` is rank 0's address (None: loopback on a

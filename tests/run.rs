@@ -529,13 +529,18 @@ fn plans_edited_by_hand_are_rejected_before_any_socket_opens() {
 
 /// A rank of a job that finishes quickly (one scaled-down iteration).
 fn finishing_rank(plan: &Path, rank: usize, port: u16, secret: &str) -> Child {
+    finishing_rank_within(plan, rank, port, secret, 20)
+}
+
+/// [`finishing_rank`] with a timeout of `timeout` seconds.
+fn finishing_rank_within(plan: &Path, rank: usize, port: u16, secret: &str, timeout: u64) -> Child {
     Command::new(env!("CARGO_BIN_EXE_dic"))
         .args(["run", plan.to_str().unwrap(), "--rank", &rank.to_string()])
         .args([
             "--rendezvous",
             &format!("127.0.0.1:{port}"),
             "--timeout",
-            "20",
+            &timeout.to_string(),
         ])
         .args([
             "--scale",
@@ -746,4 +751,534 @@ fn expecting_a_transport_needs_the_nccl_backend_and_ranks_dic_starts() {
     let o = common::dic(&["run", plan, "--local", "--expect-transport", "infiniband"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("net-ib"));
+}
+
+/// Runs the 8-rank job (rank 0 first, then ranks 1–7 once `before_ranks` has done its
+/// mischief at rank 0's port); returns whether every rank succeeded, their stderr and the
+/// time from the start of ranks 1–7 to the end of the job.
+fn job_with(
+    plan: &Path,
+    before_ranks: &mut dyn FnMut(&str),
+) -> (bool, Vec<(bool, String)>, Duration) {
+    let mut rank0 = finishing_rank(plan, 0, 0, TEST_SECRET);
+    let port = announced_port(&mut rank0);
+    before_ranks(&format!("127.0.0.1:{port}"));
+    let start = Instant::now();
+    let mut children = vec![rank0];
+    for r in 1..8 {
+        children.push(finishing_rank(plan, r, port, TEST_SECRET));
+    }
+    let (results, _) = wait_all(children, Duration::from_secs(90));
+    let ok = results.iter().all(|(ok, _)| *ok);
+    (ok, results, start.elapsed())
+}
+
+/// Ten clients that connect to rank 0's rendezvous port and say nothing: handled one by
+/// one, each held rank 0 for its 2 s handshake wait (20 s in all, past the job's 20 s
+/// timeout: "rank 1 never joined"). Handled concurrently, they cost the job nothing.
+#[test]
+fn ten_silent_connections_do_not_delay_a_join() {
+    let _serial = serial();
+    let plan = eight_rank_plan();
+    let (ok, results, baseline) = job_with(&plan, &mut |_| {});
+    assert!(ok, "{results:?}");
+    let mut silent = Vec::new();
+    let (ok, results, took) = job_with(&plan, &mut |addr| {
+        for _ in 0..10 {
+            silent.push(std::net::TcpStream::connect(addr).unwrap());
+        }
+    });
+    eprintln!("8-rank job: {baseline:?} alone, {took:?} with 10 silent connections first");
+    assert!(ok, "{results:?}");
+    // One handshake wait is 2 s; serial handling costs 10 of them.
+    assert!(
+        took < baseline + Duration::from_secs(3),
+        "the silent connections delayed the job: {took:?} against {baseline:?}"
+    );
+    drop(silent);
+}
+
+/// The handshake a client of another job (or an attacker who knows the protocol but not
+/// the secret) sends rank 0: a well-formed hello for rank 1 whose tag is under `key` and
+/// over `challenge`. Returns what rank 0 answered after its opening.
+fn forged_hello(
+    addr: &str,
+    key: &dic_runtime::auth::JobKey,
+    digest: u64,
+    stale_challenge: bool,
+) -> Vec<u8> {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut opening = [0u8; 20];
+    s.read_exact(&mut opening).unwrap();
+    let challenge = if stale_challenge {
+        [9u8; 16]
+    } else {
+        opening[4..].try_into().unwrap()
+    };
+    let mut body = 1u64.to_le_bytes().to_vec();
+    body.extend_from_slice(&digest.to_le_bytes());
+    body.extend_from_slice(&4321u16.to_le_bytes());
+    let mine = [5u8; 16];
+    let mut hello = opening[..4].to_vec();
+    hello.extend_from_slice(&body);
+    hello.extend_from_slice(&mine);
+    hello.extend_from_slice(&key.tag(&[b"hello", &challenge, &body, &mine]));
+    s.write_all(&hello).unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    got
+}
+
+/// Hostile clients at rank 0's port while the job forms — garbage, the right magic then a
+/// megabyte (a length prefix the size of the address space), a hello tagged with another
+/// job's key, a replayed hello (the right key over a stale nonce), a client that sends a
+/// byte every 300 ms, one that connects and hangs up, and a flood of 300 connections
+/// (more than rank 0 keeps in flight): each is refused (at most the opening and a "not
+/// authenticated" byte), and the honest ranks still complete the job promptly.
+#[test]
+fn malicious_peers_are_refused_without_affecting_honest_ranks() {
+    use std::io::Write;
+    let _serial = serial();
+    let plan = eight_rank_plan();
+    let digest = dic_runtime::plan::digest(&std::fs::read(&plan).unwrap());
+    let (ok, results, baseline) = job_with(&plan, &mut |_| {});
+    assert!(ok, "{results:?}");
+    let mut held = Vec::new();
+    let mut answers = Vec::new();
+    let (ok, results, took) = job_with(&plan, &mut |addr| {
+        let mut garbage = std::net::TcpStream::connect(addr).unwrap();
+        garbage.write_all(&[0xA5; 70]).unwrap();
+        held.push(garbage);
+        let mut huge = std::net::TcpStream::connect(addr).unwrap();
+        let mut bytes = 0x3249_4352u32.to_le_bytes().to_vec();
+        bytes.extend_from_slice(&u64::MAX.to_le_bytes());
+        bytes.resize(1 << 20, 0xFF);
+        let _ = huge.write_all(&bytes);
+        held.push(huge);
+        let other =
+            dic_runtime::auth::JobKey::from_secret("another job's secret, long enough").unwrap();
+        answers.push(("wrong key", forged_hello(addr, &other, digest, false)));
+        let ours = dic_runtime::auth::JobKey::from_secret(TEST_SECRET).unwrap();
+        answers.push(("replayed nonce", forged_hello(addr, &ours, digest, true)));
+        let slow = std::net::TcpStream::connect(addr).unwrap();
+        let dribble = std::thread::spawn(move || {
+            for b in 0x3249_4352u32.to_le_bytes().iter().cycle().take(20) {
+                if (&slow).write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        });
+        drop(std::net::TcpStream::connect(addr).unwrap());
+        for _ in 0..300 {
+            held.push(std::net::TcpStream::connect(addr).unwrap());
+        }
+        drop(dribble);
+    });
+    eprintln!("8-rank job: {baseline:?} alone, {took:?} with hostile clients first");
+    assert!(ok, "{results:?}");
+    for (what, got) in &answers {
+        // the opening was read by the client; what came after is one refusal byte
+        assert_eq!(got, &[2u8], "{what}: rank 0 answered {got:?}");
+    }
+    assert!(
+        took < baseline + Duration::from_secs(3),
+        "hostile clients delayed the job: {took:?} against {baseline:?}"
+    );
+}
+
+/// A rank with the wrong secret and a client that never finishes its handshake: rank 0
+/// and every rank that came say why rank 2 is missing, not only that it never joined.
+#[test]
+fn a_rank_that_fails_its_handshake_is_named_with_the_cause() {
+    let _serial = serial();
+    let plan = eight_rank_plan();
+    let mut rank0 = finishing_rank_within(&plan, 0, 0, TEST_SECRET, 6);
+    let port = announced_port(&mut rank0);
+    let silent = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    let mut children = vec![rank0];
+    for r in 1..8 {
+        let secret = if r == 2 {
+            "a different secret, long enough"
+        } else {
+            TEST_SECRET
+        };
+        children.push(finishing_rank_within(&plan, r, port, secret, 6));
+    }
+    let (results, took) = wait_all(children, Duration::from_secs(40));
+    drop(silent);
+    assert!(took < Duration::from_secs(25), "took {took:?}");
+    assert!(
+        results[2].1.contains("DIC_JOB_SECRET differs"),
+        "{}",
+        results[2].1
+    );
+    for (r, (ok, err)) in results.iter().enumerate() {
+        assert!(!ok, "rank {r} should fail");
+        if r == 2 {
+            continue;
+        }
+        assert!(err.contains("rank 2 never joined"), "rank {r}: {err}");
+        assert!(
+            err.contains("says it is rank 2 but does not verify: wrong job secret"),
+            "rank {r}: {err}"
+        );
+        assert!(
+            err.contains("timed out reading the handshake from 127.0.0.1:"),
+            "rank {r}: {err}"
+        );
+    }
+}
+
+/// `address_env` names the variable holding rank 0's address: a plan that names the
+/// job's secret (or any variable that is not an address) is refused before anything reads
+/// it, and an address variable whose value is not a host name is refused without echoing
+/// or resolving it.
+#[test]
+fn a_plan_cannot_read_secrets_or_arbitrary_variables_as_addresses() {
+    let _serial = serial();
+    let plan = eight_rank_plan();
+    let text = std::fs::read_to_string(&plan).unwrap();
+    assert!(text.contains("address_env = \"DIC_HEAD_ADDR\""));
+    let secret = "s3cr3t-value-that-must-not-leak-0123456789";
+    for name in [
+        "DIC_JOB_SECRET",
+        "HOME",
+        "AWS_SECRET_ACCESS_KEY",
+        "GITHUB_TOKEN_ADDR",
+        "dic_head_addr",
+    ] {
+        let f = plan.with_file_name(format!("env-{name}.toml"));
+        std::fs::write(
+            &f,
+            text.replace("\"DIC_HEAD_ADDR\"", &format!("\"{name}\"")),
+        )
+        .unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_dic"))
+            .args(["run", f.to_str().unwrap(), "--rank", "1", "--timeout", "2"])
+            .env("DIC_JOB_SECRET", secret)
+            .env(name, secret)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(!err.contains(secret), "{name}: the value leaked: {err}");
+        assert!(err.contains("address_env"), "{name}: {err}");
+    }
+    for value in [secret, "10.0.0.1; rm -rf /", "\u{1b}[2Jhost"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_dic"))
+            .args([
+                "run",
+                plan.to_str().unwrap(),
+                "--rank",
+                "1",
+                "--timeout",
+                "2",
+            ])
+            .env("DIC_JOB_SECRET", secret)
+            .env("DIC_HEAD_ADDR", value)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{value:?}: {err}");
+        assert!(
+            !err.contains(value) && !err.contains('\u{1b}'),
+            "the value leaked: {err}"
+        );
+        assert!(err.contains("DIC_HEAD_ADDR"), "{err}");
+    }
+}
+
+/// The child processes of `pid` (by their parent in /proc).
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid …: comm may hold spaces, so split after its ')'
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
+}
+
+/// Threads of process `pid`.
+fn threads_of(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("Threads:")
+                    .map(|v| v.trim().parse().unwrap_or(0))
+            })
+        })
+        .unwrap_or(0)
+}
+
+/// A rank stopped (SIGSTOP) mid-replay under `--local`: its neighbours notice after the
+/// 3 s timeout, and the launcher ends the job then, not after another timeout + 5 s.
+#[test]
+fn a_stopped_rank_under_local_ends_the_job_within_its_timeout() {
+    let _serial = serial();
+    let plan = eight_rank_plan();
+    let launcher = Command::new(env!("CARGO_BIN_EXE_dic"))
+        .args(["run", plan.to_str().unwrap(), "--local", "--timeout", "3"])
+        .args(["--scale", "0.001", "--iterations", "100000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Every rank is in the replay once it runs its heartbeat and sender threads.
+    let start = Instant::now();
+    let ranks = loop {
+        let kids = children_of(launcher.id());
+        if kids.len() == 8 && kids.iter().all(|&k| threads_of(k) >= 3) {
+            break kids;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the job did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let rank1 = ranks
+        .iter()
+        .copied()
+        .find(|&k| {
+            std::fs::read(format!("/proc/{k}/cmdline"))
+                .unwrap_or_default()
+                .split(|&b| b == 0)
+                .collect::<Vec<_>>()
+                .windows(2)
+                .any(|w| w[0] == b"--rank" && w[1] == b"1")
+        })
+        .unwrap();
+    let stopped = Instant::now();
+    // SAFETY: sends SIGSTOP to a grandchild this test started (through the launcher).
+    #[allow(unsafe_code)] // FFI: kill(2) with SIGSTOP
+    unsafe {
+        libc::kill(rank1 as i32, libc::SIGSTOP)
+    };
+    let (results, _) = wait_all(vec![launcher], Duration::from_secs(30));
+    let took = stopped.elapsed();
+    eprintln!("a stopped rank ended the --local job {took:?} after SIGSTOP (timeout 3 s)");
+    let (ok, err) = &results[0];
+    assert!(!ok);
+    assert!(err.contains("rank at fault: 1"), "{err}");
+    // 3 s of silence, up to one heartbeat (0.75 s) before it, and the reports
+    assert!(
+        took < Duration::from_secs(6),
+        "took {took:?} with a 3 s timeout: {err}"
+    );
+}
+
+/// A plan of `world` ranks, each its own TP group of one, with empty schedules.
+fn plan_of_world(world: usize, dir: &Path) -> PathBuf {
+    let mut t = String::from(
+        "format = \"dic-nccl-plan/1\"\ndeployment = \"wide\"\nmodel = \"m\"\nlayout = \"l\"\n",
+    );
+    t.push_str(&format!("world_size = {world}\n\n[rendezvous]\naddress_env = \"DIC_HEAD_ADDR\"\nport = 29600\ntimeout_seconds = 30\n"));
+    for r in 0..world {
+        t.push_str(&format!("\n[[ranks]]\nrank = {r}\nnode = {}\nlocal_gpu = {}\ndp_replica = {r}\npp_stage = 0\ntp_rank = 0\n", r / 8, r % 8));
+    }
+    for r in 0..world {
+        t.push_str(&format!(
+            "\n[[groups]]\nname = \"tp.{r}\"\nkind = \"tp\"\nmembers = [{r}]\n"
+        ));
+    }
+    t.push_str("\n[decode_step]\ntokens = 1\npredicted_us = 0.0\nstages = []\n\n[prefill_chunk]\ntokens = 1\npredicted_us = 0.0\nstages = []\n");
+    std::fs::create_dir_all(dir).unwrap();
+    let f = dir.join(format!("world-{world}.toml"));
+    std::fs::write(&f, t).unwrap();
+    f
+}
+
+/// `dic` with its address space or open files limited (set in the child before exec).
+fn dic_limited(
+    args: &[&str],
+    resource: libc::__rlimit_resource_t,
+    limit: u64,
+) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut c = Command::new(env!("CARGO_BIN_EXE_dic"));
+    c.args(args).env("DIC_JOB_SECRET", TEST_SECRET);
+    // SAFETY: setrlimit(2) between fork and exec touches only the child.
+    #[allow(unsafe_code)] // FFI: setrlimit in pre_exec
+    unsafe {
+        c.pre_exec(move || {
+            let l = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(resource, &l) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    c.output().unwrap()
+}
+
+/// `--local` checks the machine before it forks: 4096 ranks (the most a plan may hold) do
+/// not fit in 64 open files (or this machine's CPUs), and the message says what would;
+/// a plan past the schema's bound is refused as a plan.
+#[test]
+fn local_refuses_plans_larger_than_the_machine_and_the_schema_bounds_ranks() {
+    let _serial = serial();
+    let dir = scratch("wide");
+    let plan = plan_of_world(4096, &dir);
+    let start = Instant::now();
+    let o = dic_limited(
+        &["run", plan.to_str().unwrap(), "--local"],
+        libc::RLIMIT_NOFILE,
+        64,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--local would start 4096 rank processes"),
+        "{err}"
+    );
+    assert!(err.contains("open files"), "{err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    let plan = plan_of_world(5000, &dir);
+    let o = dic(&["run", plan.to_str().unwrap(), "--local"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("world_size 5000 is outside 1..=4096"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A call whose buffers do not fit in memory (here: 4 GiB under a 3 GiB address space)
+/// is refused with a message before any rank connects, not killed by SIGABRT mid-run.
+#[test]
+fn a_call_too_large_for_memory_fails_with_a_message() {
+    let _serial = serial();
+    let plan = eight_rank_plan();
+    let text = std::fs::read_to_string(&plan).unwrap();
+    let bytes_line = text.lines().find(|l| l.starts_with("bytes = ")).unwrap();
+    let big = plan.with_file_name("big-call.toml");
+    std::fs::write(&big, text.replacen(bytes_line, "bytes = 4294967296", 1)).unwrap();
+    let big = big.to_str().unwrap();
+    for args in [
+        vec![
+            "run",
+            big,
+            "--local",
+            "--iterations",
+            "1",
+            "--max-calls",
+            "1",
+            "--timeout",
+            "20",
+        ],
+        vec![
+            "run",
+            big,
+            "--rank",
+            "0",
+            "--rendezvous",
+            "127.0.0.1:0",
+            "--timeout",
+            "5",
+        ],
+    ] {
+        let o = dic_limited(&args, libc::RLIMIT_AS, 3 << 30);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(!err.contains("SIGABRT") && !err.contains("signal"), "{err}");
+        assert!(err.contains("memory"), "{args:?}: {err}");
+        assert!(err.contains("GiB"), "{args:?}: {err}");
+    }
+}
+
+/// Control characters in a plan's strings (an escape sequence in the deployment's name, a
+/// bell in a group's) reach neither the terminal nor the report raw; a link name, which
+/// becomes a `.dist` identifier under `--calibrate`, must be one.
+#[test]
+fn control_characters_in_plan_strings_are_escaped_on_output() {
+    let _serial = serial();
+    let plan = eight_rank_plan();
+    let text = std::fs::read_to_string(&plan).unwrap();
+    let dep = text
+        .lines()
+        .find(|l| l.starts_with("deployment = "))
+        .unwrap();
+    let evil = text
+        .replacen(
+            dep,
+            "deployment = \"evil\\u001b[2J\\u001b]0;pwned\\u0007\\nfake line\"",
+            1,
+        )
+        .replacen("name = \"tp.0\"", "name = \"tp.0\\u001b[31m\"", 1);
+    let f = plan.with_file_name("control.toml");
+    std::fs::write(&f, &evil).unwrap();
+    let o = dic(&[
+        "run",
+        f.to_str().unwrap(),
+        "--local",
+        "--scale",
+        "0.001",
+        "--iterations",
+        "1",
+        "--max-calls",
+        "1",
+    ]);
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{err}");
+    for s in [&out, &err] {
+        assert!(
+            !s.contains('\u{1b}') && !s.contains('\u{7}'),
+            "raw control characters: {s:?}"
+        );
+        assert!(!s.contains("\nfake line"), "{s}");
+    }
+    assert!(out.contains("evil\\u{1b}[2J"), "{out}");
+    // an unknown group kind echoes the group's name in the diagnostic
+    let bad_kind = evil.replacen("kind = \"tp\"", "kind = \"x\\u001b[5m\"", 1);
+    std::fs::write(&f, &bad_kind).unwrap();
+    let o = dic(&["run", f.to_str().unwrap(), "--local"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+    // a raw escape byte in the file: a TOML error whose excerpt shows the line
+    std::fs::write(
+        &f,
+        text.replacen("[rendezvous]", "[rendezvous]\u{1b}[2J", 1),
+    )
+    .unwrap();
+    let o = dic(&["run", f.to_str().unwrap(), "--local"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+    // a link name that is not an identifier
+    let link = text.lines().find(|l| l.starts_with("link = ")).unwrap();
+    std::fs::write(
+        &f,
+        text.replacen(link, "link = \"x {\\n}\\nlink evil = y\"", 1),
+    )
+    .unwrap();
+    let o = dic(&["run", f.to_str().unwrap(), "--local"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("link"), "{err}");
 }

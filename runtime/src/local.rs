@@ -47,6 +47,13 @@ pub enum LocalError {
 
 type Events = mpsc::Sender<(usize, Option<ChildEvent>)>;
 
+/// How long, after one rank failed, the launcher waits for the others to report and exit
+/// before it kills them (at most the plan's timeout).
+pub const REPORT_GRACE: Duration = Duration::from_secs(2);
+/// How long a blamed rank that is still running gets to speak for itself once every
+/// other rank has finished (a stopped or hung one never will).
+const SETTLE: Duration = Duration::from_millis(250);
+
 /// Start one rank: its stdout's events go to `tx` under `slot`; its stderr is collected.
 fn spawn_rank(
     exe: &Path,
@@ -62,8 +69,11 @@ fn spawn_rank(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;
-    let out = child.stdout.take().expect("piped");
-    let err = child.stderr.take().expect("piped");
+    let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(std::io::Error::other("the child's output was not piped"));
+    };
     let tx = tx.clone();
     std::thread::spawn(move || {
         for line in BufReader::new(out).lines().map_while(Result::ok) {
@@ -92,9 +102,10 @@ pub struct RankCommand<'a> {
 /// Start one child per rank in `ranks` with `command`, and wait for
 /// them. Without a `rendezvous` address (`--local`), rank 0 starts first on port 0 and
 /// says which port it got, so no free-port race with the other ranks' listeners.
-/// `progress(done, total)` is called as ranks report; `timeout` bounds how long the
-/// launcher waits after a rank failed before it kills the rest. Returns rank 0's summary
-/// when rank 0 is among `ranks`.
+/// `progress(done, total)` is called as ranks report; after a rank failed, the launcher
+/// kills the rest after [`REPORT_GRACE`] (capped by `timeout`), or as soon as only the
+/// ranks the failures blame are left. Returns rank 0's summary when rank 0 is among
+/// `ranks`.
 pub fn run_ranks(
     command: &RankCommand<'_>,
     ranks: &[usize],
@@ -185,9 +196,18 @@ pub fn run_ranks(
     for f in finished.iter_mut().skip(children.len()) {
         *f = true;
     }
+    // After the first failure the others have REPORT_GRACE to say their part (an abort
+    // reaches every rank in milliseconds); a rank that every report blames and that has
+    // not exited (stopped, hung) is not waited for at all.
+    let grace = REPORT_GRACE.min(timeout);
     while finished.iter().any(|f| !f) {
         if let Some(t) = failed_at {
-            if t.elapsed() > timeout + Duration::from_secs(5) {
+            let blamed: Vec<usize> = failures.iter().filter_map(|f| f.culprit).collect();
+            let only_blamed_left = finished
+                .iter()
+                .zip(ranks)
+                .all(|(done, rank)| *done || blamed.contains(rank));
+            if (only_blamed_left && t.elapsed() > SETTLE) || t.elapsed() > grace {
                 break;
             }
         }
@@ -217,10 +237,11 @@ pub fn run_ranks(
         }
     }
     let mut statuses = Vec::with_capacity(world);
-    for c in &mut children {
+    let mut killed = vec![false; world];
+    for (slot, c) in children.iter_mut().enumerate() {
         if failed_at.is_some() {
             if let Ok(None) = c.try_wait() {
-                let _ = c.kill();
+                killed[slot] = c.kill().is_ok();
             }
         }
         statuses.push(c.wait());
@@ -242,6 +263,10 @@ pub fn run_ranks(
             failures.push(RankFailure {
                 rank,
                 message: match st {
+                    _ if killed[slot] => {
+                        "had not exited when the job failed (stopped or hung?): dic run killed it"
+                            .to_string()
+                    }
                     Ok(s) => format!(
                         "exited with {s}{}",
                         if last.is_empty() {

@@ -47,7 +47,7 @@ struct RawPlan {
     model: String,
     layout: String,
     world_size: Spanned<u64>,
-    rendezvous: Rendezvous,
+    rendezvous: Spanned<Rendezvous>,
     ranks: Vec<Spanned<RankPlacement>>,
     groups: Vec<Spanned<RawGroup>>,
     decode_step: Spanned<Schedule>,
@@ -263,14 +263,91 @@ pub fn digest(bytes: &[u8]) -> u64 {
     h
 }
 
-/// Largest world a plan may declare (a GB200 NVL72 rack is 72; whole pods of racks fit).
-pub const MAX_WORLD: u64 = 65_536;
+/// Largest world a plan may declare: 512 nodes of 8 GPUs, 56 GB200 NVL72 racks. Rank 0
+/// holds a connection to every rank (the rendezvous, the gather of results), and each
+/// connection has a sender thread: past a few thousand that is no longer a sane process.
+pub const MAX_WORLD: u64 = 4096;
 /// The longest timeout a plan or `--timeout` may set (a day): beyond it a deadline is no
 /// bound at all, and `Instant + Duration` can overflow.
 pub const MAX_TIMEOUT_SECONDS: u64 = 86_400;
 /// The largest message of one call (after `--scale`): buffers of this size are allocated
 /// per call, so the bound keeps a hand-edited plan from exhausting memory mid-run.
 pub const MAX_CALL_BYTES: u64 = 8 << 30;
+
+/// `s` with every control character (C0, DEL, C1: escape sequences, bells, newlines)
+/// written as a Rust escape (`\u{1b}`), so a plan's strings cannot drive a terminal or
+/// forge lines in a report.
+pub fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Letters, digits and `_`, not starting with a digit, at most 64 characters.
+fn is_identifier(s: &str) -> bool {
+    s.len() <= 64
+        && s.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// What `rendezvous.address_env` may name, for the diagnostic's help.
+const ADDRESS_ENV_HELP: &str = "address_env names the variable that holds rank 0's address: upper-case letters, digits and `_`, ending in `_ADDR`, `_ADDRESS`, `_HOST` or `_IP`, or `HOSTNAME` (dic writes `DIC_HEAD_ADDR`)";
+
+/// Words that make a variable's name secret-shaped: such a variable is never read as an
+/// address (its value would be printed in errors and sent to DNS).
+const SECRET_WORDS: [&str; 9] = [
+    "SECRET",
+    "TOKEN",
+    "PASSWORD",
+    "PASSWD",
+    "KEY",
+    "CREDENTIAL",
+    "AUTH",
+    "COOKIE",
+    "PRIVATE",
+];
+
+/// Whether the plan may read rank 0's address from the variable `name`: an address-shaped
+/// name (`*_ADDR`, `*_ADDRESS`, `*_HOST`, `*_IP`, `HOSTNAME`) that is not secret-shaped.
+/// On refusal, why (without the variable's value, which is never read).
+pub fn check_address_env(name: &str) -> Result<(), String> {
+    let well_formed = !name.is_empty()
+        && name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_uppercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+    if !well_formed {
+        return Err("is not an environment variable name dic reads an address from".into());
+    }
+    if name == crate::auth::SECRET_ENV {
+        return Err("is the job's secret, not an address".into());
+    }
+    if let Some(word) = SECRET_WORDS.iter().find(|w| {
+        name.split('_')
+            .any(|part| part == **w || part.ends_with(**w))
+    }) {
+        return Err(format!(
+            "looks like a secret (`{word}`): dic does not read it as an address"
+        ));
+    }
+    let address_shaped = name == "HOSTNAME"
+        || ["_ADDR", "_ADDRESS", "_HOST", "_IP"]
+            .iter()
+            .any(|suffix| name.ends_with(suffix));
+    if !address_shaped {
+        return Err("does not name an address variable".into());
+    }
+    Ok(())
+}
 
 /// Parse and validate a plan file's text.
 pub fn parse(text: &str) -> Result<Plan, PlanError> {
@@ -281,7 +358,8 @@ pub fn parse(text: &str) -> Result<Plan, PlanError> {
             Some(other) => {
                 return Err(PlanError {
                     message: format!(
-                        "plan format `{other}` is not one this dic reads (`{PLAN_FORMAT}`)"
+                        "plan format `{}` is not one this dic reads (`{PLAN_FORMAT}`)",
+                        printable(other)
                     ),
                     span: find(text, other),
                     help: Some("recompile the deployment with this dic: `dic compile`".into()),
@@ -297,7 +375,15 @@ pub fn parse(text: &str) -> Result<Plan, PlanError> {
         }
     }
     let raw: RawPlan = toml::from_str(text).map_err(|e| PlanError {
-        message: format!("invalid plan: {}", e.message()),
+        // toml's message may span lines; any other control character is escaped
+        message: format!(
+            "invalid plan: {}",
+            e.message()
+                .split('\n')
+                .map(printable)
+                .collect::<Vec<_>>()
+                .join("\n")
+        ),
         span: e.span(),
         help: Some("`dic run` takes the `nccl/plan.toml` that `dic compile` writes".into()),
     })?;
@@ -318,7 +404,19 @@ fn validate(raw: RawPlan, digest: u64) -> Result<Plan, PlanError> {
         ));
     }
     let world = world as usize;
-    if raw.rendezvous.timeout_seconds == 0 || raw.rendezvous.timeout_seconds > MAX_TIMEOUT_SECONDS {
+    let rendezvous_span = raw.rendezvous.span();
+    let rendezvous = raw.rendezvous.into_inner();
+    if let Err(why) = check_address_env(&rendezvous.address_env) {
+        return Err(PlanError::at(
+            rendezvous_span,
+            format!(
+                "rendezvous.address_env `{}` {why}",
+                printable(&rendezvous.address_env)
+            ),
+        )
+        .help(ADDRESS_ENV_HELP));
+    }
+    if rendezvous.timeout_seconds == 0 || rendezvous.timeout_seconds > MAX_TIMEOUT_SECONDS {
         return Err(PlanError {
             message: format!(
                 "rendezvous.timeout_seconds must be between 1 and {MAX_TIMEOUT_SECONDS}"
@@ -365,26 +463,30 @@ fn validate(raw: RawPlan, digest: u64) -> Result<Plan, PlanError> {
     for g in &raw.groups {
         let span = g.span();
         let raw_group = g.get_ref();
+        // Names reach terminals, reports and messages: control characters escaped here,
+        // once, so no output path can forget.
+        let name = printable(&raw_group.name);
         let kind = GroupKind::parse(&raw_group.kind).ok_or_else(|| {
             PlanError::at(
                 span.clone(),
                 format!(
                     "group `{}` has unknown kind `{}`",
-                    raw_group.name, raw_group.kind
+                    name,
+                    printable(&raw_group.kind)
                 ),
             )
             .help("kinds are tp, pp, ep, dcp, pcp and dp")
         })?;
-        if !names.insert(raw_group.name.clone()) {
+        if !names.insert(name.clone()) {
             return Err(PlanError::at(
                 span,
-                format!("group `{}` is defined twice", raw_group.name),
+                format!("group `{name}` is defined twice"),
             ));
         }
         if raw_group.members.is_empty() {
             return Err(PlanError::at(
                 span,
-                format!("group `{}` has no members", raw_group.name),
+                format!("group `{name}` has no members"),
             ));
         }
         let mut members = Vec::new();
@@ -393,33 +495,45 @@ fn validate(raw: RawPlan, digest: u64) -> Result<Plan, PlanError> {
                 return Err(PlanError::at(
                     span,
                     format!(
-                        "group `{}` names rank {m}, outside the world (world_size = {world})",
-                        raw_group.name
+                        "group `{name}` names rank {m}, outside the world (world_size = {world})"
                     ),
                 ));
             }
             if members.contains(&(m as usize)) {
                 return Err(PlanError::at(
                     span,
-                    format!("group `{}` lists rank {m} twice", raw_group.name),
+                    format!("group `{name}` lists rank {m} twice"),
                 ));
             }
             members.push(m as usize);
         }
+        // A link name becomes a `.dist` identifier under `--calibrate`.
+        let link = match &raw_group.link {
+            Some(l) if !is_identifier(l) => {
+                return Err(PlanError::at(
+                    span,
+                    format!(
+                        "group `{name}` has link `{}`, which is not a name (letters, digits and `_`, up to 64)",
+                        printable(l)
+                    ),
+                )
+                .help("link names are the catalog's (`nvlink4`, `ib_ndr`); recompile the plan"))
+            }
+            l => l.clone(),
+        };
         if kind == GroupKind::Pp && members.len() != 2 {
             return Err(PlanError::at(
                 span,
                 format!(
-                    "PP group `{}` must be a pair (sender, receiver), not {} ranks",
-                    raw_group.name,
+                    "PP group `{name}` must be a pair (sender, receiver), not {} ranks",
                     members.len()
                 ),
             ));
         }
         groups.push(Group {
-            name: raw_group.name.clone(),
+            name,
             kind,
-            link: raw_group.link.clone(),
+            link,
             members,
         });
     }
@@ -464,11 +578,11 @@ fn validate(raw: RawPlan, digest: u64) -> Result<Plan, PlanError> {
         &stages,
     )?;
     Ok(Plan {
-        deployment: raw.deployment,
-        model: raw.model,
-        layout: raw.layout,
+        deployment: printable(&raw.deployment),
+        model: printable(&raw.model),
+        layout: printable(&raw.layout),
         world_size: world,
-        rendezvous: raw.rendezvous,
+        rendezvous,
         ranks,
         groups,
         decode,
@@ -480,7 +594,7 @@ fn validate(raw: RawPlan, digest: u64) -> Result<Plan, PlanError> {
 fn raw_span(groups: &[Spanned<RawGroup>], name: &str) -> Option<Range<usize>> {
     groups
         .iter()
-        .find(|g| g.get_ref().name == name)
+        .find(|g| printable(&g.get_ref().name) == name)
         .map(|g| g.span())
 }
 
@@ -526,20 +640,23 @@ fn schedule(
             let kind = GroupKind::parse(&rc.group_kind).ok_or_else(|| {
                 PlanError::at(
                     cspan.clone(),
-                    format!("{table}: unknown group kind `{}`", rc.group_kind),
+                    format!(
+                        "{table}: unknown group kind `{}`",
+                        printable(&rc.group_kind)
+                    ),
                 )
             })?;
             let collective = Collective::parse(&rc.collective).ok_or_else(|| {
                 PlanError::at(
                     cspan.clone(),
-                    format!("{table}: unknown collective `{}`", rc.collective),
+                    format!("{table}: unknown collective `{}`", printable(&rc.collective)),
                 )
                 .help("collectives are all_reduce, all_gather, reduce_scatter, all_to_all, send_recv and broadcast")
             })?;
             let dtype = DType::parse(&rc.dtype).ok_or_else(|| {
                 PlanError::at(
                     cspan.clone(),
-                    format!("{table}: unknown dtype `{}`", rc.dtype),
+                    format!("{table}: unknown dtype `{}`", printable(&rc.dtype)),
                 )
             })?;
             if rc.layers[0] > rc.layers[1] {
@@ -627,4 +744,51 @@ fn schedule(
         predicted_us: s.predicted_us,
         stages: out,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn address_env_is_an_address_variable_and_never_a_secret() {
+        for ok in [
+            "DIC_HEAD_ADDR",
+            "MASTER_ADDR",
+            "LWS_LEADER_ADDRESS",
+            "POD_IP",
+            "HOSTNAME",
+            "HEAD_HOST",
+        ] {
+            assert_eq!(check_address_env(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "DIC_JOB_SECRET",
+            "HOME",
+            "PATH",
+            "AWS_SECRET_ACCESS_KEY",
+            "HF_TOKEN",
+            "API_KEY_ADDR",
+            "DB_PASSWORD_HOST",
+            "dic_head_addr",
+            "",
+            "A B_ADDR",
+            "X\u{1b}_ADDR",
+        ] {
+            assert!(check_address_env(bad).is_err(), "{bad}");
+        }
+        assert!(check_address_env("DIC_JOB_SECRET")
+            .unwrap_err()
+            .contains("secret"));
+        assert!(check_address_env("GITHUB_TOKEN_ADDR")
+            .unwrap_err()
+            .contains("TOKEN"));
+    }
+
+    #[test]
+    fn control_characters_are_escaped_and_the_rest_kept() {
+        assert_eq!(printable("tp.0"), "tp.0");
+        assert_eq!(printable("a\u{1b}[2J\nb\u{7}"), "a\\u{1b}[2J\\u{a}b\\u{7}");
+        assert_eq!(printable("é ✓ \u{85}"), "é ✓ \\u{85}");
+    }
 }

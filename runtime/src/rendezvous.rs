@@ -15,7 +15,7 @@
 
 use crate::auth::{nonce, JobKey, NONCE, TAG};
 use crate::comm::{CommError, CommResult};
-use crate::cpu::list;
+use crate::handshake::{Arrived, Handshakes};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
@@ -56,34 +56,27 @@ struct Hello {
     nonce: [u8; NONCE],
 }
 
-/// Reads one connection's hello within `wait`, after sending it `challenge`; `None`
-/// for anything but an authenticated hello.
-fn read_hello(
-    stream: &mut TcpStream,
-    key: &JobKey,
-    challenge: &[u8; NONCE],
-    wait: Duration,
-) -> Option<Hello> {
-    stream.set_nonblocking(false).ok()?;
-    stream.set_read_timeout(Some(wait)).ok()?;
-    stream.set_write_timeout(Some(wait)).ok()?;
-    let mut opening = MAGIC.to_le_bytes().to_vec();
-    opening.extend_from_slice(challenge);
-    stream.write_all(&opening).ok()?;
-    let mut b = [0u8; HELLO];
-    stream.read_exact(&mut b).ok()?;
-    let magic = u32::from_le_bytes(b[0..4].try_into().ok()?);
-    let body = &b[4..22];
-    let nonce: [u8; NONCE] = b[22..22 + NONCE].try_into().ok()?;
-    let tag = &b[22 + NONCE..];
-    if magic != MAGIC || !key.verify(&[b"hello", challenge, body, &nonce], tag) {
-        let _ = stream.write_all(&[NOT_AUTHENTICATED]);
-        return None;
+/// Checks a complete hello against the challenge rank 0 opened with; on failure, why.
+fn verify_hello(arrived: &Arrived, key: &JobKey) -> Result<Hello, String> {
+    let b = &arrived.hello;
+    let field = |r: std::ops::Range<usize>| b.get(r).ok_or("a short hello");
+    let body = field(4..22)?;
+    let nonce: [u8; NONCE] = field(22..22 + NONCE)?
+        .try_into()
+        .map_err(|_| "a short hello")?;
+    let tag = field(22 + NONCE..HELLO)?;
+    let rank = u64::from_le_bytes(body[0..8].try_into().map_err(|_| "a short hello")?);
+    if !key.verify(&[b"hello", &arrived.challenge, body, &nonce], tag) {
+        // The rank is the sender's claim, unverified: it helps find a misconfigured rank.
+        return Err(format!(
+            "the hello from {} says it is rank {rank} but does not verify: wrong job secret (its DIC_JOB_SECRET differs from rank 0's)",
+            arrived.peer
+        ));
     }
-    Some(Hello {
-        rank: u64::from_le_bytes(body[0..8].try_into().ok()?),
-        digest: u64::from_le_bytes(body[8..16].try_into().ok()?),
-        port: u16::from_le_bytes(body[16..18].try_into().ok()?),
+    Ok(Hello {
+        rank,
+        digest: u64::from_le_bytes(body[8..16].try_into().map_err(|_| "a short hello")?),
+        port: u16::from_le_bytes(body[16..18].try_into().map_err(|_| "a short hello")?),
         nonce,
     })
 }
@@ -107,79 +100,78 @@ pub fn serve(
     let deadline = Instant::now() + timeout;
     let mut regs: Vec<Option<Registration>> = (0..world).map(|_| None).collect();
     let mut refusal: Option<CommError> = None;
-    server
-        .set_nonblocking(true)
+    // Every connection's handshake runs side by side, each bounded by HELLO_WAIT: a
+    // silent or hostile client costs the others nothing.
+    let mut handshakes = Handshakes::new(server, MAGIC, HELLO, HELLO_WAIT)
         .map_err(|e| CommError::new(format!("rendezvous: {e}")))?;
     let mut joined = 1; // rank 0
                         // After a refusal, keep answering the ranks still to come (with the same refusal) so
                         // every rank reports the real cause, not a rank 0 that went away.
     while joined < world {
-        let now = Instant::now();
-        if now >= deadline {
+        if Instant::now() >= deadline {
             if refusal.is_none() {
                 let missing: Vec<usize> = (1..world).filter(|&r| regs[r].is_none()).collect();
                 refusal = Some(CommError::blame(
                     missing[0],
                     format!(
-                        "rendezvous: rank{} {} never joined within {} s",
-                        if missing.len() > 1 { "s" } else { "" },
-                        list(&missing),
-                        timeout.as_secs()
+                        "rendezvous: {}",
+                        handshakes.missing(&missing, "joined", timeout)
                     ),
                 ));
             }
             break;
         }
-        match server.accept() {
-            Ok((mut stream, _)) => {
-                let challenge = nonce().map_err(CommError::new)?;
-                let wait = HELLO_WAIT.min(deadline - now).max(Duration::from_millis(1));
-                let Some(hello) = read_hello(&mut stream, key, &challenge, wait) else {
+        let arrived = handshakes.poll(deadline);
+        if arrived.is_empty() {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        for a in arrived {
+            let hello = match verify_hello(&a, key) {
+                Ok(h) => h,
+                Err(why) => {
+                    let _ = a.stream.set_write_timeout(Some(HELLO_WAIT));
+                    let _ = (&a.stream).write_all(&[NOT_AUTHENTICATED]);
+                    handshakes.fail(why);
                     continue; // a stranger or a broken client: dropped, the rendezvous goes on
-                };
-                let rank = hello.rank as usize;
-                let problem = if hello.rank == 0 || hello.rank >= world as u64 {
-                    Some(format!(
-                        "rank {} is outside the world (1..{world} may register)",
-                        hello.rank
-                    ))
-                } else if regs[rank].is_some() {
-                    Some(format!("rank {rank} registered twice"))
-                } else if hello.digest != digest {
-                    Some(format!(
-                        "rank {rank} runs a different plan file (digest {:016x}, rank 0's {digest:016x})",
-                        hello.digest
-                    ))
-                } else {
-                    None
-                };
-                if let Some(msg) = problem {
-                    let first = refusal.get_or_insert_with(|| CommError::blame(rank, msg));
-                    refuse(&mut stream, key, &hello.nonce, first);
-                    joined += 1;
-                    continue;
                 }
-                if let Some(first) = &refusal {
-                    refuse(&mut stream, key, &hello.nonce, first);
-                    joined += 1;
-                    continue;
-                }
-                regs[rank] = Some(Registration {
-                    stream,
-                    rank,
-                    digest: hello.digest,
-                    port: hello.port,
-                    nonce: hello.nonce,
-                });
+            };
+            let mut stream = a.stream;
+            let _ = stream.set_write_timeout(Some(HELLO_WAIT));
+            let rank = hello.rank as usize;
+            let problem = if hello.rank == 0 || hello.rank >= world as u64 {
+                Some(format!(
+                    "rank {} is outside the world (1..{world} may register)",
+                    hello.rank
+                ))
+            } else if regs[rank].is_some() {
+                Some(format!("rank {rank} registered twice"))
+            } else if hello.digest != digest {
+                Some(format!(
+                    "rank {rank} runs a different plan file (plan digest mismatch: {:016x}, rank 0's {digest:016x})",
+                    hello.digest
+                ))
+            } else {
+                None
+            };
+            if let Some(msg) = problem {
+                let first = refusal.get_or_insert_with(|| CommError::blame(rank, msg));
+                refuse(&mut stream, key, &hello.nonce, first);
                 joined += 1;
+                continue;
             }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                if refusal.is_some() && Instant::now() >= deadline {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(2));
+            if let Some(first) = &refusal {
+                refuse(&mut stream, key, &hello.nonce, first);
+                joined += 1;
+                continue;
             }
-            Err(e) => return Err(CommError::new(format!("rendezvous: {e}"))),
+            regs[rank] = Some(Registration {
+                stream,
+                rank,
+                digest: hello.digest,
+                port: hello.port,
+                nonce: hello.nonce,
+            });
+            joined += 1;
         }
     }
     if let Some(err) = refusal {
@@ -275,16 +267,11 @@ pub fn join(
             }
         }
     };
-    let broken = |e: std::io::Error| {
-        CommError::blame(
-            0,
-            format!("rendezvous: rank 0 went away before answering ({e})"),
-        )
-    };
-    // Rank 0 answers when everyone joined or at its timeout; allow it a little longer.
-    stream
-        .set_read_timeout(Some(timeout + Duration::from_secs(5)))
-        .ok();
+    // Rank 0 answers when every rank joined or at its own deadline, which is this rank's
+    // give or take the seconds between their starts: allow it ANSWER_GRACE more.
+    let answer_by = deadline + ANSWER_GRACE;
+    let broken = |e: std::io::Error| waiting_failed(server, timeout, e);
+    stream.set_read_timeout(Some(until(answer_by))).ok();
     let mut opening = [0u8; 4 + NONCE];
     stream.read_exact(&mut opening).map_err(broken)?;
     if opening[0..4] != MAGIC.to_le_bytes() {
@@ -310,6 +297,9 @@ pub fn join(
     let mut r = ReplyReader {
         stream: &mut stream,
         bytes: Vec::new(),
+        server,
+        timeout,
+        answer_by,
     };
     let too_long =
         |what: &str| CommError::blame(0, format!("rendezvous: rank 0 sent an oversized {what}"));
@@ -329,7 +319,7 @@ pub fn join(
             let msg = r.take(n)?;
             r.verify(key, &mine)?;
             return Err(CommError {
-                message: String::from_utf8_lossy(&msg).into_owned(),
+                message: crate::plan::printable(&String::from_utf8_lossy(&msg)),
                 culprit: (culprit != u64::MAX).then_some(culprit as usize),
             });
         }
@@ -375,21 +365,51 @@ pub fn join(
     Ok(Roster { addresses, blob })
 }
 
+/// How long a joining rank waits for rank 0's answer beyond its own timeout.
+const ANSWER_GRACE: Duration = Duration::from_secs(2);
+
+/// The time left until `deadline` (at least a millisecond: a zero timeout means "none").
+fn until(deadline: Instant) -> Duration {
+    deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1))
+}
+
+/// A joining rank's failed wait for rank 0: a timeout (rank 0 hung or stopped) or a
+/// closed connection (rank 0 died).
+fn waiting_failed(server: SocketAddr, timeout: Duration, e: std::io::Error) -> CommError {
+    CommError::blame(
+        0,
+        if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+            format!(
+                "rendezvous: rank 0 at {server} sent no answer within {} s (hung?)",
+                timeout.as_secs()
+            )
+        } else {
+            format!("rendezvous: rank 0 went away before answering ({e})")
+        },
+    )
+}
+
 /// Reads rank 0's reply field by field, keeping the bytes for the tag check.
 struct ReplyReader<'a> {
     stream: &'a mut TcpStream,
     bytes: Vec<u8>,
+    server: SocketAddr,
+    timeout: Duration,
+    /// Every read ends by then, however rank 0 paces its bytes.
+    answer_by: Instant,
 }
 
 impl ReplyReader<'_> {
     fn take(&mut self, n: usize) -> CommResult<Vec<u8>> {
         let mut b = vec![0u8; n];
-        self.stream.read_exact(&mut b).map_err(|e| {
-            CommError::blame(
-                0,
-                format!("rendezvous: rank 0 went away before answering ({e})"),
-            )
-        })?;
+        self.stream
+            .set_read_timeout(Some(until(self.answer_by)))
+            .ok();
+        self.stream
+            .read_exact(&mut b)
+            .map_err(|e| waiting_failed(self.server, self.timeout, e))?;
         self.bytes.extend_from_slice(&b);
         Ok(b)
     }

@@ -103,6 +103,38 @@ pub fn total_lines(plan: &Plan, rank: usize, opts: &ReplayOptions) -> usize {
         * (lines_of(plan, rank, Phase::Decode).len() + lines_of(plan, rank, Phase::Prefill).len())
 }
 
+/// The most memory `rank`'s replay and calibration hold at once, in bytes: four times
+/// the send and receive buffers of its largest call (the buffers themselves, the
+/// verification's expected and received copies, and the frames queued to its peers).
+pub fn peak_buffer_bytes(plan: &Plan, rank: usize, opts: &ReplayOptions, calibrate: &[u64]) -> u64 {
+    let buffers = |collective: Collective, bytes: u64, size: usize, dtype: DType| -> u64 {
+        let (send, recv) = buffer_sizes(collective, bytes, size, dtype);
+        (send as u64).saturating_add(recv as u64).saturating_mul(4)
+    };
+    let mut peak = 0;
+    for phase in [Phase::Decode, Phase::Prefill] {
+        for (_, _, step) in lines_of(plan, rank, phase) {
+            let size = if step.group == GroupKind::Pp {
+                2
+            } else {
+                plan.group_of(rank, step.group)
+                    .map_or(1, |g| g.members.len())
+            };
+            let bytes = scaled(step.bytes, opts.scale);
+            peak = peak.max(buffers(step.collective, bytes, size, step.dtype));
+        }
+    }
+    for g in calibration_groups(plan) {
+        if g.members.contains(&rank) {
+            for &bytes in calibrate {
+                let c = calibration_collective(g.kind);
+                peak = peak.max(buffers(c, bytes, g.members.len(), DType::Bf16));
+            }
+        }
+    }
+    peak
+}
+
 fn scaled(bytes: u64, scale: f64) -> u64 {
     ((bytes as f64 * scale).round() as u64).max(1)
 }

@@ -179,10 +179,20 @@ impl Communicator for CpuComm {
         self.context = context.to_string();
     }
     fn alloc(&mut self, dtype: DType, bytes: usize) -> CommResult<HostBuffer> {
-        Ok(HostBuffer {
-            dtype,
-            data: vec![0u8; bytes],
-        })
+        // `dic run` checks the plan's buffers against the machine before it starts; this
+        // turns what that cannot foresee (another process took the memory) into an error
+        // naming the rank, not an abort.
+        let mut data = Vec::new();
+        data.try_reserve_exact(bytes).map_err(|_| {
+            CommError::new(format!(
+                "rank {}: cannot allocate a buffer of {:.2} GiB for {}: out of memory",
+                self.mesh.rank,
+                bytes as f64 / (1u64 << 30) as f64,
+                self.name
+            ))
+        })?;
+        data.resize(bytes, 0);
+        Ok(HostBuffer { dtype, data })
     }
     fn upload(&mut self, buf: &mut HostBuffer, host: &[u8]) -> CommResult<()> {
         check_len("upload", host.len(), buf.data.len())?;

@@ -9,8 +9,9 @@
 //! This module is the transport (the authenticated mesh, frames, heartbeats, aborts);
 //! [`collectives`] holds the algorithms on top of it.
 
-use crate::auth::{nonce, JobKey, NONCE, TAG};
+use crate::auth::{JobKey, NONCE, TAG};
 use crate::comm::{add_into, CommError, CommResult, Communicator};
+use crate::handshake::Handshakes;
 use std::cell::{Cell, RefCell};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -36,6 +37,8 @@ const KIND_HEARTBEAT: u8 = 2;
 /// An abort frame that blames nobody in particular.
 const NO_CULPRIT: u64 = u64::MAX;
 const HEADER: usize = 4 + 1 + 8 + 8;
+/// Bytes of a mesh hello: magic, rank, digest, tag.
+const MESH_HELLO: usize = 4 + 8 + 8 + TAG;
 /// Below this many bytes AllReduce takes the tree (fewer steps); above, the ring.
 pub const TREE_THRESHOLD: usize = 64 * 1024;
 
@@ -115,66 +118,50 @@ impl Mesh {
             slots[p] = Some(stream);
         }
         let mut waiting: Vec<usize> = peers.iter().copied().filter(|&p| p > rank).collect();
-        listener
-            .set_nonblocking(true)
+        // Every connection's handshake runs side by side, each bounded by HANDSHAKE_WAIT:
+        // a silent or slow stranger costs the ranks nothing.
+        let mut handshakes = Handshakes::new(listener, HANDSHAKE_MAGIC, MESH_HELLO, HANDSHAKE_WAIT)
             .map_err(|e| CommError::new(format!("listener: {e}")))?;
         while !waiting.is_empty() {
-            match listener.accept() {
-                Ok((stream, _)) => {
-                    stream.set_nonblocking(false).ok();
-                    stream.set_nodelay(true).ok();
-                    // A silent or slow stranger costs at most a few seconds, never the run.
-                    let wait = remaining(deadline)
-                        .min(HANDSHAKE_WAIT)
-                        .max(Duration::from_millis(1));
-                    stream.set_read_timeout(Some(wait)).ok();
-                    stream.set_write_timeout(Some(wait)).ok();
-                    let challenge = nonce().map_err(CommError::new)?;
-                    let mut opening = HANDSHAKE_MAGIC.to_le_bytes().to_vec();
-                    opening.extend_from_slice(&challenge);
-                    if (&stream).write_all(&opening).is_err() {
-                        continue;
-                    }
-                    let mut hello = [0u8; 4 + 16 + TAG];
-                    if (&stream).read_exact(&mut hello).is_err() {
-                        continue;
-                    }
-                    let body = &hello[4..20];
-                    if hello[0..4] != HANDSHAKE_MAGIC.to_le_bytes()
-                        || !key.verify(&[b"mesh", &challenge, body], &hello[20..])
-                    {
-                        continue; // not a rank of this job
-                    }
-                    let who = u64::from_le_bytes(body[0..8].try_into().expect("8 bytes")) as usize;
-                    let their = u64::from_le_bytes(body[8..16].try_into().expect("8 bytes"));
-                    if !waiting.contains(&who) {
-                        continue;
-                    }
-                    if their != digest {
-                        return Err(CommError::blame(
-                            who,
-                            format!("rank {who} runs a different plan file (digest {their:016x}, this rank's {digest:016x})"),
-                        ));
-                    }
-                    waiting.retain(|&w| w != who);
-                    slots[who] = Some(stream);
+            if Instant::now() >= deadline {
+                return Err(CommError::blame(
+                    waiting[0],
+                    handshakes.missing(&waiting, "connected", timeout),
+                ));
+            }
+            let arrived = handshakes.poll(deadline);
+            if arrived.is_empty() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            for a in arrived {
+                let body = &a.hello[4..20];
+                if !key.verify(&[b"mesh", &a.challenge, body], &a.hello[20..]) {
+                    handshakes.fail(format!(
+                        "the hello from {} does not verify: wrong job secret (not a rank of this job)",
+                        a.peer
+                    ));
+                    continue;
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    if Instant::now() >= deadline {
-                        let first = waiting[0];
-                        return Err(CommError::blame(
-                            first,
-                            format!(
-                                "rank{} {} never connected within {} s",
-                                if waiting.len() > 1 { "s" } else { "" },
-                                list(&waiting),
-                                timeout.as_secs()
-                            ),
-                        ));
-                    }
-                    std::thread::sleep(Duration::from_millis(1));
+                let (who, their) = match (body[0..8].try_into(), body[8..16].try_into()) {
+                    (Ok(w), Ok(t)) => (u64::from_le_bytes(w) as usize, u64::from_le_bytes(t)),
+                    _ => continue,
+                };
+                if !waiting.contains(&who) {
+                    handshakes.fail(format!(
+                        "the hello from {} says it is rank {who}, not a rank this one waits for",
+                        a.peer
+                    ));
+                    continue;
                 }
-                Err(e) => return Err(CommError::new(format!("accept: {e}"))),
+                if their != digest {
+                    return Err(CommError::blame(
+                        who,
+                        format!("rank {who} runs a different plan file (plan digest mismatch: {their:016x}, this rank's {digest:016x})"),
+                    ));
+                }
+                a.stream.set_nodelay(true).ok();
+                waiting.retain(|&w| w != who);
+                slots[who] = Some(a.stream);
             }
         }
         let peers = slots
@@ -272,7 +259,8 @@ impl Mesh {
         if kind == KIND_ABORT {
             let mut msg = vec![0u8; len.min(1 << 16)];
             read_full(&peer.reader, &mut msg, p, self.timeout, &what)?;
-            let text = String::from_utf8_lossy(&msg).into_owned();
+            // A peer's words reach this rank's terminal: no control characters.
+            let text = crate::plan::printable(&String::from_utf8_lossy(&msg));
             // An abort frame's sequence field carries the rank it blames.
             return Err(CommError {
                 message: format!("rank {p} aborted: {text}"),
@@ -497,4 +485,83 @@ pub fn list(ranks: &[usize]) -> String {
         .map(|r| r.to_string())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two_listeners() -> (TcpListener, TcpListener, Vec<SocketAddr>) {
+        let l0 = TcpListener::bind("127.0.0.1:0").unwrap();
+        let l1 = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addrs = vec![l0.local_addr().unwrap(), l1.local_addr().unwrap()];
+        (l0, l1, addrs)
+    }
+
+    /// Ten silent connections at rank 0's mesh listener, opened before rank 1 dials: one
+    /// at a time they held rank 0 for 2 s each; side by side they cost nothing.
+    #[test]
+    fn silent_strangers_at_a_mesh_listener_delay_no_one() {
+        let key = JobKey::from_secret("mesh test secret 0123").unwrap();
+        let (l0, l1, addrs) = two_listeners();
+        let silent: Vec<TcpStream> = (0..10)
+            .map(|_| TcpStream::connect(addrs[0]).unwrap())
+            .collect();
+        let start = Instant::now();
+        let (k, a) = (key.clone(), addrs.clone());
+        let one = std::thread::spawn(move || {
+            Mesh::connect(1, &a, l1, &[0], 7, &k, Duration::from_secs(10)).map(|_| ())
+        });
+        let zero = Mesh::connect(0, &addrs, l0, &[1], 7, &key, Duration::from_secs(10));
+        assert!(zero.is_ok(), "{:?}", zero.err());
+        one.join().unwrap().unwrap();
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
+        drop(silent);
+    }
+
+    /// A peer that never connects is named with what the strangers at the listener did,
+    /// even one that connected in the wait's last moment.
+    #[test]
+    fn a_missing_peer_is_named_with_the_failed_handshakes() {
+        let key = JobKey::from_secret("mesh test secret 0123").unwrap();
+        let (l0, _l1, addrs) = two_listeners();
+        let mut garbage = TcpStream::connect(addrs[0]).unwrap();
+        garbage.write_all(&[0u8; 52]).unwrap();
+        let at = addrs[0];
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(700));
+            TcpStream::connect(at).unwrap()
+        });
+        let err = match Mesh::connect(
+            0,
+            &[addrs[0], addrs[1]],
+            l0,
+            &[1],
+            7,
+            &key,
+            Duration::from_secs(1),
+        ) {
+            Ok(_) => panic!("rank 1 never came"),
+            Err(e) => e,
+        };
+        let msg = err.message;
+        assert_eq!(err.culprit, Some(1));
+        assert!(
+            msg.starts_with("rank 1 never connected within 1 s; meanwhile 2 connections failed"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("sent bytes that are not a dic run handshake"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("timed out reading the handshake from 127.0.0.1:"),
+            "{msg}"
+        );
+        drop(late.join());
+    }
 }

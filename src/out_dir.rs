@@ -244,12 +244,18 @@ fn open_lock(out: &Path, create: bool) -> io::Result<File> {
         // a FIFO named like the lock must not block the open
         options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
     }
-    let f = options.open(out.join(LOCK))?;
+    let path = out.join(LOCK);
+    let not_plain = || io::Error::other(format!("`{}` is not a plain file", path.display()));
+    let f = options.open(&path).map_err(|e| {
+        let link = fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+        if link {
+            not_plain()
+        } else {
+            e
+        }
+    })?;
     if !f.metadata()?.is_file() {
-        return Err(io::Error::other(format!(
-            "`{}` is not a plain file",
-            out.join(LOCK).display()
-        )));
+        return Err(not_plain());
     }
     Ok(f)
 }

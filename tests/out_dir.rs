@@ -217,6 +217,42 @@ fn folders_named_like_dics_own_are_left_alone() {
         std::fs::read_to_string(victim.join("keep.txt")).unwrap(),
         "keep"
     );
+
+    // the lock file is dic's only as a plain file: a link is not followed (nor written
+    // through), a FIFO does not make the compile wait
+    #[cfg(unix)]
+    {
+        let linked = dir.join("linked");
+        std::fs::create_dir_all(&linked).unwrap();
+        std::os::unix::fs::symlink(victim.join("keep.txt"), linked.join(".dic-lock")).unwrap();
+        let o = compile(&linked, &[]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("not a plain file"));
+        assert_eq!(
+            std::fs::read_to_string(victim.join("keep.txt")).unwrap(),
+            "keep"
+        );
+        let fifo = dir.join("fifo");
+        std::fs::create_dir_all(&fifo).unwrap();
+        let made = Command::new("mkfifo")
+            .arg(fifo.join(".dic-lock"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let mut child = start_compile(&fifo);
+        let started = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > std::time::Duration::from_secs(10) {
+                let _ = child.kill();
+                panic!("a FIFO named .dic-lock kept the compile waiting");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(2));
+    }
 }
 
 /// A tiny deterministic generator for the delays below (no dependency).

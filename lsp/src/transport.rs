@@ -184,6 +184,22 @@ struct BodyEnd {
 }
 
 impl BodyEnd {
+    /// Feeds `buf`, bytes `start..` of the body; where in it a `Content-Length:` after the
+    /// JSON value completes. Inside strings it skips to the next quote or backslash.
+    fn scan(&mut self, start: usize, buf: &[u8]) -> Option<usize> {
+        let mut i = 0;
+        while i < buf.len() && !self.stopped {
+            if self.in_string && !self.escaped {
+                i += buf[i..].iter().position(|&b| b == b'"' || b == b'\\')?;
+            }
+            if self.feed(start + i, buf[i]) {
+                return Some(i);
+            }
+            i += 1;
+        }
+        None
+    }
+
     /// Feeds byte `i` of the body; true when it completes a `Content-Length:` that follows
     /// the body's JSON value (with only whitespace between).
     fn feed(&mut self, i: usize, b: u8) -> bool {
@@ -425,10 +441,7 @@ impl<R: BufRead> FrameReader<R> {
                 Ok([]) | Err(_) => return Frame::Eof,
                 Ok(buf) => {
                     let buf = &buf[..buf.len().min(length - read)];
-                    let next = buf
-                        .iter()
-                        .enumerate()
-                        .position(|(i, &b)| end.feed(read + i, b));
+                    let next = end.scan(read, buf);
                     let used = next.map_or(buf.len(), |i| i + 1);
                     if keep {
                         body.extend_from_slice(&buf[..used]);

@@ -171,7 +171,7 @@ fn drift(out: &Path, roots: &BTreeSet<String>, files: &BTreeMap<String, String>)
     let mut drifted = 0;
     for stale in out_dir::leftovers(out) {
         println!(
-            "stale: {stale} (left by a dic compile that was killed; the next compile removes it)"
+            "stale: {stale} (left by a dic compile that was killed; the next compile recovers it)"
         );
         drifted += 1;
     }

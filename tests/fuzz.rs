@@ -283,7 +283,7 @@ fn fuzz_plan_toml_through_the_runtime_validator() {
 
 #[test]
 fn fuzz_lsp_frames_through_the_transport() {
-    use dic_lsp::transport::{read_frame, Frame};
+    use dic_lsp::transport::{Frame, FrameReader};
     let valid = br#"{"jsonrpc":"2.0","id":1,"method":"textDocument/hover","params":{}}"#;
     let mut rng = Rng(0x0bad_5eed_1234_5678);
     let start = Instant::now();
@@ -312,10 +312,10 @@ fn fuzz_lsp_frames_through_the_transport() {
             stream.extend(b"\r\n");
             stream.extend(&body);
         }
-        let mut input = std::io::BufReader::new(stream.as_slice());
+        let mut input = FrameReader::new(std::io::BufReader::new(stream.as_slice()));
         let mut frames = 0;
         loop {
-            match read_frame(&mut input) {
+            match input.read_frame() {
                 Frame::Eof => break,
                 _ => frames += 1,
             }

@@ -77,13 +77,17 @@ impl Client {
     }
 
     fn read(&mut self) -> Value {
+        self.try_read().expect("server closed stdout")
+    }
+
+    /// The next message, or None when the server closed its stdout.
+    fn try_read(&mut self) -> Option<Value> {
         let mut len = 0;
         loop {
             let mut line = String::new();
-            assert!(
-                self.stdout.read_line(&mut line).unwrap() > 0,
-                "server closed stdout"
-            );
+            if self.stdout.read_line(&mut line).unwrap() == 0 {
+                return None;
+            }
             let line = line.trim_end();
             if line.is_empty() {
                 break;
@@ -94,7 +98,7 @@ impl Client {
         }
         let mut buf = vec![0; len];
         self.stdout.read_exact(&mut buf).unwrap();
-        serde_json::from_slice(&buf).unwrap()
+        Some(serde_json::from_slice(&buf).unwrap())
     }
 
     fn request(&mut self, method: &str, params: Value) -> Value {
@@ -547,4 +551,112 @@ fn a_document_over_the_size_limit_is_refused() {
         .collect();
     assert_eq!(codes, [&json!("E0107")], "{diags}");
     c.shutdown();
+}
+
+/// A header block that makes no sense must not leave the server out of step: each bad
+/// frame (no Content-Length, a NUL, a length longer or shorter than the body, a length
+/// that is no number, two lengths, no blank line, bytes before the header, a huge length
+/// over a short body) is followed by ten good hover requests, and all ten are answered.
+#[test]
+fn after_a_bad_frame_the_server_resynchronises_on_the_next_content_length() {
+    let uri = format!(
+        "file://{}/resync.dist",
+        std::env::current_dir().unwrap().display()
+    );
+    let hover = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "textDocument/hover", "params": {
+            "textDocument": {"uri": uri},
+            "position": {"line": 0, "character": 20}}})
+        .to_string()
+    };
+    let body = hover(1000);
+    let n = body.len();
+    let bad_frames: Vec<(&str, String)> = vec![
+        (
+            "no Content-Length",
+            format!("Content-Type: application/vscode-jsonrpc\r\n\r\n{body}"),
+        ),
+        (
+            "a NUL in the length",
+            format!("Content-Length: {n}\0\r\n\r\n{body}"),
+        ),
+        (
+            "a NUL header line",
+            format!("Content-Length: {n}\r\n\0\r\n\r\n{body}"),
+        ),
+        (
+            "a length longer than the body",
+            format!("Content-Length: {}\r\n\r\n{body}", n + 40),
+        ),
+        (
+            "a length shorter than the body",
+            format!("Content-Length: {}\r\n\r\n{body}", n - 5),
+        ),
+        (
+            "a length that is no number",
+            format!("Content-Length: 12abc\r\n\r\n{body}"),
+        ),
+        (
+            "two lengths",
+            format!(
+                "Content-Length: {n}\r\nContent-Length: {}\r\n\r\n{body}",
+                n + 3
+            ),
+        ),
+        ("no blank line", format!("Content-Length: {n}\r\n{body}")),
+        ("bytes before the header", format!("hello{body}")),
+        (
+            "a huge length over a short body",
+            format!("Content-Length: 999999999\r\n\r\n{body}"),
+        ),
+    ];
+    let mut out_of_step = Vec::new();
+    for (what, bad) in bad_frames {
+        let mut c = Client::start(true);
+        c.open("resync.dist", "import std.models.llama_3_1_70b\n");
+        // A server that stays out of step never answers: end it after 5 s so the case
+        // counts as failed instead of hanging.
+        let pid = c.child.id();
+        let (done, watchdog) = std::sync::mpsc::channel::<()>();
+        let guard = std::thread::spawn(move || {
+            let timeout = std::time::Duration::from_secs(5);
+            if watchdog.recv_timeout(timeout).is_err() {
+                let _ = Command::new("kill").arg(pid.to_string()).status();
+            }
+        });
+        c.stdin.write_all(bad.as_bytes()).unwrap();
+        for id in 101..=110 {
+            c.stdin.write_all(frame(&hover(id)).as_bytes()).unwrap();
+        }
+        c.stdin.flush().unwrap();
+        let mut answered = std::collections::BTreeSet::new();
+        while answered.len() < 10 {
+            let Some(m) = c.try_read() else { break };
+            match m["id"].as_i64() {
+                Some(id @ 101..=110) => {
+                    assert!(m.get("result").is_some(), "{what}: {m}");
+                    answered.insert(id);
+                }
+                // the bad frame's own error reply (its id, or null), or a notification
+                _ => assert!(
+                    m.get("error").is_some() || m.get("method").is_some(),
+                    "{what}: {m}"
+                ),
+            }
+        }
+        let _ = done.send(());
+        guard.join().unwrap();
+        if answered.len() == 10 {
+            c.shutdown();
+        } else {
+            out_of_step.push(format!("{what}: {} of 10 answered", answered.len()));
+            let _ = c.child.kill();
+            let _ = c.child.wait();
+        }
+    }
+    assert!(out_of_step.is_empty(), "{out_of_step:#?}");
+}
+
+fn frame(body: &str) -> String {
+    format!("Content-Length: {}\r\n\r\n{body}", body.len())
 }

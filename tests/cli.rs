@@ -537,3 +537,17 @@ fn init_writes_a_starter_that_checks() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("dic list gpus"));
 }
+
+/// The diagnostics snapshots redact the forecast's figures and nothing else: times, rates,
+/// shares and prices go; line numbers, sizes, layouts and codes stay.
+#[test]
+fn snapshots_redact_forecast_figures_only() {
+    assert_eq!(
+        common::redact_forecast_figures(
+            "A0401 `tp 4 × pp 1 × dp 4` would serve 13,337 tokens/s, 20% more; TTFT 199.5 ms, \
+             2 s. $55.04/h on 8 GPUs, 80 GiB, at example.dist:12:3, 64.2 req/s, qwen3_32b."
+        ),
+        "A0401 `tp 4 × pp 1 × dp 4` would serve # tokens/s, #% more; TTFT # ms, \
+         # s. $#/h on 8 GPUs, 80 GiB, at example.dist:12:3, # req/s, qwen3_32b."
+    );
+}

@@ -29,7 +29,7 @@ fn check_example(path: &Path) -> datatest_stable::Result<()> {
         }
         insta::assert_snapshot!(
             format!("check__{}", common::snap_name(&path)),
-            common::rendered(&checked)
+            common::rendered_for_snapshot(&checked)
         );
     }
     Ok(())

@@ -47,7 +47,7 @@ fn explain_page(path: &Path) -> datatest_stable::Result<()> {
                 dic_compiler::driver::check_file(&world, "example.dist").expect("in memory");
             let codes: Vec<Code> = checked.diagnostics.iter().map(|d| d.code).collect();
             assert!(codes.contains(&code), "{code}: example produced {codes:?}");
-            insta::assert_snapshot!(code.as_str(), common::rendered(&checked));
+            insta::assert_snapshot!(code.as_str(), common::rendered_for_snapshot(&checked));
         }
         "json" => {
             let req = ImportRequest {

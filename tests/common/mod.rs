@@ -48,6 +48,58 @@ pub fn rendered(checked: &Checked) -> String {
     out
 }
 
+/// `text` with the performance model's figures replaced by `#`: a number directly before a
+/// time (`ms`, `s`), a rate (`tokens/s`, `tok/s`, `req/s`), a share (`%`), a price (`$…`,
+/// `/h`) or a count of GPUs or nodes an advice proposes is the forecast's, which a refit moves
+/// and `tests/fixtures/forecast.md` checks. Snapshots of diagnostics keep their words, codes,
+/// layouts and spans, so they change when a verdict or a message changes, not when a figure
+/// moves within one.
+pub fn redact_forecast_figures(text: &str) -> String {
+    const UNITS: [&str; 11] = [
+        "tokens/s", "tok/s", "req/s", "ms", "s ", "s)", "s,", "s.", "s\n", "%", "/h",
+    ];
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < text.len() {
+        let c = b[i];
+        let starts_number = c.is_ascii_digit()
+            && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_'));
+        if starts_number {
+            let mut j = i;
+            while j < b.len() && (b[j].is_ascii_digit() || b[j] == b'.' || b[j] == b',') {
+                j += 1;
+            }
+            // a trailing '.' or ',' ends a sentence, not the number
+            let mut end = j;
+            while end > i && (b[end - 1] == b'.' || b[end - 1] == b',') {
+                end -= 1;
+            }
+            let rest = &text[end..];
+            let unit = rest.strip_prefix(' ').unwrap_or(rest);
+            let priced = i > 0 && b[i - 1] == b'$';
+            if priced || UNITS.iter().any(|u| unit.starts_with(u)) {
+                out.push('#');
+                i = end;
+                continue;
+            }
+            out.push_str(&text[i..end]);
+            i = end;
+            continue;
+        }
+        let ch = text[i..].chars().next().unwrap_or(' ');
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+/// [`rendered`] with the forecast's figures redacted ([`redact_forecast_figures`]): what
+/// the diagnostics snapshots store.
+pub fn rendered_for_snapshot(checked: &Checked) -> String {
+    redact_forecast_figures(&rendered(checked))
+}
+
 /// Every file under `dir` (an absent folder has none), folders walked recursively.
 pub fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
     let mut out = Vec::new();

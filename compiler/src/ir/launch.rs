@@ -133,6 +133,24 @@ fn model_plan(
     } else {
         None
     };
+    // vLLM spells the 16-bit cache dtypes out (`CacheConfig._validate_cache_dtype`), and
+    // refuses one that differs from the model's dtype
+    // (`VllmConfig._reject_mismatched_float_kv_cache`): docs/vllm-rules.md rows 38, 39.
+    let kv_cache_dtype = match m.kv_cache.as_str() {
+        "auto" => None,
+        "bf16" | "fp16" if m.kv_cache != m.dtype => {
+            return Err(fail(
+                format!(
+                    "vLLM refuses a {} KV cache on a {} model (its 16-bit cache dtype must be the model's)",
+                    m.kv_cache, m.dtype
+                ),
+                "write `kv_cache = auto` (the model's own dtype) or an FP8 format",
+            ))
+        }
+        "bf16" => Some("bfloat16".to_string()),
+        "fp16" => Some("float16".to_string()),
+        other => Some(other.to_string()),
+    };
     Ok(ModelPlan {
         name: d
             .model
@@ -145,7 +163,7 @@ fn model_plan(
             .clone()
             .unwrap_or_else(|| def.name.clone()),
         weights: m.weights.clone(),
-        kv_cache_dtype: (m.kv_cache != "auto").then(|| m.kv_cache.clone()),
+        kv_cache_dtype,
         quantization,
         mamba_ssm_cache_dtype: m
             .detail

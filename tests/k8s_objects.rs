@@ -443,3 +443,219 @@ fn every_example_manifest_passes_both_validators() {
         }
     }
 }
+
+/// The words of a container's command and args (a `bash -c` script split at spaces: the
+/// port flags dic writes are plain words).
+fn container_words(c: &Value) -> Vec<String> {
+    ["command", "args"]
+        .iter()
+        .filter_map(|k| c[k].as_array())
+        .flatten()
+        .filter_map(Value::as_str)
+        .flat_map(|s| {
+            s.split_whitespace()
+                .map(|w| w.trim_matches(['"', '\'']).to_string())
+        })
+        .collect()
+}
+
+/// The number a probe's or Service's port means in a pod: a number, or the name of one
+/// of its containers' ports.
+fn resolve_port(port: &Value, template: &Value) -> Option<u64> {
+    if let Some(n) = port.as_u64() {
+        return Some(n);
+    }
+    let name = port.as_str()?;
+    template["spec"]["containers"]
+        .as_array()?
+        .iter()
+        .flat_map(|c| c["ports"].as_array().cloned().unwrap_or_default())
+        .find(|p| p["name"] == name)
+        .and_then(|p| p["containerPort"].as_u64())
+}
+
+/// `http://host:port` → (host, port).
+fn host_port(url: &str) -> Option<(String, u64)> {
+    let rest = url.strip_prefix("http://")?;
+    let rest = rest.split('/').next()?;
+    let (host, port) = rest.rsplit_once(':')?;
+    Some((host.to_string(), port.parse().ok()?))
+}
+
+/// One place decides every port of a pod: for every pod of every example, the `--port` a
+/// server is started with is its containerPort `http`, where its probes look and where
+/// the Services that select it send traffic; a server bound to the pod's loopback is what
+/// a container beside it points at; every upstream URL of a router names a Service whose
+/// port leads to pods listening there. (P/D decode pods and `shared_cluster`'s second
+/// deployment once listened on the scripts' port 8001 behind probes on 8000.)
+#[test]
+fn every_port_of_a_pod_agrees_with_its_probes_services_and_router() {
+    let mut checked = 0;
+    for (path, files) in all_outputs() {
+        let objects: Vec<(String, Value)> = files
+            .iter()
+            .filter(|(f, _)| f.contains("/k8s/") && !f.ends_with("kustomization.yaml"))
+            .map(|(f, t)| (f.clone(), parse(t)))
+            .collect();
+        let templates: Vec<(String, Value, BTreeMap<String, String>)> = objects
+            .iter()
+            .flat_map(|(f, o)| {
+                pod_templates(o)
+                    .into_iter()
+                    .map(move |(t, l)| (f.clone(), t, l))
+            })
+            .collect();
+        // The port each pod template's servers listen on for clients (None: it serves none).
+        let listening = |t: &Value| -> Option<u64> {
+            let mut found = None;
+            for c in t["spec"]["containers"].as_array().unwrap() {
+                let words = container_words(c);
+                if words.iter().any(|w| w == "--headless") {
+                    continue;
+                }
+                let Some(port) = common::value_after(&words, "--port") else {
+                    continue;
+                };
+                let port: u64 = port.parse().unwrap();
+                if common::value_after(&words, "--host").as_deref() == Some("127.0.0.1") {
+                    continue;
+                }
+                assert!(found.is_none(), "{path}: two servers in one pod");
+                found = Some(port);
+            }
+            found
+        };
+        for (file, t, _) in &templates {
+            let containers = t["spec"]["containers"].as_array().unwrap();
+            for c in containers {
+                let words = container_words(c);
+                if words.iter().any(|w| w == "--headless") {
+                    continue;
+                }
+                let Some(port) = common::value_after(&words, "--port") else {
+                    continue;
+                };
+                let port: u64 = port.parse().unwrap();
+                checked += 1;
+                if common::value_after(&words, "--host").as_deref() == Some("127.0.0.1") {
+                    // Loopback: a container beside it is its only client.
+                    let url = format!("http://127.0.0.1:{port}");
+                    assert!(
+                        containers
+                            .iter()
+                            .any(|o| container_words(o).iter().any(|w| w.starts_with(&url))),
+                        "{path} {file}: nothing in the pod reaches {url}"
+                    );
+                    continue;
+                }
+                let http = c["ports"]
+                    .as_array()
+                    .and_then(|ps| ps.iter().find(|p| p["name"] == "http"))
+                    .and_then(|p| p["containerPort"].as_u64());
+                assert_eq!(
+                    http,
+                    Some(port),
+                    "{path} {file}: container {} listens on {port}, declares http {http:?}",
+                    c["name"]
+                );
+                // NIXL's side channel listens where the pod declares it.
+                let nixl = c["ports"]
+                    .as_array()
+                    .and_then(|ps| ps.iter().find(|p| p["name"] == "nixl"))
+                    .and_then(|p| p["containerPort"].as_u64());
+                let side_channel = c["env"].as_array().and_then(|es| {
+                    es.iter()
+                        .find(|e| e["name"] == "VLLM_NIXL_SIDE_CHANNEL_PORT")
+                        .and_then(|e| e["value"].as_str()?.parse::<u64>().ok())
+                });
+                assert_eq!(nixl, side_channel, "{path} {file}: NIXL side channel");
+                for probe in ["startupProbe", "readinessProbe", "livenessProbe"] {
+                    let p = &c[probe];
+                    for action in ["httpGet", "tcpSocket"] {
+                        if p[action].is_object() {
+                            assert_eq!(
+                                resolve_port(&p[action]["port"], t),
+                                Some(port),
+                                "{path} {file}: {probe} of {}",
+                                c["name"]
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // Services: the target port of every pod they select is where it listens.
+        let services: Vec<&Value> = objects
+            .iter()
+            .map(|(_, o)| o)
+            .filter(|o| o["kind"] == "Service")
+            .collect();
+        for svc in &services {
+            let Some(sel) = svc["spec"]["selector"].as_object() else {
+                continue;
+            };
+            let sel = Value::Object(sel.clone());
+            for port in svc["spec"]["ports"].as_array().unwrap() {
+                let target = if port["targetPort"].is_null() {
+                    &port["port"]
+                } else {
+                    &port["targetPort"]
+                };
+                for (f, t, _) in templates.iter().filter(|(_, _, l)| matches(&sel, l)) {
+                    let Some(listen) = listening(t) else {
+                        continue;
+                    };
+                    assert_eq!(
+                        resolve_port(target, t),
+                        Some(listen),
+                        "{path}: Service {} sends to {target} of {f}, which listens on {listen}",
+                        svc["metadata"]["name"]
+                    );
+                }
+            }
+        }
+        // Routers: every upstream URL leads, through its Service, to pods listening there.
+        for (f, t, _) in &templates {
+            for c in t["spec"]["containers"].as_array().unwrap() {
+                for url in container_words(c)
+                    .iter()
+                    .filter(|w| w.starts_with("http://"))
+                {
+                    let (host, port) = host_port(url).unwrap();
+                    if host == "127.0.0.1" {
+                        continue;
+                    }
+                    let svc = services
+                        .iter()
+                        .find(|s| s["metadata"]["name"] == host.as_str())
+                        .unwrap_or_else(|| panic!("{path} {f}: no Service `{host}`"));
+                    let sp = svc["spec"]["ports"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|p| p["port"].as_u64() == Some(port))
+                        .unwrap_or_else(|| panic!("{path} {f}: `{host}` has no port {port}"));
+                    let target = if sp["targetPort"].is_null() {
+                        &sp["port"]
+                    } else {
+                        &sp["targetPort"]
+                    };
+                    let sel = Value::Object(svc["spec"]["selector"].as_object().unwrap().clone());
+                    let selected: Vec<_> = templates
+                        .iter()
+                        .filter(|(_, _, l)| matches(&sel, l))
+                        .collect();
+                    assert!(!selected.is_empty(), "{path} {f}: `{host}` selects no pod");
+                    for (g, u, _) in selected {
+                        assert_eq!(
+                            resolve_port(target, u),
+                            listening(u),
+                            "{path} {f}: {url} reaches {g} on another port"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 20, "{checked} servers checked");
+}

@@ -20,7 +20,7 @@
 //! come from the vLLM target, so scripts and manifests start the same processes.
 
 use crate::shell::{line, Arg};
-use crate::vllm::{commands, NodeCommand, NodeRank, HEAD_ADDR};
+use crate::vllm::{commands, pod_port, NodeCommand, NodeRank, HEAD_ADDR};
 use dic_compiler::ir::ModelCache;
 use dic_compiler::ir::{DeploymentPlan, LaunchMode};
 use k8s_openapi::api::apps::v1::{
@@ -318,7 +318,7 @@ fn pod(
         ports: api.then(|| {
             let mut ports = vec![ContainerPort {
                 name: Some("http".into()),
-                container_port: d.engine.port as i32,
+                container_port: pod_port(d) as i32,
                 ..Default::default()
             }];
             if d.disaggregated.is_some() {
@@ -547,14 +547,17 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
     let selector_labels = BTreeMap::from([("app.kubernetes.io/name".to_string(), name.clone())]);
     let single_node_pods = d.nodes_per_group == 1 || d.launch == LaunchMode::Replicas;
     if single_node_pods {
-        let first = cmds.iter().find(|c| !c.blocking).ok_or("no command")?;
-        let mut cmd = first.clone();
-        // one replica per pod: every pod uses the base port
-        cmd.argv = crate::vllm::commands(d)
-            .into_iter()
-            .next()
-            .map(|c| c.argv)
-            .unwrap_or_default();
+        // One replica per pod, in the pod's own network namespace: the pod's port, not the
+        // one a launch script's server got on a shared node. (A single-node data-parallel
+        // launch already uses it.)
+        let cmd = if d.launch == LaunchMode::Replicas {
+            crate::vllm::pod_command(d)
+        } else {
+            cmds.iter()
+                .find(|c| !c.blocking)
+                .ok_or("no command")?
+                .clone()
+        };
         let dep = Deployment {
             metadata: meta(d, name.clone()),
             spec: Some(DeploymentSpec {
@@ -670,7 +673,7 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
             selector: Some(svc_selector),
             ports: Some(vec![ServicePort {
                 name: Some("http".into()),
-                port: d.engine.port as i32,
+                port: pod_port(d) as i32,
                 target_port: Some(IntOrString::String("http".into())),
                 protocol: Some("TCP".into()),
                 ..Default::default()
@@ -784,10 +787,11 @@ fn router(
         } else {
             !x.peer_spans_nodes
         };
+        // Both pools come from one `deploy` and one engine block: one pod port.
         format!(
             "http://{}:{}",
             client_service(&dns_name(plan_name), pool_single),
-            d.engine.port
+            pod_port(d)
         )
     };
     let (prefill, decode) = (single(&x.peer), single(&d.name));

@@ -240,6 +240,26 @@ pub fn commands(d: &DeploymentPlan) -> Vec<NodeCommand> {
     out
 }
 
+/// The API port of a server in a pod. Every pod has its own network namespace, so each
+/// listens on the deployment's engine port, whatever ports the cluster's accounting gave
+/// the launch scripts' servers on a shared node; containerPort, probes, Service and the
+/// router's upstreams on Kubernetes all take it from here.
+pub fn pod_port(d: &DeploymentPlan) -> u64 {
+    d.engine.port
+}
+
+/// The command of a pod that holds one whole replica (a Deployment's pod): its own
+/// network namespace and GPUs, so [`pod_port`] and NIXL's base side-channel port, and no
+/// `CUDA_VISIBLE_DEVICES` (the device plugin hands the pod its GPUs).
+pub fn pod_command(d: &DeploymentPlan) -> NodeCommand {
+    NodeCommand {
+        node_rank: 0,
+        argv: serve(d, pod_port(d)),
+        env: base_env(d),
+        blocking: false,
+    }
+}
+
 /// Which node of its group a command runs as: a number fixed in a script, or one a pod
 /// reads from its environment when it starts (a LeaderWorkerSet worker's
 /// `LWS_WORKER_INDEX`).

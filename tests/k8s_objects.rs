@@ -325,9 +325,21 @@ fn a_disaggregated_deployment_routes_to_both_pools() {
             volume["configMap"]["name"], config["metadata"]["name"],
             "{path}"
         );
+        // Every container's words: the front names the prefill pool, vllm-router the
+        // decode pool (its prefill servers are the front's loopback guard).
+        let words: Vec<String> = router["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(container_words)
+            .collect();
         let mut served = Vec::new();
         for (flag, pool) in [("--prefill", "prefill"), ("--decode", "decode")] {
-            let url = &argv[argv.iter().position(|a| a == flag).unwrap() + 1];
+            let url = words
+                .windows(2)
+                .find(|w| w[0] == flag && !w[1].starts_with("http://127.0.0.1"))
+                .map(|w| w[1].clone())
+                .unwrap_or_else(|| panic!("{path}: the router names no {pool} Service"));
             let rest = url.strip_prefix("http://").unwrap();
             let (host, port) = rest.split_once(':').unwrap();
             let svc = objects

@@ -30,9 +30,9 @@ use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
     HTTPGetAction, HostPathVolumeSource, LocalObjectReference, NodeAffinity, NodeSelector,
     NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaimVolumeSource, PodAffinity,
-    PodAffinityTerm, PodResourceClaim, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
-    SecretKeySelector, SecurityContext, Service, ServicePort, ServiceSpec, Toleration, Volume,
-    VolumeMount,
+    PodAffinityTerm, PodResourceClaim, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
+    ResourceRequirements, SeccompProfile, SecretKeySelector, SecurityContext, Service, ServicePort,
+    ServiceSpec, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -768,18 +768,26 @@ fn client_service(name: &str, single_node_pods: bool) -> String {
     }
 }
 
-/// The router of a disaggregated deployment, in the decode pool's folder: dic's router
-/// script in a ConfigMap, a Deployment running it on the vLLM image (CPU only), pointed at
-/// each pool's client Service, and the deployment's client Service, named after the
-/// deployment, in front of it. Each pool's Service spreads the legs over its servers.
+/// The router of a disaggregated deployment, in the decode pool's folder
+/// ([`crate::pd_router`]): `pd_front.py` in a ConfigMap; a Deployment whose pods install
+/// the pinned vllm-router into a volume of their own (an init container on the vLLM
+/// image, `pip install --target`: the image does not ship it; an air-gapped cluster needs
+/// a mirror or an image that does), then run vllm-router on the pod's loopback and the
+/// front on the pod IP, both unprivileged, as nobody, on a read-only root filesystem; and
+/// the deployment's client Service, named after the deployment, in front of them. The
+/// upstreams are each pool's client Service, which spreads the legs over its servers.
 fn router(
     d: &DeploymentPlan,
     x: &dic_compiler::ir::DisaggPlan,
 ) -> Result<Vec<(String, String)>, String> {
-    use k8s_openapi::api::core::v1::{ConfigMap, ConfigMapVolumeSource};
+    use crate::pd_router::{
+        front_flags, vllm_router_flags, API_KEY_ENV, FRONT, FRONT_FILE, PORTS, ROUTER_KEY_ENV,
+        VLLM_ROUTER_VERSION,
+    };
+    use k8s_openapi::api::core::v1::{ConfigMap, ConfigMapVolumeSource, TCPSocketAction};
     let base = dns_name(&x.deployment);
     let name = format!("{base}-router");
-    let single = |plan_name: &str| {
+    let upstream = |plan_name: &str| {
         // Both pools are launched the same way when their groups fit a node; a pool
         // spanning nodes is a LeaderWorkerSet behind `<name>-leader`.
         let pool_single = if plan_name == d.name {
@@ -794,7 +802,7 @@ fn router(
             pod_port(d)
         )
     };
-    let (prefill, decode) = (single(&x.peer), single(&d.name));
+    let (prefill, decode) = (upstream(&x.peer), upstream(&d.name));
     let labels = BTreeMap::from([
         ("app.kubernetes.io/name".to_string(), name.clone()),
         (
@@ -818,21 +826,111 @@ fn router(
     let config = ConfigMap {
         metadata: meta_of(&name, &[]),
         data: Some(BTreeMap::from([(
-            "pd_router.py".to_string(),
-            crate::vllm::ROUTER.to_string(),
+            FRONT_FILE.to_string(),
+            FRONT.to_string(),
         )])),
         ..Default::default()
     };
-    let argv = [
-        "python3".to_string(),
-        "/etc/dic-router/pd_router.py".into(),
-        "--port".into(),
-        x.router_port.to_string(),
-        "--prefill".into(),
-        prefill,
-        "--decode".into(),
-        decode,
+    // Kubernetes expands `$(POD_IP)` in a command from the container's environment.
+    let pod_ip = EnvVar {
+        name: "POD_IP".into(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(k8s_openapi::api::core::v1::ObjectFieldSelector {
+                field_path: "status.podIP".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut common_env = vec![
+        pod_ip,
+        env_var("PYTHONPATH", ROUTER_LIB),
+        env_var("PYTHONDONTWRITEBYTECODE", "1"),
+        env_var("HOME", "/tmp"),
     ];
+    let key = |var: &str| {
+        d.kubernetes
+            .api_key_secret
+            .as_ref()
+            .map(|s| secret_env(var, s, "api-key", false))
+    };
+    let mut router_env = common_env.clone();
+    router_env.extend(key(ROUTER_KEY_ENV));
+    common_env.extend(key(API_KEY_ENV));
+    let mounts = |names: &[(&str, &str)]| -> Option<Vec<VolumeMount>> {
+        Some(
+            names
+                .iter()
+                .map(|(n, path)| VolumeMount {
+                    name: n.to_string(),
+                    mount_path: path.to_string(),
+                    read_only: (*n != "tmp" && *n != "router-lib").then_some(true),
+                    ..Default::default()
+                })
+                .collect(),
+        )
+    };
+    let small = |cpu: &str, memory: &str| ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_string(), quantity(cpu)),
+            ("memory".to_string(), quantity(memory)),
+        ])),
+        limits: Some(BTreeMap::from([("memory".to_string(), quantity(memory))])),
+        ..Default::default()
+    };
+    let install = Container {
+        name: "install-vllm-router".into(),
+        image: Some(d.kubernetes.image.clone()),
+        command: Some(vec![
+            "python3".into(),
+            "-m".into(),
+            "pip".into(),
+            "install".into(),
+            "--no-cache-dir".into(),
+            "--disable-pip-version-check".into(),
+            "--target".into(),
+            ROUTER_LIB.into(),
+            format!("vllm-router=={VLLM_ROUTER_VERSION}"),
+        ]),
+        env: Some(vec![env_var("HOME", "/tmp")]),
+        resources: Some(small("1", "1Gi")),
+        volume_mounts: mounts(&[("router-lib", ROUTER_LIB), ("tmp", "/tmp")]),
+        security_context: Some(unprivileged(true)),
+        ..Default::default()
+    };
+    let mut router_argv = vec![
+        "python3".to_string(),
+        "-m".into(),
+        "vllm_router.launch_router".into(),
+    ];
+    router_argv.extend(vllm_router_flags(d, PORTS, 1, &[decode], "$(POD_IP)"));
+    let vllm_router = Container {
+        name: "vllm-router".into(),
+        image: Some(d.kubernetes.image.clone()),
+        command: Some(router_argv),
+        env: Some(router_env),
+        ports: Some(vec![ContainerPort {
+            name: Some("metrics".into()),
+            container_port: PORTS.metrics as i32,
+            ..Default::default()
+        }]),
+        resources: Some(small("2", "2Gi")),
+        volume_mounts: mounts(&[("router-lib", ROUTER_LIB), ("tmp", "/tmp")]),
+        security_context: Some(unprivileged(true)),
+        ..Default::default()
+    };
+    let mut front_argv = vec![
+        "python3".to_string(),
+        format!("{ROUTER_CONFIG}/{FRONT_FILE}"),
+    ];
+    front_argv.extend(front_flags(
+        d,
+        PORTS,
+        "$(POD_IP)",
+        x.router_port,
+        &[prefill],
+    ));
     let probe = |period: i32, failures: i32| Probe {
         http_get: Some(HTTPGetAction {
             path: Some("/health".into()),
@@ -841,6 +939,45 @@ fn router(
         }),
         period_seconds: Some(period),
         failure_threshold: Some(failures),
+        ..Default::default()
+    };
+    let front = Container {
+        name: "router".into(),
+        image: Some(d.kubernetes.image.clone()),
+        command: Some(front_argv),
+        env: Some(common_env),
+        ports: Some(vec![ContainerPort {
+            name: Some("http".into()),
+            container_port: x.router_port as i32,
+            ..Default::default()
+        }]),
+        resources: Some(small("1", "1Gi")),
+        volume_mounts: mounts(&[
+            ("router", ROUTER_CONFIG),
+            ("router-lib", ROUTER_LIB),
+            ("tmp", "/tmp"),
+        ]),
+        // Ready once vllm-router is (it waits for a healthy server in each pool); the pools
+        // take minutes to load, so liveness only checks that the front answers at all.
+        readiness_probe: Some(probe(5, 3)),
+        liveness_probe: Some(Probe {
+            tcp_socket: Some(TCPSocketAction {
+                port: IntOrString::String("http".into()),
+                ..Default::default()
+            }),
+            period_seconds: Some(10),
+            failure_threshold: Some(3),
+            ..Default::default()
+        }),
+        security_context: Some(unprivileged(true)),
+        ..Default::default()
+    };
+    let empty = |n: &str, limit: &str| Volume {
+        name: n.into(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            size_limit: Some(quantity(limit)),
+            ..Default::default()
+        }),
         ..Default::default()
     };
     let selector = BTreeMap::from([("app.kubernetes.io/name".to_string(), name.clone())]);
@@ -859,61 +996,33 @@ fn router(
                     ..Default::default()
                 }),
                 spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "router".into(),
-                        image: Some(d.kubernetes.image.clone()),
-                        command: Some(argv.to_vec()),
-                        ports: Some(vec![ContainerPort {
-                            name: Some("http".into()),
-                            container_port: x.router_port as i32,
-                            ..Default::default()
-                        }]),
-                        resources: Some(ResourceRequirements {
-                            requests: Some(BTreeMap::from([
-                                ("cpu".to_string(), quantity(2)),
-                                ("memory".to_string(), quantity("2Gi")),
-                            ])),
-                            limits: Some(BTreeMap::from([("memory".to_string(), quantity("2Gi"))])),
+                    init_containers: Some(vec![install]),
+                    containers: vec![front, vllm_router],
+                    // The router never calls the Kubernetes API.
+                    automount_service_account_token: Some(false),
+                    security_context: Some(PodSecurityContext {
+                        run_as_non_root: Some(true),
+                        run_as_user: Some(NOBODY),
+                        run_as_group: Some(NOBODY),
+                        seccomp_profile: Some(SeccompProfile {
+                            type_: "RuntimeDefault".into(),
                             ..Default::default()
                         }),
-                        volume_mounts: Some(vec![VolumeMount {
+                        ..Default::default()
+                    }),
+                    volumes: Some(vec![
+                        Volume {
                             name: "router".into(),
-                            mount_path: "/etc/dic-router".into(),
-                            read_only: Some(true),
-                            ..Default::default()
-                        }]),
-                        // Ready once each pool has a healthy server; the pools take minutes
-                        // to load, so liveness only checks the router process.
-                        readiness_probe: Some(probe(5, 3)),
-                        liveness_probe: Some(Probe {
-                            tcp_socket: Some(k8s_openapi::api::core::v1::TCPSocketAction {
-                                port: IntOrString::String("http".into()),
+                            config_map: Some(ConfigMapVolumeSource {
+                                name: name.clone(),
                                 ..Default::default()
                             }),
-                            period_seconds: Some(10),
-                            failure_threshold: Some(3),
                             ..Default::default()
-                        }),
-                        ..Default::default()
-                    }],
-                    volumes: Some(vec![Volume {
-                        name: "router".into(),
-                        config_map: Some(ConfigMapVolumeSource {
-                            name: name.clone(),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }]),
-                    image_pull_secrets: (!d.kubernetes.pod.image_pull_secrets.is_empty()).then(
-                        || {
-                            d.kubernetes
-                                .pod
-                                .image_pull_secrets
-                                .iter()
-                                .map(|n| LocalObjectReference { name: n.clone() })
-                                .collect()
                         },
-                    ),
+                        empty("router-lib", "1Gi"),
+                        empty("tmp", "256Mi"),
+                    ]),
+                    image_pull_secrets: image_pull_secrets(d),
                     ..Default::default()
                 }),
             },
@@ -943,6 +1052,38 @@ fn router(
         ("k8s/router.yaml".into(), yaml(&deployment)?),
         ("k8s/router-service.yaml".into(), yaml(&service)?),
     ])
+}
+
+/// Where the router's pods install vllm-router (an emptyDir, on PYTHONPATH).
+const ROUTER_LIB: &str = "/opt/dic-router";
+/// Where the router's ConfigMap (`pd_front.py`) is mounted.
+const ROUTER_CONFIG: &str = "/etc/dic-router";
+/// The unprivileged user the router's pods run as (`nobody`).
+const NOBODY: i64 = 65534;
+
+/// A container's security context without privilege: no escalation (setuid binaries gain
+/// nothing), every capability dropped, and, with `read_only`, a read-only root filesystem.
+fn unprivileged(read_only: bool) -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".into()]),
+            ..Default::default()
+        }),
+        read_only_root_filesystem: read_only.then_some(true),
+        ..Default::default()
+    }
+}
+
+/// The pod's image pull secrets, when the user names some.
+fn image_pull_secrets(d: &DeploymentPlan) -> Option<Vec<LocalObjectReference>> {
+    let names = &d.kubernetes.pod.image_pull_secrets;
+    (!names.is_empty()).then(|| {
+        names
+            .iter()
+            .map(|n| LocalObjectReference { name: n.clone() })
+            .collect()
+    })
 }
 
 /// The replica count the objects state: none under autoscaling (the autoscaler owns it).

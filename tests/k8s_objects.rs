@@ -671,3 +671,111 @@ fn every_port_of_a_pod_agrees_with_its_probes_services_and_router() {
     }
     assert!(checked > 20, "{checked} servers checked");
 }
+
+/// Capabilities a pod may be given: the ones a network profile asks for that dic knows
+/// RDMA or expert parallelism to need. `ALL` and `SYS_ADMIN` are refused by the checker.
+const GRANTABLE: &[&str] = &[
+    "IPC_LOCK",
+    "SYS_RAWIO",
+    "SYS_NICE",
+    "SYS_RESOURCE",
+    "SYS_PTRACE",
+];
+
+/// No pod of any example holds a privilege it does not need: no service-account token (no
+/// pod calls the Kubernetes API), no privileged container, host PID or IPC namespace; every
+/// container and init container refuses privilege escalation; added capabilities are known
+/// ones, never `ALL` or `SYS_ADMIN`, and `IPC_LOCK` only beside an RDMA device; the router's
+/// pods (whose image needs no root) run as a non-root user with every capability dropped
+/// and a read-only root filesystem.
+#[test]
+fn every_pod_runs_without_privilege_it_does_not_need() {
+    let mut pods = 0;
+    for (path, files) in all_outputs() {
+        for (file, text) in files
+            .iter()
+            .filter(|(f, _)| f.contains("/k8s/") && !f.ends_with("kustomization.yaml"))
+        {
+            for (t, labels) in pod_templates(&parse(text)) {
+                pods += 1;
+                let spec = &t["spec"];
+                let at = format!("{path} {file}");
+                assert_eq!(spec["automountServiceAccountToken"], false, "{at}");
+                assert!(spec["hostPID"] != true && spec["hostIPC"] != true, "{at}");
+                let router = labels
+                    .get("app.kubernetes.io/name")
+                    .is_some_and(|n| n.ends_with("-router"));
+                if router {
+                    let pod = &spec["securityContext"];
+                    assert_eq!(pod["runAsNonRoot"], true, "{at}");
+                    assert!(pod["runAsUser"].as_u64().is_some_and(|u| u > 0), "{at}");
+                }
+                let containers = ["containers", "initContainers"]
+                    .iter()
+                    .filter_map(|k| spec[k].as_array())
+                    .flatten();
+                for c in containers {
+                    let sc = &c["securityContext"];
+                    let at = format!("{at} container {}", c["name"]);
+                    assert_eq!(sc["allowPrivilegeEscalation"], false, "{at}");
+                    assert!(sc["privileged"] != true, "{at}");
+                    let added: Vec<&str> = sc["capabilities"]["add"]
+                        .as_array()
+                        .map(|a| a.iter().filter_map(Value::as_str).collect())
+                        .unwrap_or_default();
+                    for cap in &added {
+                        assert!(GRANTABLE.contains(cap), "{at}: adds {cap}");
+                    }
+                    let rdma = c["resources"]["limits"].as_object().is_some_and(|l| {
+                        l.keys()
+                            .any(|k| RDMA_RESOURCES.iter().any(|r| k.starts_with(r)))
+                    });
+                    assert!(
+                        !added.contains(&"IPC_LOCK") || rdma,
+                        "{at}: IPC_LOCK without RDMA"
+                    );
+                    if router {
+                        assert!(added.is_empty(), "{at}");
+                        assert_eq!(
+                            sc["capabilities"]["drop"],
+                            serde_json::json!(["ALL"]),
+                            "{at}"
+                        );
+                        assert_eq!(sc["readOnlyRootFilesystem"], true, "{at}");
+                    }
+                }
+            }
+        }
+    }
+    assert!(pods > 20, "{pods} pod templates");
+}
+
+/// A network profile that asks for `ALL` or `SYS_ADMIN` (or a capability dic knows no use
+/// for) is refused with a diagnostic naming it; nothing is emitted.
+#[test]
+fn a_network_profile_cannot_grant_all_or_sys_admin() {
+    let dir = common::fresh_dir("capabilities");
+    for (cap, why) in [
+        ("ALL", "root on the node"),
+        ("SYS_ADMIN", "root on the node"),
+        ("NET_ADMIN", "not a capability dic grants"),
+    ] {
+        let file = dir.join(format!("{cap}.dist"));
+        std::fs::write(
+            &file,
+            format!(
+                "import std.nodes.dgx_h100\nimport std.models.llama_3_1_8b\n\
+                 cluster c {{ nodes = 2 × dgx_h100 }}\n\
+                 network net {{ resource = \"rdma/ib\", capabilities = [\"{cap}\"] }}\n\
+                 cluster c2 = c {{ network = net }}\n\
+                 deploy d {{ model = llama_3_1_8b, cluster = c2, layout = tp 8 × pp 2 }}\n"
+            ),
+        )
+        .unwrap();
+        let checked =
+            dic_compiler::driver::compile_file(&DiskWorld, file.to_str().unwrap()).unwrap();
+        assert!(checked.has_errors(), "{cap} was accepted");
+        let text = common::rendered(&checked);
+        assert!(text.contains(cap) && text.contains(why), "{cap}: {text}");
+    }
+}

@@ -347,16 +347,7 @@ fn pod(
         startup_probe: api.then(|| health("http", 10, startup_failures)),
         readiness_probe: api.then(|| health("http", 5, 3)),
         liveness_probe: api.then(|| health("http", 10, 3)),
-        // RDMA needs locked memory, and only traffic that leaves the node uses RDMA.
-        security_context: (uses_fabric(d) && !d.network.capabilities.is_empty()).then(|| {
-            SecurityContext {
-                capabilities: Some(Capabilities {
-                    add: Some(d.network.capabilities.clone()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }
-        }),
+        security_context: Some(engine_security(d)),
         ..Default::default()
     };
     // The profile's annotations attach the RDMA networks: only for traffic across nodes.
@@ -394,6 +385,8 @@ fn pod(
         }),
         spec: Some(PodSpec {
             containers: vec![container],
+            // vLLM, NCCL and `dic run` never call the Kubernetes API.
+            automount_service_account_token: Some(false),
             host_network: d.network.host_network.then_some(true),
             dns_policy: d
                 .network
@@ -454,6 +447,33 @@ fn pod(
             ]),
             ..Default::default()
         }),
+    }
+}
+
+/// An engine container's security context: no privilege escalation, and only the
+/// capabilities the network profile asks for (the checker admits only the few dic knows
+/// a use for, never `ALL` or `SYS_ADMIN`), only on pods whose traffic leaves the node,
+/// `IPC_LOCK` only beside the RDMA device whose memory it pins. The vLLM image runs as
+/// root and keeps the runtime's default capabilities (reading a model cache owned by
+/// another user needs them); an added capability puts the pod below Pod Security
+/// "baseline", so its namespace must allow "privileged".
+fn engine_security(d: &DeploymentPlan) -> SecurityContext {
+    let rdma = uses_fabric(d) && d.network.rdma_resource.is_some();
+    let add: Vec<String> = d
+        .network
+        .capabilities
+        .iter()
+        .filter(|_| uses_fabric(d))
+        .filter(|c| rdma || c.trim_start_matches("CAP_") != "IPC_LOCK")
+        .cloned()
+        .collect();
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: (!add.is_empty()).then(|| Capabilities {
+            add: Some(add),
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }
 
@@ -1280,6 +1300,10 @@ fn model_download(
             mount_path: HF_HOME.into(),
             ..Default::default()
         }]),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            ..Default::default()
+        }),
         ..Default::default()
     };
     let job = Job {
@@ -1298,6 +1322,7 @@ fn model_download(
                 spec: Some(PodSpec {
                     restart_policy: Some("OnFailure".into()),
                     containers: vec![container],
+                    automount_service_account_token: Some(false),
                     image_pull_secrets: (!d.kubernetes.pod.image_pull_secrets.is_empty()).then(
                         || {
                             d.kubernetes

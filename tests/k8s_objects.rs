@@ -672,16 +672,6 @@ fn every_port_of_a_pod_agrees_with_its_probes_services_and_router() {
     assert!(checked > 20, "{checked} servers checked");
 }
 
-/// Capabilities a pod may be given: the ones a network profile asks for that dic knows
-/// RDMA or expert parallelism to need. `ALL` and `SYS_ADMIN` are refused by the checker.
-const GRANTABLE: &[&str] = &[
-    "IPC_LOCK",
-    "SYS_RAWIO",
-    "SYS_NICE",
-    "SYS_RESOURCE",
-    "SYS_PTRACE",
-];
-
 /// No pod of any example holds a privilege it does not need: no service-account token (no
 /// pod calls the Kubernetes API), no privileged container, host PID or IPC namespace; every
 /// container and init container refuses privilege escalation; added capabilities are known
@@ -724,7 +714,10 @@ fn every_pod_runs_without_privilege_it_does_not_need() {
                         .map(|a| a.iter().filter_map(Value::as_str).collect())
                         .unwrap_or_default();
                     for cap in &added {
-                        assert!(GRANTABLE.contains(cap), "{at}: adds {cap}");
+                        assert!(
+                            dic_compiler::text_rules::GRANTABLE_CAPABILITIES.contains(cap),
+                            "{at}: adds {cap}"
+                        );
                     }
                     let rdma = c["resources"]["limits"].as_object().is_some_and(|l| {
                         l.keys()

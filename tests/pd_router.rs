@@ -221,8 +221,6 @@ fn vllm_router(
     );
     let mut cmd = Command::new(t.vllm_router.as_ref().unwrap());
     cmd.args(&flags)
-        // The stand-ins answer at once: a hung leg shows within seconds.
-        .args(["--request-timeout-secs", "10"])
         .env(dic_targets::pd_router::ROUTER_KEY_ENV, KEY)
         .stdout(Stdio::null())
         .stderr(if std::env::var_os("DIC_TEST_ROUTER_LOG").is_some() {
@@ -660,6 +658,23 @@ fn peak_rss_mib(pid: u32) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// A process's CPU time so far (user + system), in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 /// One client: `n` requests on one kept-alive connection; each request's latency, or why
 /// it failed.
 fn client(port: u16, n: usize, start: &std::sync::Barrier) -> Vec<Result<Duration, String>> {
@@ -733,7 +748,13 @@ fn five_hundred_concurrent_clients_through_the_router() {
     let (_d1, d1, _l3) = fake_with("decode", &quiet);
     let (_d2, d2, _l4) = fake_with("decode", &quiet);
     let p = ports(free_port());
-    let f = front_on(&t, p, &[p1, p2], &[]);
+    // The deployed timeouts (the other tests shorten them to see a hang in seconds).
+    let f = front_on(
+        &t,
+        p,
+        &[p1, p2],
+        &["--read-timeout", "600", "--client-timeout", "30"],
+    );
     let r = vllm_router(&t, p, 2, &[d1, d2]);
     let start = std::sync::Arc::new(std::sync::Barrier::new(CLIENTS + 1));
     let threads: Vec<_> = (0..CLIENTS)
@@ -763,7 +784,7 @@ fn five_hundred_concurrent_clients_through_the_router() {
             .unwrap_or_default()
     };
     eprintln!(
-        "router load: {CLIENTS} clients × {EACH}: {} ok, {} failed in {:.2} s = {:.0} req/s; p50 {:.0} ms, p99 {:.0} ms; peak RSS front {:.1} MiB, vllm-router {:.1} MiB",
+        "router load: {CLIENTS} clients × {EACH}: {} ok, {} failed in {:.2} s = {:.0} req/s; p50 {:.0} ms, p99 {:.0} ms; peak RSS front {:.1} MiB, vllm-router {:.1} MiB; CPU front {:.1} s, vllm-router {:.1} s",
         latencies.len(),
         failures.len(),
         wall.as_secs_f64(),
@@ -772,6 +793,8 @@ fn five_hundred_concurrent_clients_through_the_router() {
         pct(0.99).as_secs_f64() * 1e3,
         peak_rss_mib(f.proc.child.id()),
         peak_rss_mib(r.child.id()),
+        cpu_seconds(f.proc.child.id()),
+        cpu_seconds(r.child.id()),
     );
     assert!(
         failures.is_empty(),

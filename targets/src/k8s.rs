@@ -801,8 +801,8 @@ fn router(
     x: &dic_compiler::ir::DisaggPlan,
 ) -> Result<Vec<(String, String)>, String> {
     use crate::pd_router::{
-        front_flags, vllm_router_flags, API_KEY_ENV, FRONT, FRONT_FILE, PORTS, ROUTER_KEY_ENV,
-        VLLM_ROUTER_VERSION,
+        front_flags, router_packages, vllm_router_flags, API_KEY_ENV, FRONT, FRONT_FILE, PORTS,
+        ROUTER_KEY_ENV,
     };
     use k8s_openapi::api::core::v1::{ConfigMap, ConfigMapVolumeSource, TCPSocketAction};
     let base = dns_name(&x.deployment);
@@ -891,55 +891,73 @@ fn router(
                 .collect(),
         )
     };
-    let small = |cpu: &str, memory: &str| ResourceRequirements {
-        requests: Some(BTreeMap::from([
-            ("cpu".to_string(), quantity(cpu)),
-            ("memory".to_string(), quantity(memory)),
-        ])),
-        limits: Some(BTreeMap::from([("memory".to_string(), quantity(memory))])),
-        ..Default::default()
-    };
-    let install = Container {
-        name: "install-vllm-router".into(),
+    // Every container of the router's pods: the vLLM image, small requests, no privilege.
+    let container = |name: &str,
+                     command: Vec<String>,
+                     env: Vec<EnvVar>,
+                     port: Option<(&str, u64)>,
+                     (cpu, memory): (&str, &str),
+                     volumes: &[(&str, &str)]| Container {
+        name: name.into(),
         image: Some(d.kubernetes.image.clone()),
-        command: Some(vec![
-            "python3".into(),
-            "-m".into(),
-            "pip".into(),
-            "install".into(),
-            "--no-cache-dir".into(),
-            "--disable-pip-version-check".into(),
-            "--target".into(),
-            ROUTER_LIB.into(),
-            format!("vllm-router=={VLLM_ROUTER_VERSION}"),
-        ]),
-        env: Some(vec![env_var("HOME", "/tmp")]),
-        resources: Some(small("1", "1Gi")),
-        volume_mounts: mounts(&[("router-lib", ROUTER_LIB), ("tmp", "/tmp")]),
+        command: Some(command),
+        env: Some(env),
+        ports: port.map(|(n, p)| {
+            vec![ContainerPort {
+                name: Some(n.into()),
+                container_port: p as i32,
+                ..Default::default()
+            }]
+        }),
+        resources: Some(ResourceRequirements {
+            requests: Some(BTreeMap::from([
+                ("cpu".to_string(), quantity(cpu)),
+                ("memory".to_string(), quantity(memory)),
+            ])),
+            limits: Some(BTreeMap::from([("memory".to_string(), quantity(memory))])),
+            ..Default::default()
+        }),
+        volume_mounts: mounts(volumes),
         security_context: Some(unprivileged(true)),
         ..Default::default()
     };
+    let writable = [("router-lib", ROUTER_LIB), ("tmp", "/tmp")];
+    let mut install_argv: Vec<String> = [
+        "python3",
+        "-m",
+        "pip",
+        "install",
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+        "--target",
+        ROUTER_LIB,
+    ]
+    .iter()
+    .map(|w| w.to_string())
+    .collect();
+    install_argv.extend(router_packages());
+    let install = container(
+        "install-vllm-router",
+        install_argv,
+        vec![env_var("HOME", "/tmp")],
+        None,
+        ("1", "1Gi"),
+        &writable,
+    );
     let mut router_argv = vec![
         "python3".to_string(),
         "-m".into(),
         "vllm_router.launch_router".into(),
     ];
     router_argv.extend(vllm_router_flags(d, PORTS, 1, &[decode], "$(POD_IP)"));
-    let vllm_router = Container {
-        name: "vllm-router".into(),
-        image: Some(d.kubernetes.image.clone()),
-        command: Some(router_argv),
-        env: Some(router_env),
-        ports: Some(vec![ContainerPort {
-            name: Some("metrics".into()),
-            container_port: PORTS.metrics as i32,
-            ..Default::default()
-        }]),
-        resources: Some(small("2", "2Gi")),
-        volume_mounts: mounts(&[("router-lib", ROUTER_LIB), ("tmp", "/tmp")]),
-        security_context: Some(unprivileged(true)),
-        ..Default::default()
-    };
+    let vllm_router = container(
+        "vllm-router",
+        router_argv,
+        router_env,
+        Some(("metrics", PORTS.metrics)),
+        ("2", "2Gi"),
+        &writable,
+    );
     let mut front_argv = vec![
         "python3".to_string(),
         format!("{ROUTER_CONFIG}/{FRONT_FILE}"),
@@ -951,47 +969,30 @@ fn router(
         x.router_port,
         &[prefill],
     ));
-    let probe = |period: i32, failures: i32| Probe {
-        http_get: Some(HTTPGetAction {
-            path: Some("/health".into()),
-            port: IntOrString::String("http".into()),
-            ..Default::default()
-        }),
-        period_seconds: Some(period),
-        failure_threshold: Some(failures),
-        ..Default::default()
-    };
-    let front = Container {
-        name: "router".into(),
-        image: Some(d.kubernetes.image.clone()),
-        command: Some(front_argv),
-        env: Some(common_env),
-        ports: Some(vec![ContainerPort {
-            name: Some("http".into()),
-            container_port: x.router_port as i32,
-            ..Default::default()
-        }]),
-        resources: Some(small("1", "1Gi")),
-        volume_mounts: mounts(&[
+    let mut front = container(
+        "router",
+        front_argv,
+        common_env,
+        Some(("http", x.router_port)),
+        ("1", "1Gi"),
+        &[
             ("router", ROUTER_CONFIG),
             ("router-lib", ROUTER_LIB),
             ("tmp", "/tmp"),
-        ]),
-        // Ready once vllm-router is (it waits for a healthy server in each pool); the pools
-        // take minutes to load, so liveness only checks that the front answers at all.
-        readiness_probe: Some(probe(5, 3)),
-        liveness_probe: Some(Probe {
-            tcp_socket: Some(TCPSocketAction {
-                port: IntOrString::String("http".into()),
-                ..Default::default()
-            }),
-            period_seconds: Some(10),
-            failure_threshold: Some(3),
+        ],
+    );
+    // Ready once vllm-router is (it waits for a healthy server in each pool); the pools take
+    // minutes to load, so liveness only checks that the front answers at all.
+    front.readiness_probe = Some(health("http", 5, 3));
+    front.liveness_probe = Some(Probe {
+        tcp_socket: Some(TCPSocketAction {
+            port: IntOrString::String("http".into()),
             ..Default::default()
         }),
-        security_context: Some(unprivileged(true)),
+        period_seconds: Some(10),
+        failure_threshold: Some(3),
         ..Default::default()
-    };
+    });
     let empty = |n: &str, limit: &str| Volume {
         name: n.into(),
         empty_dir: Some(EmptyDirVolumeSource {

@@ -36,6 +36,9 @@ COMPLETIONS = ("/v1/completions", "/v1/chat/completions")
 KV_FIELD = "kv_transfer_params"
 # A prefill answer is one token: anything larger than this is not one.
 MAX_PREFILL_ANSWER = 4 << 20
+# A whole (non-streamed) answer up to this size is read before it is sent on, so a short
+# one becomes a 502; a larger one is streamed like a stream.
+MAX_WHOLE_ANSWER = 16 << 20
 # Headers passed between the legs; everything else a client sends stays here.
 PASSED = ("Content-Type", "Authorization", "X-Request-Id")
 
@@ -130,7 +133,7 @@ class Front:
             out = web.StreamResponse(status=upstream.status)
             out.content_type = upstream.content_type or "application/json"
             length = upstream.content_length
-            if length is not None:
+            if length is not None and length <= MAX_WHOLE_ANSWER:
                 # A whole answer: read it all first, so a short one is a 502, not a 200.
                 try:
                     answer = await upstream.read()
@@ -146,7 +149,8 @@ class Front:
             await out.prepare(request)
             try:
                 async for chunk in upstream.content.iter_any():
-                    await out.write(chunk)
+                    # A client that stops reading is cut off, not waited for.
+                    await asyncio.wait_for(out.write(chunk), self.a.client_timeout)
             except (ClientError, asyncio.TimeoutError, ConnectionError):
                 # Headers are sent: only an aborted connection tells the client.
                 if request.transport is not None:
@@ -280,6 +284,12 @@ def main():
             sys.exit(f"pd_front: not an http:// URL: {url}")
     a.router = a.router.rstrip("/")
     a.prefill = [u.rstrip("/") for u in a.prefill]
+    try:
+        import uvloop  # installed beside vllm-router by dic: about 40% less CPU per request
+
+        uvloop.install()
+    except ImportError:
+        pass
     asyncio.run(serve(a))
 
 

@@ -67,6 +67,20 @@ fn pod_templates(obj: &Value) -> Vec<(Value, BTreeMap<String, String>)> {
     }
 }
 
+/// Every pod template of `objects`, with the file it is in and its pods' labels.
+fn templates_by_file(
+    objects: &[(String, Value)],
+) -> Vec<(String, Value, BTreeMap<String, String>)> {
+    objects
+        .iter()
+        .flat_map(|(f, o)| {
+            pod_templates(o)
+                .into_iter()
+                .map(move |(t, l)| (f.clone(), t, l))
+        })
+        .collect()
+}
+
 fn matches(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
     selector
         .as_object()
@@ -130,14 +144,7 @@ fn every_example_forms_a_working_set_of_objects() {
             .filter(|(_, o)| o["kind"] == "LeaderWorkerSet")
             .map(|(_, o)| o["metadata"]["name"].as_str().unwrap())
             .collect();
-        let templates: Vec<(String, Value, BTreeMap<String, String>)> = objects
-            .iter()
-            .flat_map(|(f, o)| {
-                pod_templates(o)
-                    .into_iter()
-                    .map(move |(t, l)| (f.clone(), t, l))
-            })
-            .collect();
+        let templates = templates_by_file(&objects);
         let mut kinds = Vec::new();
         for (file, o) in &objects {
             let kind = o["kind"].as_str().unwrap();
@@ -471,6 +478,18 @@ fn container_words(c: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The port a container's server listens on, and whether only on the pod's loopback
+/// (`--host 127.0.0.1`); None for a container that serves nothing (a headless worker).
+fn server_port(c: &Value) -> Option<(u64, bool)> {
+    let words = container_words(c);
+    if words.iter().any(|w| w == "--headless") {
+        return None;
+    }
+    let port = common::value_after(&words, "--port")?.parse().unwrap();
+    let loopback = common::value_after(&words, "--host").as_deref() == Some("127.0.0.1");
+    Some((port, loopback))
+}
+
 /// The number a probe's or Service's port means in a pod: a number, or the name of one
 /// of its containers' ports.
 fn resolve_port(port: &Value, template: &Value) -> Option<u64> {
@@ -509,47 +528,28 @@ fn every_port_of_a_pod_agrees_with_its_probes_services_and_router() {
             .filter(|(f, _)| f.contains("/k8s/") && !f.ends_with("kustomization.yaml"))
             .map(|(f, t)| (f.clone(), parse(t)))
             .collect();
-        let templates: Vec<(String, Value, BTreeMap<String, String>)> = objects
-            .iter()
-            .flat_map(|(f, o)| {
-                pod_templates(o)
-                    .into_iter()
-                    .map(move |(t, l)| (f.clone(), t, l))
-            })
-            .collect();
+        let templates = templates_by_file(&objects);
         // The port each pod template's servers listen on for clients (None: it serves none).
         let listening = |t: &Value| -> Option<u64> {
-            let mut found = None;
-            for c in t["spec"]["containers"].as_array().unwrap() {
-                let words = container_words(c);
-                if words.iter().any(|w| w == "--headless") {
-                    continue;
-                }
-                let Some(port) = common::value_after(&words, "--port") else {
-                    continue;
-                };
-                let port: u64 = port.parse().unwrap();
-                if common::value_after(&words, "--host").as_deref() == Some("127.0.0.1") {
-                    continue;
-                }
-                assert!(found.is_none(), "{path}: two servers in one pod");
-                found = Some(port);
-            }
-            found
+            let public: Vec<u64> = t["spec"]["containers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(server_port)
+                .filter(|(_, loopback)| !loopback)
+                .map(|(port, _)| port)
+                .collect();
+            assert!(public.len() <= 1, "{path}: two servers in one pod");
+            public.first().copied()
         };
         for (file, t, _) in &templates {
             let containers = t["spec"]["containers"].as_array().unwrap();
             for c in containers {
-                let words = container_words(c);
-                if words.iter().any(|w| w == "--headless") {
-                    continue;
-                }
-                let Some(port) = common::value_after(&words, "--port") else {
+                let Some((port, loopback)) = server_port(c) else {
                     continue;
                 };
-                let port: u64 = port.parse().unwrap();
                 checked += 1;
-                if common::value_after(&words, "--host").as_deref() == Some("127.0.0.1") {
+                if loopback {
                     // Loopback: a container beside it is its only client.
                     let url = format!("http://127.0.0.1:{port}");
                     assert!(

@@ -215,6 +215,21 @@ fn secret_env(name: &str, secret: &str, key: &str, optional: bool) -> EnvVar {
     }
 }
 
+/// `name` set to the pod's own IP (the downward API).
+fn pod_ip_env(name: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(k8s_openapi::api::core::v1::ObjectFieldSelector {
+                field_path: "status.podIP".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 fn health(port: &str, period: i32, failures: i32) -> Probe {
     Probe {
         http_get: Some(HTTPGetAction {
@@ -269,17 +284,7 @@ fn pod(
     let mut env: Vec<EnvVar> = env_map.iter().map(|(k, v)| env_var(k, v)).collect();
     if d.disaggregated.is_some() {
         // NIXL's side channel announces the pod's own address to the other pool.
-        env.push(EnvVar {
-            name: crate::vllm::SIDE_CHANNEL_HOST.into(),
-            value_from: Some(EnvVarSource {
-                field_ref: Some(k8s_openapi::api::core::v1::ObjectFieldSelector {
-                    field_path: "status.podIP".into(),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
+        env.push(pod_ip_env(crate::vllm::SIDE_CHANNEL_HOST));
     }
     env.push(env_var("HF_HOME", HF_HOME));
     if !matches!(d.kubernetes.model_cache, ModelCache::EmptyDir { .. }) {
@@ -852,19 +857,8 @@ fn router(
         ..Default::default()
     };
     // Kubernetes expands `$(POD_IP)` in a command from the container's environment.
-    let pod_ip = EnvVar {
-        name: "POD_IP".into(),
-        value_from: Some(EnvVarSource {
-            field_ref: Some(k8s_openapi::api::core::v1::ObjectFieldSelector {
-                field_path: "status.podIP".into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
     let mut common_env = vec![
-        pod_ip,
+        pod_ip_env("POD_IP"),
         env_var("PYTHONPATH", ROUTER_LIB),
         env_var("PYTHONDONTWRITEBYTECODE", "1"),
         env_var("HOME", "/tmp"),

@@ -67,6 +67,20 @@ fn pod_templates(obj: &Value) -> Vec<(Value, BTreeMap<String, String>)> {
     }
 }
 
+/// Every pod template of `objects`, with the file it is in and its pods' labels.
+fn templates_by_file(
+    objects: &[(String, Value)],
+) -> Vec<(String, Value, BTreeMap<String, String>)> {
+    objects
+        .iter()
+        .flat_map(|(f, o)| {
+            pod_templates(o)
+                .into_iter()
+                .map(move |(t, l)| (f.clone(), t, l))
+        })
+        .collect()
+}
+
 fn matches(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
     selector
         .as_object()
@@ -130,14 +144,7 @@ fn every_example_forms_a_working_set_of_objects() {
             .filter(|(_, o)| o["kind"] == "LeaderWorkerSet")
             .map(|(_, o)| o["metadata"]["name"].as_str().unwrap())
             .collect();
-        let templates: Vec<(String, Value, BTreeMap<String, String>)> = objects
-            .iter()
-            .flat_map(|(f, o)| {
-                pod_templates(o)
-                    .into_iter()
-                    .map(move |(t, l)| (f.clone(), t, l))
-            })
-            .collect();
+        let templates = templates_by_file(&objects);
         let mut kinds = Vec::new();
         for (file, o) in &objects {
             let kind = o["kind"].as_str().unwrap();
@@ -325,9 +332,21 @@ fn a_disaggregated_deployment_routes_to_both_pools() {
             volume["configMap"]["name"], config["metadata"]["name"],
             "{path}"
         );
+        // Every container's words: the front names the prefill pool, vllm-router the
+        // decode pool (its prefill servers are the front's loopback guard).
+        let words: Vec<String> = router["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(container_words)
+            .collect();
         let mut served = Vec::new();
         for (flag, pool) in [("--prefill", "prefill"), ("--decode", "decode")] {
-            let url = &argv[argv.iter().position(|a| a == flag).unwrap() + 1];
+            let url = words
+                .windows(2)
+                .find(|w| w[0] == flag && !w[1].starts_with("http://127.0.0.1"))
+                .map(|w| w[1].clone())
+                .unwrap_or_else(|| panic!("{path}: the router names no {pool} Service"));
             let rest = url.strip_prefix("http://").unwrap();
             let (host, port) = rest.split_once(':').unwrap();
             let svc = objects
@@ -441,5 +460,315 @@ fn every_example_manifest_passes_both_validators() {
                 report.trim()
             );
         }
+    }
+}
+
+/// The words of a container's command and args (a `bash -c` script split at spaces: the
+/// port flags dic writes are plain words).
+fn container_words(c: &Value) -> Vec<String> {
+    ["command", "args"]
+        .iter()
+        .filter_map(|k| c[k].as_array())
+        .flatten()
+        .filter_map(Value::as_str)
+        .flat_map(|s| {
+            s.split_whitespace()
+                .map(|w| w.trim_matches(['"', '\'']).to_string())
+        })
+        .collect()
+}
+
+/// The port a container's server listens on, and whether only on the pod's loopback
+/// (`--host 127.0.0.1`); None for a container that serves nothing (a headless worker).
+fn server_port(c: &Value) -> Option<(u64, bool)> {
+    let words = container_words(c);
+    if words.iter().any(|w| w == "--headless") {
+        return None;
+    }
+    let port = common::value_after(&words, "--port")?.parse().unwrap();
+    let loopback = common::value_after(&words, "--host").as_deref() == Some("127.0.0.1");
+    Some((port, loopback))
+}
+
+/// The number a probe's or Service's port means in a pod: a number, or the name of one
+/// of its containers' ports.
+fn resolve_port(port: &Value, template: &Value) -> Option<u64> {
+    if let Some(n) = port.as_u64() {
+        return Some(n);
+    }
+    let name = port.as_str()?;
+    template["spec"]["containers"]
+        .as_array()?
+        .iter()
+        .flat_map(|c| c["ports"].as_array().cloned().unwrap_or_default())
+        .find(|p| p["name"] == name)
+        .and_then(|p| p["containerPort"].as_u64())
+}
+
+/// `http://host:port` → (host, port).
+fn host_port(url: &str) -> Option<(String, u64)> {
+    let rest = url.strip_prefix("http://")?;
+    let rest = rest.split('/').next()?;
+    let (host, port) = rest.rsplit_once(':')?;
+    Some((host.to_string(), port.parse().ok()?))
+}
+
+/// One place decides every port of a pod: for every pod of every example, the `--port` a
+/// server is started with is its containerPort `http`, where its probes look and where
+/// the Services that select it send traffic; a server bound to the pod's loopback is what
+/// a container beside it points at; every upstream URL of a router names a Service whose
+/// port leads to pods listening there. (P/D decode pods and `shared_cluster`'s second
+/// deployment once listened on the scripts' port 8001 behind probes on 8000.)
+#[test]
+fn every_port_of_a_pod_agrees_with_its_probes_services_and_router() {
+    let mut checked = 0;
+    for (path, files) in all_outputs() {
+        let objects: Vec<(String, Value)> = files
+            .iter()
+            .filter(|(f, _)| f.contains("/k8s/") && !f.ends_with("kustomization.yaml"))
+            .map(|(f, t)| (f.clone(), parse(t)))
+            .collect();
+        let templates = templates_by_file(&objects);
+        // The port each pod template's servers listen on for clients (None: it serves none).
+        let listening = |t: &Value| -> Option<u64> {
+            let public: Vec<u64> = t["spec"]["containers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(server_port)
+                .filter(|(_, loopback)| !loopback)
+                .map(|(port, _)| port)
+                .collect();
+            assert!(public.len() <= 1, "{path}: two servers in one pod");
+            public.first().copied()
+        };
+        for (file, t, _) in &templates {
+            let containers = t["spec"]["containers"].as_array().unwrap();
+            for c in containers {
+                let Some((port, loopback)) = server_port(c) else {
+                    continue;
+                };
+                checked += 1;
+                if loopback {
+                    // Loopback: a container beside it is its only client.
+                    let url = format!("http://127.0.0.1:{port}");
+                    assert!(
+                        containers
+                            .iter()
+                            .any(|o| container_words(o).iter().any(|w| w.starts_with(&url))),
+                        "{path} {file}: nothing in the pod reaches {url}"
+                    );
+                    continue;
+                }
+                let http = c["ports"]
+                    .as_array()
+                    .and_then(|ps| ps.iter().find(|p| p["name"] == "http"))
+                    .and_then(|p| p["containerPort"].as_u64());
+                assert_eq!(
+                    http,
+                    Some(port),
+                    "{path} {file}: container {} listens on {port}, declares http {http:?}",
+                    c["name"]
+                );
+                // NIXL's side channel listens where the pod declares it.
+                let nixl = c["ports"]
+                    .as_array()
+                    .and_then(|ps| ps.iter().find(|p| p["name"] == "nixl"))
+                    .and_then(|p| p["containerPort"].as_u64());
+                let side_channel = c["env"].as_array().and_then(|es| {
+                    es.iter()
+                        .find(|e| e["name"] == "VLLM_NIXL_SIDE_CHANNEL_PORT")
+                        .and_then(|e| e["value"].as_str()?.parse::<u64>().ok())
+                });
+                assert_eq!(nixl, side_channel, "{path} {file}: NIXL side channel");
+                for probe in ["startupProbe", "readinessProbe", "livenessProbe"] {
+                    let p = &c[probe];
+                    for action in ["httpGet", "tcpSocket"] {
+                        if p[action].is_object() {
+                            assert_eq!(
+                                resolve_port(&p[action]["port"], t),
+                                Some(port),
+                                "{path} {file}: {probe} of {}",
+                                c["name"]
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // Services: the target port of every pod they select is where it listens.
+        let services: Vec<&Value> = objects
+            .iter()
+            .map(|(_, o)| o)
+            .filter(|o| o["kind"] == "Service")
+            .collect();
+        for svc in &services {
+            let Some(sel) = svc["spec"]["selector"].as_object() else {
+                continue;
+            };
+            let sel = Value::Object(sel.clone());
+            for port in svc["spec"]["ports"].as_array().unwrap() {
+                let target = if port["targetPort"].is_null() {
+                    &port["port"]
+                } else {
+                    &port["targetPort"]
+                };
+                for (f, t, _) in templates.iter().filter(|(_, _, l)| matches(&sel, l)) {
+                    let Some(listen) = listening(t) else {
+                        continue;
+                    };
+                    assert_eq!(
+                        resolve_port(target, t),
+                        Some(listen),
+                        "{path}: Service {} sends to {target} of {f}, which listens on {listen}",
+                        svc["metadata"]["name"]
+                    );
+                }
+            }
+        }
+        // Routers: every upstream URL leads, through its Service, to pods listening there.
+        for (f, t, _) in &templates {
+            for c in t["spec"]["containers"].as_array().unwrap() {
+                for url in container_words(c)
+                    .iter()
+                    .filter(|w| w.starts_with("http://"))
+                {
+                    let (host, port) = host_port(url).unwrap();
+                    if host == "127.0.0.1" {
+                        continue;
+                    }
+                    let svc = services
+                        .iter()
+                        .find(|s| s["metadata"]["name"] == host.as_str())
+                        .unwrap_or_else(|| panic!("{path} {f}: no Service `{host}`"));
+                    let sp = svc["spec"]["ports"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|p| p["port"].as_u64() == Some(port))
+                        .unwrap_or_else(|| panic!("{path} {f}: `{host}` has no port {port}"));
+                    let target = if sp["targetPort"].is_null() {
+                        &sp["port"]
+                    } else {
+                        &sp["targetPort"]
+                    };
+                    let sel = Value::Object(svc["spec"]["selector"].as_object().unwrap().clone());
+                    let selected: Vec<_> = templates
+                        .iter()
+                        .filter(|(_, _, l)| matches(&sel, l))
+                        .collect();
+                    assert!(!selected.is_empty(), "{path} {f}: `{host}` selects no pod");
+                    for (g, u, _) in selected {
+                        assert_eq!(
+                            resolve_port(target, u),
+                            listening(u),
+                            "{path} {f}: {url} reaches {g} on another port"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 20, "{checked} servers checked");
+}
+
+/// No pod of any example holds a privilege it does not need: no service-account token (no
+/// pod calls the Kubernetes API), no privileged container, host PID or IPC namespace; every
+/// container and init container refuses privilege escalation; added capabilities are known
+/// ones, never `ALL` or `SYS_ADMIN`, and `IPC_LOCK` only beside an RDMA device; the router's
+/// pods (whose image needs no root) run as a non-root user with every capability dropped
+/// and a read-only root filesystem.
+#[test]
+fn every_pod_runs_without_privilege_it_does_not_need() {
+    let mut pods = 0;
+    for (path, files) in all_outputs() {
+        for (file, text) in files
+            .iter()
+            .filter(|(f, _)| f.contains("/k8s/") && !f.ends_with("kustomization.yaml"))
+        {
+            for (t, labels) in pod_templates(&parse(text)) {
+                pods += 1;
+                let spec = &t["spec"];
+                let at = format!("{path} {file}");
+                assert_eq!(spec["automountServiceAccountToken"], false, "{at}");
+                assert!(spec["hostPID"] != true && spec["hostIPC"] != true, "{at}");
+                let router = labels
+                    .get("app.kubernetes.io/name")
+                    .is_some_and(|n| n.ends_with("-router"));
+                if router {
+                    let pod = &spec["securityContext"];
+                    assert_eq!(pod["runAsNonRoot"], true, "{at}");
+                    assert!(pod["runAsUser"].as_u64().is_some_and(|u| u > 0), "{at}");
+                }
+                let containers = ["containers", "initContainers"]
+                    .iter()
+                    .filter_map(|k| spec[k].as_array())
+                    .flatten();
+                for c in containers {
+                    let sc = &c["securityContext"];
+                    let at = format!("{at} container {}", c["name"]);
+                    assert_eq!(sc["allowPrivilegeEscalation"], false, "{at}");
+                    assert!(sc["privileged"] != true, "{at}");
+                    let added: Vec<&str> = sc["capabilities"]["add"]
+                        .as_array()
+                        .map(|a| a.iter().filter_map(Value::as_str).collect())
+                        .unwrap_or_default();
+                    for cap in &added {
+                        assert!(
+                            dic_compiler::text_rules::GRANTABLE_CAPABILITIES.contains(cap),
+                            "{at}: adds {cap}"
+                        );
+                    }
+                    let rdma = c["resources"]["limits"].as_object().is_some_and(|l| {
+                        l.keys()
+                            .any(|k| RDMA_RESOURCES.iter().any(|r| k.starts_with(r)))
+                    });
+                    assert!(
+                        !added.contains(&"IPC_LOCK") || rdma,
+                        "{at}: IPC_LOCK without RDMA"
+                    );
+                    if router {
+                        assert!(added.is_empty(), "{at}");
+                        assert_eq!(
+                            sc["capabilities"]["drop"],
+                            serde_json::json!(["ALL"]),
+                            "{at}"
+                        );
+                        assert_eq!(sc["readOnlyRootFilesystem"], true, "{at}");
+                    }
+                }
+            }
+        }
+    }
+    assert!(pods > 20, "{pods} pod templates");
+}
+
+/// A network profile that asks for `ALL` or `SYS_ADMIN` (or a capability dic knows no use
+/// for) is refused with a diagnostic naming it; nothing is emitted.
+#[test]
+fn a_network_profile_cannot_grant_all_or_sys_admin() {
+    let dir = common::fresh_dir("capabilities");
+    for (cap, why) in [
+        ("ALL", "root on the node"),
+        ("SYS_ADMIN", "root on the node"),
+        ("NET_ADMIN", "not a capability dic grants"),
+    ] {
+        let file = dir.join(format!("{cap}.dist"));
+        std::fs::write(
+            &file,
+            format!(
+                "import std.nodes.dgx_h100\nimport std.models.llama_3_1_8b\n\
+                 cluster c {{ nodes = 2 × dgx_h100 }}\n\
+                 network net {{ resource = \"rdma/ib\", capabilities = [\"{cap}\"] }}\n\
+                 cluster c2 = c {{ network = net }}\n\
+                 deploy d {{ model = llama_3_1_8b, cluster = c2, layout = tp 8 × pp 2 }}\n"
+            ),
+        )
+        .unwrap();
+        let checked =
+            dic_compiler::driver::compile_file(&DiskWorld, file.to_str().unwrap()).unwrap();
+        assert!(checked.has_errors(), "{cap} was accepted");
+        let text = common::rendered(&checked);
+        assert!(text.contains(cap) && text.contains(why), "{cap}: {text}");
     }
 }

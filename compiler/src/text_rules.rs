@@ -71,7 +71,9 @@ impl TextRule {
             TextRule::Image => {
                 "an image reference such as `vllm/vllm-openai:v0.33.0` or `repo@sha256:<64 hex digits>`"
             }
-            TextRule::Capability => "an upper-case Linux capability such as `IPC_LOCK`",
+            TextRule::Capability => {
+                "a Linux capability dic grants: `IPC_LOCK`, `SYS_RAWIO`, `SYS_NICE`, `SYS_RESOURCE` or `SYS_PTRACE`"
+            }
             TextRule::Interface => {
                 "an interface name or NCCL's list of prefixes (`enp`, `^docker,lo`, `=eth0`)"
             }
@@ -373,7 +375,21 @@ pub fn label_value(s: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A Linux capability as Kubernetes writes it (`IPC_LOCK`, optionally `CAP_IPC_LOCK`).
+/// The Linux capabilities a network profile may add to a pod, each for a known need:
+/// `IPC_LOCK` (RDMA pins memory; vLLM's GPUDirect RDMA guide), `SYS_RAWIO` (llm-d's
+/// wide expert parallelism), `SYS_NICE` and `SYS_RESOURCE` (NUMA binding, memlock
+/// limits), `SYS_PTRACE` (CUDA IPC between processes where the runtime requires it).
+pub const GRANTABLE_CAPABILITIES: &[&str] = &[
+    "IPC_LOCK",
+    "SYS_RAWIO",
+    "SYS_NICE",
+    "SYS_RESOURCE",
+    "SYS_PTRACE",
+];
+
+/// A Linux capability as Kubernetes writes it (`IPC_LOCK`, optionally `CAP_IPC_LOCK`), one
+/// of [`GRANTABLE_CAPABILITIES`]: `ALL` and `SYS_ADMIN` make the container root on the
+/// node in all but name, and anything else has no use dic knows.
 pub fn capability(s: &str) -> Result<(), String> {
     if s.is_empty()
         || s.len() > 64
@@ -383,7 +399,16 @@ pub fn capability(s: &str) -> Result<(), String> {
     {
         return Err("is not upper-case letters, digits and `_`".into());
     }
-    Ok(())
+    let name = s.strip_prefix("CAP_").unwrap_or(s);
+    match name {
+        "ALL" => Err("grants every capability: the container would be root on the node; name the ones RDMA needs (`IPC_LOCK`)".into()),
+        "SYS_ADMIN" => Err("is root on the node in all but name: dic does not grant it; RDMA needs `IPC_LOCK`".into()),
+        _ if GRANTABLE_CAPABILITIES.contains(&name) => Ok(()),
+        _ => Err(format!(
+            "is not a capability dic grants (it grants {})",
+            GRANTABLE_CAPABILITIES.join(", ")
+        )),
+    }
 }
 
 /// NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME: comma-separated interface names or prefixes,
@@ -566,7 +591,18 @@ mod tests {
             assert!(interface(bad).is_err(), "{bad:?}");
         }
         assert!(capability("IPC_LOCK").is_ok());
+        assert!(capability("CAP_IPC_LOCK").is_ok());
         assert!(capability("ipc_lock").is_err());
+        for refused in [
+            "ALL",
+            "SYS_ADMIN",
+            "CAP_SYS_ADMIN",
+            "NET_ADMIN",
+            "SYS_MODULE",
+            "IPC_LOCKED",
+        ] {
+            assert!(capability(refused).is_err(), "{refused}");
+        }
     }
 
     #[test]

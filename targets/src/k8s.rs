@@ -20,7 +20,7 @@
 //! come from the vLLM target, so scripts and manifests start the same processes.
 
 use crate::shell::{line, Arg};
-use crate::vllm::{commands, NodeCommand, NodeRank, HEAD_ADDR};
+use crate::vllm::{commands, pod_port, NodeCommand, NodeRank, HEAD_ADDR};
 use dic_compiler::ir::ModelCache;
 use dic_compiler::ir::{DeploymentPlan, LaunchMode};
 use k8s_openapi::api::apps::v1::{
@@ -30,9 +30,9 @@ use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
     HTTPGetAction, HostPathVolumeSource, LocalObjectReference, NodeAffinity, NodeSelector,
     NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaimVolumeSource, PodAffinity,
-    PodAffinityTerm, PodResourceClaim, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
-    SecretKeySelector, SecurityContext, Service, ServicePort, ServiceSpec, Toleration, Volume,
-    VolumeMount,
+    PodAffinityTerm, PodResourceClaim, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
+    ResourceRequirements, SeccompProfile, SecretKeySelector, SecurityContext, Service, ServicePort,
+    ServiceSpec, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -215,6 +215,21 @@ fn secret_env(name: &str, secret: &str, key: &str, optional: bool) -> EnvVar {
     }
 }
 
+/// `name` set to the pod's own IP (the downward API).
+fn pod_ip_env(name: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(k8s_openapi::api::core::v1::ObjectFieldSelector {
+                field_path: "status.podIP".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 fn health(port: &str, period: i32, failures: i32) -> Probe {
     Probe {
         http_get: Some(HTTPGetAction {
@@ -269,17 +284,7 @@ fn pod(
     let mut env: Vec<EnvVar> = env_map.iter().map(|(k, v)| env_var(k, v)).collect();
     if d.disaggregated.is_some() {
         // NIXL's side channel announces the pod's own address to the other pool.
-        env.push(EnvVar {
-            name: crate::vllm::SIDE_CHANNEL_HOST.into(),
-            value_from: Some(EnvVarSource {
-                field_ref: Some(k8s_openapi::api::core::v1::ObjectFieldSelector {
-                    field_path: "status.podIP".into(),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
+        env.push(pod_ip_env(crate::vllm::SIDE_CHANNEL_HOST));
     }
     env.push(env_var("HF_HOME", HF_HOME));
     if !matches!(d.kubernetes.model_cache, ModelCache::EmptyDir { .. }) {
@@ -318,7 +323,7 @@ fn pod(
         ports: api.then(|| {
             let mut ports = vec![ContainerPort {
                 name: Some("http".into()),
-                container_port: d.engine.port as i32,
+                container_port: pod_port(d) as i32,
                 ..Default::default()
             }];
             if d.disaggregated.is_some() {
@@ -347,16 +352,7 @@ fn pod(
         startup_probe: api.then(|| health("http", 10, startup_failures)),
         readiness_probe: api.then(|| health("http", 5, 3)),
         liveness_probe: api.then(|| health("http", 10, 3)),
-        // RDMA needs locked memory, and only traffic that leaves the node uses RDMA.
-        security_context: (uses_fabric(d) && !d.network.capabilities.is_empty()).then(|| {
-            SecurityContext {
-                capabilities: Some(Capabilities {
-                    add: Some(d.network.capabilities.clone()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }
-        }),
+        security_context: Some(engine_security(d)),
         ..Default::default()
     };
     // The profile's annotations attach the RDMA networks: only for traffic across nodes.
@@ -394,6 +390,8 @@ fn pod(
         }),
         spec: Some(PodSpec {
             containers: vec![container],
+            // vLLM, NCCL and `dic run` never call the Kubernetes API.
+            automount_service_account_token: Some(false),
             host_network: d.network.host_network.then_some(true),
             dns_policy: d
                 .network
@@ -454,6 +452,33 @@ fn pod(
             ]),
             ..Default::default()
         }),
+    }
+}
+
+/// An engine container's security context: no privilege escalation, and only the
+/// capabilities the network profile asks for (the checker admits only the few dic knows
+/// a use for, never `ALL` or `SYS_ADMIN`), only on pods whose traffic leaves the node,
+/// `IPC_LOCK` only beside the RDMA device whose memory it pins. The vLLM image runs as
+/// root and keeps the runtime's default capabilities (reading a model cache owned by
+/// another user needs them); an added capability puts the pod below Pod Security
+/// "baseline", so its namespace must allow "privileged".
+fn engine_security(d: &DeploymentPlan) -> SecurityContext {
+    let rdma = uses_fabric(d) && d.network.rdma_resource.is_some();
+    let add: Vec<String> = d
+        .network
+        .capabilities
+        .iter()
+        .filter(|_| uses_fabric(d))
+        .filter(|c| rdma || c.trim_start_matches("CAP_") != "IPC_LOCK")
+        .cloned()
+        .collect();
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: (!add.is_empty()).then(|| Capabilities {
+            add: Some(add),
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }
 
@@ -547,14 +572,17 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
     let selector_labels = BTreeMap::from([("app.kubernetes.io/name".to_string(), name.clone())]);
     let single_node_pods = d.nodes_per_group == 1 || d.launch == LaunchMode::Replicas;
     if single_node_pods {
-        let first = cmds.iter().find(|c| !c.blocking).ok_or("no command")?;
-        let mut cmd = first.clone();
-        // one replica per pod: every pod uses the base port
-        cmd.argv = crate::vllm::commands(d)
-            .into_iter()
-            .next()
-            .map(|c| c.argv)
-            .unwrap_or_default();
+        // One replica per pod, in the pod's own network namespace: the pod's port, not the
+        // one a launch script's server got on a shared node. (A single-node data-parallel
+        // launch already uses it.)
+        let cmd = if d.launch == LaunchMode::Replicas {
+            crate::vllm::pod_command(d)
+        } else {
+            cmds.iter()
+                .find(|c| !c.blocking)
+                .ok_or("no command")?
+                .clone()
+        };
         let dep = Deployment {
             metadata: meta(d, name.clone()),
             spec: Some(DeploymentSpec {
@@ -670,7 +698,7 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
             selector: Some(svc_selector),
             ports: Some(vec![ServicePort {
                 name: Some("http".into()),
-                port: d.engine.port as i32,
+                port: pod_port(d) as i32,
                 target_port: Some(IntOrString::String("http".into())),
                 protocol: Some("TCP".into()),
                 ..Default::default()
@@ -765,18 +793,26 @@ fn client_service(name: &str, single_node_pods: bool) -> String {
     }
 }
 
-/// The router of a disaggregated deployment, in the decode pool's folder: dic's router
-/// script in a ConfigMap, a Deployment running it on the vLLM image (CPU only), pointed at
-/// each pool's client Service, and the deployment's client Service, named after the
-/// deployment, in front of it. Each pool's Service spreads the legs over its servers.
+/// The router of a disaggregated deployment, in the decode pool's folder
+/// ([`crate::pd_router`]): `pd_front.py` in a ConfigMap; a Deployment whose pods install
+/// the pinned vllm-router into a volume of their own (an init container on the vLLM
+/// image, `pip install --target`: the image does not ship it; an air-gapped cluster needs
+/// a mirror or an image that does), then run vllm-router on the pod's loopback and the
+/// front on the pod IP, both unprivileged, as nobody, on a read-only root filesystem; and
+/// the deployment's client Service, named after the deployment, in front of them. The
+/// upstreams are each pool's client Service, which spreads the legs over its servers.
 fn router(
     d: &DeploymentPlan,
     x: &dic_compiler::ir::DisaggPlan,
 ) -> Result<Vec<(String, String)>, String> {
-    use k8s_openapi::api::core::v1::{ConfigMap, ConfigMapVolumeSource};
+    use crate::pd_router::{
+        front_flags, router_packages, vllm_router_flags, API_KEY_ENV, FRONT, FRONT_FILE, PORTS,
+        ROUTER_KEY_ENV,
+    };
+    use k8s_openapi::api::core::v1::{ConfigMap, ConfigMapVolumeSource, TCPSocketAction};
     let base = dns_name(&x.deployment);
     let name = format!("{base}-router");
-    let single = |plan_name: &str| {
+    let upstream = |plan_name: &str| {
         // Both pools are launched the same way when their groups fit a node; a pool
         // spanning nodes is a LeaderWorkerSet behind `<name>-leader`.
         let pool_single = if plan_name == d.name {
@@ -784,13 +820,14 @@ fn router(
         } else {
             !x.peer_spans_nodes
         };
+        // Both pools come from one `deploy` and one engine block: one pod port.
         format!(
             "http://{}:{}",
             client_service(&dns_name(plan_name), pool_single),
-            d.engine.port
+            pod_port(d)
         )
     };
-    let (prefill, decode) = (single(&x.peer), single(&d.name));
+    let (prefill, decode) = (upstream(&x.peer), upstream(&d.name));
     let labels = BTreeMap::from([
         ("app.kubernetes.io/name".to_string(), name.clone()),
         (
@@ -814,29 +851,148 @@ fn router(
     let config = ConfigMap {
         metadata: meta_of(&name, &[]),
         data: Some(BTreeMap::from([(
-            "pd_router.py".to_string(),
-            crate::vllm::ROUTER.to_string(),
+            FRONT_FILE.to_string(),
+            FRONT.to_string(),
         )])),
         ..Default::default()
     };
-    let argv = [
-        "python3".to_string(),
-        "/etc/dic-router/pd_router.py".into(),
-        "--port".into(),
-        x.router_port.to_string(),
-        "--prefill".into(),
-        prefill,
-        "--decode".into(),
-        decode,
+    // Kubernetes expands `$(POD_IP)` in a command from the container's environment.
+    let mut common_env = vec![
+        pod_ip_env("POD_IP"),
+        env_var("PYTHONPATH", ROUTER_LIB),
+        env_var("PYTHONDONTWRITEBYTECODE", "1"),
+        env_var("HOME", "/tmp"),
     ];
-    let probe = |period: i32, failures: i32| Probe {
-        http_get: Some(HTTPGetAction {
-            path: Some("/health".into()),
+    let key = |var: &str| {
+        d.kubernetes
+            .api_key_secret
+            .as_ref()
+            .map(|s| secret_env(var, s, "api-key", false))
+    };
+    let mut router_env = common_env.clone();
+    router_env.extend(key(ROUTER_KEY_ENV));
+    common_env.extend(key(API_KEY_ENV));
+    let mounts = |names: &[(&str, &str)]| -> Option<Vec<VolumeMount>> {
+        Some(
+            names
+                .iter()
+                .map(|(n, path)| VolumeMount {
+                    name: n.to_string(),
+                    mount_path: path.to_string(),
+                    read_only: (*n != "tmp" && *n != "router-lib").then_some(true),
+                    ..Default::default()
+                })
+                .collect(),
+        )
+    };
+    // Every container of the router's pods: the vLLM image, small requests, no privilege.
+    let container = |name: &str,
+                     command: Vec<String>,
+                     env: Vec<EnvVar>,
+                     port: Option<(&str, u64)>,
+                     (cpu, memory): (&str, &str),
+                     volumes: &[(&str, &str)]| Container {
+        name: name.into(),
+        image: Some(d.kubernetes.image.clone()),
+        command: Some(command),
+        env: Some(env),
+        ports: port.map(|(n, p)| {
+            vec![ContainerPort {
+                name: Some(n.into()),
+                container_port: p as i32,
+                ..Default::default()
+            }]
+        }),
+        resources: Some(ResourceRequirements {
+            requests: Some(BTreeMap::from([
+                ("cpu".to_string(), quantity(cpu)),
+                ("memory".to_string(), quantity(memory)),
+            ])),
+            limits: Some(BTreeMap::from([("memory".to_string(), quantity(memory))])),
+            ..Default::default()
+        }),
+        volume_mounts: mounts(volumes),
+        security_context: Some(unprivileged(true)),
+        ..Default::default()
+    };
+    let writable = [("router-lib", ROUTER_LIB), ("tmp", "/tmp")];
+    let mut install_argv: Vec<String> = [
+        "python3",
+        "-m",
+        "pip",
+        "install",
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+        "--target",
+        ROUTER_LIB,
+    ]
+    .iter()
+    .map(|w| w.to_string())
+    .collect();
+    install_argv.extend(router_packages());
+    let install = container(
+        "install-vllm-router",
+        install_argv,
+        vec![env_var("HOME", "/tmp")],
+        None,
+        ("1", "1Gi"),
+        &writable,
+    );
+    let mut router_argv = vec![
+        "python3".to_string(),
+        "-m".into(),
+        "vllm_router.launch_router".into(),
+    ];
+    router_argv.extend(vllm_router_flags(d, PORTS, 1, &[decode], "$(POD_IP)"));
+    let vllm_router = container(
+        "vllm-router",
+        router_argv,
+        router_env,
+        Some(("metrics", PORTS.metrics)),
+        ("2", "2Gi"),
+        &writable,
+    );
+    let mut front_argv = vec![
+        "python3".to_string(),
+        format!("{ROUTER_CONFIG}/{FRONT_FILE}"),
+    ];
+    front_argv.extend(front_flags(
+        d,
+        PORTS,
+        "$(POD_IP)",
+        x.router_port,
+        &[prefill],
+    ));
+    let mut front = container(
+        "router",
+        front_argv,
+        common_env,
+        Some(("http", x.router_port)),
+        ("1", "1Gi"),
+        &[
+            ("router", ROUTER_CONFIG),
+            ("router-lib", ROUTER_LIB),
+            ("tmp", "/tmp"),
+        ],
+    );
+    // Ready once vllm-router is (it waits for a healthy server in each pool); the pools take
+    // minutes to load, so liveness only checks that the front answers at all.
+    front.readiness_probe = Some(health("http", 5, 3));
+    front.liveness_probe = Some(Probe {
+        tcp_socket: Some(TCPSocketAction {
             port: IntOrString::String("http".into()),
             ..Default::default()
         }),
-        period_seconds: Some(period),
-        failure_threshold: Some(failures),
+        period_seconds: Some(10),
+        failure_threshold: Some(3),
+        ..Default::default()
+    });
+    let empty = |n: &str, limit: &str| Volume {
+        name: n.into(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            size_limit: Some(quantity(limit)),
+            ..Default::default()
+        }),
         ..Default::default()
     };
     let selector = BTreeMap::from([("app.kubernetes.io/name".to_string(), name.clone())]);
@@ -855,61 +1011,33 @@ fn router(
                     ..Default::default()
                 }),
                 spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "router".into(),
-                        image: Some(d.kubernetes.image.clone()),
-                        command: Some(argv.to_vec()),
-                        ports: Some(vec![ContainerPort {
-                            name: Some("http".into()),
-                            container_port: x.router_port as i32,
-                            ..Default::default()
-                        }]),
-                        resources: Some(ResourceRequirements {
-                            requests: Some(BTreeMap::from([
-                                ("cpu".to_string(), quantity(2)),
-                                ("memory".to_string(), quantity("2Gi")),
-                            ])),
-                            limits: Some(BTreeMap::from([("memory".to_string(), quantity("2Gi"))])),
+                    init_containers: Some(vec![install]),
+                    containers: vec![front, vllm_router],
+                    // The router never calls the Kubernetes API.
+                    automount_service_account_token: Some(false),
+                    security_context: Some(PodSecurityContext {
+                        run_as_non_root: Some(true),
+                        run_as_user: Some(NOBODY),
+                        run_as_group: Some(NOBODY),
+                        seccomp_profile: Some(SeccompProfile {
+                            type_: "RuntimeDefault".into(),
                             ..Default::default()
                         }),
-                        volume_mounts: Some(vec![VolumeMount {
+                        ..Default::default()
+                    }),
+                    volumes: Some(vec![
+                        Volume {
                             name: "router".into(),
-                            mount_path: "/etc/dic-router".into(),
-                            read_only: Some(true),
-                            ..Default::default()
-                        }]),
-                        // Ready once each pool has a healthy server; the pools take minutes
-                        // to load, so liveness only checks the router process.
-                        readiness_probe: Some(probe(5, 3)),
-                        liveness_probe: Some(Probe {
-                            tcp_socket: Some(k8s_openapi::api::core::v1::TCPSocketAction {
-                                port: IntOrString::String("http".into()),
+                            config_map: Some(ConfigMapVolumeSource {
+                                name: name.clone(),
                                 ..Default::default()
                             }),
-                            period_seconds: Some(10),
-                            failure_threshold: Some(3),
                             ..Default::default()
-                        }),
-                        ..Default::default()
-                    }],
-                    volumes: Some(vec![Volume {
-                        name: "router".into(),
-                        config_map: Some(ConfigMapVolumeSource {
-                            name: name.clone(),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }]),
-                    image_pull_secrets: (!d.kubernetes.pod.image_pull_secrets.is_empty()).then(
-                        || {
-                            d.kubernetes
-                                .pod
-                                .image_pull_secrets
-                                .iter()
-                                .map(|n| LocalObjectReference { name: n.clone() })
-                                .collect()
                         },
-                    ),
+                        empty("router-lib", "1Gi"),
+                        empty("tmp", "256Mi"),
+                    ]),
+                    image_pull_secrets: image_pull_secrets(d),
                     ..Default::default()
                 }),
             },
@@ -939,6 +1067,38 @@ fn router(
         ("k8s/router.yaml".into(), yaml(&deployment)?),
         ("k8s/router-service.yaml".into(), yaml(&service)?),
     ])
+}
+
+/// Where the router's pods install vllm-router (an emptyDir, on PYTHONPATH).
+const ROUTER_LIB: &str = "/opt/dic-router";
+/// Where the router's ConfigMap (`pd_front.py`) is mounted.
+const ROUTER_CONFIG: &str = "/etc/dic-router";
+/// The unprivileged user the router's pods run as (`nobody`).
+const NOBODY: i64 = 65534;
+
+/// A container's security context without privilege: no escalation (setuid binaries gain
+/// nothing), every capability dropped, and, with `read_only`, a read-only root filesystem.
+fn unprivileged(read_only: bool) -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".into()]),
+            ..Default::default()
+        }),
+        read_only_root_filesystem: read_only.then_some(true),
+        ..Default::default()
+    }
+}
+
+/// The pod's image pull secrets, when the user names some.
+fn image_pull_secrets(d: &DeploymentPlan) -> Option<Vec<LocalObjectReference>> {
+    let names = &d.kubernetes.pod.image_pull_secrets;
+    (!names.is_empty()).then(|| {
+        names
+            .iter()
+            .map(|n| LocalObjectReference { name: n.clone() })
+            .collect()
+    })
 }
 
 /// The replica count the objects state: none under autoscaling (the autoscaler owns it).
@@ -1135,6 +1295,10 @@ fn model_download(
             mount_path: HF_HOME.into(),
             ..Default::default()
         }]),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            ..Default::default()
+        }),
         ..Default::default()
     };
     let job = Job {
@@ -1153,6 +1317,7 @@ fn model_download(
                 spec: Some(PodSpec {
                     restart_policy: Some("OnFailure".into()),
                     containers: vec![container],
+                    automount_service_account_token: Some(false),
                     image_pull_secrets: (!d.kubernetes.pod.image_pull_secrets.is_empty()).then(
                         || {
                             d.kubernetes

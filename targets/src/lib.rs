@@ -5,12 +5,14 @@
 //! - [`vllm`]: `vllm serve` command lines per node (`commands.json`, `node-N.sh`)
 //! - [`k8s`]: Kubernetes manifests (Deployment or LeaderWorkerSet, Service, PDB)
 //! - [`nccl`]: the NCCL runtime's plan (`nccl/plan.toml`)
+//! - [`pd_router`]: the router of a disaggregated deployment (vllm-router + `pd_front.py`)
 //! - [`report`]: the cost report (`report.md`, `report.json`, `report.html`)
 //! - [`shell`]: quoting for everything that lands in a script
 
 pub mod chart;
 pub mod k8s;
 pub mod nccl;
+pub mod pd_router;
 pub mod report;
 pub mod shell;
 pub mod vllm;

@@ -9,7 +9,6 @@
 //! through [`analyze_quick`].
 
 pub mod allocation;
-pub mod calibration;
 pub mod catalog;
 pub mod comm;
 pub mod disagg;
@@ -23,6 +22,7 @@ pub mod perf;
 pub mod rules;
 pub mod scenario;
 pub mod speculative;
+pub mod weights;
 
 use crate::diagnostics::{Code, Diagnostic, Severity};
 use crate::program::{Body, DefId, FieldValue, LayoutSpec, Pool, PoolLayouts, Program, Value};

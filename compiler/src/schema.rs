@@ -144,6 +144,9 @@ pub struct Field {
     pub doc: &'static str,
     /// For an engine option: what it becomes on vLLM's command line.
     pub vllm: Option<VllmFlag>,
+    /// For an engine option: which one, as the checker fills
+    /// [`crate::program::VllmOptions`] from it.
+    pub engine: Option<EngineOption>,
 }
 
 /// What an engine option becomes on `vllm serve`'s command line. Every option of
@@ -180,6 +183,110 @@ impl VllmFlag {
             VllmFlag::DicOnly(_) | VllmFlag::Passthrough => Vec::new(),
         }
     }
+}
+
+/// The options of the `vllm { … }` block, one per row of [`VLLM_OPTIONS`] (each row
+/// names its own): what the checker matches on, exhaustively, to fill
+/// [`crate::program::VllmOptions`], so an option added to the table is read or the build
+/// fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineOption {
+    Port,
+    GpuMemoryUtilization,
+    MaxModelLen,
+    MaxNumSeqs,
+    MaxNumBatchedTokens,
+    BlockSize,
+    EnforceEager,
+    CudagraphMode,
+    KvCacheMemory,
+    EnablePrefixCaching,
+    Speculative,
+    CpuOffload,
+    All2allBackend,
+    Launcher,
+    ExtraArgs,
+    Env,
+    ActivationMemory,
+    NonTorchMemory,
+    CudaGraphMemory,
+}
+
+impl EngineOption {
+    /// The option's row of [`VLLM_OPTIONS`].
+    pub fn field(self) -> Option<&'static Field> {
+        VLLM_OPTIONS.iter().find(|f| f.engine == Some(self))
+    }
+
+    /// The option's name in a `.dist` file (`max_num_seqs`).
+    pub fn name(self) -> &'static str {
+        self.field().map_or("", |f| f.name)
+    }
+
+    /// The option written as `name`.
+    pub fn named(name: &str) -> Option<EngineOption> {
+        engine_option(name)?.engine
+    }
+}
+
+/// vLLM 0.33's defaults for the options a `.dist` file may leave unset
+/// (`EngineArgs.get_batch_defaults`, `CacheConfig`; ../shared/reference/vllm-0.33.md
+/// §2.2), each written once: here, from where both the constant the models read
+/// ([`vllm_defaults`]) and the option's documentation in [`VLLM_OPTIONS`] take it.
+macro_rules! vllm_default {
+    (port) => {
+        8000
+    };
+    (gpu_memory_utilization) => {
+        0.92
+    };
+    (max_num_seqs_large_gpu) => {
+        1024
+    };
+    (max_num_seqs) => {
+        256
+    };
+    (max_num_batched_tokens_160gib) => {
+        16384
+    };
+    (max_num_batched_tokens_large_gpu) => {
+        8192
+    };
+    (max_num_batched_tokens) => {
+        2048
+    };
+    (block_size) => {
+        16
+    };
+    (mla_block_size) => {
+        64
+    };
+    (spec_tokens) => {
+        3
+    };
+}
+
+/// vLLM 0.33's defaults, as the models read them (the values: [`vllm_default!`]).
+pub mod vllm_defaults {
+    /// The API server's port (`--port`).
+    pub const PORT: u64 = vllm_default!(port);
+    pub const GPU_MEMORY_UTILIZATION: f64 = vllm_default!(gpu_memory_utilization);
+    /// `max_num_seqs` on a large GPU ([`crate::analysis::scenario::GpuSpec::is_large_for_vllm`]).
+    pub const MAX_NUM_SEQS_LARGE_GPU: u64 = vllm_default!(max_num_seqs_large_gpu);
+    /// `max_num_seqs` on other GPUs.
+    pub const MAX_NUM_SEQS: u64 = vllm_default!(max_num_seqs);
+    /// `max_num_batched_tokens` on a GPU with at least 160 GiB.
+    pub const MAX_NUM_BATCHED_TOKENS_160GIB: u64 = vllm_default!(max_num_batched_tokens_160gib);
+    /// `max_num_batched_tokens` on another large GPU.
+    pub const MAX_NUM_BATCHED_TOKENS_LARGE_GPU: u64 =
+        vllm_default!(max_num_batched_tokens_large_gpu);
+    /// `max_num_batched_tokens` on other GPUs.
+    pub const MAX_NUM_BATCHED_TOKENS: u64 = vllm_default!(max_num_batched_tokens);
+    pub const BLOCK_SIZE: u64 = vllm_default!(block_size);
+    /// FlashMLA's preferred block size for MLA models.
+    pub const MLA_BLOCK_SIZE: u64 = vllm_default!(mla_block_size);
+    /// Tokens drafted per step (`--spec-tokens`) when `speculative` leaves it unset.
+    pub const SPEC_TOKENS: u64 = vllm_default!(spec_tokens);
 }
 
 /// The engine option called `name`.
@@ -224,35 +331,39 @@ impl KindSchema {
 }
 
 macro_rules! f {
-    ($name:literal, $ty:expr, req, $doc:literal) => {
+    ($name:literal, $ty:expr, req, $doc:expr) => {
         Field {
             name: $name,
             ty: $ty,
             required: true,
             doc: $doc,
             vllm: None,
+            engine: None,
         }
     };
-    ($name:literal, $ty:expr, $doc:literal) => {
+    ($name:literal, $ty:expr, $doc:expr) => {
         Field {
             name: $name,
             ty: $ty,
             required: false,
             doc: $doc,
             vllm: None,
+            engine: None,
         }
     };
 }
 
-/// An engine option: its field, what it becomes for vLLM, and its doc.
+/// An engine option: which one, its field, what it becomes for vLLM, and its doc (a
+/// literal, or a `concat!` of literals and [`vllm_default!`]s).
 macro_rules! engine {
-    ($name:literal, $ty:expr, $vllm:expr, $doc:literal) => {
+    ($option:ident, $name:literal, $ty:expr, $vllm:expr, $doc:expr) => {
         Field {
             name: $name,
             ty: $ty,
             required: false,
             doc: $doc,
             vllm: Some($vllm),
+            engine: Some(EngineOption::$option),
         }
     };
 }
@@ -607,7 +718,7 @@ pub static SPECULATIVE_FIELDS: &[Field] = &[
     f!("method", Ty::Enum(SPEC_METHODS), req, "how drafts are made: `eagle3` or `eagle` (a small head trained on the target, from `source`), `mtp` (the checkpoint's own multi-token-prediction layers, `mtp_layers`), `ngram` (prompt lookup, no weights) or `draft_model` (a smaller model of the same tokenizer, `draft`)"),
     f!("source", Ty::Str(TextRule::Argument), "the EAGLE head's checkpoint (a Hugging Face repository or a path); `--spec-model`"),
     f!("draft", Ty::Ref(Kind::Model), "with `method = draft_model`: the draft model (its weights and KV cache share the GPUs; its `hf` is `--spec-model`)"),
-    f!("tokens", Ty::Int { min: 1, max: 16 }, "tokens drafted per step (`--spec-tokens`, default 3)"),
+    f!("tokens", Ty::Int { min: 1, max: 16 }, concat!("tokens drafted per step (`--spec-tokens`, default ", vllm_default!(spec_tokens), ")")),
     f!("acceptance", Ty::Quantity(D::Ratio, Range::closed(0.0, 0.99)), "chance that each drafted token is accepted, as vLLM's `vllm:spec_decode_num_accepted_tokens` ÷ drafted measure it on your traffic (default: eagle3 70%, eagle 60%, mtp 80%, draft_model 60%, ngram 30%; they vary with the task: measure)"),
 ];
 
@@ -667,48 +778,79 @@ pub const CUDAGRAPH_MODES: &[&str] = &[
 /// Options of the `vllm { … }` engine block, in the order their flags are emitted.
 pub static VLLM_OPTIONS: &[Field] = &[
     engine!(
+        Port,
         "port",
         Ty::Int { min: 1, max: 65535 },
         VllmFlag::Value("--port"),
-        "API server port (default 8000)"
+        concat!("API server port (default ", vllm_default!(port), ")")
     ),
     engine!(
+        GpuMemoryUtilization,
         "gpu_memory_utilization",
         Ty::Quantity(D::Ratio, Range::above_zero(1.0)),
         VllmFlag::Value("--gpu-memory-utilization"),
-        "fraction of device memory vLLM may use (vLLM 0.33's default 0.92)"
+        concat!(
+            "fraction of device memory vLLM may use (vLLM 0.33's default ",
+            vllm_default!(gpu_memory_utilization),
+            ")"
+        )
     ),
     engine!(
+        MaxModelLen,
         "max_model_len",
         Ty::Quantity(D::Tokens, Range::above_zero(2147483648.0).whole()),
         VllmFlag::Value("--max-model-len"),
         "longest request (prompt + output); default the model's max_context"
     ),
     engine!(
+        MaxNumSeqs,
         "max_num_seqs",
         Ty::Int {
             min: 1,
             max: 1 << 24
         },
         VllmFlag::Value("--max-num-seqs"),
-        "most requests in one batch, per DP rank (default 1024 on large GPUs, else 256)"
+        concat!(
+            "most requests in one batch, per DP rank (default ",
+            vllm_default!(max_num_seqs_large_gpu),
+            " on large GPUs, else ",
+            vllm_default!(max_num_seqs),
+            ")"
+        )
     ),
     engine!(
+        MaxNumBatchedTokens,
         "max_num_batched_tokens",
         Ty::Quantity(D::Tokens, Range::above_zero(2147483648.0).whole()),
         VllmFlag::Value("--max-num-batched-tokens"),
-        "token budget per step (default 16384, 8192 or 2048 by GPU memory)"
+        concat!(
+            "token budget per step (default ",
+            vllm_default!(max_num_batched_tokens_160gib),
+            ", ",
+            vllm_default!(max_num_batched_tokens_large_gpu),
+            " or ",
+            vllm_default!(max_num_batched_tokens),
+            " by GPU memory)"
+        )
     ),
     engine!(
+        BlockSize,
         "block_size",
         Ty::Int {
             min: 1,
             max: 1 << 16
         },
         VllmFlag::Value("--block-size"),
-        "tokens per KV block (default 16; 64 for MLA models)"
+        concat!(
+            "tokens per KV block (default ",
+            vllm_default!(block_size),
+            "; ",
+            vllm_default!(mla_block_size),
+            " for MLA models)"
+        )
     ),
     engine!(
+        EnforceEager,
         "enforce_eager",
         Ty::Bool,
         VllmFlag::Switch {
@@ -718,18 +860,21 @@ pub static VLLM_OPTIONS: &[Field] = &[
         "no CUDA graphs: frees their memory for the KV cache, but every step then waits on the CPU's launches (dic charges its fitted time per layer, as for prompt chunks)"
     ),
     engine!(
+        CudagraphMode,
         "cudagraph_mode",
         Ty::Enum(CUDAGRAPH_MODES),
         VllmFlag::WhenSet("--compilation-config.cudagraph_mode"),
         "which steps run as CUDA graphs: `full_and_piecewise` (vLLM 0.33's default: decode steps as full graphs, steps with a prompt chunk piecewise up to the largest captured size), `full_decode_only` (steps with a prompt chunk run without graphs, at the pace of the CPU's launches; InferenceX's B200 recipes), `piecewise`, or `none` (no graphs, compiled kernels: every step waits on the CPU's launches, no graph memory; also what `enforce_eager = true` means, whatever this says); emitted as one key of `--compilation-config`, so `extra_args` may set its other keys as `--compilation-config.KEY=VALUE`"
     ),
     engine!(
+        KvCacheMemory,
         "kv_cache_memory",
         q(D::Bytes),
         VllmFlag::WhenSet("--kv-cache-memory-bytes"),
         "fixed KV-cache size per GPU (skips utilization-based sizing)"
     ),
     engine!(
+        EnablePrefixCaching,
         "enable_prefix_caching",
         Ty::Bool,
         VllmFlag::Switch {
@@ -739,24 +884,28 @@ pub static VLLM_OPTIONS: &[Field] = &[
         "prefix caching (vLLM's default when unset)"
     ),
     engine!(
+        Speculative,
         "speculative",
         Ty::Block(SPECULATIVE_FIELDS),
         VllmFlag::Flags(&["--spec-method", "--spec-model", "--spec-tokens"]),
         "speculative decoding: `{ method = eagle3, source = \"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\", tokens = 3, acceptance = 70% }`; the draft's weights and KV cache are in the memory check, TPOT comes from the tokens accepted per step and the verify and draft cost"
     ),
     engine!(
+        CpuOffload,
         "cpu_offload",
         q(D::Bytes),
         VllmFlag::WhenSet("--cpu-offload-gb"),
         "weights kept in CPU memory per GPU (emitted in GiB)"
     ),
     engine!(
+        All2allBackend,
         "all2all_backend",
         Ty::Enum(ALL2ALL_BACKENDS),
         VllmFlag::WhenSet("--all2all-backend"),
         "how a MoE layer's tokens move between DP ranks (with dp > 1): `allgather_reducescatter` (vLLM 0.33's default: every rank gathers all DP ranks' tokens and reduce-scatters the outputs back) or DeepEP's all-to-all, `deepep_high_throughput` or `deepep_low_latency` (with `ep`; each token goes only to the ranks of its experts; needs an image with DeepEP's kernels)"
     ),
     engine!(
+        Launcher,
         "launcher",
         Ty::Enum(&["native", "ray"]),
         VllmFlag::DicOnly(
@@ -765,30 +914,35 @@ pub static VLLM_OPTIONS: &[Field] = &[
         "multi-node launch: vLLM's native `--nnodes` (default) or Ray"
     ),
     engine!(
+        ExtraArgs,
         "extra_args",
         Ty::List(&Ty::Str(TextRule::Free)),
         VllmFlag::Passthrough,
         "more `vllm serve` options, one word per item, e.g. [\"--trust-remote-code\", \"--reasoning-parser\", \"deepseek_r1\"]: checked against vLLM 0.33's own options; options dic sets (layout, engine fields, launch) are refused with the field that sets them"
     ),
     engine!(
+        Env,
         "env",
         Ty::List(&Ty::Str(TextRule::EnvAssignment)),
         VllmFlag::Passthrough,
         "environment of the vLLM processes as \"NAME=value\", e.g. [\"VLLM_ATTENTION_BACKEND=FLASHINFER\"]; no credentials (they are referenced from Secrets) and no variable dic sets"
     ),
     engine!(
+        ActivationMemory,
         "activation_memory",
         q(D::Bytes),
         VllmFlag::DicOnly("overrides dic's memory estimate"),
         "override dic's estimate of the profile run's peak activations per GPU"
     ),
     engine!(
+        NonTorchMemory,
         "non_torch_memory",
         q(D::Bytes),
         VllmFlag::DicOnly("overrides dic's memory estimate"),
         "override dic's estimate of non-torch memory (NCCL, cuBLAS) per GPU"
     ),
     engine!(
+        CudaGraphMemory,
         "cuda_graph_memory",
         q(D::Bytes),
         VllmFlag::DicOnly("overrides dic's memory estimate"),

@@ -17,9 +17,12 @@ use crate::units::{self, Dimension};
 use std::collections::BTreeMap;
 
 mod build;
+mod deploy;
+mod engine;
 mod entries;
 mod layout;
 mod model_rules;
+mod reader;
 mod values;
 
 #[derive(Clone, Copy, PartialEq)]

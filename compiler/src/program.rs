@@ -601,6 +601,9 @@ impl PoolLayouts {
     }
 }
 
+/// A deployment's `engine = vllm { … }` options as written (`None`: unset), read once by
+/// the checker (`check/engine.rs`, one field per [`crate::schema::EngineOption`]); the
+/// scenario fills vLLM's defaults (`analysis::scenario::engine_settings`).
 #[derive(Debug, Clone, Default)]
 pub struct VllmOptions {
     pub gpu_memory_utilization: Option<f64>,
@@ -626,6 +629,13 @@ pub struct VllmOptions {
     pub extra_args: Vec<String>,
     /// Environment of the vLLM processes, in source order.
     pub env: Vec<(String, String)>,
+}
+
+impl VllmOptions {
+    /// The API server's port: as written, else vLLM's default.
+    pub fn port(&self) -> u64 {
+        self.port.unwrap_or(crate::schema::vllm_defaults::PORT)
+    }
 }
 
 /// The engine's `speculative = { … }` block, checked (the method's source or draft is

@@ -374,7 +374,7 @@ pub fn engine_settings(
         kv_cache_memory: o.kv_cache_memory,
         cpu_offload: o.cpu_offload.unwrap_or(0.0),
         enable_prefix_caching: o.enable_prefix_caching,
-        port: o.port.unwrap_or(vllm_defaults::PORT),
+        port: o.port(),
         ray: o.launcher.as_deref() == Some("ray"),
         all2all_backend: o.all2all_backend.clone(),
         overrides: MemoryOverrides {

@@ -653,20 +653,6 @@ pub struct SpeculativeOptions {
     pub acceptance: f64,
 }
 
-impl SpeculativeOptions {
-    /// Default acceptance per drafted token, by method. [heuristic: typical chat-traffic
-    /// rates that EAGLE-3, DeepSeek-V3's MTP and prompt-lookup papers and vLLM's blog
-    /// report at 2–3 drafted tokens; they move with the task, so the field says measure.]
-    pub fn default_acceptance(method: &str) -> f64 {
-        match method {
-            "eagle3" => 0.70,
-            "mtp" => 0.80,
-            "ngram" => 0.30,
-            _ => 0.60,
-        }
-    }
-}
-
 /// A deployment's `pod = { … }` settings (absent fields: dic's rules).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PodSettings {

@@ -289,6 +289,57 @@ pub mod vllm_defaults {
     pub const SPEC_TOKENS: u64 = vllm_default!(spec_tokens);
 }
 
+/// dic's own defaults for fields a `.dist` file may leave unset, each written once: here,
+/// from where both the value dic reads ([`dic_defaults`]) and the field's documentation
+/// take it.
+macro_rules! dic_default {
+    (image) => {
+        "vllm/vllm-openai:v0.33.0"
+    };
+    (autoscale_waiting) => {
+        5
+    };
+    // Speculative acceptance per drafted token, in percent, by method.
+    (acceptance_eagle3) => {
+        70
+    };
+    (acceptance_eagle) => {
+        60
+    };
+    (acceptance_mtp) => {
+        80
+    };
+    (acceptance_draft_model) => {
+        60
+    };
+    (acceptance_ngram) => {
+        30
+    };
+}
+
+/// dic's own defaults (the values: [`dic_default!`]).
+pub mod dic_defaults {
+    /// The vLLM image the targets pin (the release dic's flags are checked against).
+    pub const IMAGE: &str = dic_default!(image);
+    /// Requests waiting per replica that add one (production-stack's threshold).
+    pub const AUTOSCALE_WAITING: u64 = dic_default!(autoscale_waiting);
+
+    /// The chance each drafted token is accepted, by method (one of
+    /// [`super::SPEC_METHODS`]). [heuristic: typical chat-traffic rates that EAGLE-3,
+    /// DeepSeek-V3's MTP and prompt-lookup papers and vLLM's blog report at 2–3 drafted
+    /// tokens; they move with the task, so the field says measure.]
+    pub fn spec_acceptance(method: &str) -> f64 {
+        let percent: u32 = match method {
+            "eagle3" => dic_default!(acceptance_eagle3),
+            "mtp" => dic_default!(acceptance_mtp),
+            "ngram" => dic_default!(acceptance_ngram),
+            "draft_model" => dic_default!(acceptance_draft_model),
+            _ => dic_default!(acceptance_eagle),
+        };
+        f64::from(percent) / 100.0
+    }
+}
+
 /// The engine option called `name`.
 pub fn engine_option(name: &str) -> Option<&'static Field> {
     VLLM_OPTIONS.iter().find(|f| f.name == name)
@@ -675,7 +726,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("engine", Ty::Engine, "the serving engine and its options, e.g. `vllm { gpu_memory_utilization = 0.90 }`"),
             f!("model_source", Ty::Str(TextRule::Argument), "what `vllm serve` loads: a Hugging Face repository or a path (default: the model's `hf`)"),
             f!("served_model_name", Ty::Str(TextRule::Argument), "the name clients use (default: the deployment's name)"),
-            f!("image", Ty::Str(TextRule::Image), "container image (default vllm/vllm-openai:v0.33.0)"),
+            f!("image", Ty::Str(TextRule::Image), concat!("container image (default ", dic_default!(image), ")")),
             f!("namespace", Ty::Str(TextRule::DnsLabel), "Kubernetes namespace written into the objects and the kustomization (default: none, so `kubectl apply -n` chooses)"),
             f!("hf_token_secret", Ty::Str(TextRule::DnsLabel), "Kubernetes Secret holding the Hugging Face token under key `token` (default `hf-token`); referenced, never inlined"),
             f!("api_key_secret", Ty::Str(TextRule::DnsLabel), "Kubernetes Secret holding the API key clients must send, under key `api-key` (vLLM reads it as VLLM_API_KEY); referenced, never inlined. Scripts take VLLM_API_KEY from the node's environment"),
@@ -719,7 +770,7 @@ pub static SPECULATIVE_FIELDS: &[Field] = &[
     f!("source", Ty::Str(TextRule::Argument), "the EAGLE head's checkpoint (a Hugging Face repository or a path); `--spec-model`"),
     f!("draft", Ty::Ref(Kind::Model), "with `method = draft_model`: the draft model (its weights and KV cache share the GPUs; its `hf` is `--spec-model`)"),
     f!("tokens", Ty::Int { min: 1, max: 16 }, concat!("tokens drafted per step (`--spec-tokens`, default ", vllm_default!(spec_tokens), ")")),
-    f!("acceptance", Ty::Quantity(D::Ratio, Range::closed(0.0, 0.99)), "chance that each drafted token is accepted, as vLLM's `vllm:spec_decode_num_accepted_tokens` ÷ drafted measure it on your traffic (default: eagle3 70%, eagle 60%, mtp 80%, draft_model 60%, ngram 30%; they vary with the task: measure)"),
+    f!("acceptance", Ty::Quantity(D::Ratio, Range::closed(0.0, 0.99)), concat!("chance that each drafted token is accepted, as vLLM's `vllm:spec_decode_num_accepted_tokens` ÷ drafted measure it on your traffic (default: eagle3 ", dic_default!(acceptance_eagle3), "%, eagle ", dic_default!(acceptance_eagle), "%, mtp ", dic_default!(acceptance_mtp), "%, draft_model ", dic_default!(acceptance_draft_model), "%, ngram ", dic_default!(acceptance_ngram), "%; they vary with the task: measure)")),
 ];
 
 /// vLLM 0.33's speculative methods that dic models (`--spec-method` choices).
@@ -737,7 +788,7 @@ pub static MODEL_CACHE_FIELDS: &[Field] = &[
 pub static AUTOSCALE_FIELDS: &[Field] = &[
     f!("min", Ty::Int { min: 0, max: 1 << 20 }, "fewest replicas (groups); 0 only with KEDA (scale to zero)"),
     f!("max", Ty::Int { min: 1, max: 1 << 20 }, req, "most replicas (groups); the cluster must hold them"),
-    f!("waiting", Ty::Int { min: 1, max: 1 << 20 }, "requests waiting per replica (vllm:num_requests_waiting) that add a replica (default 5, production-stack's)"),
+    f!("waiting", Ty::Int { min: 1, max: 1 << 20 }, concat!("requests waiting per replica (vllm:num_requests_waiting) that add a replica (default ", dic_default!(autoscale_waiting), ", production-stack's)")),
     f!("via", Ty::Enum(&["hpa", "keda"]), "HorizontalPodAutoscaler on a custom pod metric (needs a metrics adapter such as prometheus-adapter) or a KEDA ScaledObject querying Prometheus (default hpa)"),
     f!("prometheus", Ty::Str(TextRule::Url), "Prometheus server KEDA queries, e.g. \"http://prometheus.monitoring:9090\""),
 ];

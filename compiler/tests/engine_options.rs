@@ -7,7 +7,10 @@
 
 use dic_compiler::driver;
 use dic_compiler::program::{Body, VllmOptions};
-use dic_compiler::schema::{engine_option, vllm_defaults, EngineOption, VLLM_OPTIONS};
+use dic_compiler::schema::{
+    dic_defaults, engine_option, vllm_defaults, EngineOption, Kind, AUTOSCALE_FIELDS,
+    SPECULATIVE_FIELDS, SPEC_METHODS, VLLM_OPTIONS,
+};
 use dic_compiler::source::MemoryWorld;
 
 /// The position of `o` among the variants: exhaustive, so a new variant fails to build
@@ -154,7 +157,18 @@ fn unset_options_stay_unset_and_the_speculative_tokens_default_is_vllms() {
     assert_eq!(o.max_num_seqs, None);
     assert!(!o.enforce_eager);
     assert!(o.extra_args.is_empty() && o.env.is_empty());
-    assert_eq!(o.speculative.unwrap().tokens, vllm_defaults::SPEC_TOKENS);
+    let spec = o.speculative.unwrap();
+    assert_eq!(spec.tokens, vllm_defaults::SPEC_TOKENS);
+    // The acceptance a method gets when unset, as it was before it moved to the schema.
+    assert_eq!(spec.acceptance, 0.30);
+    for (method, was) in [
+        ("eagle3", 0.70),
+        ("eagle", 0.60),
+        ("mtp", 0.80),
+        ("draft_model", 0.60),
+    ] {
+        assert_eq!(dic_defaults::spec_acceptance(method), was, "{method}");
+    }
 }
 
 #[test]
@@ -182,4 +196,31 @@ fn the_options_documentation_states_the_defaults_the_models_fill() {
         vllm_defaults::BLOCK_SIZE,
         vllm_defaults::MLA_BLOCK_SIZE
     )));
+}
+
+#[test]
+fn dics_own_defaults_are_what_their_fields_say() {
+    let deploy = Kind::Deploy.schema();
+    let image = deploy.field("image").unwrap().doc;
+    assert!(image.contains(&format!("(default {})", dic_defaults::IMAGE)));
+    let waiting = AUTOSCALE_FIELDS
+        .iter()
+        .find(|f| f.name == "waiting")
+        .unwrap();
+    assert!(waiting
+        .doc
+        .contains(&format!("default {},", dic_defaults::AUTOSCALE_WAITING)));
+    let acceptance = SPECULATIVE_FIELDS
+        .iter()
+        .find(|f| f.name == "acceptance")
+        .unwrap();
+    for method in SPEC_METHODS {
+        let percent = dic_defaults::spec_acceptance(method) * 100.0;
+        let said = format!("{method} {}%", dic_compiler::units::fmt_num(percent));
+        assert!(
+            acceptance.doc.contains(&said),
+            "{said} in {}",
+            acceptance.doc
+        );
+    }
 }

@@ -4,6 +4,7 @@
 
 use super::reader::Reader;
 use super::*;
+use crate::schema::dic_defaults;
 
 impl Checker<'_, '_> {
     /// The typed deployment, and whether its rules hold.
@@ -167,7 +168,7 @@ impl Checker<'_, '_> {
         Some(Autoscale {
             min,
             max,
-            waiting: a.uint("waiting").unwrap_or(5),
+            waiting: a.uint("waiting").unwrap_or(dic_defaults::AUTOSCALE_WAITING),
             keda,
             prometheus: a.string("prometheus"),
         })

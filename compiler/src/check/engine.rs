@@ -10,7 +10,7 @@
 use super::reader::{self, Reader};
 use super::*;
 use crate::program::SpeculativeOptions;
-use crate::schema::{vllm_defaults, EngineOption};
+use crate::schema::{dic_defaults, vllm_defaults, EngineOption};
 
 /// The typed options of an engine block.
 pub(super) fn vllm_options(opts: &BTreeMap<String, FieldValue>) -> VllmOptions {
@@ -57,7 +57,7 @@ fn speculative_options(s: &Reader<'_>) -> SpeculativeOptions {
     SpeculativeOptions {
         acceptance: s
             .num("acceptance")
-            .unwrap_or_else(|| SpeculativeOptions::default_acceptance(&method)),
+            .unwrap_or_else(|| dic_defaults::spec_acceptance(&method)),
         source: s.string("source"),
         draft: s.reference("draft"),
         tokens: s.uint("tokens").unwrap_or(vllm_defaults::SPEC_TOKENS),

@@ -601,6 +601,9 @@ impl PoolLayouts {
     }
 }
 
+/// A deployment's `engine = vllm { … }` options as written (`None`: unset), read once by
+/// the checker (`check/engine.rs`, one field per [`crate::schema::EngineOption`]); the
+/// scenario fills vLLM's defaults (`analysis::scenario::engine_settings`).
 #[derive(Debug, Clone, Default)]
 pub struct VllmOptions {
     pub gpu_memory_utilization: Option<f64>,
@@ -628,6 +631,13 @@ pub struct VllmOptions {
     pub env: Vec<(String, String)>,
 }
 
+impl VllmOptions {
+    /// The API server's port: as written, else vLLM's default.
+    pub fn port(&self) -> u64 {
+        self.port.unwrap_or(crate::schema::vllm_defaults::PORT)
+    }
+}
+
 /// The engine's `speculative = { … }` block, checked (the method's source or draft is
 /// there), defaults filled.
 #[derive(Debug, Clone, PartialEq)]
@@ -641,20 +651,6 @@ pub struct SpeculativeOptions {
     pub tokens: u64,
     /// Chance each drafted token is accepted.
     pub acceptance: f64,
-}
-
-impl SpeculativeOptions {
-    /// Default acceptance per drafted token, by method. [heuristic: typical chat-traffic
-    /// rates that EAGLE-3, DeepSeek-V3's MTP and prompt-lookup papers and vLLM's blog
-    /// report at 2–3 drafted tokens; they move with the task, so the field says measure.]
-    pub fn default_acceptance(method: &str) -> f64 {
-        match method {
-            "eagle3" => 0.70,
-            "mtp" => 0.80,
-            "ngram" => 0.30,
-            _ => 0.60,
-        }
-    }
 }
 
 /// A deployment's `pod = { … }` settings (absent fields: dic's rules).

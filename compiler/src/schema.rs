@@ -144,6 +144,9 @@ pub struct Field {
     pub doc: &'static str,
     /// For an engine option: what it becomes on vLLM's command line.
     pub vllm: Option<VllmFlag>,
+    /// For an engine option: which one, as the checker fills
+    /// [`crate::program::VllmOptions`] from it.
+    pub engine: Option<EngineOption>,
 }
 
 /// What an engine option becomes on `vllm serve`'s command line. Every option of
@@ -181,6 +184,12 @@ impl VllmFlag {
         }
     }
 }
+
+#[macro_use]
+mod defaults;
+mod engine_option;
+pub use defaults::{dic_defaults, vllm_defaults};
+pub use engine_option::EngineOption;
 
 /// The engine option called `name`.
 pub fn engine_option(name: &str) -> Option<&'static Field> {
@@ -224,35 +233,39 @@ impl KindSchema {
 }
 
 macro_rules! f {
-    ($name:literal, $ty:expr, req, $doc:literal) => {
+    ($name:literal, $ty:expr, req, $doc:expr) => {
         Field {
             name: $name,
             ty: $ty,
             required: true,
             doc: $doc,
             vllm: None,
+            engine: None,
         }
     };
-    ($name:literal, $ty:expr, $doc:literal) => {
+    ($name:literal, $ty:expr, $doc:expr) => {
         Field {
             name: $name,
             ty: $ty,
             required: false,
             doc: $doc,
             vllm: None,
+            engine: None,
         }
     };
 }
 
-/// An engine option: its field, what it becomes for vLLM, and its doc.
+/// An engine option: which one, its field, what it becomes for vLLM, and its doc (a
+/// literal, or a `concat!` of literals and `vllm_default!`s).
 macro_rules! engine {
-    ($name:literal, $ty:expr, $vllm:expr, $doc:literal) => {
+    ($option:ident, $name:literal, $ty:expr, $vllm:expr, $doc:expr) => {
         Field {
             name: $name,
             ty: $ty,
             required: false,
             doc: $doc,
             vllm: Some($vllm),
+            engine: Some(EngineOption::$option),
         }
     };
 }
@@ -564,7 +577,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("engine", Ty::Engine, "the serving engine and its options, e.g. `vllm { gpu_memory_utilization = 0.90 }`"),
             f!("model_source", Ty::Str(TextRule::Argument), "what `vllm serve` loads: a Hugging Face repository or a path (default: the model's `hf`)"),
             f!("served_model_name", Ty::Str(TextRule::Argument), "the name clients use (default: the deployment's name)"),
-            f!("image", Ty::Str(TextRule::Image), "container image (default vllm/vllm-openai:v0.33.0)"),
+            f!("image", Ty::Str(TextRule::Image), concat!("container image (default ", dic_default!(image), ")")),
             f!("namespace", Ty::Str(TextRule::DnsLabel), "Kubernetes namespace written into the objects and the kustomization (default: none, so `kubectl apply -n` chooses)"),
             f!("hf_token_secret", Ty::Str(TextRule::DnsLabel), "Kubernetes Secret holding the Hugging Face token under key `token` (default `hf-token`); referenced, never inlined"),
             f!("api_key_secret", Ty::Str(TextRule::DnsLabel), "Kubernetes Secret holding the API key clients must send, under key `api-key` (vLLM reads it as VLLM_API_KEY); referenced, never inlined. Scripts take VLLM_API_KEY from the node's environment"),
@@ -607,8 +620,8 @@ pub static SPECULATIVE_FIELDS: &[Field] = &[
     f!("method", Ty::Enum(SPEC_METHODS), req, "how drafts are made: `eagle3` or `eagle` (a small head trained on the target, from `source`), `mtp` (the checkpoint's own multi-token-prediction layers, `mtp_layers`), `ngram` (prompt lookup, no weights) or `draft_model` (a smaller model of the same tokenizer, `draft`)"),
     f!("source", Ty::Str(TextRule::Argument), "the EAGLE head's checkpoint (a Hugging Face repository or a path); `--spec-model`"),
     f!("draft", Ty::Ref(Kind::Model), "with `method = draft_model`: the draft model (its weights and KV cache share the GPUs; its `hf` is `--spec-model`)"),
-    f!("tokens", Ty::Int { min: 1, max: 16 }, "tokens drafted per step (`--spec-tokens`, default 3)"),
-    f!("acceptance", Ty::Quantity(D::Ratio, Range::closed(0.0, 0.99)), "chance that each drafted token is accepted, as vLLM's `vllm:spec_decode_num_accepted_tokens` ÷ drafted measure it on your traffic (default: eagle3 70%, eagle 60%, mtp 80%, draft_model 60%, ngram 30%; they vary with the task: measure)"),
+    f!("tokens", Ty::Int { min: 1, max: 16 }, concat!("tokens drafted per step (`--spec-tokens`, default ", vllm_default!(spec_tokens), ")")),
+    f!("acceptance", Ty::Quantity(D::Ratio, Range::closed(0.0, 0.99)), concat!("chance that each drafted token is accepted, as vLLM's `vllm:spec_decode_num_accepted_tokens` ÷ drafted measure it on your traffic (default: eagle3 ", dic_default!(acceptance_eagle3), "%, eagle ", dic_default!(acceptance_eagle), "%, mtp ", dic_default!(acceptance_mtp), "%, draft_model ", dic_default!(acceptance_draft_model), "%, ngram ", dic_default!(acceptance_ngram), "%; they vary with the task: measure)")),
 ];
 
 /// vLLM 0.33's speculative methods that dic models (`--spec-method` choices).
@@ -626,7 +639,7 @@ pub static MODEL_CACHE_FIELDS: &[Field] = &[
 pub static AUTOSCALE_FIELDS: &[Field] = &[
     f!("min", Ty::Int { min: 0, max: 1 << 20 }, "fewest replicas (groups); 0 only with KEDA (scale to zero)"),
     f!("max", Ty::Int { min: 1, max: 1 << 20 }, req, "most replicas (groups); the cluster must hold them"),
-    f!("waiting", Ty::Int { min: 1, max: 1 << 20 }, "requests waiting per replica (vllm:num_requests_waiting) that add a replica (default 5, production-stack's)"),
+    f!("waiting", Ty::Int { min: 1, max: 1 << 20 }, concat!("requests waiting per replica (vllm:num_requests_waiting) that add a replica (default ", dic_default!(autoscale_waiting), ", production-stack's)")),
     f!("via", Ty::Enum(&["hpa", "keda"]), "HorizontalPodAutoscaler on a custom pod metric (needs a metrics adapter such as prometheus-adapter) or a KEDA ScaledObject querying Prometheus (default hpa)"),
     f!("prometheus", Ty::Str(TextRule::Url), "Prometheus server KEDA queries, e.g. \"http://prometheus.monitoring:9090\""),
 ];
@@ -667,48 +680,79 @@ pub const CUDAGRAPH_MODES: &[&str] = &[
 /// Options of the `vllm { … }` engine block, in the order their flags are emitted.
 pub static VLLM_OPTIONS: &[Field] = &[
     engine!(
+        Port,
         "port",
         Ty::Int { min: 1, max: 65535 },
         VllmFlag::Value("--port"),
-        "API server port (default 8000)"
+        concat!("API server port (default ", vllm_default!(port), ")")
     ),
     engine!(
+        GpuMemoryUtilization,
         "gpu_memory_utilization",
         Ty::Quantity(D::Ratio, Range::above_zero(1.0)),
         VllmFlag::Value("--gpu-memory-utilization"),
-        "fraction of device memory vLLM may use (vLLM 0.33's default 0.92)"
+        concat!(
+            "fraction of device memory vLLM may use (vLLM 0.33's default ",
+            vllm_default!(gpu_memory_utilization),
+            ")"
+        )
     ),
     engine!(
+        MaxModelLen,
         "max_model_len",
         Ty::Quantity(D::Tokens, Range::above_zero(2147483648.0).whole()),
         VllmFlag::Value("--max-model-len"),
         "longest request (prompt + output); default the model's max_context"
     ),
     engine!(
+        MaxNumSeqs,
         "max_num_seqs",
         Ty::Int {
             min: 1,
             max: 1 << 24
         },
         VllmFlag::Value("--max-num-seqs"),
-        "most requests in one batch, per DP rank (default 1024 on large GPUs, else 256)"
+        concat!(
+            "most requests in one batch, per DP rank (default ",
+            vllm_default!(max_num_seqs_large_gpu),
+            " on large GPUs, else ",
+            vllm_default!(max_num_seqs),
+            ")"
+        )
     ),
     engine!(
+        MaxNumBatchedTokens,
         "max_num_batched_tokens",
         Ty::Quantity(D::Tokens, Range::above_zero(2147483648.0).whole()),
         VllmFlag::Value("--max-num-batched-tokens"),
-        "token budget per step (default 16384, 8192 or 2048 by GPU memory)"
+        concat!(
+            "token budget per step (default ",
+            vllm_default!(max_num_batched_tokens_160gib),
+            ", ",
+            vllm_default!(max_num_batched_tokens_large_gpu),
+            " or ",
+            vllm_default!(max_num_batched_tokens),
+            " by GPU memory)"
+        )
     ),
     engine!(
+        BlockSize,
         "block_size",
         Ty::Int {
             min: 1,
             max: 1 << 16
         },
         VllmFlag::Value("--block-size"),
-        "tokens per KV block (default 16; 64 for MLA models)"
+        concat!(
+            "tokens per KV block (default ",
+            vllm_default!(block_size),
+            "; ",
+            vllm_default!(mla_block_size),
+            " for MLA models)"
+        )
     ),
     engine!(
+        EnforceEager,
         "enforce_eager",
         Ty::Bool,
         VllmFlag::Switch {
@@ -718,18 +762,21 @@ pub static VLLM_OPTIONS: &[Field] = &[
         "no CUDA graphs: frees their memory for the KV cache, but every step then waits on the CPU's launches (dic charges its fitted time per layer, as for prompt chunks)"
     ),
     engine!(
+        CudagraphMode,
         "cudagraph_mode",
         Ty::Enum(CUDAGRAPH_MODES),
         VllmFlag::WhenSet("--compilation-config.cudagraph_mode"),
         "which steps run as CUDA graphs: `full_and_piecewise` (vLLM 0.33's default: decode steps as full graphs, steps with a prompt chunk piecewise up to the largest captured size), `full_decode_only` (steps with a prompt chunk run without graphs, at the pace of the CPU's launches; InferenceX's B200 recipes), `piecewise`, or `none` (no graphs, compiled kernels: every step waits on the CPU's launches, no graph memory; also what `enforce_eager = true` means, whatever this says); emitted as one key of `--compilation-config`, so `extra_args` may set its other keys as `--compilation-config.KEY=VALUE`"
     ),
     engine!(
+        KvCacheMemory,
         "kv_cache_memory",
         q(D::Bytes),
         VllmFlag::WhenSet("--kv-cache-memory-bytes"),
         "fixed KV-cache size per GPU (skips utilization-based sizing)"
     ),
     engine!(
+        EnablePrefixCaching,
         "enable_prefix_caching",
         Ty::Bool,
         VllmFlag::Switch {
@@ -739,24 +786,28 @@ pub static VLLM_OPTIONS: &[Field] = &[
         "prefix caching (vLLM's default when unset)"
     ),
     engine!(
+        Speculative,
         "speculative",
         Ty::Block(SPECULATIVE_FIELDS),
         VllmFlag::Flags(&["--spec-method", "--spec-model", "--spec-tokens"]),
         "speculative decoding: `{ method = eagle3, source = \"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\", tokens = 3, acceptance = 70% }`; the draft's weights and KV cache are in the memory check, TPOT comes from the tokens accepted per step and the verify and draft cost"
     ),
     engine!(
+        CpuOffload,
         "cpu_offload",
         q(D::Bytes),
         VllmFlag::WhenSet("--cpu-offload-gb"),
         "weights kept in CPU memory per GPU (emitted in GiB)"
     ),
     engine!(
+        All2allBackend,
         "all2all_backend",
         Ty::Enum(ALL2ALL_BACKENDS),
         VllmFlag::WhenSet("--all2all-backend"),
         "how a MoE layer's tokens move between DP ranks (with dp > 1): `allgather_reducescatter` (vLLM 0.33's default: every rank gathers all DP ranks' tokens and reduce-scatters the outputs back) or DeepEP's all-to-all, `deepep_high_throughput` or `deepep_low_latency` (with `ep`; each token goes only to the ranks of its experts; needs an image with DeepEP's kernels)"
     ),
     engine!(
+        Launcher,
         "launcher",
         Ty::Enum(&["native", "ray"]),
         VllmFlag::DicOnly(
@@ -765,30 +816,35 @@ pub static VLLM_OPTIONS: &[Field] = &[
         "multi-node launch: vLLM's native `--nnodes` (default) or Ray"
     ),
     engine!(
+        ExtraArgs,
         "extra_args",
         Ty::List(&Ty::Str(TextRule::Free)),
         VllmFlag::Passthrough,
         "more `vllm serve` options, one word per item, e.g. [\"--trust-remote-code\", \"--reasoning-parser\", \"deepseek_r1\"]: checked against vLLM 0.33's own options; options dic sets (layout, engine fields, launch) are refused with the field that sets them"
     ),
     engine!(
+        Env,
         "env",
         Ty::List(&Ty::Str(TextRule::EnvAssignment)),
         VllmFlag::Passthrough,
         "environment of the vLLM processes as \"NAME=value\", e.g. [\"VLLM_ATTENTION_BACKEND=FLASHINFER\"]; no credentials (they are referenced from Secrets) and no variable dic sets"
     ),
     engine!(
+        ActivationMemory,
         "activation_memory",
         q(D::Bytes),
         VllmFlag::DicOnly("overrides dic's memory estimate"),
         "override dic's estimate of the profile run's peak activations per GPU"
     ),
     engine!(
+        NonTorchMemory,
         "non_torch_memory",
         q(D::Bytes),
         VllmFlag::DicOnly("overrides dic's memory estimate"),
         "override dic's estimate of non-torch memory (NCCL, cuBLAS) per GPU"
     ),
     engine!(
+        CudaGraphMemory,
         "cuda_graph_memory",
         q(D::Bytes),
         VllmFlag::DicOnly("overrides dic's memory estimate"),

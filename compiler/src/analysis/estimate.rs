@@ -9,7 +9,7 @@
 use super::scenario::*;
 use super::{catalog, Analysis};
 use crate::program::{Layout, Model};
-use crate::schema::{self, Kind, CUDAGRAPH_MODES, KV_DTYPES, WEIGHT_DTYPES};
+use crate::schema::{self, EngineOption, Kind, CUDAGRAPH_MODES, KV_DTYPES, WEIGHT_DTYPES};
 
 #[derive(Debug, Clone, Default)]
 pub struct EstimateRequest {
@@ -103,22 +103,22 @@ pub fn scenario(
         ),
         (
             "--gpu-memory-utilization",
-            schema::engine_option("gpu_memory_utilization"),
+            EngineOption::GpuMemoryUtilization.field(),
             req.gpu_memory_utilization,
         ),
         (
             "--max-model-len",
-            schema::engine_option("max_model_len"),
+            EngineOption::MaxModelLen.field(),
             req.max_model_len,
         ),
         (
             "--max-num-seqs",
-            schema::engine_option("max_num_seqs"),
+            EngineOption::MaxNumSeqs.field(),
             int(req.max_num_seqs),
         ),
         (
             "--max-num-batched-tokens",
-            schema::engine_option("max_num_batched_tokens"),
+            EngineOption::MaxNumBatchedTokens.field(),
             req.max_num_batched_tokens,
         ),
     ] {

@@ -550,7 +550,7 @@ pub fn pool_demand(
         reserved: 0,
         whole: false,
         group,
-        port: d.engine.port.unwrap_or(vllm_defaults::PORT),
+        port: d.engine.port(),
     }
 }
 
@@ -662,7 +662,7 @@ pub fn demand_of(
         group: d
             .node_group
             .map(|_| pinned_group(p, d).unwrap_or(usize::MAX)),
-        port: d.engine.port.unwrap_or(vllm_defaults::PORT),
+        port: d.engine.port(),
     }
 }
 

@@ -317,16 +317,8 @@ impl SpecDecode {
     }
 }
 
-/// vLLM 0.33 defaults (`EngineArgs.get_batch_defaults`, `CacheConfig`), see
-/// ../shared/reference/vllm-0.33.md §2.2.
-pub mod vllm_defaults {
-    pub const GPU_MEMORY_UTILIZATION: f64 = 0.92;
-    pub const BLOCK_SIZE: u64 = 16;
-    /// FlashMLA's preferred block size for MLA models.
-    pub const MLA_BLOCK_SIZE: u64 = 64;
-    /// The API server's port (`--port`).
-    pub const PORT: u64 = 8000;
-}
+/// vLLM 0.33's defaults, defined beside the engine options they fill.
+pub use crate::schema::vllm_defaults;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
@@ -339,23 +331,26 @@ pub struct Scenario {
 }
 
 /// Fills vLLM's defaults for what the user left unset.
-#[allow(clippy::too_many_arguments)]
 pub fn engine_settings(
     model: &Model,
     gpu: &GpuSpec,
     o: &crate::program::VllmOptions,
 ) -> EngineSettings {
     let large = gpu.is_large_for_vllm();
-    let seqs = o.max_num_seqs.unwrap_or(if large { 1024 } else { 256 });
+    let seqs = o.max_num_seqs.unwrap_or(if large {
+        vllm_defaults::MAX_NUM_SEQS_LARGE_GPU
+    } else {
+        vllm_defaults::MAX_NUM_SEQS
+    });
     let mnbt = o
         .max_num_batched_tokens
         .map(|t| t as u64)
         .unwrap_or(if gpu.memory >= 160.0 * GIB {
-            16384
+            vllm_defaults::MAX_NUM_BATCHED_TOKENS_160GIB
         } else if large {
-            8192
+            vllm_defaults::MAX_NUM_BATCHED_TOKENS_LARGE_GPU
         } else {
-            2048
+            vllm_defaults::MAX_NUM_BATCHED_TOKENS
         });
     let default_block = if model.attention == crate::program::Attention::Mla {
         vllm_defaults::MLA_BLOCK_SIZE
@@ -379,7 +374,7 @@ pub fn engine_settings(
         kv_cache_memory: o.kv_cache_memory,
         cpu_offload: o.cpu_offload.unwrap_or(0.0),
         enable_prefix_caching: o.enable_prefix_caching,
-        port: o.port.unwrap_or(vllm_defaults::PORT),
+        port: o.port(),
         ray: o.launcher.as_deref() == Some("ray"),
         all2all_backend: o.all2all_backend.clone(),
         overrides: MemoryOverrides {

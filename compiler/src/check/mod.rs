@@ -17,9 +17,12 @@ use crate::units::{self, Dimension};
 use std::collections::BTreeMap;
 
 mod build;
+mod deploy;
+mod engine;
 mod entries;
 mod layout;
 mod model_rules;
+mod reader;
 mod values;
 
 #[derive(Clone, Copy, PartialEq)]
@@ -135,6 +138,161 @@ impl<'s, 'w> Checker<'s, 'w> {
         self.s.module_of_file[&file]
     }
 
+    /// Reports that `raw`'s kind is none of the kinds.
+    fn unknown_kind(&mut self, raw: &RawDef) {
+        let file = raw.file;
+        let kws: Vec<&str> = Kind::ALL.iter().map(|k| k.keyword()).collect();
+        let d = Diagnostic::new(
+            Code::UnknownKind,
+            format!("unknown definition kind `{}`", raw.kind.node),
+        )
+        .primary(file, raw.kind.span, "not a kind of definition");
+        let d = match did_you_mean(&raw.kind.node, kws.iter().copied()) {
+            Some(s) => d.help(format!("did you mean `{s}`?")).fix(
+                format!("use `{s}`"),
+                FileSpan::new(file, raw.kind.span),
+                s,
+            ),
+            None => d.help(format!(
+                "the kinds are {}",
+                kws.iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        };
+        self.push(d);
+    }
+
+    /// The fields `raw` inherits from `base` (checked first), the base's id when it is
+    /// one of the same kind, and whether the base is complete.
+    fn inherit(
+        &mut self,
+        m: usize,
+        kind: Kind,
+        raw: &RawDef,
+        base: &BaseRef,
+    ) -> (BTreeMap<String, FieldValue>, Option<DefId>, bool) {
+        let failed = (BTreeMap::new(), None, false);
+        let (b, bspan) = match base {
+            BaseRef::Named(name) => match self.s.lookup(m, kind.keyword(), &name.node) {
+                Some(b) => (b, name.span),
+                None => {
+                    self.unknown_base(m, kind, raw, name);
+                    return failed;
+                }
+            },
+            BaseRef::Resolved(b, span) => (*b, *span),
+        };
+        self.grow();
+        if self.state[b] == State::InProgress {
+            self.push(
+                Diagnostic::new(
+                    Code::ExtensionCycle,
+                    format!("`{}` extends itself", raw.name.node),
+                )
+                .primary(raw.file, bspan, "this base leads back to the definition")
+                .help("a definition may extend another, never itself through a chain"),
+            );
+            return failed;
+        }
+        let complete = self.check_def(b);
+        match &self.out[b] {
+            Some(bdef) if bdef.kind != kind => {
+                let d = Diagnostic::new(
+                    Code::BaseKindMismatch,
+                    format!(
+                        "{} `{}` cannot extend {} `{}`",
+                        kind.keyword(),
+                        raw.name.node,
+                        bdef.kind.keyword(),
+                        bdef.name
+                    ),
+                )
+                .primary(
+                    raw.file,
+                    bspan,
+                    format!("this is a {}", bdef.kind.keyword()),
+                )
+                .secondary(bdef.location(), "defined here")
+                .help(format!("extend a {} instead", kind.keyword()));
+                self.push(d);
+                failed
+            }
+            Some(bdef) => (bdef.fields.clone(), Some(b), complete),
+            None => failed,
+        }
+    }
+
+    /// A base named `name` that is no `kind` in scope: another kind's definition of that
+    /// name, or an unknown name.
+    fn unknown_base(&mut self, m: usize, kind: Kind, raw: &RawDef, name: &Spanned<String>) {
+        let others = self.s.lookup_any(m, &name.node);
+        let d = match others.first() {
+            Some(&other) => {
+                let other_kind = self.s.raw[other].kind.node.clone();
+                let loc = FileSpan::new(self.s.raw[other].file, self.s.raw[other].name.span);
+                Diagnostic::new(
+                    Code::BaseKindMismatch,
+                    format!(
+                        "{} `{}` cannot extend {other_kind} `{}`",
+                        kind.keyword(),
+                        raw.name.node,
+                        name.node
+                    ),
+                )
+                .primary(raw.file, name.span, format!("this is a {other_kind}"))
+                .secondary(loc, "defined here")
+                .help(format!("extend a {} instead", kind.keyword()))
+            }
+            None => self.s.unknown_name(m, name, kind.keyword()),
+        };
+        self.push(d);
+    }
+
+    /// Every required field of `kind` is among `fields`; each missing one gets its
+    /// diagnostic unless `written` already explains it (a wrong value, a misspelling).
+    fn required_fields(
+        &mut self,
+        kind: Kind,
+        raw: &RawDef,
+        fields: &BTreeMap<String, FieldValue>,
+        written: &[String],
+    ) -> bool {
+        let mut complete = true;
+        for f in kind.schema().fields.iter().filter(|f| f.required) {
+            if fields.contains_key(f.name) {
+                continue;
+            }
+            complete = false;
+            if written.iter().any(|w| w == f.name) {
+                continue;
+            }
+            // A misspelt field (`hiden`) already has its E0302 with `did you mean
+            // hidden?`: one mistake, one error.
+            let misspelt = written.iter().any(|w| {
+                !kind.schema().fields.iter().any(|g| g.name == w.as_str())
+                    && did_you_mean(w, kind.schema().fields.iter().map(|g| g.name)) == Some(f.name)
+            });
+            if misspelt {
+                continue;
+            }
+            self.push(
+                Diagnostic::new(
+                    Code::MissingField,
+                    format!("{} `{}` has no `{}`", kind.keyword(), raw.name.node, f.name),
+                )
+                .primary(
+                    raw.file,
+                    raw.name.span,
+                    format!("needs `{}`: {}", f.name, f.doc),
+                )
+                .help(format!("add `{} = …` ({})", f.name, f.ty.describe())),
+            );
+        }
+        complete
+    }
+
     fn push(&mut self, d: Diagnostic) {
         self.s.diags.push(d);
     }
@@ -152,111 +310,14 @@ impl<'s, 'w> Checker<'s, 'w> {
         let m = self.module_of(raw.file);
         let file = raw.file;
         let Some(kind) = Kind::from_keyword(&raw.kind.node) else {
-            let kws: Vec<&str> = Kind::ALL.iter().map(|k| k.keyword()).collect();
-            let mut d = Diagnostic::new(
-                Code::UnknownKind,
-                format!("unknown definition kind `{}`", raw.kind.node),
-            )
-            .primary(file, raw.kind.span, "not a kind of definition");
-            d = match did_you_mean(&raw.kind.node, kws.iter().copied()) {
-                Some(s) => d.help(format!("did you mean `{s}`?")).fix(
-                    format!("use `{s}`"),
-                    FileSpan::new(file, raw.kind.span),
-                    s,
-                ),
-                None => d.help(format!(
-                    "the kinds are {}",
-                    kws.iter()
-                        .map(|k| format!("`{k}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )),
-            };
-            self.push(d);
+            self.unknown_kind(&raw);
             self.state[id] = State::Done;
             return false;
         };
-        let mut complete = true;
-        let mut fields: BTreeMap<String, FieldValue> = BTreeMap::new();
-        let mut base_id = None;
-        if let Some(base) = &raw.base {
-            let (bid, bspan) = match base {
-                BaseRef::Named(name) => match self.s.lookup(m, kind.keyword(), &name.node) {
-                    Some(b) => (Some(b), name.span),
-                    None => {
-                        let others = self.s.lookup_any(m, &name.node);
-                        let d = match others.first() {
-                            Some(&other) => {
-                                let other_kind = self.s.raw[other].kind.node.clone();
-                                let loc = FileSpan::new(
-                                    self.s.raw[other].file,
-                                    self.s.raw[other].name.span,
-                                );
-                                Diagnostic::new(
-                                    Code::BaseKindMismatch,
-                                    format!(
-                                        "{} `{}` cannot extend {other_kind} `{}`",
-                                        kind.keyword(),
-                                        raw.name.node,
-                                        name.node
-                                    ),
-                                )
-                                .primary(file, name.span, format!("this is a {other_kind}"))
-                                .secondary(loc, "defined here")
-                                .help(format!("extend a {} instead", kind.keyword()))
-                            }
-                            None => self.s.unknown_name(m, name, kind.keyword()),
-                        };
-                        self.push(d);
-                        (None, name.span)
-                    }
-                },
-                BaseRef::Resolved(b, span) => (Some(*b), *span),
-            };
-            match bid {
-                None => complete = false,
-                Some(b) => {
-                    self.grow();
-                    if self.state[b] == State::InProgress {
-                        self.push(
-                            Diagnostic::new(
-                                Code::ExtensionCycle,
-                                format!("`{}` extends itself", raw.name.node),
-                            )
-                            .primary(file, bspan, "this base leads back to the definition")
-                            .help("a definition may extend another, never itself through a chain"),
-                        );
-                        complete = false;
-                    } else {
-                        complete &= self.check_def(b);
-                        match &self.out[b] {
-                            Some(bdef) if bdef.kind != kind => {
-                                let d = Diagnostic::new(
-                                    Code::BaseKindMismatch,
-                                    format!(
-                                        "{} `{}` cannot extend {} `{}`",
-                                        kind.keyword(),
-                                        raw.name.node,
-                                        bdef.kind.keyword(),
-                                        bdef.name
-                                    ),
-                                )
-                                .primary(file, bspan, format!("this is a {}", bdef.kind.keyword()))
-                                .secondary(bdef.location(), "defined here")
-                                .help(format!("extend a {} instead", kind.keyword()));
-                                self.push(d);
-                                complete = false;
-                            }
-                            Some(bdef) => {
-                                fields = bdef.fields.clone();
-                                base_id = Some(b);
-                            }
-                            None => complete = false,
-                        }
-                    }
-                }
-            }
-        }
+        let (mut fields, base_id, mut complete) = match &raw.base {
+            Some(base) => self.inherit(m, kind, &raw, base),
+            None => (BTreeMap::new(), None, true),
+        };
         // Fields written in this body, valid or not: a field written with a wrong value
         // already has its diagnostic and is not also "missing".
         let written: Vec<String> = raw
@@ -265,13 +326,12 @@ impl<'s, 'w> Checker<'s, 'w> {
             .flat_map(|b| b.entries.iter().map(|e| e.key[0].node.clone()))
             .collect();
         if let Some(body) = &raw.body {
-            let schema = kind.schema();
             let own = self.check_entries(
                 m,
                 file,
                 Some(id),
                 body,
-                schema.fields,
+                kind.schema().fields,
                 kind,
                 &raw.name.node,
                 true,
@@ -286,52 +346,13 @@ impl<'s, 'w> Checker<'s, 'w> {
             if written.iter().any(|w| !taken(w)) {
                 complete = false;
             }
-            for (k, v) in own {
-                // An override of a bound replaces every percentile of that metric? No: keys
-                // are per percentile, so `ttft.p95` overrides only `ttft.p95`.
-                fields.insert(k, v);
-            }
+            // Keys are per percentile, so `ttft.p95` overrides only the base's `ttft.p95`.
+            fields.extend(own);
         }
         // Without its base a definition's missing fields are a consequence, not news.
         let base_failed = raw.base.is_some() && base_id.is_none();
-        for f in kind
-            .schema()
-            .fields
-            .iter()
-            .filter(|f| f.required && !base_failed)
-        {
-            if !fields.contains_key(f.name) {
-                complete = false;
-                if written.iter().any(|w| w == f.name) {
-                    continue;
-                }
-                // A misspelt field (`hiden`) already has its E0302 with `did you mean
-                // hidden?`: one mistake, one error.
-                let misspelt = written.iter().any(|w| {
-                    !kind.schema().fields.iter().any(|g| g.name == w.as_str())
-                        && did_you_mean(w, kind.schema().fields.iter().map(|g| g.name))
-                            == Some(f.name)
-                });
-                if misspelt {
-                    continue;
-                }
-                self.push(
-                    Diagnostic::new(
-                        Code::MissingField,
-                        format!("{} `{}` has no `{}`", kind.keyword(), raw.name.node, f.name),
-                    )
-                    .primary(
-                        file,
-                        raw.name.span,
-                        format!("needs `{}`: {}", f.name, f.doc),
-                    )
-                    .help(format!(
-                        "add `{} = …` ({})",
-                        f.name,
-                        f.ty.describe()
-                    )),
-                );
-            }
+        if !base_failed {
+            complete &= self.required_fields(kind, &raw, &fields, &written);
         }
         let (body, ok) = self.build(kind, id, &raw, &fields);
         complete &= ok;

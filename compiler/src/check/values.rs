@@ -17,155 +17,28 @@ impl<'s, 'w> Checker<'s, 'w> {
         match &expr.kind {
             ExprKind::Quantity {
                 value, unit: None, ..
-            } => {
-                if matches!(dim, Dimension::Tokens | Dimension::Ratio) {
-                    return Some(*value);
-                }
-                let example = dim.units().next().map(|u| u.symbol).unwrap_or("");
-                self.push(
-                    Diagnostic::new(Code::UnitMismatch, format!("`{field}` needs a unit"))
-                        .primary(file, expr.span, format!("expected {}", dim.describe()))
-                        .help(format!("add a unit, e.g. `{} {example}`", fmt_num(*value)))
-                        .fix(
-                            "add the unit",
-                            FileSpan::new(
-                                file,
-                                Span::new(expr.span.end as usize, expr.span.end as usize),
-                            ),
-                            format!(" {example}"),
-                        ),
-                );
-                None
-            }
+            } => self.unitless(file, expr, *value, dim, field),
             ExprKind::Quantity {
                 value,
                 unit: Some(u),
                 ..
             } => {
                 let Some(unit) = units::lookup(&u.node) else {
-                    let mut d =
-                        Diagnostic::new(Code::UnknownUnit, format!("unknown unit `{}`", u.node))
-                            .primary(file, u.span, "not a unit dic knows");
-                    if let Some(h) = units::suggest(&u.node) {
-                        d = d.help(h);
-                    } else {
-                        let units = dim.unit_list();
-                        d = d.help(if units.is_empty() {
-                            format!("`{field}` expects {}", dim.describe())
-                        } else {
-                            format!("`{field}` expects {}; its units: {units}", dim.describe())
-                        });
-                    }
-                    self.push(d);
+                    self.unknown_unit(file, u, dim, field);
                     return None;
                 };
                 if unit.dim != dim {
-                    let mut d = Diagnostic::new(
-                        Code::UnitMismatch,
-                        format!("`{field}` expects {}, found `{}`", dim.describe(), u.node),
-                    )
-                    .primary(
-                        file,
-                        u.span,
-                        format!("`{}` is {}", u.node, unit.dim.describe()),
-                    );
-                    if dim == Dimension::Bytes && unit.dim == Dimension::Bandwidth {
-                        let mut size = u.node.trim_end_matches("/s").to_string();
-                        if kind == Kind::Gpu && field == "memory" && !size.contains('i') {
-                            // GPU memory is binary (see W0301).
-                            size = size.replace('B', "iB");
-                        }
-                        d = d.help(format!(
-                            "a size has no `/s`: write `{} {size}`",
-                            fmt_num(*value)
-                        ));
-                    } else if dim == Dimension::Bandwidth && unit.dim == Dimension::Bytes {
-                        d = d.help(format!(
-                            "a bandwidth is per second: write `{} {}/s`",
-                            fmt_num(*value),
-                            u.node
-                        ));
-                    } else {
-                        let examples: Vec<&str> = dim.units().take(4).map(|u| u.symbol).collect();
-                        d = d.help(format!(
-                            "use one of {}",
-                            examples
-                                .iter()
-                                .map(|e| format!("`{e}`"))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ));
-                    }
-                    self.push(d);
+                    self.unit_mismatch(file, u, *value, unit.dim, dim, field, kind);
                     return None;
                 }
                 if kind == Kind::Gpu && field == "memory" && matches!(u.node.as_str(), "GB" | "TB")
                 {
-                    let gib = u.node.replace('B', "iB");
-                    self.push(
-                        Diagnostic::new(
-                            Code::DecimalBinaryMemory,
-                            format!("GPU memory given in decimal `{}`", u.node),
-                        )
-                        .primary(
-                            file,
-                            u.span,
-                            format!(
-                                "{} {} is {:.1} GiB",
-                                fmt_num(*value),
-                                u.node,
-                                value * unit.factor / 1073741824.0
-                            ),
-                        )
-                        .help(format!(
-                            "vendors' \"{} GB\" of HBM means binary gibibytes: write `{} {gib}`",
-                            fmt_num(*value),
-                            fmt_num(*value)
-                        ))
-                        .fix(
-                            format!("use `{gib}`"),
-                            FileSpan::new(file, u.span),
-                            gib,
-                        ),
-                    );
+                    self.decimal_gpu_memory(file, u, *value * unit.factor, *value);
                 }
                 Some(value * unit.factor)
             }
             ExprKind::Money { value, per, .. } => {
-                match units::money(per.as_ref().map(|p| p.node.as_str())) {
-                    Some((d, f)) if d == dim => Some(value * f),
-                    Some((d, _)) => {
-                        self.push(
-                            Diagnostic::new(
-                                Code::UnitMismatch,
-                                format!(
-                                    "`{field}` expects {}, found {}",
-                                    dim.describe(),
-                                    d.describe()
-                                ),
-                            )
-                            .primary(file, expr.span, "a price")
-                            .help(if dim == Dimension::MoneyRate {
-                                "add a time: `$12.50/h`"
-                            } else {
-                                "use a plain amount"
-                            }),
-                        );
-                        None
-                    }
-                    None => {
-                        let p = per.as_ref().expect("money(None) is always Some");
-                        self.push(
-                            Diagnostic::new(
-                                Code::UnknownUnit,
-                                format!("unknown time unit `{}` in a price", p.node),
-                            )
-                            .primary(file, p.span, "not a time unit")
-                            .help("use `/h`, `/min`, `/s`, `/day` or `/month`"),
-                        );
-                        None
-                    }
-                }
+                self.money(file, expr, *value, per.as_ref(), dim, field)
             }
             _ => {
                 self.type_error(
@@ -173,6 +46,180 @@ impl<'s, 'w> Checker<'s, 'w> {
                     expr,
                     &Ty::Quantity(dim, crate::schema::default_range(dim)),
                     field,
+                );
+                None
+            }
+        }
+    }
+
+    /// A number without a unit: a quantity of tokens or a ratio, else E0303 with the
+    /// unit to add.
+    fn unitless(
+        &mut self,
+        file: FileId,
+        expr: &Expr,
+        value: f64,
+        dim: Dimension,
+        field: &str,
+    ) -> Option<f64> {
+        if matches!(dim, Dimension::Tokens | Dimension::Ratio) {
+            return Some(value);
+        }
+        let example = dim.units().next().map(|u| u.symbol).unwrap_or("");
+        self.push(
+            Diagnostic::new(Code::UnitMismatch, format!("`{field}` needs a unit"))
+                .primary(file, expr.span, format!("expected {}", dim.describe()))
+                .help(format!("add a unit, e.g. `{} {example}`", fmt_num(value)))
+                .fix(
+                    "add the unit",
+                    FileSpan::new(
+                        file,
+                        Span::new(expr.span.end as usize, expr.span.end as usize),
+                    ),
+                    format!(" {example}"),
+                ),
+        );
+        None
+    }
+
+    /// A unit dic does not know, with the likely one or the field's units.
+    fn unknown_unit(&mut self, file: FileId, u: &Spanned<String>, dim: Dimension, field: &str) {
+        let mut d = Diagnostic::new(Code::UnknownUnit, format!("unknown unit `{}`", u.node))
+            .primary(file, u.span, "not a unit dic knows");
+        if let Some(h) = units::suggest(&u.node) {
+            d = d.help(h);
+        } else {
+            let units = dim.unit_list();
+            d = d.help(if units.is_empty() {
+                format!("`{field}` expects {}", dim.describe())
+            } else {
+                format!("`{field}` expects {}; its units: {units}", dim.describe())
+            });
+        }
+        self.push(d);
+    }
+
+    /// A unit of dimension `found` where `dim` was expected (a size written as a
+    /// bandwidth, or the reverse, gets the corrected value).
+    #[allow(clippy::too_many_arguments)]
+    fn unit_mismatch(
+        &mut self,
+        file: FileId,
+        u: &Spanned<String>,
+        value: f64,
+        found: Dimension,
+        dim: Dimension,
+        field: &str,
+        kind: Kind,
+    ) {
+        let mut d = Diagnostic::new(
+            Code::UnitMismatch,
+            format!("`{field}` expects {}, found `{}`", dim.describe(), u.node),
+        )
+        .primary(
+            file,
+            u.span,
+            format!("`{}` is {}", u.node, found.describe()),
+        );
+        if dim == Dimension::Bytes && found == Dimension::Bandwidth {
+            let mut size = u.node.trim_end_matches("/s").to_string();
+            if kind == Kind::Gpu && field == "memory" && !size.contains('i') {
+                // GPU memory is binary (see W0301).
+                size = size.replace('B', "iB");
+            }
+            d = d.help(format!(
+                "a size has no `/s`: write `{} {size}`",
+                fmt_num(value)
+            ));
+        } else if dim == Dimension::Bandwidth && found == Dimension::Bytes {
+            d = d.help(format!(
+                "a bandwidth is per second: write `{} {}/s`",
+                fmt_num(value),
+                u.node
+            ));
+        } else {
+            let examples: Vec<&str> = dim.units().take(4).map(|u| u.symbol).collect();
+            d = d.help(format!(
+                "use one of {}",
+                examples
+                    .iter()
+                    .map(|e| format!("`{e}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        self.push(d);
+    }
+
+    /// W0301: GPU memory in decimal `GB`/`TB` (`bytes` in base units), which vendors mean
+    /// as binary.
+    fn decimal_gpu_memory(&mut self, file: FileId, u: &Spanned<String>, bytes: f64, value: f64) {
+        let gib = u.node.replace('B', "iB");
+        self.push(
+            Diagnostic::new(
+                Code::DecimalBinaryMemory,
+                format!("GPU memory given in decimal `{}`", u.node),
+            )
+            .primary(
+                file,
+                u.span,
+                format!(
+                    "{} {} is {:.1} GiB",
+                    fmt_num(value),
+                    u.node,
+                    bytes / 1073741824.0
+                ),
+            )
+            .help(format!(
+                "vendors' \"{} GB\" of HBM means binary gibibytes: write `{} {gib}`",
+                fmt_num(value),
+                fmt_num(value)
+            ))
+            .fix(format!("use `{gib}`"), FileSpan::new(file, u.span), gib),
+        );
+    }
+
+    /// A price (`$12.50/h`) as a quantity of `dim`.
+    fn money(
+        &mut self,
+        file: FileId,
+        expr: &Expr,
+        value: f64,
+        per: Option<&Spanned<String>>,
+        dim: Dimension,
+        field: &str,
+    ) -> Option<f64> {
+        match units::money(per.map(|p| p.node.as_str())) {
+            Some((d, f)) if d == dim => Some(value * f),
+            Some((d, _)) => {
+                self.push(
+                    Diagnostic::new(
+                        Code::UnitMismatch,
+                        format!(
+                            "`{field}` expects {}, found {}",
+                            dim.describe(),
+                            d.describe()
+                        ),
+                    )
+                    .primary(file, expr.span, "a price")
+                    .help(if dim == Dimension::MoneyRate {
+                        "add a time: `$12.50/h`"
+                    } else {
+                        "use a plain amount"
+                    }),
+                );
+                None
+            }
+            // `money(None)` is a plain amount: only a time unit can be unknown.
+            None => {
+                let p = per?;
+                self.push(
+                    Diagnostic::new(
+                        Code::UnknownUnit,
+                        format!("unknown time unit `{}` in a price", p.node),
+                    )
+                    .primary(file, p.span, "not a time unit")
+                    .help("use `/h`, `/min`, `/s`, `/day` or `/month`"),
                 );
                 None
             }

@@ -38,9 +38,9 @@ pub use crate::text_rules::{kubernetes_name, toleration};
 /// Bumped when the launch plan's meaning changes (2: the forecast moved out).
 pub const PLAN_FORMAT_VERSION: u32 = 2;
 /// vLLM image the targets pin by default (the release dic's flags are checked against).
-pub const DEFAULT_IMAGE: &str = "vllm/vllm-openai:v0.33.0";
+pub const DEFAULT_IMAGE: &str = crate::schema::dic_defaults::IMAGE;
 /// Default API port of `vllm serve`.
-pub const DEFAULT_PORT: u64 = 8000;
+pub const DEFAULT_PORT: u64 = crate::schema::vllm_defaults::PORT;
 /// Port for vLLM's data-parallel RPC (`--data-parallel-rpc-port`).
 pub const DP_RPC_PORT: u64 = 13345;
 /// torch.distributed rendezvous port for `--nnodes` launches (vLLM's default).

@@ -47,7 +47,7 @@ pub fn render_launch(plan: &LaunchPlan) -> Result<BTreeMap<String, String>, Stri
     for d in &plan.deployments {
         d.check_outputs_safe()
             .map_err(|e| format!("deployment `{}`: {e}", d.name))?;
-        for (path, text) in vllm::files(d) {
+        for (path, text) in vllm::files(d).map_err(|e| format!("deployment `{}`: {e}", d.name))? {
             out.insert(format!("{}/{path}", d.name), text);
         }
         for (path, text) in k8s::files(d).map_err(|e| format!("deployment `{}`: {e}", d.name))? {

@@ -41,6 +41,12 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+mod jobs;
+use jobs::{model_download, preflight};
+mod router;
+mod scaling;
+use scaling::{autoscaler, monitor};
+
 /// LeaderWorkerSet, only the fields dic emits (schema: ../shared/k8s/crds).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -571,6 +577,77 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
     let yaml = |v: &dyn erased::Yaml| v.to_yaml();
     let selector_labels = BTreeMap::from([("app.kubernetes.io/name".to_string(), name.clone())]);
     let single_node_pods = d.nodes_per_group == 1 || d.launch == LaunchMode::Replicas;
+    let (file, text) = workload(d, &cmds, &name, &selector_labels, single_node_pods)?;
+    out.insert(file, text);
+    let svc = api_service(d, &name, single_node_pods);
+    if d.part_of.as_ref().is_none_or(|p| p.first) {
+        out.insert("k8s/service.yaml".to_string(), yaml(&svc)?);
+    }
+    let pdb = disruption_budget(d, &name, selector_labels, single_node_pods);
+    // With one group a PDB protects nothing (allowing one disruption allows them all);
+    // with several it keeps all but one serving through node drains.
+    if d.groups > 1 {
+        out.insert("k8s/poddisruptionbudget.yaml".to_string(), yaml(&pdb)?);
+    }
+    if let Some(image) = &d.kubernetes.preflight_image {
+        let cmd = cmds.first().ok_or("no command")?;
+        for (path, text) in preflight(d, cmd, image)? {
+            out.insert(path, text);
+        }
+    }
+    if multi_node_nvlink(d) {
+        out.insert(
+            "k8s/computedomain.yaml".into(),
+            crate::yaml::to_string(&compute_domain(d, &name)),
+        );
+    }
+    if let Some(a) = &d.kubernetes.autoscale {
+        let kind = if single_node_pods {
+            ("apps/v1", "Deployment")
+        } else {
+            ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
+        };
+        let (file, text) = autoscaler(d, a, &name, kind);
+        out.insert(file, text);
+    }
+    if let Some(m) = &d.kubernetes.monitoring {
+        let (file, text) = monitor(d, m, &name, single_node_pods);
+        out.insert(file, text);
+    }
+    if let ModelCache::Pvc {
+        claim,
+        size: Some(size),
+        storage_class,
+    } = &d.kubernetes.model_cache
+    {
+        for (file, text) in model_download(d, claim, *size as u64, storage_class.as_deref())? {
+            out.insert(file, text);
+        }
+    }
+    if let Some(x) = d
+        .disaggregated
+        .as_ref()
+        .filter(|x| x.role == dic_compiler::ir::Pool::Decode)
+    {
+        for (file, text) in router::router(d, x)? {
+            out.insert(file, text);
+        }
+    }
+    kustomizations(d, &mut out);
+    Ok(out)
+}
+
+/// The serving workload: a Deployment of one replica per pod, or a LeaderWorkerSet of one
+/// group of pods per replica (the leader's blocking steps, Ray's, before its `exec`).
+fn workload(
+    d: &DeploymentPlan,
+    cmds: &[NodeCommand],
+    name: &str,
+    selector_labels: &BTreeMap<String, String>,
+    single_node_pods: bool,
+) -> Result<(String, String), String> {
+    let name = name.to_string();
+    let yaml = |v: &dyn erased::Yaml| v.to_yaml();
     if single_node_pods {
         // One replica per pod, in the pod's own network namespace: the pod's port, not the
         // one a launch script's server got on a shared node. (A single-node data-parallel
@@ -603,7 +680,7 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
             }),
             ..Default::default()
         };
-        out.insert("k8s/deployment.yaml".to_string(), yaml(&dep)?);
+        Ok(("k8s/deployment.yaml".to_string(), yaml(&dep)?))
     } else {
         let leader_cmd = cmds
             .iter()
@@ -654,8 +731,16 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
                 },
             },
         };
-        out.insert("k8s/leaderworkerset.yaml".to_string(), yaml(&lws)?);
+        Ok(("k8s/leaderworkerset.yaml".to_string(), yaml(&lws)?))
     }
+}
+
+/// The client Service: the deployment's name (or `<name>-leader` for a LeaderWorkerSet,
+/// whose own headless Service takes the name), selecting the serving pods (the leaders),
+/// or every part's when the deployment spreads over node groups.
+fn api_service(d: &DeploymentPlan, name: &str, single_node_pods: bool) -> Service {
+    let name = name.to_string();
+    let selector_labels = BTreeMap::from([("app.kubernetes.io/name".to_string(), name.clone())]);
     let mut svc_selector = selector_labels.clone();
     if !single_node_pods {
         svc_selector = BTreeMap::from([
@@ -691,7 +776,7 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
         .labels
         .get_or_insert_with(Default::default)
         .insert(API_LABEL.into(), "true".into());
-    let svc = Service {
+    Service {
         metadata: svc_meta,
         spec: Some(ServiceSpec {
             type_: Some("ClusterIP".into()),
@@ -706,16 +791,23 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
             ..Default::default()
         }),
         ..Default::default()
-    };
-    if d.part_of.as_ref().is_none_or(|p| p.first) {
-        out.insert("k8s/service.yaml".to_string(), yaml(&svc)?);
     }
+}
+
+/// A PodDisruptionBudget over the serving pods (a LeaderWorkerSet's whole groups).
+fn disruption_budget(
+    d: &DeploymentPlan,
+    name: &str,
+    selector_labels: BTreeMap<String, String>,
+    single_node_pods: bool,
+) -> PodDisruptionBudget {
+    let name = name.to_string();
     let pdb_selector = if single_node_pods {
         selector_labels
     } else {
         BTreeMap::from([(LWS_NAME_LABEL.to_string(), name.clone())])
     };
-    let pdb = PodDisruptionBudget {
+    PodDisruptionBudget {
         metadata: meta(d, name.clone()),
         spec: Some(PodDisruptionBudgetSpec {
             max_unavailable: Some(IntOrString::Int(1)),
@@ -725,367 +817,6 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
             }),
             ..Default::default()
         }),
-        ..Default::default()
-    };
-    // With one group a PDB protects nothing (allowing one disruption allows them all);
-    // with several it keeps all but one serving through node drains.
-    if d.groups > 1 {
-        out.insert("k8s/poddisruptionbudget.yaml".to_string(), yaml(&pdb)?);
-    }
-    if let Some(image) = &d.kubernetes.preflight_image {
-        let cmd = cmds.first().ok_or("no command")?;
-        for (path, text) in preflight(d, cmd, image)? {
-            out.insert(path, text);
-        }
-    }
-    if multi_node_nvlink(d) {
-        out.insert(
-            "k8s/computedomain.yaml".into(),
-            crate::yaml::to_string(&compute_domain(d, &name)),
-        );
-    }
-    if let Some(a) = &d.kubernetes.autoscale {
-        let kind = if single_node_pods {
-            ("apps/v1", "Deployment")
-        } else {
-            ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
-        };
-        let (file, text) = autoscaler(d, a, &name, kind);
-        out.insert(file, text);
-    }
-    if let Some(m) = &d.kubernetes.monitoring {
-        let (file, text) = monitor(d, m, &name, single_node_pods);
-        out.insert(file, text);
-    }
-    if let ModelCache::Pvc {
-        claim,
-        size: Some(size),
-        storage_class,
-    } = &d.kubernetes.model_cache
-    {
-        for (file, text) in model_download(d, claim, *size as u64, storage_class.as_deref())? {
-            out.insert(file, text);
-        }
-    }
-    if let Some(x) = d
-        .disaggregated
-        .as_ref()
-        .filter(|x| x.role == dic_compiler::ir::Pool::Decode)
-    {
-        for (file, text) in router(d, x)? {
-            out.insert(file, text);
-        }
-    }
-    kustomizations(d, &mut out);
-    Ok(out)
-}
-
-/// Router pods of a disaggregated deployment.
-const ROUTER_REPLICAS: i32 = 2;
-
-/// The client Service of a plan's pods: the plan's name, or `<name>-leader` for a
-/// LeaderWorkerSet (which owns the headless Service under its own name).
-fn client_service(name: &str, single_node_pods: bool) -> String {
-    if single_node_pods {
-        name.to_string()
-    } else {
-        format!("{name}-leader")
-    }
-}
-
-/// The router of a disaggregated deployment, in the decode pool's folder
-/// ([`crate::pd_router`]): `pd_front.py` in a ConfigMap; a Deployment whose pods install
-/// the pinned vllm-router into a volume of their own (an init container on the vLLM
-/// image, `pip install --target`: the image does not ship it; an air-gapped cluster needs
-/// a mirror or an image that does), then run vllm-router on the pod's loopback and the
-/// front on the pod IP, both unprivileged, as nobody, on a read-only root filesystem; and
-/// the deployment's client Service, named after the deployment, in front of them. The
-/// upstreams are each pool's client Service, which spreads the legs over its servers.
-fn router(
-    d: &DeploymentPlan,
-    x: &dic_compiler::ir::DisaggPlan,
-) -> Result<Vec<(String, String)>, String> {
-    use crate::pd_router::{
-        front_flags, router_packages, vllm_router_flags, API_KEY_ENV, FRONT, FRONT_FILE, PORTS,
-        ROUTER_KEY_ENV,
-    };
-    use k8s_openapi::api::core::v1::{ConfigMap, ConfigMapVolumeSource, TCPSocketAction};
-    let base = dns_name(&x.deployment);
-    let name = format!("{base}-router");
-    let upstream = |plan_name: &str| {
-        // Both pools are launched the same way when their groups fit a node; a pool
-        // spanning nodes is a LeaderWorkerSet behind `<name>-leader`.
-        let pool_single = if plan_name == d.name {
-            d.nodes_per_group == 1 || d.launch == LaunchMode::Replicas
-        } else {
-            !x.peer_spans_nodes
-        };
-        // Both pools come from one `deploy` and one engine block: one pod port.
-        format!(
-            "http://{}:{}",
-            client_service(&dns_name(plan_name), pool_single),
-            pod_port(d)
-        )
-    };
-    let (prefill, decode) = (upstream(&x.peer), upstream(&d.name));
-    let labels = BTreeMap::from([
-        ("app.kubernetes.io/name".to_string(), name.clone()),
-        (
-            "app.kubernetes.io/managed-by".to_string(),
-            "dic".to_string(),
-        ),
-        (PART_OF_LABEL.to_string(), base.clone()),
-    ]);
-    let meta_of = |n: &str, extra: &[(&str, &str)]| {
-        let mut l = labels.clone();
-        for (k, v) in extra {
-            l.insert(k.to_string(), v.to_string());
-        }
-        ObjectMeta {
-            name: Some(n.to_string()),
-            namespace: d.kubernetes.namespace.clone(),
-            labels: Some(l),
-            ..Default::default()
-        }
-    };
-    let config = ConfigMap {
-        metadata: meta_of(&name, &[]),
-        data: Some(BTreeMap::from([(
-            FRONT_FILE.to_string(),
-            FRONT.to_string(),
-        )])),
-        ..Default::default()
-    };
-    // Kubernetes expands `$(POD_IP)` in a command from the container's environment.
-    let mut common_env = vec![
-        pod_ip_env("POD_IP"),
-        env_var("PYTHONPATH", ROUTER_LIB),
-        env_var("PYTHONDONTWRITEBYTECODE", "1"),
-        env_var("HOME", "/tmp"),
-    ];
-    let key = |var: &str| {
-        d.kubernetes
-            .api_key_secret
-            .as_ref()
-            .map(|s| secret_env(var, s, "api-key", false))
-    };
-    let mut router_env = common_env.clone();
-    router_env.extend(key(ROUTER_KEY_ENV));
-    common_env.extend(key(API_KEY_ENV));
-    let mounts = |names: &[(&str, &str)]| -> Option<Vec<VolumeMount>> {
-        Some(
-            names
-                .iter()
-                .map(|(n, path)| VolumeMount {
-                    name: n.to_string(),
-                    mount_path: path.to_string(),
-                    read_only: (*n != "tmp" && *n != "router-lib").then_some(true),
-                    ..Default::default()
-                })
-                .collect(),
-        )
-    };
-    // Every container of the router's pods: the vLLM image, small requests, no privilege.
-    let container = |name: &str,
-                     command: Vec<String>,
-                     env: Vec<EnvVar>,
-                     port: Option<(&str, u64)>,
-                     (cpu, memory): (&str, &str),
-                     volumes: &[(&str, &str)]| Container {
-        name: name.into(),
-        image: Some(d.kubernetes.image.clone()),
-        command: Some(command),
-        env: Some(env),
-        ports: port.map(|(n, p)| {
-            vec![ContainerPort {
-                name: Some(n.into()),
-                container_port: p as i32,
-                ..Default::default()
-            }]
-        }),
-        resources: Some(ResourceRequirements {
-            requests: Some(BTreeMap::from([
-                ("cpu".to_string(), quantity(cpu)),
-                ("memory".to_string(), quantity(memory)),
-            ])),
-            limits: Some(BTreeMap::from([("memory".to_string(), quantity(memory))])),
-            ..Default::default()
-        }),
-        volume_mounts: mounts(volumes),
-        security_context: Some(unprivileged(true)),
-        ..Default::default()
-    };
-    let writable = [("router-lib", ROUTER_LIB), ("tmp", "/tmp")];
-    let mut install_argv: Vec<String> = [
-        "python3",
-        "-m",
-        "pip",
-        "install",
-        "--no-cache-dir",
-        "--disable-pip-version-check",
-        "--target",
-        ROUTER_LIB,
-    ]
-    .iter()
-    .map(|w| w.to_string())
-    .collect();
-    install_argv.extend(router_packages());
-    let install = container(
-        "install-vllm-router",
-        install_argv,
-        vec![env_var("HOME", "/tmp")],
-        None,
-        ("1", "1Gi"),
-        &writable,
-    );
-    let mut router_argv = vec![
-        "python3".to_string(),
-        "-m".into(),
-        "vllm_router.launch_router".into(),
-    ];
-    router_argv.extend(vllm_router_flags(d, PORTS, 1, &[decode], "$(POD_IP)"));
-    let vllm_router = container(
-        "vllm-router",
-        router_argv,
-        router_env,
-        Some(("metrics", PORTS.metrics)),
-        ("2", "2Gi"),
-        &writable,
-    );
-    let mut front_argv = vec![
-        "python3".to_string(),
-        format!("{ROUTER_CONFIG}/{FRONT_FILE}"),
-    ];
-    front_argv.extend(front_flags(
-        d,
-        PORTS,
-        "$(POD_IP)",
-        x.router_port,
-        &[prefill],
-    ));
-    let mut front = container(
-        "router",
-        front_argv,
-        common_env,
-        Some(("http", x.router_port)),
-        ("1", "1Gi"),
-        &[
-            ("router", ROUTER_CONFIG),
-            ("router-lib", ROUTER_LIB),
-            ("tmp", "/tmp"),
-        ],
-    );
-    // Ready once vllm-router is (it waits for a healthy server in each pool); the pools take
-    // minutes to load, so liveness only checks that the front answers at all.
-    front.readiness_probe = Some(health("http", 5, 3));
-    front.liveness_probe = Some(Probe {
-        tcp_socket: Some(TCPSocketAction {
-            port: IntOrString::String("http".into()),
-            ..Default::default()
-        }),
-        period_seconds: Some(10),
-        failure_threshold: Some(3),
-        ..Default::default()
-    });
-    let empty = |n: &str, limit: &str| Volume {
-        name: n.into(),
-        empty_dir: Some(EmptyDirVolumeSource {
-            size_limit: Some(quantity(limit)),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let selector = BTreeMap::from([("app.kubernetes.io/name".to_string(), name.clone())]);
-    let deployment = Deployment {
-        metadata: meta_of(&name, &[]),
-        spec: Some(DeploymentSpec {
-            // Stateless: two, so a restart or a node drain never cuts the service.
-            replicas: Some(ROUTER_REPLICAS),
-            selector: LabelSelector {
-                match_labels: Some(selector.clone()),
-                ..Default::default()
-            },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels.clone()),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec {
-                    init_containers: Some(vec![install]),
-                    containers: vec![front, vllm_router],
-                    // The router never calls the Kubernetes API.
-                    automount_service_account_token: Some(false),
-                    security_context: Some(PodSecurityContext {
-                        run_as_non_root: Some(true),
-                        run_as_user: Some(NOBODY),
-                        run_as_group: Some(NOBODY),
-                        seccomp_profile: Some(SeccompProfile {
-                            type_: "RuntimeDefault".into(),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }),
-                    volumes: Some(vec![
-                        Volume {
-                            name: "router".into(),
-                            config_map: Some(ConfigMapVolumeSource {
-                                name: name.clone(),
-                                ..Default::default()
-                            }),
-                            ..Default::default()
-                        },
-                        empty("router-lib", "1Gi"),
-                        empty("tmp", "256Mi"),
-                    ]),
-                    image_pull_secrets: image_pull_secrets(d),
-                    ..Default::default()
-                }),
-            },
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let service = Service {
-        metadata: meta_of(&base, &[(API_LABEL, "true")]),
-        spec: Some(ServiceSpec {
-            type_: Some("ClusterIP".into()),
-            selector: Some(selector),
-            ports: Some(vec![ServicePort {
-                name: Some("http".into()),
-                port: x.router_port as i32,
-                target_port: Some(IntOrString::String("http".into())),
-                protocol: Some("TCP".into()),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let yaml = |v: &dyn erased::Yaml| v.to_yaml();
-    Ok(vec![
-        ("k8s/router-script.yaml".into(), yaml(&config)?),
-        ("k8s/router.yaml".into(), yaml(&deployment)?),
-        ("k8s/router-service.yaml".into(), yaml(&service)?),
-    ])
-}
-
-/// Where the router's pods install vllm-router (an emptyDir, on PYTHONPATH).
-const ROUTER_LIB: &str = "/opt/dic-router";
-/// Where the router's ConfigMap (`pd_front.py`) is mounted.
-const ROUTER_CONFIG: &str = "/etc/dic-router";
-/// The unprivileged user the router's pods run as (`nobody`).
-const NOBODY: i64 = 65534;
-
-/// A container's security context without privilege: no escalation (setuid binaries gain
-/// nothing), every capability dropped, and, with `read_only`, a read-only root filesystem.
-fn unprivileged(read_only: bool) -> SecurityContext {
-    SecurityContext {
-        allow_privilege_escalation: Some(false),
-        capabilities: Some(Capabilities {
-            drop: Some(vec!["ALL".into()]),
-            ..Default::default()
-        }),
-        read_only_root_filesystem: read_only.then_some(true),
         ..Default::default()
     }
 }
@@ -1106,246 +837,9 @@ fn replicas(d: &DeploymentPlan) -> Option<i32> {
     d.kubernetes.autoscale.is_none().then_some(d.groups as i32)
 }
 
-/// The metric vLLM exports for requests waiting in its queue (production-stack's
-/// autoscaling signal).
-const WAITING_METRIC: &str = "vllm:num_requests_waiting";
-
-/// An autoscaler on vLLM's queue: a HorizontalPodAutoscaler (autoscaling/v2) on the pods'
-/// `vllm:num_requests_waiting` (served by a custom-metrics adapter such as
-/// prometheus-adapter; for a LeaderWorkerSet the HPA reads the leaders, which the LWS's
-/// scale subresource selects), or a KEDA ScaledObject querying Prometheus for the same
-/// metric. The unit of scaling is a replica (a whole group).
-fn autoscaler(
-    d: &DeploymentPlan,
-    a: &dic_compiler::ir::Autoscale,
-    name: &str,
-    (api_version, kind): (&str, &str),
-) -> (String, String) {
-    let mut metadata = serde_json::json!({ "name": name, "labels": labels(d) });
-    if let Some(ns) = &d.kubernetes.namespace {
-        metadata["namespace"] = ns.clone().into();
-    }
-    let target = serde_json::json!({ "apiVersion": api_version, "kind": kind, "name": name });
-    if a.keda {
-        // PromQL string literal: backslashes and quotes escaped.
-        let served = d
-            .model
-            .served_name
-            .replace('\\', "\\\\")
-            .replace('"', "\\\"");
-        let v = serde_json::json!({
-            "apiVersion": "keda.sh/v1alpha1",
-            "kind": "ScaledObject",
-            "metadata": metadata,
-            "spec": {
-                "scaleTargetRef": target,
-                "minReplicaCount": a.min,
-                "maxReplicaCount": a.max,
-                "cooldownPeriod": 300,
-                "triggers": [{
-                    "type": "prometheus",
-                    "metadata": {
-                        "serverAddress": a.prometheus.clone().unwrap_or_default(),
-                        "query": format!("sum({WAITING_METRIC}{{model_name=\"{served}\"}})"),
-                        "threshold": a.waiting.to_string(),
-                    },
-                }],
-            },
-        });
-        ("k8s/scaledobject.yaml".into(), crate::yaml::to_string(&v))
-    } else {
-        let v = serde_json::json!({
-            "apiVersion": "autoscaling/v2",
-            "kind": "HorizontalPodAutoscaler",
-            "metadata": metadata,
-            "spec": {
-                "scaleTargetRef": target,
-                "minReplicas": a.min.max(1),
-                "maxReplicas": a.max,
-                "metrics": [{
-                    "type": "Pods",
-                    "pods": {
-                        "metric": { "name": WAITING_METRIC },
-                        "target": { "type": "AverageValue", "averageValue": a.waiting.to_string() },
-                    },
-                }],
-                // A replica takes minutes to load: scale down only after 5 quiet minutes.
-                "behavior": { "scaleDown": { "stabilizationWindowSeconds": 300 } },
-            },
-        });
-        (
-            "k8s/horizontalpodautoscaler.yaml".into(),
-            crate::yaml::to_string(&v),
-        )
-    }
-}
-
-/// A Prometheus Operator PodMonitor (or ServiceMonitor) scraping vLLM's `/metrics` on the
-/// API port of the pods that serve it (a LeaderWorkerSet's leaders).
-fn monitor(
-    d: &DeploymentPlan,
-    which: &str,
-    name: &str,
-    single_node_pods: bool,
-) -> (String, String) {
-    let mut metadata = serde_json::json!({ "name": name, "labels": labels(d) });
-    if let Some(ns) = &d.kubernetes.namespace {
-        metadata["namespace"] = ns.clone().into();
-    }
-    let endpoint = serde_json::json!({ "port": "http", "path": "/metrics", "interval": "15s" });
-    let (kind, spec) = if which == "servicemonitor" {
-        (
-            "ServiceMonitor",
-            serde_json::json!({
-                "selector": { "matchLabels": { "app.kubernetes.io/name": name, API_LABEL: "true" } },
-                "endpoints": [endpoint],
-            }),
-        )
-    } else {
-        let selector = if single_node_pods {
-            serde_json::json!({ "app.kubernetes.io/name": name })
-        } else {
-            serde_json::json!({ LWS_NAME_LABEL: name, "role": "leader" })
-        };
-        (
-            "PodMonitor",
-            serde_json::json!({
-                "selector": { "matchLabels": selector },
-                "podMetricsEndpoints": [endpoint],
-            }),
-        )
-    };
-    let v = serde_json::json!({
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": kind,
-        "metadata": metadata,
-        "spec": spec,
-    });
-    (
-        format!("k8s/{}.yaml", kind.to_lowercase()),
-        crate::yaml::to_string(&v),
-    )
-}
-
 /// The label on the client Service (what a ServiceMonitor selects; the preflight's
 /// headless Service does not carry it).
 const API_LABEL: &str = "dic.dev/api";
-
-/// `model_cache = { pvc, size }`: the claim (ReadWriteMany, so every node of every group
-/// mounts it and the download Job writes it) and a Job that downloads the checkpoint into
-/// it with the image's own `huggingface_hub`, in `k8s/model-cache/` with its own
-/// kustomization: apply it and wait for the Job before the serving objects.
-fn model_download(
-    d: &DeploymentPlan,
-    claim: &str,
-    size: u64,
-    storage_class: Option<&str>,
-) -> Result<Vec<(String, String)>, String> {
-    use k8s_openapi::api::batch::v1::{Job, JobSpec};
-    use k8s_openapi::api::core::v1::{
-        PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
-    };
-    let yaml = |v: &dyn erased::Yaml| v.to_yaml();
-    let pvc = PersistentVolumeClaim {
-        metadata: meta(d, claim.to_string()),
-        spec: Some(PersistentVolumeClaimSpec {
-            access_modes: Some(vec!["ReadWriteMany".into()]),
-            storage_class_name: storage_class.map(str::to_string),
-            resources: Some(VolumeResourceRequirements {
-                requests: Some(BTreeMap::from([("storage".to_string(), gib(size))])),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let mut out = vec![(
-        "k8s/model-cache/persistentvolumeclaim.yaml".into(),
-        yaml(&pvc)?,
-    )];
-    // A local path is not a repository: there is nothing to download.
-    if d.model.source.starts_with('/') || d.model.source.starts_with('.') {
-        return Ok(out);
-    }
-    let name = format!("{}-download", dns_name(&d.name));
-    // The repository reaches Python through the environment, never through the code.
-    let code = "import os; from huggingface_hub import snapshot_download; snapshot_download(os.environ[\"DIC_MODEL\"])";
-    let container = Container {
-        name: "download".into(),
-        image: Some(d.kubernetes.image.clone()),
-        command: Some(vec!["python3".into(), "-c".into(), code.into()]),
-        env: Some(vec![
-            env_var("DIC_MODEL", &d.model.source),
-            env_var("HF_HOME", HF_HOME),
-            secret_env("HF_TOKEN", &d.kubernetes.hf_token_secret, "token", true),
-        ]),
-        resources: Some(ResourceRequirements {
-            requests: Some(BTreeMap::from([
-                ("cpu".to_string(), quantity(4)),
-                ("memory".to_string(), Quantity("8Gi".into())),
-            ])),
-            limits: Some(BTreeMap::from([(
-                "memory".to_string(),
-                Quantity("8Gi".into()),
-            )])),
-            ..Default::default()
-        }),
-        volume_mounts: Some(vec![VolumeMount {
-            name: "hf-cache".into(),
-            mount_path: HF_HOME.into(),
-            ..Default::default()
-        }]),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let job = Job {
-        metadata: meta(d, name),
-        spec: Some(JobSpec {
-            backoff_limit: Some(3),
-            ttl_seconds_after_finished: Some(86_400),
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(BTreeMap::from([(
-                        "app.kubernetes.io/component".to_string(),
-                        "model-download".to_string(),
-                    )])),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec {
-                    restart_policy: Some("OnFailure".into()),
-                    containers: vec![container],
-                    automount_service_account_token: Some(false),
-                    image_pull_secrets: (!d.kubernetes.pod.image_pull_secrets.is_empty()).then(
-                        || {
-                            d.kubernetes
-                                .pod
-                                .image_pull_secrets
-                                .iter()
-                                .map(|n| LocalObjectReference { name: n.clone() })
-                                .collect()
-                        },
-                    ),
-                    volumes: Some(vec![Volume {
-                        name: "hf-cache".into(),
-                        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                            claim_name: claim.to_string(),
-                            read_only: None,
-                        }),
-                        ..Default::default()
-                    }]),
-                    ..Default::default()
-                }),
-            },
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    out.push(("k8s/model-cache/job.yaml".into(), yaml(&job)?));
-    Ok(out)
-}
 
 /// `kustomization.yaml` for the serving objects (`kubectl apply -k k8s -n NAMESPACE`), and
 /// one of its own for the preflight, which must complete before the serving objects are
@@ -1385,185 +879,6 @@ const KUSTOMIZE_API_VERSION: &str = "kustomize.config.k8s.io/v1beta1";
 /// the targets do not depend on the runtime, a test checks the two agree).
 pub const fn dic_runtime_secret_env() -> &'static str {
     "DIC_JOB_SECRET"
-}
-
-/// Mount point of the plan in the preflight pods.
-const PLAN_DIR: &str = "/etc/dic";
-
-/// The optional fabric preflight: the deployment's NCCL plan in a ConfigMap, a headless
-/// Service for the pods' DNS names, and an Indexed Job with one pod per node of the
-/// deployment (same GPUs, affinity, tolerations, RDMA resources and NCCL environment as
-/// the vLLM pods) running `dic run --node $JOB_COMPLETION_INDEX`; pod 0 serves the
-/// rendezvous. Apply it and wait for it to complete before the deployment.
-fn preflight(
-    d: &DeploymentPlan,
-    cmd: &NodeCommand,
-    image: &str,
-) -> Result<Vec<(String, String)>, String> {
-    use k8s_openapi::api::batch::v1::{Job, JobSpec};
-    use k8s_openapi::api::core::v1::{ConfigMap, ConfigMapVolumeSource};
-    let name = format!("{}-preflight", dns_name(&d.name));
-    let yaml = |v: &dyn erased::Yaml| v.to_yaml();
-    let plan = crate::nccl::plan_toml(d)?;
-    let cm = ConfigMap {
-        metadata: meta(d, name.clone()),
-        data: Some(BTreeMap::from([("plan.toml".to_string(), plan)])),
-        ..Default::default()
-    };
-    // Its own name label: the deployment's selectors must not match the Job's pods.
-    let selector = BTreeMap::from([
-        ("app.kubernetes.io/name".to_string(), name.clone()),
-        (
-            "app.kubernetes.io/component".to_string(),
-            "preflight".to_string(),
-        ),
-    ]);
-    let svc = Service {
-        metadata: meta(d, name.clone()),
-        spec: Some(ServiceSpec {
-            cluster_ip: Some("None".into()),
-            selector: Some(selector.clone()),
-            ports: Some(vec![ServicePort {
-                name: Some("rendezvous".into()),
-                port: crate::nccl::RENDEZVOUS_PORT as i32,
-                protocol: Some("TCP".into()),
-                ..Default::default()
-            }]),
-            publish_not_ready_addresses: Some(true),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let nodes = d.nodes.max(1);
-    let gpus = d.comm.world_size.min(d.gpus_per_node.max(1));
-    let mut template = pod(d, cmd, &[], false, None);
-    let labels = template.metadata.get_or_insert_with(Default::default);
-    labels
-        .labels
-        .get_or_insert_with(Default::default)
-        .extend(selector.clone());
-    let spec = template.spec.as_mut().ok_or("pod template without spec")?;
-    spec.restart_policy = Some("Never".into());
-    // The Job's pods are not an LWS group: they keep to one NVLink domain by their own
-    // labels (the first matches itself), so the preflight tests the fabric vLLM will use.
-    if let Some(a) = spec.affinity.as_mut() {
-        a.pod_affinity = multi_node_nvlink(d).then(|| PodAffinity {
-            required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
-                label_selector: Some(LabelSelector {
-                    match_labels: Some(selector.clone()),
-                    ..Default::default()
-                }),
-                topology_key: CLIQUE_LABEL.into(),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        });
-    }
-    spec.subdomain = Some(name.clone());
-    spec.volumes.get_or_insert_with(Vec::new).push(Volume {
-        name: "plan".into(),
-        config_map: Some(ConfigMapVolumeSource {
-            name: name.clone(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
-    let c = spec.containers.first_mut().ok_or("pod without container")?;
-    c.name = "preflight".into();
-    c.image = Some(image.to_string());
-    // The NCCL backend on the deployment's GPUs, and NCCL's own log checked for the
-    // fabric the plan assumes: a broken RDMA setup (NCCL falling back to sockets) fails
-    // the Job instead of passing over TCP.
-    let mut argv = vec![
-        Arg::lit("dic"),
-        Arg::lit("run"),
-        Arg::lit(format!("{PLAN_DIR}/plan.toml")),
-        Arg::lit("--node"),
-        Arg::env("JOB_COMPLETION_INDEX"),
-        Arg::lit("--backend"),
-        Arg::lit("nccl"),
-    ];
-    if let Some(t) = &d.fabric_transport {
-        argv.push(Arg::lit("--expect-transport"));
-        argv.push(Arg::lit(t));
-    }
-    // POSIX sh (the dic image needs no bash): exec, so dic gets the signals.
-    c.command = Some(vec![
-        "/bin/sh".into(),
-        "-c".into(),
-        format!("exec {}", line(&argv)),
-    ]);
-    let env = c.env.get_or_insert_with(Vec::new);
-    env.retain(|e| e.name != "HF_TOKEN" && e.name != "HF_HOME");
-    // Pod 0's stable DNS name: <job>-0.<service> (Indexed Job hostname + subdomain).
-    env.push(env_var(HEAD_ADDR, &format!("{name}-0.{name}")));
-    // The job's secret authenticates every rank's handshake (docs/runtime.md). It is
-    // referenced, never generated into the manifest: create it once per namespace with
-    // `kubectl create secret generic <name> --from-literal=secret=$(openssl rand -hex 32)`.
-    // Not optional: without it the pods do not start, which is the failure to want.
-    env.push(secret_env(dic_runtime_secret_env(), &name, "secret", false));
-    c.resources = Some(pod_resources(d, gpus, false));
-    // The preflight runs before the serving objects exist: it joins an IMEX domain of its
-    // own, in its own folder.
-    let mut extra = Vec::new();
-    if multi_node_nvlink(d) {
-        if let Some(r) = c.resources.as_mut() {
-            r.claims = Some(vec![k8s_openapi::api::core::v1::ResourceClaim {
-                name: IMEX_CLAIM.into(),
-                request: None,
-            }]);
-        }
-        spec.resource_claims = Some(vec![PodResourceClaim {
-            name: IMEX_CLAIM.into(),
-            resource_claim_template_name: Some(channel_of(&name)),
-            ..Default::default()
-        }]);
-        extra.push((
-            "k8s/preflight/computedomain.yaml".to_string(),
-            crate::yaml::to_string(&compute_domain(d, &name)),
-        ));
-    }
-    c.ports = Some(vec![ContainerPort {
-        name: Some("rendezvous".into()),
-        container_port: crate::nccl::RENDEZVOUS_PORT as i32,
-        ..Default::default()
-    }]);
-    c.volume_mounts
-        .get_or_insert_with(Vec::new)
-        .retain(|m| m.name == "dshm");
-    if let Some(v) = c.volume_mounts.as_mut() {
-        v.push(VolumeMount {
-            name: "plan".into(),
-            mount_path: PLAN_DIR.into(),
-            read_only: Some(true),
-            ..Default::default()
-        });
-    }
-    spec.volumes
-        .get_or_insert_with(Vec::new)
-        .retain(|v| v.name != "hf-cache");
-    let job = Job {
-        metadata: meta(d, name.clone()),
-        spec: Some(JobSpec {
-            completion_mode: Some("Indexed".into()),
-            completions: Some(nodes as i32),
-            parallelism: Some(nodes as i32),
-            backoff_limit: Some(0),
-            // every rank gives up after the plan's timeout; leave room for image pulls
-            active_deadline_seconds: Some(1800),
-            ttl_seconds_after_finished: Some(86_400),
-            template,
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let mut out = vec![
-        ("k8s/preflight/configmap.yaml".into(), yaml(&cm)?),
-        ("k8s/preflight/service.yaml".into(), yaml(&svc)?),
-        ("k8s/preflight/job.yaml".into(), yaml(&job)?),
-    ];
-    out.extend(extra);
-    Ok(out)
 }
 
 /// YAML serialization behind one small trait object, so every kind goes through one path.

@@ -691,6 +691,9 @@ fn every_pod_runs_without_privilege_it_does_not_need() {
                 let spec = &t["spec"];
                 let at = format!("{path} {file}");
                 assert_eq!(spec["automountServiceAccountToken"], false, "{at}");
+                // A Service named `vllm` injects VLLM_PORT=tcp://… into pods with service
+                // links, which vLLM 0.33 refuses (docs/vllm-rules.md row 75).
+                assert_eq!(spec["enableServiceLinks"], false, "{at}");
                 assert!(spec["hostPID"] != true && spec["hostIPC"] != true, "{at}");
                 let router = labels
                     .get("app.kubernetes.io/name")

@@ -398,6 +398,9 @@ fn pod(
             containers: vec![container],
             // vLLM, NCCL and `dic run` never call the Kubernetes API.
             automount_service_account_token: Some(false),
+            // No `<SERVICE>_PORT` variables: a Service named `vllm` would inject
+            // VLLM_PORT=tcp://…, which vLLM refuses at start-up (envs.py:get_vllm_port).
+            enable_service_links: Some(false),
             host_network: d.network.host_network.then_some(true),
             dns_policy: d
                 .network

@@ -278,6 +278,37 @@ const MODELS: &[(&str, &str)] = &[
     ("deepseek_v3", "fp8"),
 ];
 
+/// A cluster of `nodes` stdlib nodes `NODES[node]` re-sized to `per_node` GPUs, with the
+/// imports `model` needs.
+fn generated_cluster(node: usize, per_node: u64, nodes: u64, priced: bool, model: &str) -> String {
+    let (node, gpu) = NODES[node];
+    format!(
+        "import std.gpus.*\nimport std.nodes.*\nimport std.models.{model}\nnode n = {node} {{ gpus = {per_node} × {gpu} }}\ncluster c {{ nodes = {nodes} × n{} }}",
+        if priced { ", price = $10/h" } else { "" }
+    )
+}
+
+/// E0701's "N GPUs (M nodes)" figure for the closest layout's replicas, if it gives one.
+fn nodes_figure(checked: &Checked) -> Option<u64> {
+    let d = checked
+        .diagnostics
+        .iter()
+        .find(|d| d.code.to_string() == "E0701")?;
+    d.message
+        .split("would carry the load: ")
+        .nth(1)?
+        .split(" GPUs (")
+        .nth(1)?
+        .split(" node")
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Cases the add-GPUs property runs (each checks twice, with the planner; about a quarter
+/// are overloaded with a figure to apply).
+const ADD_GPUS_CASES: u32 = 96;
+
 /// Cases the property test runs: each plans once and checks every layout it chose or
 /// ranked (512 take about 12 s of wall time in the dev profile, whose compiler crate is built at
 /// opt-level 2, on a shared 2-core machine).
@@ -301,12 +332,8 @@ proptest! {
         slo in any::<bool>(),
         fp8 in any::<bool>(),
     ) {
-        let (node, gpu) = NODES[node];
         let (model, weights) = MODELS[model];
-        let cluster = format!(
-            "import std.gpus.*\nimport std.nodes.*\nimport std.models.{model}\nnode n = {node} {{ gpus = {per_node} × {gpu} }}\ncluster c {{ nodes = {nodes} × n{} }}",
-            if priced { ", price = $10/h" } else { "" }
-        );
+        let cluster = generated_cluster(node, per_node, nodes, priced, model);
         let src = source(
             &cluster,
             model,
@@ -321,5 +348,37 @@ proptest! {
         let s = plan(&src);
         let bad = refused(&src, weights, &s, Advice::Skip);
         prop_assert!(bad.is_empty(), "{src}\nrefused when written: {bad:#?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: ADD_GPUS_CASES, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// For generated overloaded deployments, E0701's "add GPUs" figure, applied as the
+    /// cluster's node count, gives a cluster on which the planner meets the load and
+    /// every bound (no E0701).
+    #[test]
+    fn every_add_gpus_figure_applied_meets_the_slo(
+        node in 0..NODES.len(),
+        per_node in prop::sample::select(vec![1u64, 2, 4, 8]),
+        nodes in 1u64..=4,
+        model in 0..MODELS.len(),
+        rate in prop::sample::select(vec![20.0f64, 60.0, 200.0]),
+        slo in any::<bool>(),
+    ) {
+        let (model, _) = MODELS[model];
+        let cluster = generated_cluster(node, per_node, nodes, false, model);
+        let src = source(
+            &cluster,
+            model,
+            &format!("prompt = 1024 tokens, output = 256 tokens, rate = {rate} req/s"),
+            slo.then_some("tpot.p95 <= 80 ms"),
+        );
+        let Some(figure) = nodes_figure(&check(&src, Advice::Planner)) else {
+            return Ok(());
+        };
+        let bigger = src.replace(&format!("nodes = {nodes} ×"), &format!("nodes = {figure} ×"));
+        let again = check(&bigger, Advice::Planner);
+        prop_assert!(errors(&again).is_empty(), "{src}\napplied ({figure} nodes): {:?}", errors(&again));
     }
 }

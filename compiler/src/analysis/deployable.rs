@@ -254,12 +254,12 @@ fn placement_rule(s: &Scenario) -> Option<Finding> {
         Code::ClusterOversubscribed,
         Anchor::Layout,
         format!(
-            "the cluster has no room for it: its {} replica{} of {rg} GPUs take {} nodes as placed ({per}), the cluster has {}; {unplaced} do{} not fit",
+            "the cluster has no room for it: its {} replica{} of {rg} GPUs take {} nodes as placed ({per}), the cluster has {}; {unplaced} replica{} not fit",
             l.dp,
             if l.dp == 1 { "" } else { "s" },
             t.nodes_for_layout(&l),
             t.nodes,
-            if unplaced == 1 { "es" } else { "" }
+            if unplaced == 1 { " does" } else { "s do" }
         ),
         "a replica runs inside one node or on whole nodes of its own",
         Some(format!(

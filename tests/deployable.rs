@@ -223,6 +223,37 @@ fn e0701s_add_gpus_figure_applied_meets_the_slo() {
     }
 }
 
+/// The report's family sentence speaks of the deployed layout: a written layout that is
+/// not the planner's choice is named as what runs, the choice as what `layout = auto`
+/// would deploy; the planner's own choice is said as the choice.
+#[test]
+fn the_family_sentence_speaks_of_the_deployed_layout() {
+    let family = |src: &str| {
+        let world = MemoryWorld::new().with(PATH, src);
+        let c = driver::compile_file(&world, PATH).unwrap();
+        assert!(errors(&c).is_empty(), "{:?}", errors(&c));
+        c.forecast.deployments[0]
+            .report
+            .family_choice
+            .clone()
+            .unwrap()
+    };
+    let src = source(
+        "import std.nodes.dgx_h100\nimport std.models.llama_3_1_8b\ncluster c { nodes = 1 × dgx_h100, price = $30/h }",
+        "llama_3_1_8b",
+        "prompt = 2k tokens, output = 256 tokens, rate = 2 req/s",
+        Some("tpot.p95 <= 60 ms"),
+    );
+    let auto = family(&src);
+    assert!(!auto.contains("written"), "{auto}");
+    let written = family(&src.replace("layout = auto", "layout = tp 2 × dp 4"));
+    assert!(
+        written.starts_with("this deployment runs its written layout `tp 2 × pp 1 × dp 4`; `layout = auto` would deploy "),
+        "{written}"
+    );
+    assert!(written.ends_with(&auto), "{written}\n{auto}");
+}
+
 /// A format vLLM cannot produce while loading (`awq` from a bf16 checkpoint) is E0801
 /// when written; allowed to the planner, it is never chosen nor ranked.
 #[test]

@@ -246,7 +246,27 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
         }
     }
     if json {
+        let mut all = serde_json::Value::Array(all);
+        unpriced_costs_absent(&mut all);
         println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
     }
     code
+}
+
+/// An unpriced cluster has no $/h: the candidates rank by GPU count internally, but the
+/// JSON says `"cost_per_hour": null` (as the report shows none), never the GPU count as
+/// if it were dollars.
+fn unpriced_costs_absent(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(o) => {
+            if o.get("priced") == Some(&serde_json::Value::Bool(false)) {
+                if let Some(c) = o.get_mut("cost_per_hour") {
+                    *c = serde_json::Value::Null;
+                }
+            }
+            o.values_mut().for_each(unpriced_costs_absent);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(unpriced_costs_absent),
+        _ => {}
+    }
 }

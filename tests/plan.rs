@@ -114,3 +114,21 @@ fn unsatisfiable_auto_names_the_closest_candidate() {
         String::from_utf8_lossy(&o.stdout)
     );
 }
+
+/// An unpriced cluster has no $/h: the JSON plan says `null` where the ranking uses the GPU
+/// count, for the aggregated candidates and the splits alike.
+#[test]
+fn an_unpriced_plan_has_no_cost_per_hour() {
+    let o = dic(&["plan", "examples/gb200_tp8.dist", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = &v[0]["search"];
+    let ranked = s["ranked"].as_array().unwrap();
+    assert!(!ranked.is_empty());
+    for c in ranked
+        .iter()
+        .chain(v[0]["disaggregated"].as_array().unwrap())
+    {
+        assert_eq!(c["priced"], false, "{c}");
+        assert!(c["cost_per_hour"].is_null(), "{c}");
+    }
+}

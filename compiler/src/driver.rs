@@ -584,17 +584,10 @@ fn choice_of(ds: &DeploymentScenario, search: &Search) -> Vec<(DeploymentScenari
         x
     };
     if let (true, Some(best)) = (search.split_wins, search.splits.first()) {
-        let formats = search
-            .chosen
-            .as_ref()
-            .map(|c| (c.weights.clone(), c.kv_cache.clone()))
-            .unwrap_or_else(|| {
-                (
-                    ds.scenario.model.weights.clone(),
-                    ds.scenario.model.kv_cache.clone(),
-                )
-            });
-        let base = in_formats(&formats.0, &formats.1);
+        // The formats the split was predicted in (those allowed, not the model's own).
+        let space = planner::space_of(ds);
+        let formats = planner::formats_of(search.chosen.as_ref(), &ds.scenario, &space);
+        let base = in_formats(formats.0, formats.1);
         let pool = |l: crate::program::Layout, replicas: u64| crate::program::Layout {
             dp: l.dp.max(1) * replicas,
             ..l

@@ -11,6 +11,7 @@
 pub mod allocation;
 pub mod catalog;
 pub mod comm;
+pub mod deployable;
 pub mod disagg;
 pub mod estimate;
 pub mod forecast;
@@ -57,15 +58,14 @@ pub fn analyze_quick(s: &Scenario, slo: &[SloTarget]) -> Analysis {
 }
 
 fn analyze_at(s: &Scenario, slo: &[SloTarget], detailed: bool) -> Analysis {
-    let mut findings = rules::structural(s);
     let mem = memory::memory(s);
-    let blocking = findings.iter().any(|f| f.severity == Severity::Error);
-    findings.extend(rules::memory_rules(s, &mem));
+    // The one verdict on whether the layout can be deployed (the planner's too).
+    let mut findings = deployable::deployability_findings(s, &mem);
     let fits = !findings.iter().any(|f| f.severity == Severity::Error);
     let mut prediction = None;
     let mut slo_results = Vec::new();
     let mut slo_break = None;
-    if fits && !blocking {
+    if fits {
         let p = perf::predict(s, &mem, &FITTED);
         let (perf_findings, results) = rules::perf_rules_at(s, &mem, &p, slo, detailed);
         findings.extend(perf_findings);

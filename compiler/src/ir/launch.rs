@@ -120,37 +120,10 @@ fn model_plan(
                 "set `model_source = \"org/name\"` or a path",
             )
         })?;
-    let quantization = if m.weights != m.dtype && !m.prequantized {
-        match m.weights.as_str() {
-            "fp8" => Some("fp8".to_string()),
-            other => {
-                return Err(fail(
-                    format!("vLLM cannot quantize a {} checkpoint to `{other}` while loading", m.dtype),
-                    "serve a checkpoint already in that format and mark the model `prequantized = true`",
-                ))
-            }
-        }
-    } else {
-        None
-    };
-    // vLLM spells the 16-bit cache dtypes out (`CacheConfig._validate_cache_dtype`), and
-    // refuses one that differs from the model's dtype
-    // (`VllmConfig._reject_mismatched_float_kv_cache`): docs/vllm-rules.md rows 38, 39.
-    let kv_cache_dtype = match m.kv_cache.as_str() {
-        "auto" => None,
-        "bf16" | "fp16" if m.kv_cache != m.dtype => {
-            return Err(fail(
-                format!(
-                    "vLLM refuses a {} KV cache on a {} model (its 16-bit cache dtype must be the model's)",
-                    m.kv_cache, m.dtype
-                ),
-                "write `kv_cache = auto` (the model's own dtype) or an FP8 format",
-            ))
-        }
-        "bf16" => Some("bfloat16".to_string()),
-        "fp16" => Some("float16".to_string()),
-        other => Some(other.to_string()),
-    };
+    let quantization =
+        crate::analysis::deployable::load_quantization(s).map_err(|r| fail(r.message, &r.help))?;
+    let kv_cache_dtype =
+        crate::analysis::deployable::kv_cache_dtype(s).map_err(|r| fail(r.message, &r.help))?;
     Ok(ModelPlan {
         name: d
             .model
@@ -192,64 +165,28 @@ struct LaunchShape {
     per_node: u64,
 }
 
+/// The analysis's launch shape ([`crate::analysis::deployable::launch_shape`], the rule
+/// the checker and the planner apply) in the IR's terms; a refusal is E0801 here too, so
+/// lowering never fails silently on a scenario that skipped the analysis.
 fn launch_shape(
     s: &crate::analysis::Scenario,
     fail: &Refusal<'_>,
 ) -> Result<LaunchShape, Box<Diagnostic>> {
-    let (m, l) = (&s.model, s.layout);
-    let rg = l.replica_gpus();
-    let per_node = s.topology.gpus_per_node.max(1);
-    let shape = |launch, groups, nodes_per_group, gpus_per_pod, dp_local| LaunchShape {
-        launch,
-        groups,
-        nodes_per_group,
-        gpus_per_pod,
-        dp_local,
-        per_node,
-    };
-    // A MoE model's DP ranks are one vLLM engine (`--data-parallel-size`): its experts
-    // are sharded over all TP × DP ranks (whole experts with EP, each expert's width
-    // without), as the memory, communication and step models take them.
-    if m.is_moe() && l.dp > 1 {
-        if rg > per_node || !per_node.is_multiple_of(rg) {
-            return Err(fail(
-                format!("a MoE model's data-parallel ranks run as one vLLM engine: each rank's tp × pp ({rg} GPUs) must fit a {per_node}-GPU node"),
-                "vLLM's data parallelism places whole DP ranks on nodes: use tp ≤ GPUs per node",
-            ));
-        }
-        let dp_local = (per_node / rg).min(l.dp);
-        if !l.dp.is_multiple_of(dp_local) {
-            return Err(fail(
-                format!(
-                    "dp {} is not a multiple of the {dp_local} DP ranks per node",
-                    l.dp
-                ),
-                "use a dp that fills whole nodes",
-            ));
-        }
-        return Ok(shape(
-            LaunchMode::DataParallel,
-            1,
-            l.dp / dp_local,
-            dp_local * rg,
-            dp_local,
-        ));
-    }
-    if rg <= per_node {
-        return Ok(shape(LaunchMode::Replicas, l.dp, 1, rg, 1));
-    }
-    if !rg.is_multiple_of(per_node) {
-        return Err(fail(
-            format!("a replica of {rg} GPUs is not a whole number of {per_node}-GPU nodes"),
-            "use tp × pp that fills whole nodes",
-        ));
-    }
-    let mode = if s.engine.ray {
-        LaunchMode::MultiNodeRay
-    } else {
-        LaunchMode::MultiNode
-    };
-    Ok(shape(mode, l.dp, rg / per_node, per_node, 1))
+    use crate::analysis::deployable::{self, LaunchKind};
+    let shape = deployable::launch_shape(s, s.layout).map_err(|r| fail(r.message, &r.help))?;
+    Ok(LaunchShape {
+        launch: match shape.kind {
+            LaunchKind::Replicas => LaunchMode::Replicas,
+            LaunchKind::DataParallel => LaunchMode::DataParallel,
+            LaunchKind::MultiNode if s.engine.ray => LaunchMode::MultiNodeRay,
+            LaunchKind::MultiNode => LaunchMode::MultiNode,
+        },
+        groups: shape.groups,
+        nodes_per_group: shape.nodes_per_group,
+        gpus_per_pod: shape.gpus_per_pod,
+        dp_local: shape.dp_local,
+        per_node: shape.per_node,
+    })
 }
 
 /// The GPU as the device plugin and GPU Feature Discovery name it; W0801 when it names

@@ -204,7 +204,7 @@ pub(super) fn report_data(
         worse_from_gpus: search.worse_from_gpus,
         planner_evaluated: search.evaluated,
         splits: search.splits.clone(),
-        family_choice: search.family_choice.clone(),
+        family_choice: family_sentence(ds, search),
         findings: a
             .findings
             .iter()
@@ -217,4 +217,43 @@ pub(super) fn report_data(
             })
             .collect(),
     }
+}
+
+/// The planner's choice between the families, said of the deployed layout: as the search
+/// says it when the deployment is that choice (`layout = auto`, or a written layout equal
+/// to it), else what `layout = auto` would deploy instead of the written layout.
+fn family_sentence(ds: &DeploymentScenario, search: &crate::planner::Search) -> Option<String> {
+    let why = search.family_choice.as_ref()?;
+    let s = &ds.scenario;
+    let in_formats = |weights: &str, kv: &str| weights == s.model.weights && kv == s.model.kv_cache;
+    let (deployed, is_choice) = match &ds.pool {
+        Some(part) => {
+            let (ps, dsc) = part.pools(s);
+            let is_split = |c: &crate::planner::DisaggCandidate| {
+                let engine = |l: crate::program::Layout, replicas: u64| crate::program::Layout {
+                    dp: l.dp.max(1) * replicas,
+                    ..l
+                };
+                engine(c.split.prefill, c.split.prefill_replicas) == ps.layout
+                    && engine(c.split.decode, c.split.decode_replicas) == dsc.layout
+            };
+            (
+                format!("split `prefill {} + decode {}`", ps.layout, dsc.layout),
+                search.split_wins && search.splits.first().is_some_and(is_split),
+            )
+        }
+        None => (
+            format!("layout `{}`", s.layout),
+            !search.split_wins
+                && search
+                    .chosen
+                    .as_ref()
+                    .is_some_and(|c| c.layout == s.layout && in_formats(&c.weights, &c.kv_cache)),
+        ),
+    };
+    Some(if is_choice {
+        why.clone()
+    } else {
+        format!("this deployment runs its written {deployed}; `layout = auto` would deploy {why}")
+    })
 }

@@ -7,7 +7,7 @@
 use super::scaling::more_gpus_worse;
 use super::{evaluate, Search};
 use crate::analysis::perf::Prediction;
-use crate::analysis::rules::{gpus_for_replicas, replicas_for_rate, Anchor, Finding};
+use crate::analysis::rules::{replicas_for_rate, Anchor, Finding};
 use crate::analysis::{Analysis, DeploymentScenario, Scenario};
 use crate::diagnostics::{Code, Diagnostic, Severity};
 use crate::program::{Body, Program};
@@ -221,10 +221,19 @@ pub fn no_layout(p: &Program, ds: &DeploymentScenario, search: &Search) -> Optio
         // Overloaded: how much it serves, and how many GPUs of it would carry the rate.
         (Some(c), Some((r, output))) if c.overloaded => {
             let served = c.max_output_tokens_per_s.unwrap_or(0.0) / output.max(1.0);
-            let carry = match replicas_for_rate(r, served, c.layout.dp) {
-                Some(dp) => format!(
-                    "; {dp} of its replicas would carry the load: {}",
-                    gpus_for_replicas(s, c.layout.replica_gpus(), dp)
+            let carry = match replicas_for_rate(r, served, c.layout.dp)
+                .and_then(|dp| replicas_that_meet(ds, c, dp))
+            {
+                Some((layout, nodes)) => format!(
+                    "; {} of its replicas would carry the load: {} GPUs ({nodes} node{}){}",
+                    layout.dp,
+                    layout.gpus(),
+                    if nodes == 1 { "" } else { "s" },
+                    if nodes > s.topology.nodes {
+                        format!(", the cluster has {}", s.topology.nodes)
+                    } else {
+                        String::new()
+                    }
                 ),
                 None => String::new(),
             };
@@ -257,10 +266,58 @@ pub fn no_layout(p: &Program, ds: &DeploymentScenario, search: &Search) -> Optio
             ),
         )
         .primary(d.layout_at.file, d.layout_at.span, "here")
-        .help(if has_slo {
-            "`dic plan` lists every family and why it was rejected; relax an SLO, allow `fp8` weights, or add GPUs"
-        } else {
-            "`dic plan` lists every family and why it was rejected; allow `fp8` weights, add GPUs, or declare a lighter load"
-        }),
+        .help(format!(
+            "`dic plan` lists every family and why it was rejected; {}",
+            remedies(ds).join(", ")
+        )),
     )
+}
+
+/// E0701's remedies, only those not already taken: relax an SLO (when there is one),
+/// allow `fp8` weights (when the GPU has FP8 and the deployment does not allow it yet),
+/// add GPUs, and without SLOs a lighter load.
+fn remedies(ds: &DeploymentScenario) -> Vec<&'static str> {
+    let s = &ds.scenario;
+    let fp8_open = s.topology.gpu.fp8.is_some()
+        && !s.model.prequantized
+        && !ds.allowed_weights.iter().any(|w| w == "fp8" || w == "fp4");
+    let mut out = Vec::new();
+    if !ds.slo.is_empty() {
+        out.push("relax an SLO");
+    }
+    if fp8_open {
+        out.push("allow `fp8` weights");
+    }
+    out.push("add GPUs");
+    if ds.slo.is_empty() {
+        out.push("declare a lighter load");
+    }
+    let last = out.len() - 1;
+    if last > 0 {
+        out[last] = match out[last] {
+            "add GPUs" => "or add GPUs",
+            _ => "or declare a lighter load",
+        };
+    }
+    out
+}
+
+/// The replicas of the closest candidate `c` that carry the deployment's load and meet
+/// its bounds, checked rather than extrapolated: from `dp` (the saturated rate's
+/// estimate) upward, the first replica count that is deployable on a cluster of enough
+/// such nodes and meets every SLO there, with the nodes it occupies. `None` when none
+/// within four times the estimate does (the help then gives no figure).
+fn replicas_that_meet(
+    ds: &DeploymentScenario,
+    c: &super::Candidate,
+    dp: u64,
+) -> Option<(crate::program::Layout, u64)> {
+    let s = &ds.scenario;
+    (dp..=dp.saturating_mul(4).max(dp + 8)).find_map(|dp| {
+        let layout = crate::program::Layout { dp, ..c.layout };
+        let mut bigger = s.clone();
+        bigger.topology.nodes = s.topology.nodes.max(s.topology.nodes_for_layout(&layout));
+        let x = evaluate(&bigger, &ds.slo, layout, &c.weights, &c.kv_cache);
+        (x.meets_slo && !x.overloaded).then(|| (layout, bigger.topology.nodes_for_layout(&layout)))
+    })
 }

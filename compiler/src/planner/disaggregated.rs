@@ -6,6 +6,7 @@
 //! says when the aggregated search beats a written split.
 
 use super::tp_sizes;
+use crate::analysis::deployable;
 use crate::analysis::disagg::{predict, PoolSplit};
 use crate::analysis::perf::FITTED;
 use crate::analysis::rules::{predicted, SloTarget};
@@ -45,27 +46,46 @@ pub fn disaggregated_family(base: &Scenario, slo: &[SloTarget]) -> Vec<DisaggCan
     let Some(w) = base.workload else {
         return Vec::new();
     };
+    // Formats vLLM cannot load make no split (E0801 when written).
+    if deployable::load_quantization(base).is_err() || deployable::kv_cache_dtype(base).is_err() {
+        return Vec::new();
+    }
+    // One engine per replica, TP only (no PP, DP or EP inside a pool): an engine that
+    // a written pool would refuse (structure, memory, launch) makes no split.
+    let engine = |tp: u64| Layout {
+        tp,
+        ..Layout::default()
+    };
     let tps: Vec<u64> = tp_sizes(base)
         .into_iter()
         .filter(|tp| *tp <= t.gpus_per_node.max(1))
+        .filter(|tp| {
+            let mut one = base.clone();
+            one.layout = engine(*tp);
+            deployable::deployable(&one).is_ok()
+        })
         .collect();
     let mut out = Vec::new();
     for &tp_p in &tps {
         for &tp_d in &tps {
             for x in 1..=MAX_POOL_REPLICAS {
                 for y in 1..=MAX_POOL_REPLICAS {
-                    // One engine per replica: TP only (no PP, DP or EP inside a pool).
-                    let engine = |tp: u64| Layout {
-                        tp,
-                        ..Layout::default()
-                    };
                     let split = PoolSplit {
                         prefill: engine(tp_p),
                         prefill_replicas: x,
                         decode: engine(tp_d),
                         decode_replicas: y,
                     };
-                    if split.gpus() > t.total_gpus() {
+                    // Both pools launched and placed as a written split is (E0801,
+                    // E0408).
+                    let pool = |l: Layout, replicas: u64| Layout { dp: replicas, ..l };
+                    if split.gpus() > t.total_gpus()
+                        || !deployable::pair_launchable_and_placeable(
+                            base,
+                            pool(split.prefill, x),
+                            pool(split.decode, y),
+                        )
+                    {
                         continue;
                     }
                     let Some(d) = predict(base, &split, &FITTED) else {

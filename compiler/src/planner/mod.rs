@@ -10,7 +10,7 @@
 //! TP inside a node → DP replicas → PP across nodes), then fewer GPUs.
 
 use crate::analysis::rules::SloTarget;
-use crate::analysis::{analyze_quick, DeploymentScenario, Scenario};
+use crate::analysis::{analyze_quick, deployable, DeploymentScenario, Scenario};
 use crate::diagnostics::Severity;
 use crate::program::Layout;
 use serde::Serialize;
@@ -359,9 +359,17 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
             ..Layout::default()
         };
         // An EP group past one rank per expert leaves ranks without experts (W0409).
-        let dps: Vec<u64> = (1..=max_dp)
+        // Only replica counts vLLM can launch and the cluster can place (the checker's
+        // own rules, E0801 and E0408): meeting the bounds is monotone in DP, launching
+        // is not (a MoE engine's DP must fill whole nodes).
+        let shaped: Vec<u64> = (1..=max_dp)
             .filter(|dp| whole_nodes(tp * pp, *dp, per_node))
             .filter(|dp| layout_at(*dp).ep_ranks_without_experts(m.experts) == 0)
+            .collect();
+        let dps: Vec<u64> = shaped
+            .iter()
+            .copied()
+            .filter(|dp| deployable::launchable_and_placeable(base, layout_at(*dp)))
             .take_while(|dp| family_cost(tp * pp * dp) <= 2.0 * best_cost)
             .collect();
         pruned += (max_dp as usize).saturating_sub(dps.len());
@@ -369,10 +377,13 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
         let Some(&first_dp) = dps.first() else {
             rejected.push(Rejection {
                 family,
-                reason: format!(
-                    "{} GPUs per replica are neither inside one {per_node}-GPU node nor whole nodes",
-                    tp * pp
-                ),
+                reason: match shaped.first() {
+                    Some(&dp) => unlaunchable_reason(base, layout_at(dp)),
+                    None => format!(
+                        "{} GPUs per replica are neither inside one {per_node}-GPU node nor whole nodes",
+                        tp * pp
+                    ),
+                },
             });
             continue;
         };
@@ -447,23 +458,7 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
             .then(a.escalation().cmp(&b.escalation()))
             .then(a.gpus.cmp(&b.gpus))
     });
-    // The curve in the formats the deployment runs: the planner's choice, or the first
-    // allowed (the model's own when the space is not widened).
-    let formats = match feasible.first() {
-        Some(c) => (c.weights.as_str(), c.kv_cache.as_str()),
-        None => (
-            space
-                .weights
-                .first()
-                .unwrap_or(&base.model.weights)
-                .as_str(),
-            space
-                .kv_cache
-                .first()
-                .unwrap_or(&base.model.kv_cache)
-                .as_str(),
-        ),
-    };
+    let formats = formats_of(feasible.first(), base, space);
     let (scaling, worse_from_gpus) = scaling::scaling_curve(base, formats, &tps);
     let mut in_formats = base.clone();
     in_formats.model.weights = formats.0.to_string();
@@ -484,6 +479,46 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
         scaling,
         worse_from_gpus,
         max_pp,
+    }
+}
+
+/// Why no replica count of a family can be launched or placed, from the first that
+/// has the right shape: the launch rule's words (E0801), else the cluster's nodes.
+fn unlaunchable_reason(base: &Scenario, layout: Layout) -> String {
+    match deployable::launch_shape(base, layout) {
+        Err(refusal) => refusal.message,
+        Ok(_) => format!(
+            "{} replica(s) of {} GPUs need {} nodes as placed, the cluster has {}",
+            layout.dp,
+            layout.replica_gpus(),
+            base.topology.nodes_for_layout(&layout),
+            base.topology.nodes
+        ),
+    }
+}
+
+/// The formats the scaling curve and the disaggregated family are predicted in, and a
+/// winning split deploys in: the planner's choice's, or the first allowed (the model's
+/// own when the space is not widened).
+pub fn formats_of<'a>(
+    chosen: Option<&'a Candidate>,
+    base: &'a Scenario,
+    space: &'a SearchSpace,
+) -> (&'a str, &'a str) {
+    match chosen {
+        Some(c) => (c.weights.as_str(), c.kv_cache.as_str()),
+        None => (
+            space
+                .weights
+                .first()
+                .unwrap_or(&base.model.weights)
+                .as_str(),
+            space
+                .kv_cache
+                .first()
+                .unwrap_or(&base.model.kv_cache)
+                .as_str(),
+        ),
     }
 }
 

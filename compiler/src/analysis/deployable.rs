@@ -1,0 +1,302 @@
+//! Whether one layout can be deployed: the one verdict that `dic check` (through
+//! [`super::analyze`]), the planner's candidates and alternatives, its advice and E0701's
+//! figures all read, so the planner never proposes what the checker refuses.
+//!
+//! Input: a [`Scenario`] (its layout on its cluster, or one node group of it). Output:
+//! [`deployability_findings`] — every structural rule, every memory rule, then, when
+//! those pass, the launch rule (E0801: the weights vLLM can load from the checkpoint and
+//! how it starts the processes, formerly raised only while lowering) and the placement rule (E0408: the layout's replicas placed
+//! alone on the cluster by the cluster accounting's own allocator) — and [`deployable`],
+//! the errors among them. The launch and placement rules run only on a layout that
+//! passes the others, so each layout has one first reason and lowering never meets a
+//! layout it cannot launch. What depends on the other deployments sharing a cluster
+//! (their GPUs, an autoscaler's reserve) and on the file (E0409's pin) is the driver's
+//! accounting; a layout refused here is refused there too.
+
+use super::allocation::{allocate, Demand, GroupCapacity};
+use super::memory::{memory, MemoryReport};
+use super::rules::{self, Anchor, Finding};
+use super::Scenario;
+use crate::diagnostics::{Code, Severity};
+use crate::program::Layout;
+
+/// How vLLM starts one deployment's processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaunchKind {
+    /// Each replica fits in a node: one `vllm serve` per replica.
+    Replicas,
+    /// Each replica spans whole nodes (vLLM's multi-node launch, native or Ray).
+    MultiNode,
+    /// A MoE model's DP ranks as one vLLM engine (`--data-parallel-size`).
+    DataParallel,
+}
+
+/// How a deployment's processes are grouped: independent launch groups, nodes per group,
+/// GPUs per pod and DP ranks per node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchShape {
+    pub kind: LaunchKind,
+    pub groups: u64,
+    pub nodes_per_group: u64,
+    pub gpus_per_pod: u64,
+    pub dp_local: u64,
+    pub per_node: u64,
+}
+
+/// Why vLLM cannot launch a layout (E0801): what is wrong, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchRefusal {
+    pub message: String,
+    pub help: String,
+}
+
+/// How vLLM launches layout `l` of the scenario's model on its nodes, or why it cannot.
+pub fn launch_shape(s: &Scenario, l: Layout) -> Result<LaunchShape, LaunchRefusal> {
+    let rg = l.replica_gpus();
+    let per_node = s.topology.gpus_per_node.max(1);
+    let shape = |kind, groups, nodes_per_group, gpus_per_pod, dp_local| LaunchShape {
+        kind,
+        groups,
+        nodes_per_group,
+        gpus_per_pod,
+        dp_local,
+        per_node,
+    };
+    let refuse = |message: String, help: &str| LaunchRefusal {
+        message,
+        help: help.to_string(),
+    };
+    // A MoE model's DP ranks are one vLLM engine (`--data-parallel-size`): its experts
+    // are sharded over all TP × DP ranks (whole experts with EP, each expert's width
+    // without), as the memory, communication and step models take them.
+    if s.model.is_moe() && l.dp > 1 {
+        if rg > per_node || !per_node.is_multiple_of(rg) {
+            return Err(refuse(
+                format!("a MoE model's data-parallel ranks run as one vLLM engine: each rank's tp × pp ({rg} GPUs) must fit a {per_node}-GPU node"),
+                "vLLM's data parallelism places whole DP ranks on nodes: use tp ≤ GPUs per node",
+            ));
+        }
+        let dp_local = (per_node / rg).min(l.dp);
+        if !l.dp.is_multiple_of(dp_local) {
+            return Err(refuse(
+                format!(
+                    "dp {} is not a multiple of the {dp_local} DP ranks per node",
+                    l.dp
+                ),
+                "use a dp that fills whole nodes",
+            ));
+        }
+        return Ok(shape(
+            LaunchKind::DataParallel,
+            1,
+            l.dp / dp_local,
+            dp_local * rg,
+            dp_local,
+        ));
+    }
+    if rg <= per_node {
+        return Ok(shape(LaunchKind::Replicas, l.dp, 1, rg, 1));
+    }
+    if !rg.is_multiple_of(per_node) {
+        return Err(refuse(
+            format!("a replica of {rg} GPUs is not a whole number of {per_node}-GPU nodes"),
+            "use tp × pp that fills whole nodes",
+        ));
+    }
+    Ok(shape(
+        LaunchKind::MultiNode,
+        l.dp,
+        rg / per_node,
+        per_node,
+        1,
+    ))
+}
+
+/// The quantization vLLM applies while loading (`--quantization fp8` for FP8 weights from
+/// a 16-bit checkpoint), or why it cannot produce the scenario's weight format from the
+/// checkpoint's.
+pub fn load_quantization(s: &Scenario) -> Result<Option<String>, LaunchRefusal> {
+    let m = &s.model;
+    if m.weights == m.dtype || m.prequantized {
+        return Ok(None);
+    }
+    match m.weights.as_str() {
+        "fp8" => Ok(Some("fp8".to_string())),
+        other => Err(LaunchRefusal {
+            message: format!(
+                "vLLM cannot quantize a {} checkpoint to `{other}` while loading",
+                m.dtype
+            ),
+            help:
+                "serve a checkpoint already in that format and mark the model `prequantized = true`"
+                    .into(),
+        }),
+    }
+}
+
+/// The KV cache dtype as vLLM spells it (`None` for the model's own), or why vLLM refuses
+/// the scenario's: it spells the 16-bit cache dtypes out
+/// (`CacheConfig._validate_cache_dtype`) and refuses one that differs from the model's
+/// dtype (`VllmConfig._reject_mismatched_float_kv_cache`): docs/vllm-rules.md rows 38, 39.
+pub fn kv_cache_dtype(s: &Scenario) -> Result<Option<String>, LaunchRefusal> {
+    let m = &s.model;
+    match m.kv_cache.as_str() {
+        "auto" => Ok(None),
+        "bf16" | "fp16" if m.kv_cache != m.dtype => Err(LaunchRefusal {
+            message: format!(
+                "vLLM refuses a {} KV cache on a {} model (its 16-bit cache dtype must be the model's)",
+                m.kv_cache, m.dtype
+            ),
+            help: "write `kv_cache = auto` (the model's own dtype) or an FP8 format".into(),
+        }),
+        "bf16" => Ok(Some("bfloat16".to_string())),
+        "fp16" => Ok(Some("float16".to_string())),
+        other => Ok(Some(other.to_string())),
+    }
+}
+
+/// E0801 as a finding: the launch rule (the weights and KV cache vLLM can load, then the
+/// process layout).
+fn launch_rule(s: &Scenario) -> Option<Finding> {
+    let refusal = load_quantization(s)
+        .err()
+        .or_else(|| kv_cache_dtype(s).err())
+        .or_else(|| launch_shape(s, s.layout).err())?;
+    Some(Finding::new(
+        Code::UnsupportedLaunch,
+        Anchor::Layout,
+        refusal.message,
+        "here",
+        Some(refusal.help),
+    ))
+}
+
+/// What layout `l` asks of a cluster, as the cluster's accounting takes it: one unit of
+/// whole nodes for a MoE model's DP engine with EP, else one slot per replica.
+pub fn demand_for(s: &Scenario, l: Layout) -> Demand {
+    let whole = l.ep && s.model.is_moe() && l.dp > 1;
+    Demand {
+        name: String::new(),
+        replica_gpus: if whole { l.gpus() } else { l.replica_gpus() },
+        replicas: l.dp.max(1),
+        reserved: 0,
+        whole,
+        group: None,
+        port: 0,
+    }
+}
+
+/// Replicas of layout `l` that do not fit the scenario's nodes when placed alone by the
+/// cluster accounting's allocator (0 when it fits).
+pub fn unplaced_alone(s: &Scenario, l: Layout) -> u64 {
+    let t = &s.topology;
+    let group = GroupCapacity {
+        node: t.gpu.name.clone(),
+        nodes: t.nodes,
+        gpus_per_node: t.gpus_per_node,
+    };
+    allocate(&[group], &[demand_for(s, l)])
+        .first()
+        .map_or(0, |p| p.unplaced)
+}
+
+/// Whether a disaggregated pair (`prefill` then `decode`, `dp` their replicas) launches
+/// (each pool as lowering launches it, E0801) and fits the scenario's nodes alone, as the
+/// cluster's accounting places the two pools (E0408).
+pub fn pair_launchable_and_placeable(s: &Scenario, prefill: Layout, decode: Layout) -> bool {
+    launch_shape(s, prefill).is_ok()
+        && launch_shape(s, decode).is_ok()
+        && pair_unplaced_alone(s, prefill, decode) == 0
+}
+
+/// Replicas of a disaggregated pair that do not fit the scenario's nodes when placed
+/// alone (0 when both pools fit).
+fn pair_unplaced_alone(s: &Scenario, prefill: Layout, decode: Layout) -> u64 {
+    let t = &s.topology;
+    let group = GroupCapacity {
+        node: t.gpu.name.clone(),
+        nodes: t.nodes,
+        gpus_per_node: t.gpus_per_node,
+    };
+    let pool = |l: Layout| Demand {
+        whole: false,
+        replica_gpus: l.replica_gpus(),
+        ..demand_for(s, l)
+    };
+    allocate(&[group], &[pool(prefill), pool(decode)])
+        .iter()
+        .map(|p| p.unplaced)
+        .sum()
+}
+
+/// E0408 for a layout that does not fit its cluster even alone: its replicas take more
+/// nodes, as placed, than the cluster has (`tp 2 × pp 3 × dp 8` on six 8-GPU nodes is one
+/// 6-GPU replica per node: 8 nodes).
+fn placement_rule(s: &Scenario) -> Option<Finding> {
+    let l = s.layout;
+    let unplaced = unplaced_alone(s, l);
+    if unplaced == 0 {
+        return None;
+    }
+    let t = &s.topology;
+    let per_node = t.gpus_per_node.max(1);
+    let rg = l.replica_gpus();
+    let per = if rg <= per_node {
+        let fit = per_node / rg.max(1);
+        format!(
+            "{fit} replica{} of {rg} GPUs per {per_node}-GPU node",
+            if fit == 1 { "" } else { "s" }
+        )
+    } else {
+        format!("{} whole nodes per replica", rg.div_ceil(per_node))
+    };
+    Some(Finding::new(
+        Code::ClusterOversubscribed,
+        Anchor::Layout,
+        format!(
+            "the cluster has no room for it: its {} replica{} of {rg} GPUs take {} nodes as placed ({per}), the cluster has {}; {unplaced} replica{} not fit",
+            l.dp,
+            if l.dp == 1 { "" } else { "s" },
+            t.nodes_for_layout(&l),
+            t.nodes,
+            if unplaced == 1 { " does" } else { "s do" }
+        ),
+        "a replica runs inside one node or on whole nodes of its own",
+        Some(format!(
+            "use a tp × pp that divides the {per_node} GPUs of a node, or fewer replicas"
+        )),
+    ))
+}
+
+/// Every finding that decides whether the scenario's layout can be deployed (warnings and
+/// advice among them): structural, memory, then launch and placement on a layout that
+/// passes the others. `mem` is the scenario's memory model.
+pub fn deployability_findings(s: &Scenario, mem: &MemoryReport) -> Vec<Finding> {
+    let mut findings = rules::structural(s);
+    findings.extend(rules::memory_rules(s, mem));
+    if !findings.iter().any(|f| f.severity == Severity::Error) {
+        findings.extend(launch_rule(s));
+        findings.extend(placement_rule(s));
+    }
+    findings
+}
+
+/// Whether the scenario's layout can be deployed on its cluster, and if not, every error
+/// that says why (what `dic check` reports for it written).
+pub fn deployable(s: &Scenario) -> Result<(), Vec<Finding>> {
+    let errors: Vec<Finding> = deployability_findings(s, &memory(s))
+        .into_iter()
+        .filter(|f| f.severity == Severity::Error)
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+/// The checks on layout `l` that need no model of memory or speed (launch and
+/// placement): what the planner uses to skip replica counts before analysing them.
+pub fn launchable_and_placeable(s: &Scenario, l: Layout) -> bool {
+    launch_shape(s, l).is_ok() && unplaced_alone(s, l) == 0
+}

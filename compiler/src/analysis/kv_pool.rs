@@ -51,7 +51,22 @@ pub enum CacheSpec {
 
 /// Bytes of one KV element of the cache dtype (the model's dtype for `auto`).
 pub fn kv_element_bytes(m: &Model) -> f64 {
-    super::memory::kv_bytes(&m.kv_cache, &m.dtype)
+    kv_bytes(&m.kv_cache, &m.dtype)
+}
+
+/// Bytes per KV element: `auto` follows the model's dtype; FP8 variants are one byte.
+pub fn kv_bytes(kv_cache: &str, dtype: &str) -> f64 {
+    match kv_cache {
+        "fp8" | "fp8_e4m3" | "fp8_e5m2" => 1.0,
+        "fp16" | "bf16" => 2.0,
+        _ => {
+            if dtype == "fp32" {
+                4.0
+            } else {
+                2.0
+            }
+        }
+    }
 }
 
 fn dtype_bytes(d: &str) -> f64 {

@@ -23,6 +23,7 @@ pub mod perf;
 pub mod rules;
 pub mod scenario;
 pub mod speculative;
+pub mod weights;
 
 use crate::diagnostics::{Code, Diagnostic, Severity};
 use crate::program::{Body, DefId, FieldValue, LayoutSpec, Pool, PoolLayouts, Program, Value};

@@ -53,11 +53,10 @@ use super::comm::{step_comm, uses_deepep, CommContext, CommItem, StageBlocks};
 use super::fused_moe::{moe_time, MoeCall};
 use super::gemm::{compute_factor, roofline, KernelFamily};
 use super::kv_pool::{CacheSpec, SpecCache};
-use super::memory::{
-    expert_width_on_rank, max_cuda_graph_size, pp_partition, rank_weights, MemoryReport,
-};
+use super::memory::{expert_width_on_rank, max_cuda_graph_size, pp_partition, MemoryReport};
 use super::scenario::{CudaGraphMode, Load, Scenario};
 use super::speculative::{draft_shape, DraftShape, DRAFT_PASS_OVERHEAD_SHARE};
+use super::weights::rank_weights;
 use crate::program::{Attention, Component, Mixer};
 use serde::Serialize;
 

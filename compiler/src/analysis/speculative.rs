@@ -11,8 +11,8 @@
 //! - `ngram`: nothing on the GPU (prompt lookup on the CPU).
 
 use super::kv_pool::{CacheSpec, SpecCache};
-use super::memory::{rank_weights, weight_bytes};
 use super::scenario::Scenario;
+use super::weights::{rank_weights, weight_bytes};
 use crate::architecture;
 use crate::program::{Layout, Mixer, Model};
 

@@ -463,8 +463,8 @@ pub fn collective_time(kind: Collective, bytes: f64, p: u64, link: &Placement) -
 /// NVLink-connected node and messages up to 8 MiB. Its fixed latency, per architecture, is
 /// the median of the kernel tables' CUDA-graph runs at ≤ 8 KiB
 /// (../shared/calibration/kernels/*/allreduce.csv.gz: H100 and H200 for Hopper, B200 for
-/// Blackwell); other architectures take Hopper's. `tests/calibration.rs` re-derives them
-/// and bounds the residual.
+/// Blackwell); other architectures take Hopper's. `calibration/tests/calibration.rs`
+/// re-derives them and bounds the residual.
 pub const CUSTOM_ALL_REDUCE_LATENCY_HOPPER: f64 = 4.569e-6;
 pub const CUSTOM_ALL_REDUCE_LATENCY_BLACKWELL: f64 = 7.034e-6;
 pub const CUSTOM_ALL_REDUCE_MAX_BYTES: f64 = 8.0 * 1024.0 * 1024.0;
@@ -479,7 +479,7 @@ pub fn custom_all_reduce_latency(architecture: Option<&str>) -> f64 {
 
 /// A transfer measured inside one NVLink node: a fixed latency, then the bytes on the
 /// wire at a share of the placement's bandwidth (the link's × [`LINK_EFFICIENCY`]). Its
-/// two constants are fitted on the kernel tables (`calibration::kernels`).
+/// two constants are fitted on the kernel tables (`dic_calibration::kernels`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LinkFit {
     pub latency: f64,
@@ -496,8 +496,8 @@ impl LinkFit {
 /// all-reduce's 8 MiB): `latency + 2(p−1)/p · S / (B · efficiency)`. Fitted per
 /// architecture on the kernel tables' messages of 8 MiB to 1 GiB on 2, 4 and 8 GPUs
 /// (../shared/calibration/kernels/*/allreduce.csv.gz: H100 and H200 for Hopper, B200 for
-/// Blackwell; `tests/calibration.rs` re-runs the fit). The measured bus bandwidth is well
-/// below NVLS's ideal (S/B): 0.58 ms for 128 MiB on 8 H100s, 0.44 ms on 8 B200s.
+/// Blackwell; the calibration crate's tests re-run the fit). The measured bus bandwidth
+/// is well below NVLS's ideal (S/B): 0.58 ms for 128 MiB on 8 H100s, 0.44 ms on 8 B200s.
 pub const NCCL_NVLINK_ALL_REDUCE_HOPPER: LinkFit = LinkFit {
     latency: 30e-6,
     efficiency: 0.98,

@@ -18,7 +18,7 @@
 //! FP8 GEMM of that size reaches 0.49 and the step model's end-to-end efficiency was
 //! 0.60 — prompt chunks of MoE models came out 2–3× too fast. GPUs without tables take the
 //! nearest family's curve (`KernelFamily::of`) at their datasheet peaks;
-//! `calibration::fused_moe` fits the curves and `calibration/errors.md` lists the residuals.
+//! `dic_calibration::fused_moe` fits the curves and `calibration/errors.md` lists the residuals.
 
 use super::gemm::{kind_of, lookup, KernelFamily, MatmulKind};
 use super::scenario::GpuSpec;
@@ -42,7 +42,7 @@ pub struct FusedMoeCurve {
     pub scatter: f64,
 }
 
-/// The fitted curves (`calibration::fused_moe::fit_curve` on the kernel tables, routing
+/// The fitted curves (`dic_calibration::fused_moe::fit_curve` on the kernel tables, routing
 /// skewed as a power law of exponent 1.01; the test `fused_moe_curves_are_the_fit`
 /// re-runs the fit).
 pub const CURVES: [(KernelFamily, MatmulKind, FusedMoeCurve); 5] = [

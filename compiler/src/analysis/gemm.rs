@@ -10,8 +10,9 @@
 //! carries the fitted efficiency to the GPU's family: B200's FP8 GEMMs reach 0.424 of
 //! their peak where Hopper's reach 0.490, so a B200 prompt chunk runs at 0.87 × the fitted
 //! efficiency. Decode (memory-bound) steps take no such factor: the end-to-end TPOT shows
-//! no bias by family. `tests/calibration.rs` re-derives the medians; architectures without
-//! tables (Ampere, Ada, AMD) take Hopper's, Blackwell parts Blackwell's.
+//! no bias by family. `calibration/tests/calibration.rs` re-derives the medians;
+//! architectures without tables (Ampere, Ada, AMD) take Hopper's, Blackwell parts
+//! Blackwell's.
 
 use super::scenario::GpuSpec;
 
@@ -75,7 +76,7 @@ pub const COMPUTE_BOUND_EFFICIENCY: [(KernelFamily, MatmulKind, f64); 5] = [
 /// with this `p`. The textbook roofline is `p = ∞` (the slower of the two); measured
 /// kernels are slower than that near the ridge, where neither the tensor cores nor HBM
 /// run at their own ceiling. Fitted on the kernel tables with the curves
-/// (`calibration::kernels::fit_roofline_exponent`: each candidate among 1, 1.5, 2, 3, 4
+/// (`dic_calibration::kernels::fit_roofline_exponent`: each candidate among 1, 1.5, 2, 3, 4
 /// and ∞ refits every family's and kind's curve; mean |log error| over all their rows):
 /// 2, at 0.142 against 0.149 for the plain max (1.5: 0.142, 3: 0.143, 1: 0.153).
 pub const ROOFLINE_EXPONENT: f64 = 2.0;

@@ -9,7 +9,6 @@
 //! through [`analyze_quick`].
 
 pub mod allocation;
-pub mod calibration;
 pub mod catalog;
 pub mod comm;
 pub mod disagg;

@@ -47,7 +47,7 @@
 //! a step (a request arrives mid-step). A MoE model's DP
 //! ranks step in lockstep (`StepModel::lockstep`): a step waits for the slowest rank's
 //! prompt chunk, and every rank's experts see all ranks' tokens. The constants are
-//! fitted on vLLM measured end to end (`calibration::silicon`), never per row.
+//! fitted on vLLM measured end to end (`dic_calibration::silicon`), never per row.
 
 use super::comm::{step_comm, uses_deepep, CommContext, CommItem, StageBlocks};
 use super::fused_moe::{moe_time, MoeCall};
@@ -171,7 +171,7 @@ pub struct PerfConstants {
 
 /// Fitted on vLLM measured end to end (../shared/calibration/vllm-silicon: H100, H200 and
 /// B200; Llama-3.1 8B/70B, Qwen3-32B, Qwen3-235B-A22B; BF16, FP8, NVFP4) by
-/// `calibration::silicon::fit_silicon`, from round starting values, minimising the mean
+/// `dic_calibration::silicon::fit_silicon`, from round starting values, minimising the mean
 /// |log error| of TTFT and TPOT. The test `calibration_constants_are_the_fit` re-runs the
 /// fit; `calibration_table_is_current` regenerates `calibration/errors.md`, with the
 /// leave-one-GPU-out and leave-one-model-out errors. The routed experts are timed by the
@@ -1140,7 +1140,8 @@ pub fn open_loop_prefill(rate: f64, steps: &PromptSteps) -> OpenLoopPrefill {
 
 /// Decode attention's time per byte of an 8-bit KV cache relative to a 16-bit one, per
 /// kernel family: the median over the decode-attention tables' memory-bound shapes
-/// (`calibration::kernels::fp8_kv_read_factors`; `tests/calibration.rs` re-derives it).
+/// (`dic_calibration::kernels::fp8_kv_read_factors`; `calibration/tests/calibration.rs`
+/// re-derives it).
 /// Hopper's FlashAttention 3 dequantizes as it reads and keeps little of the halved bytes
 /// (an FP8 cache reads 1.84× as long per byte: 0.92 × BF16's time per token); Blackwell's
 /// FlashInfer decode kernel keeps most (1.26×).

@@ -23,10 +23,10 @@
 //! CUDA graphs, other shapes), so the step model keeps end-to-end efficiencies and these
 //! curves stay the measured reference for per-operation work.
 
-use crate::analysis::gemm::{
+use dic_compiler::analysis::gemm::{
     kind_of, lookup, roofline_with, KernelFamily, MatmulKind, ROOFLINE_EXPONENT,
 };
-use crate::analysis::scenario::GpuSpec;
+use dic_compiler::analysis::scenario::GpuSpec;
 
 /// A fitted GEMM curve.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]

@@ -1,8 +1,15 @@
-//! Calibration of the performance model on public measurements.
+//! Calibration of dic's performance model on public measurements: its own crate, beside
+//! the compiler core and depending on it. The core keeps only what it needs at run time,
+//! the fitted constants and kernel-table fits as data (`perf::FITTED`,
+//! `perf::FP8_KV_READ_FACTOR`, the curves of `analysis::gemm` and `analysis::fused_moe`,
+//! the `comm::LinkFit`s); this crate parses the measurements, fits those constants,
+//! cross-validates them, and writes the error table `calibration/errors.md`
+//! (`tests/calibration.rs` regenerates it and checks that the stored constants are what
+//! the fit finds; `examples/fit.rs` re-runs the fit).
 //!
-//! Pure: CSV text in, rows, predictions, errors and fitted constants out (the tests and
-//! the error table in `calibration/errors.md` drive it). [`silicon`] holds vLLM measured
-//! end to end, on which [`super::perf::FITTED`] is fitted and cross-validated. This module
+//! Pure: CSV text in, rows, predictions, errors and fitted constants out. [`silicon`]
+//! holds vLLM measured end to end, on which `dic_compiler::analysis::perf::FITTED` is
+//! fitted and cross-validated. This module
 //! reads TensorRT-LLM 0.17's published tables
 //! (../shared/calibration/trtllm-0.17-throughput-a100-h100-l40s.csv), a different engine
 //! on older GPUs (A100, L40S): dic reports its error there with the vLLM constants, as a
@@ -10,11 +17,11 @@
 //! columns — model, GPU (by its `nvidia-smi` name), TP, precision, lengths, load — with the
 //! engine limits TensorRT-LLM's benchmark used; no row is special-cased.
 
-use super::catalog;
-use super::memory::memory;
-use super::perf::{max_throughput, predict, PerfConstants};
-use super::scenario::*;
-use crate::program::Layout;
+use dic_compiler::analysis::catalog;
+use dic_compiler::analysis::memory::memory;
+use dic_compiler::analysis::perf::{max_throughput, predict, PerfConstants};
+use dic_compiler::analysis::scenario::*;
+use dic_compiler::program::Layout;
 
 pub mod fused_moe;
 pub mod gemm;
@@ -222,13 +229,13 @@ pub fn scenario(row: &Row) -> Option<Scenario> {
         max_num_batched_tokens: TRTLLM_MAX_TOKENS as u64,
         block_size: 32,
         enforce_eager: false,
-        cudagraph_mode: super::scenario::CudaGraphMode::default(),
+        cudagraph_mode: dic_compiler::analysis::scenario::CudaGraphMode::default(),
         // TensorRT-LLM's XQA decode kernels, not vLLM's measured ones.
         vllm_attention: false,
         kv_cache_memory: None,
         cpu_offload: 0.0,
         enable_prefix_caching: None,
-        port: super::scenario::vllm_defaults::PORT,
+        port: dic_compiler::analysis::scenario::vllm_defaults::PORT,
         ray: false,
         all2all_backend: None,
         overrides: MemoryOverrides::default(),

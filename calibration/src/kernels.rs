@@ -4,12 +4,12 @@
 //! NCCL's all-reduce inside one NVLink node and of DeepEP's dispatch and combine
 //! (`comm::LinkFit`s the step model uses).
 
-use super::gemm::{
+use crate::gemm::{
     curve_objective, fit_curve, fit_curve_with, gemm_time, in_fitted_range, GemmShape, MeasuredGemm,
 };
-use super::median;
-use crate::analysis::comm::LinkFit;
-use crate::analysis::gemm::{KernelFamily, MatmulKind};
+use crate::median;
+use dic_compiler::analysis::comm::LinkFit;
+use dic_compiler::analysis::gemm::{KernelFamily, MatmulKind};
 use std::collections::BTreeMap;
 
 /// Every `stride`-th row in the fitted range (the tables hold ~36 000 shapes per format;
@@ -42,7 +42,7 @@ fn rows_by_family(tables: &[GemmTable]) -> BTreeMap<(KernelFamily, MatmulKind), 
 /// The fitted curve of each family and kind from the GPUs' tables.
 pub fn fit_gemm_curves(
     tables: &[GemmTable],
-) -> Vec<(KernelFamily, MatmulKind, super::gemm::GemmCurve)> {
+) -> Vec<(KernelFamily, MatmulKind, crate::gemm::GemmCurve)> {
     rows_by_family(tables)
         .into_iter()
         .map(|((f, k), rows)| (f, k, fit_curve(&rows, k)))
@@ -88,7 +88,7 @@ pub fn gemm_table(tables: &[GemmTable]) -> String {
     );
     for (gpu, family, rows) in tables {
         for kind in [MatmulKind::Bf16, MatmulKind::Fp8, MatmulKind::Fp4] {
-            let c = super::gemm::curve(*family, kind);
+            let c = crate::gemm::curve(*family, kind);
             let errors: Vec<f64> = rows
                 .iter()
                 .filter(|r| r.kind == kind && in_fitted_range(&r.shape))

@@ -12,13 +12,14 @@
 //! [`cross_validate`] refits the serving constants without one GPU (or one model) and
 //! predicts the rows left out.
 
-use super::{median, split_csv};
-use crate::analysis::catalog;
-use crate::analysis::gemm::KernelFamily;
-use crate::analysis::memory::memory;
-use crate::analysis::perf::{predict, PerfConstants};
-use crate::analysis::scenario::*;
-use crate::program::{Layout, Model, VllmOptions};
+use crate::{median, split_csv};
+use dic_compiler::analysis::catalog;
+use dic_compiler::analysis::disagg::{self, PoolSplit};
+use dic_compiler::analysis::gemm::KernelFamily;
+use dic_compiler::analysis::memory::memory;
+use dic_compiler::analysis::perf::{predict, PerfConstants, FITTED};
+use dic_compiler::analysis::scenario::*;
+use dic_compiler::program::{Component, Layout, Model, VllmOptions};
 
 /// One measured configuration.
 #[derive(Debug, Clone)]
@@ -327,7 +328,7 @@ fn quant_format(mode: &str) -> Option<&'static str> {
 /// AIConfigurator's system names, the GPU and its form factor (`h100_sxm`, `gb200_sxm`,
 /// `a100_sxm`, `rtx_pro_6000_server`): the catalog is asked for the name as written,
 /// then without the form factor (the catalog's `a100` is the 80 GB SXM part).
-pub fn system_gpu(system: &str) -> Option<(GpuSpec, Option<crate::analysis::scenario::LinkSpec>)> {
+pub fn system_gpu(system: &str) -> Option<(GpuSpec, Option<LinkSpec>)> {
     let s = system.trim().to_ascii_lowercase();
     let bare = ["_blackwell_server", "_server", "_sxm"]
         .iter()
@@ -351,7 +352,7 @@ pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
         model.weights = w.into();
     }
     if let Some(w) = r.expert_weights.as_deref().and_then(quant_format) {
-        if model.is_moe() && w != model.format_of(crate::program::Component::Experts, None) {
+        if model.is_moe() && w != model.format_of(Component::Experts, None) {
             model.detail.expert_weights = Some(w.into());
         }
     }
@@ -553,7 +554,7 @@ pub fn fit_silicon(rows: &[SiliconRow], start: SiliconFit) -> SiliconFit {
     };
     // Values that start at 0 move from these floors.
     let floor = [0.05, 0.05, 1e-4, 1.25e-9, 1e-3, 0.01, 1e-7, 1e-6];
-    super::coordinate_descent(
+    crate::coordinate_descent(
         start,
         &floor,
         get,
@@ -839,7 +840,7 @@ pub fn tp_split_table(rows: &[SiliconRow], fit: &SiliconFit) -> Vec<TpSplitRow> 
     groups
         .into_iter()
         .map(|((gpu, model, weights, isl), splits)| {
-            let med = |i: usize| super::median(splits.iter().map(|s| s[i]).collect());
+            let med = |i: usize| crate::median(splits.iter().map(|s| s[i]).collect());
             TpSplitRow {
                 gpu,
                 model,
@@ -869,10 +870,8 @@ pub const START: SiliconFit = SiliconFit {
     },
 };
 
-/// The stored fit: [`crate::analysis::perf::FITTED`].
-pub const STORED: SiliconFit = SiliconFit {
-    constants: crate::analysis::perf::FITTED,
-};
+/// The stored fit: [`FITTED`].
+pub const STORED: SiliconFit = SiliconFit { constants: FITTED };
 
 /// One disaggregated row: the prefill and decode pools as measured, closed loop with the
 /// row's decode batch (the whole decode pool's) in flight.
@@ -880,7 +879,7 @@ pub const STORED: SiliconFit = SiliconFit {
 pub struct DisaggRow {
     /// The row as an aggregated one (model, GPU, formats, lengths) for the scenario.
     pub base: SiliconRow,
-    pub split: crate::analysis::disagg::PoolSplit,
+    pub split: PoolSplit,
     /// Requests in flight (the decode pool's batch).
     pub concurrency: u64,
 }
@@ -917,11 +916,11 @@ pub fn parse_disagg(csv: &str, configs: &dyn Fn(&str) -> Option<Model>) -> Vec<D
             );
             let workers = num(&format!("{p}_num_workers")).unwrap_or(1.0).max(1.0) as u64;
             (
-                crate::program::Layout {
+                Layout {
                     tp,
                     dp,
                     ep: dp > 1,
-                    ..crate::program::Layout::default()
+                    ..Layout::default()
                 },
                 workers,
             )
@@ -953,7 +952,7 @@ pub fn parse_disagg(csv: &str, configs: &dyn Fn(&str) -> Option<Model>) -> Vec<D
         };
         out.push(DisaggRow {
             base,
-            split: crate::analysis::disagg::PoolSplit {
+            split: PoolSplit {
                 prefill,
                 prefill_replicas: x,
                 decode,
@@ -971,7 +970,7 @@ pub fn predict_disagg(r: &DisaggRow) -> Option<(f64, f64)> {
     let gpus = r.split.gpus();
     s.topology.gpus_per_node = gpus.max(8);
     s.topology.scale_up_domain = gpus.max(8);
-    let p = crate::analysis::disagg::predict(&s, &r.split, &crate::analysis::perf::FITTED)?;
+    let p = disagg::predict(&s, &r.split, &FITTED)?;
     Some((p.prediction.ttft, p.prediction.tpot))
 }
 
@@ -1160,10 +1159,8 @@ c,Qwen/Qwen3-32B,h100_sxm,agg,w4afp8_new,,1024,1024,8,1,1,,1,1,100,10\n",
             .map(|r| {
                 let m = scenario(r).expect("modelled").model;
                 (
-                    m.format_of(crate::program::Component::Mlp, None)
-                        .to_string(),
-                    m.format_of(crate::program::Component::Experts, None)
-                        .to_string(),
+                    m.format_of(Component::Mlp, None).to_string(),
+                    m.format_of(Component::Experts, None).to_string(),
                 )
             })
             .collect();
@@ -1186,7 +1183,7 @@ c,Qwen/Qwen3-32B,h100_sxm,agg,w4afp8_new,,1024,1024,8,1,1,,1,1,100,10\n",
     /// release's (0.9 for 0.12; a later release's is 0.33's).
     #[test]
     fn rows_are_predicted_with_their_sources_recipe() {
-        use crate::analysis::scenario::CudaGraphMode;
+        use dic_compiler::analysis::scenario::CudaGraphMode;
         let header = "id,backend_version,model_path,system,mode,gemm_quant_mode,moe_quant_mode,\
 isl,osl,batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,silicon_ttft_ms,\
 silicon_tpot_ms";

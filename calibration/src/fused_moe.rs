@@ -22,10 +22,10 @@
 //! 15.1 / 15.2% → 15.5 / 16.8% leaving one GPU / one model out (TPOT 7.4 / 7.3% → 7.4 /
 //! 7.0%), so the curves keep the independent reading.
 
-use super::silicon::stats;
-use crate::analysis::fused_moe::{call_time, FusedMoeCurve, MoeCall, CURVES};
-use crate::analysis::gemm::{kind_of, KernelFamily, MatmulKind};
-use crate::analysis::scenario::GpuSpec;
+use crate::silicon::stats;
+use dic_compiler::analysis::fused_moe::{call_time, FusedMoeCurve, MoeCall, CURVES};
+use dic_compiler::analysis::gemm::{kind_of, KernelFamily, MatmulKind};
+use dic_compiler::analysis::scenario::GpuSpec;
 use std::collections::BTreeMap;
 
 /// One measured call: the kind it ran as, its shape, the GPU's peak for the kind and its
@@ -182,7 +182,7 @@ pub fn fit_curve(rows: &[MeasuredMoe]) -> FusedMoeCurve {
         launch: 20e-6,
         scatter: 1.0,
     };
-    let best = super::coordinate_descent(
+    let best = crate::coordinate_descent(
         start,
         &floor,
         get,
@@ -268,7 +268,7 @@ mod tests {
     use super::*;
 
     fn gpu() -> GpuSpec {
-        crate::analysis::catalog::gpu("NVIDIA H200")
+        dic_compiler::analysis::catalog::gpu("NVIDIA H200")
             .expect("catalog")
             .0
     }

@@ -4,23 +4,19 @@
 
 #![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
 
-mod common;
-
-use dic_compiler::analysis::calibration::fused_moe::{
-    fit_moe_curves, moe_table, parse_moe_table, MeasuredMoe,
-};
-use dic_compiler::analysis::calibration::gemm::{curve, parse_gemm_table, MeasuredGemm, CURVES};
-use dic_compiler::analysis::calibration::kernels::{
+use dic_calibration::fused_moe::{fit_moe_curves, moe_table, parse_moe_table, MeasuredMoe};
+use dic_calibration::gemm::{curve, parse_gemm_table, MeasuredGemm, CURVES};
+use dic_calibration::kernels::{
     compute_bound_medians, fit_gemm_curves, fit_link, fit_roofline_exponent, fp8_kv_read_factors,
     fp8_kv_read_ratios, gemm_table, MeasuredTransfer,
 };
-use dic_compiler::analysis::calibration::kv_logs::{parse_kv_logs, KvLogRow};
-use dic_compiler::analysis::calibration::silicon::{
+use dic_calibration::kv_logs::{parse_kv_logs, KvLogRow};
+use dic_calibration::silicon::{
     cross_validate, disagg_table, fit_silicon, model_label, parse_disagg, parse_silicon,
     predict_run, resolve_checkpoint, silicon_objective, silicon_table, stats, DisaggRow,
     SiliconRow, SILICON_COLUMNS, START, STORED,
 };
-use dic_compiler::analysis::calibration::{error_table, parse_rows, summary, Metric, Row};
+use dic_calibration::{error_table, parse_rows, summary, Metric, Row};
 use dic_compiler::analysis::fused_moe::{curve as moe_curve, CURVES as MOE_CURVES};
 use dic_compiler::analysis::gemm::{compute_bound_efficiency, KernelFamily};
 use dic_compiler::analysis::perf::{fp8_kv_read_factor, FITTED};
@@ -30,8 +26,34 @@ use dic_compiler::program::Model;
 use dic_compiler::source::MemoryWorld;
 use std::sync::OnceLock;
 
+/// `../shared` beside the repository, or `None` with a visible message (a user's clone
+/// has no `../shared`); under `CI=true` its absence fails the test.
+fn shared_dir() -> Option<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared");
+    if dir.is_dir() {
+        Some(dir)
+    } else if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!(
+            "../shared is absent under CI=true: the tests that need its reference data cannot run"
+        );
+    } else {
+        eprintln!("SKIPPED: ../shared is absent; tests that need its reference data did not run");
+        None
+    }
+}
+
+/// A checked file's diagnostics, one per line (code and message), for a failure message.
+fn messages(checked: &driver::Checked) -> String {
+    checked
+        .diagnostics
+        .iter()
+        .map(|d| format!("{}: {}", d.code.as_str(), d.message))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn trtllm_rows() -> Option<Vec<Row>> {
-    let shared = common::shared_dir()?;
+    let shared = shared_dir()?;
     let csv = std::fs::read_to_string(
         shared.join("calibration/trtllm-0.17-throughput-a100-h100-l40s.csv"),
     )
@@ -45,7 +67,7 @@ fn trtllm_rows() -> Option<Vec<Row>> {
 /// ../shared/models/hf (`ORG--NAME_config.json`, and `ORG--NAME_hf_quant_config.json` where
 /// the checkpoint has one), imported as `dic import-hf` imports it.
 fn hf_config(id: &str) -> Option<Model> {
-    let dir = common::shared_dir()?.join("models/hf");
+    let dir = shared_dir()?.join("models/hf");
     import_hf::model_from_flat_configs(id, &|file| std::fs::read_to_string(dir.join(file)).ok())
 }
 
@@ -63,7 +85,7 @@ struct Silicon {
 fn silicon() -> Option<&'static Silicon> {
     static S: OnceLock<Option<Silicon>> = OnceLock::new();
     S.get_or_init(|| {
-        let shared = common::shared_dir()?;
+        let shared = shared_dir()?;
         let csv =
             std::fs::read_to_string(shared.join("calibration/vllm-silicon/vllm-silicon-train.csv"))
                 .expect("csv");
@@ -90,7 +112,7 @@ fn silicon() -> Option<&'static Silicon> {
 
 /// Each KV-log row's deployment checked as a `.dist` file: (row, predicted KV tokens).
 fn kv_predictions() -> Option<(Vec<(KvLogRow, f64)>, usize)> {
-    let shared = common::shared_dir()?;
+    let shared = shared_dir()?;
     let csv = std::fs::read_to_string(shared.join("calibration/vllm-kv-logs.csv")).expect("csv");
     let (rows, skipped) = parse_kv_logs(&csv);
     assert!(rows.len() >= 12, "{} rows, {skipped} skipped", rows.len());
@@ -102,7 +124,7 @@ fn kv_predictions() -> Option<(Vec<(KvLogRow, f64)>, usize)> {
             let d = checked
                 .deployments
                 .first()
-                .unwrap_or_else(|| panic!("{}: {}", r.id, common::rendered(&checked)));
+                .unwrap_or_else(|| panic!("{}: {}", r.id, messages(&checked)));
             let kv = d.analysis.memory.kv_cache_tokens as f64;
             (r, kv)
         })
@@ -216,7 +238,7 @@ fn kernel_tables<R>(
     min_rows: usize,
     parse: impl Fn(&str, &dic_compiler::analysis::GpuSpec) -> Vec<R>,
 ) -> Option<KernelTables<R>> {
-    let shared = common::shared_dir()?;
+    let shared = shared_dir()?;
     let mut out = Vec::new();
     for (dir, gpu, _) in KERNEL_GPUS {
         let text = kernel_text(&shared, dir, op);
@@ -366,14 +388,14 @@ fn calibration_table_is_current() {
     };
     let table = format!(
         "# Calibration error table\n\nGenerated by `cargo test --workspace` (test `calibration_table_is_current` in\n\
-`tests/calibration.rs`); rerun with DIC_UPDATE_CALIBRATION=1 to rewrite it.\n\n{}\n{}\n{}",
+`calibration/tests/calibration.rs`); rerun with DIC_UPDATE_CALIBRATION=1 to rewrite it.\n\n{}\n{}\n{}",
         silicon_table(&s.rows, s.skipped, &STORED, &s.logo, &s.lomo),
         error_table(&trt, &FITTED),
         kv_table(&kv, kv_skipped)
     );
     let table = format!(
         "{table}\n{}\n## GEMM kernels measured inside vLLM (kernels/<gpu>/gemm.csv.gz)\n\n\
-The curves of `analysis::calibration::gemm` (fitted per kernel family on shapes with at least \
+The curves of `dic_calibration::gemm` (fitted per kernel family on shapes with at least \
 2²¹ weight elements and at most 16 384 tokens; compute and memory combined as a p-norm whose \
 exponent, {}, is fitted here with them), against every such shape of each GPU's table. \
 Error = predicted / measured − 1. The step model takes only that exponent (`gemm::roofline`): \
@@ -386,14 +408,13 @@ the curves themselves, put in its place, raised the cross-validated end-to-end e
     let table = format!(
         "{table}\n## Fused-MoE kernels measured inside vLLM (kernels/<gpu>/moe.csv.gz)\n\n\
 The curves of `analysis::fused_moe` (fitted per kernel family and weight kind by \
-`calibration::fused_moe::fit_curve`; power-law routing, the fastest backend per shape), \
+`dic_calibration::fused_moe::fit_curve`; power-law routing, the fastest backend per shape), \
 against every such shape of each GPU's table. The step model times the routed experts with \
 them. Error = predicted / measured − 1.\n\n{}",
         moe_table(moe)
     );
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/errors.md");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/errors.md");
     if std::env::var("DIC_UPDATE_CALIBRATION").is_ok() {
-        std::fs::create_dir_all(concat!(env!("CARGO_MANIFEST_DIR"), "/calibration")).unwrap();
         std::fs::write(path, &table).unwrap();
     }
     let stored = std::fs::read_to_string(path).unwrap_or_default();
@@ -418,7 +439,7 @@ fn kv_capacity_meets_the_goals() {
     let err = |(r, p): &(KvLogRow, f64)| p / r.kv_tokens - 1.0;
     let abs: Vec<f64> = rows.iter().map(|x| err(x).abs()).collect();
     assert!(abs.len() >= 10, "{} rows", abs.len());
-    let median = dic_compiler::analysis::calibration::median(abs);
+    let median = dic_calibration::median(abs);
     assert!(median <= 0.05, "median |error| {median}");
     for x in rows.iter().filter(|(r, _)| r.recent) {
         assert!(err(x).abs() < 0.02, "{}: {:+.3}", x.0.id, err(x));
@@ -454,7 +475,7 @@ fn calibration_constants_are_the_fit() {
 )]
 #[test]
 fn rows_of_other_models_and_gpus_are_modelled() {
-    let Some(shared) = common::shared_dir() else {
+    let Some(shared) = shared_dir() else {
         return;
     };
     let mut ids: Vec<String> = std::fs::read_dir(shared.join("models/hf"))
@@ -566,10 +587,10 @@ fn custom_all_reduce_matches_its_kernel_tables() {
         all_reduce_wire_bytes, custom_all_reduce_latency, nccl_nvlink_all_reduce,
         vllm_all_reduce_time, Placement, CUSTOM_ALL_REDUCE_MAX_BYTES, LINK_EFFICIENCY,
     };
-    let Some(shared) = common::shared_dir() else {
+    let Some(shared) = shared_dir() else {
         return;
     };
-    use dic_compiler::analysis::calibration::median;
+    use dic_calibration::median;
     let mut small: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
     let mut large: std::collections::BTreeMap<&str, Vec<MeasuredTransfer>> = Default::default();
     for (dir, gpu, arch) in KERNEL_GPUS {
@@ -657,7 +678,7 @@ fn custom_all_reduce_matches_its_kernel_tables() {
 #[test]
 fn deepep_kernels_match_their_tables() {
     use dic_compiler::analysis::comm::{deepep_fit, LINK_EFFICIENCY};
-    let Some(shared) = common::shared_dir() else {
+    let Some(shared) = shared_dir() else {
         return;
     };
     type Key = (&'static str, &'static str, usize);
@@ -709,7 +730,7 @@ fn deepep_kernels_match_their_tables() {
             .iter()
             .map(|r| (stored.time(r.wire_bytes, r.bandwidth) / r.seconds - 1.0).abs())
             .collect();
-        let m = dic_compiler::analysis::calibration::median(errors);
+        let m = dic_calibration::median(errors);
         eprintln!(
             "{arch} {backend} phase {phase}: median |error| {:.1}%",
             m * 100.0

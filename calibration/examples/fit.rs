@@ -1,20 +1,20 @@
 //! Fits the performance constants on vLLM's measured serving (../shared/calibration/
 //! vllm-silicon) from the round starting values, and prints them with the objective of the
-//! stored ones: `cargo run --release -p dic-compiler --example fit`. `ROWS=1` also prints
+//! stored ones: `cargo run --release -p dic-calibration --example fit`. `ROWS=1` also prints
 //! every row's measured TTFT and TPOT and those the fit predicts; `CV=1` also prints the
 //! median and p90 |error| leaving one GPU out and leaving one model out (what errors.md
 //! reports, without rewriting it), and the fitted bias per GPU and model;
 //! `LOGO_GROUPS=1` with it, each cross-validation's errors per GPU and model too; `ROWS=1`
 //! with `CV=1`, each row's TTFT and TPOT error in both cross-validations.
 //!
-//! `cargo run --release -p dic-compiler --example fit -- ROWS.csv` reads other rows of the
+//! `cargo run --release -p dic-calibration --example fit -- ROWS.csv` reads other rows of the
 //! same format instead (measurements of your own, or a held-out split) and also prints
 //! how the stored constants, fitted on the training split, predict them: per GPU and
 //! model, and how many rows dic could not model (a model or GPU it cannot resolve, a
 //! layout its memory model says does not fit). Checkpoints the stdlib does not define
 //! are read from ../shared/models/hf. A file it cannot read exits 2; one without the
 //! columns it needs (named) or without a complete aggregated row exits 1.
-use dic_compiler::analysis::calibration::silicon::{
+use dic_calibration::silicon::{
     cross_validate, fit_silicon, model_label, parse_silicon, predict_run, row_error,
     silicon_objective, stats, SiliconRow, SILICON_COLUMNS, START, STORED,
 };

@@ -9,7 +9,7 @@
 //! read its KV tokens) is the test's (`tests/calibration.rs`), which goes through the
 //! driver like any `.dist` file.
 
-use super::split_csv;
+use crate::split_csv;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct KvLogRow {

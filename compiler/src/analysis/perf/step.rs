@@ -1,0 +1,458 @@
+//! One forward step of one PP stage: the kernel groups at their rooflines (dense GEMMs
+//! and the LM head, the routed experts on the fused-MoE curve, attention over the KV
+//! cache), the step's communication and overhead, and the CPU's launches where the step
+//! runs without CUDA graphs; [`StepModel`] holds what every step of one scenario shares.
+
+use super::PerfConstants;
+use crate::analysis::comm::{step_comm, uses_deepep, CommContext, CommItem, StageBlocks};
+use crate::analysis::fused_moe::{moe_time, MoeCall};
+use crate::analysis::gemm::{compute_factor, roofline, KernelFamily};
+use crate::analysis::kv_pool::{CacheSpec, SpecCache};
+use crate::analysis::memory::{expert_width_on_rank, max_cuda_graph_size, pp_partition};
+use crate::analysis::scenario::{CudaGraphMode, Scenario};
+use crate::analysis::speculative::{draft_shape, DraftShape, DRAFT_PASS_OVERHEAD_SHARE};
+use crate::analysis::weights::rank_weights;
+use crate::program::{Attention, Component, Mixer};
+use serde::Serialize;
+
+/// Costs of one step on one stage.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepCost {
+    pub compute: f64,
+    pub memory: f64,
+    pub comm: f64,
+    pub overhead: f64,
+    /// Time the GPU waits on the CPU's launches in a step run without CUDA graphs
+    /// (`PerfConstants::eager_layer_time`): 0 where the GPU work is longer.
+    pub cpu_launches: f64,
+    pub total: f64,
+    /// The kernel groups (dense GEMMs and attention at their rooflines, the experts on the
+    /// fused-MoE curve; they add up with `comm` and
+    /// `overhead` to `total`).
+    pub kernels: KernelTimes,
+    pub comm_items: Vec<CommItem>,
+}
+
+impl StepCost {
+    /// The step's kernels and communication: its time without the fixed overhead and
+    /// the wait on the CPU's launches.
+    pub fn gpu_work(&self) -> f64 {
+        self.total - self.overhead - self.cpu_launches
+    }
+}
+
+/// Seconds of each kernel group in a step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct KernelTimes {
+    /// Dense GEMMs (attention projections, dense MLPs, shared experts) and the LM head.
+    pub dense_gemms: f64,
+    /// Routed experts.
+    pub experts: f64,
+    /// Attention over the KV cache (and recurrent state updates).
+    pub attention: f64,
+}
+
+impl KernelTimes {
+    pub(super) fn add(&mut self, o: &KernelTimes) {
+        self.dense_gemms += o.dense_gemms;
+        self.experts += o.experts;
+        self.attention += o.attention;
+    }
+
+    pub(super) fn scale(&mut self, f: f64) {
+        self.dense_gemms *= f;
+        self.experts *= f;
+        self.attention *= f;
+    }
+}
+
+/// Per-stage static facts used by every step.
+#[derive(Debug, Clone)]
+pub(super) struct StageFacts {
+    pub(super) blocks: StageBlocks,
+    last: bool,
+    /// Bytes of non-expert weights on one GPU of the stage.
+    dense_bytes: f64,
+    /// Parameters multiplied per token (non-expert, excluding the embedding lookup).
+    dense_params: f64,
+    lm_head_params: f64,
+    /// KV bytes per token of context read by a decoding sequence in the layers whose cache
+    /// grows (full attention; compressed attention's entries per token).
+    growing_kv: f64,
+    /// Attention work per token of context in those layers: Σ local heads × head size.
+    growing_attn: f64,
+    /// Sliding-window layers: the window and, per token inside it, KV bytes and work.
+    window: f64,
+    window_kv: f64,
+    window_attn: f64,
+    /// Recurrent layers: state bytes per sequence (read and written every step) and state
+    /// elements (updated per token).
+    state_bytes: f64,
+    state_elements: f64,
+    /// KV bytes written per new token.
+    kv_write: f64,
+    /// One MoE layer's fused-MoE call on a rank, for a batch of one token (the step sets
+    /// the tokens); `None` without MoE layers.
+    moe_call: Option<MoeCall>,
+}
+
+/// What every step of one scenario shares: per-stage facts and group placements.
+pub struct StepModel<'a> {
+    pub(super) s: &'a Scenario,
+    pub(super) facts: Vec<StageFacts>,
+    pub(super) comm: CommContext,
+    /// Query tokens each decoding sequence brings to a step: 1, or 1 + drafted tokens
+    /// when the target verifies a speculative draft.
+    pub(super) verify: f64,
+    /// The speculative draft, with tokens drafted and accepted per step.
+    pub(super) draft: Option<(DraftShape, f64, f64)>,
+    /// Most tokens a step runs as a CUDA graph (`memory::max_cuda_graph_size`); `None`
+    /// where no step does (`--enforce-eager`, `cudagraph_mode = none`).
+    pub(super) graph_max: Option<f64>,
+    /// Whether a step that carries a prompt chunk can run as a graph at all (not under
+    /// `FULL_DECODE_ONLY`).
+    pub(super) mixed_graphs: bool,
+}
+
+/// What a [`stage_step`] call stands for, which decides whether the CPU's launches can
+/// set its time (`PerfConstants::eager_layer_time`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum StepShape {
+    /// One step as it runs: without CUDA graphs when it has more tokens than the largest
+    /// captured batch, or carries a prompt chunk under `FULL_DECODE_ONLY`.
+    Whole,
+    /// The mean of many steps with a fractional share of prompt tokens: without CUDA
+    /// graphs only where no step has them (the token step adds the share of steps that
+    /// carry a whole prompt chunk).
+    Mean,
+}
+
+impl<'a> StepModel<'a> {
+    pub fn new(s: &'a Scenario) -> Self {
+        let spec = s.engine.speculative.as_ref();
+        StepModel {
+            s,
+            facts: stage_facts(s),
+            comm: CommContext::new(s),
+            verify: 1.0 + spec.map_or(0.0, |sp| sp.tokens as f64),
+            draft: spec
+                .and_then(|sp| draft_shape(s).map(|d| (d, sp.tokens as f64, sp.tokens_per_step()))),
+            graph_max: s.engine.graphs().then(|| {
+                max_cuda_graph_size(
+                    s.engine.max_num_seqs,
+                    s.engine.max_num_batched_tokens,
+                    s.topology.gpu.architecture.as_deref(),
+                ) as f64
+            }),
+            mixed_graphs: s.engine.cudagraph_mode != CudaGraphMode::FullDecodeOnly,
+        }
+    }
+
+    /// Time of the `k` drafting passes of one step for `running` sequences at mean context
+    /// `ctx`: each a roofline over the draft's weights and KV (the draft runs in 16 bits),
+    /// plus a share of a step's fixed overhead.
+    pub(super) fn draft_time(&self, running: f64, ctx: f64, c: &PerfConstants) -> f64 {
+        let Some((d, k, _)) = &self.draft else {
+            return 0.0;
+        };
+        if d.weight_bytes == 0.0 {
+            return 0.0; // n-gram lookup runs on the CPU
+        }
+        let gpu = &self.s.topology.gpu;
+        let bytes = d.weight_bytes + running * ctx * d.kv_per_token;
+        let flops = 2.0 * d.active_params * running + 4.0 * running * ctx * d.attention_per_token;
+        let pass = roofline(
+            flops / (gpu.bf16 * compute_factor(gpu, "bf16") * c.compute_efficiency),
+            bytes / (gpu.hbm_bandwidth * c.memory_efficiency),
+        ) + DRAFT_PASS_OVERHEAD_SHARE * c.step_overhead;
+        k * pass
+    }
+}
+
+pub(super) fn stage_facts(s: &Scenario) -> Vec<StageFacts> {
+    let m = &s.model;
+    let l = &s.layout;
+    let tp = l.tp.max(1);
+    let dcp = l.dcp.max(1) as f64;
+    let heads_local = m.heads as f64 / tp as f64;
+    let parts = pp_partition(m.layers, l.pp);
+    let mut specs = SpecCache::new(m, tp);
+    let mut first = 0;
+    let mut out = Vec::new();
+    for (i, &count) in parts.iter().enumerate() {
+        let is_first = i == 0;
+        let last = i + 1 == parts.len();
+        let w = rank_weights(m, l, first..first + count, is_first, last);
+        let mut f = StageFacts {
+            blocks: StageBlocks::of(m, first..first + count),
+            last,
+            // The embedding is a lookup and the encoders run only on media: neither is
+            // streamed by a text step.
+            dense_bytes: w.bytes - w.expert_bytes - w.embedding_bytes - w.encoder_bytes,
+            dense_params: w.params
+                - w.expert_params
+                - w.embedding_params
+                - w.encoder_params
+                - w.lm_head_params,
+            lm_head_params: w.lm_head_params,
+            growing_kv: 0.0,
+            growing_attn: 0.0,
+            window: 0.0,
+            window_kv: 0.0,
+            window_attn: 0.0,
+            state_bytes: 0.0,
+            state_elements: 0.0,
+            kv_write: 0.0,
+            moe_call: None,
+        };
+        // The experts' sharding is memory's (`rank_weights`): whole experts over the TP ×
+        // DP ranks with EP (the rank with the most of them), each expert's width split
+        // over them without; the rank's expert parameters per layer give the count.
+        let moe_layers = StageBlocks::of(m, first..first + count).moe;
+        if moe_layers > 0 && w.expert_params > 0.0 {
+            let width = expert_width_on_rank(s);
+            let local_experts =
+                w.expert_params / moe_layers as f64 / (m.mlp_matrices() * m.hidden as f64 * width);
+            f.moe_call = Some(MoeCall {
+                tokens: 1.0,
+                top_k: m.experts_per_token as f64,
+                experts: m.experts as f64,
+                local_experts,
+                hidden: m.hidden as f64,
+                width,
+                matrices: m.mlp_matrices(),
+                bytes_per_param: w.expert_bytes / w.expert_params,
+            });
+        }
+        for layer in first..first + count {
+            let mixer = m.layer(layer).mixer;
+            let attn_dim = match (mixer, m.attention) {
+                (Mixer::Full, Attention::Mla) => (m.kv_lora_rank + m.qk_rope_head_dim) as f64,
+                (Mixer::Sliding, _) if m.detail.sliding_head_dim > 0 => {
+                    m.detail.sliding_head_dim as f64
+                }
+                _ => m.head_dim as f64,
+            };
+            match specs.get(mixer) {
+                Some(CacheSpec::Full { per_token }) => {
+                    f.growing_kv += per_token / dcp;
+                    f.growing_attn += heads_local * attn_dim;
+                    f.kv_write += per_token / dcp;
+                }
+                Some(CacheSpec::Compressed {
+                    per_token,
+                    window_per_token,
+                    window,
+                }) => {
+                    let ratio = match mixer {
+                        Mixer::Compressed(r) => r as f64,
+                        _ => 1.0,
+                    };
+                    f.growing_kv += per_token / dcp;
+                    f.growing_attn += heads_local * attn_dim / ratio;
+                    f.window = f.window.max(window);
+                    f.window_kv += window_per_token;
+                    f.window_attn += heads_local * attn_dim;
+                    f.kv_write += per_token + window_per_token;
+                }
+                Some(CacheSpec::Sliding { per_token, window }) => {
+                    f.window = f.window.max(window);
+                    f.window_kv += per_token;
+                    f.window_attn += heads_local * attn_dim;
+                    f.kv_write += per_token;
+                }
+                Some(CacheSpec::State { bytes }) => {
+                    f.state_bytes += bytes;
+                    f.state_elements += match mixer {
+                        Mixer::Linear => {
+                            let la = m.detail.linear.unwrap_or_default();
+                            (la.value_heads / tp) as f64 * la.key_dim as f64 * la.value_dim as f64
+                        }
+                        _ => {
+                            let mb = m.detail.mamba.unwrap_or_default();
+                            (mb.heads / tp) as f64 * mb.head_dim as f64 * mb.state as f64
+                        }
+                    };
+                }
+                None => {}
+            }
+        }
+        out.push(f);
+        first += count;
+    }
+    out
+}
+
+/// Prompt tokens in one step: the slowest DP rank's, which the step waits for (`rank`),
+/// and all DP ranks' together, which every rank's experts see (`group`; `rank` × DP
+/// when every rank carries the same).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepPrefill {
+    pub rank: f64,
+    pub group: f64,
+}
+
+/// One step of one stage: `decode` sequences at mean context `ctx` on every DP rank, plus
+/// `prefill` new prompt tokens attending to `prefill_ctx` tokens on average.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn stage_step(
+    sm: &StepModel,
+    f: &StageFacts,
+    decode: f64,
+    ctx: f64,
+    prefill: StepPrefill,
+    prefill_ctx: f64,
+    c: &PerfConstants,
+    shape: StepShape,
+) -> StepCost {
+    let StepPrefill {
+        rank: prefill,
+        group: group_prefill,
+    } = prefill;
+    let s = sm.s;
+    let m = &s.model;
+    let l = &s.layout;
+    let gpu = &s.topology.gpu;
+    // A verifying step scores every drafted token of every sequence: more query tokens
+    // through the GEMMs and attention, the same context read once per sequence.
+    let queries = decode * sm.verify;
+    let tokens = (queries + prefill).max(1e-9);
+    // Every rank of the MoE group (TP × DP) runs its experts on all DP ranks' tokens.
+    let routed_tokens = (queries * l.dp.max(1) as f64 + group_prefill).max(1e-9);
+    // KV traffic: each decoding sequence reads its whole context; a prefill chunk reads its
+    // prefix once (flash attention keeps the chunk's queries on chip) and every new token
+    // writes its entry.
+    let prefill_prefix = if prefill > 0.0 { prefill_ctx } else { 0.0 };
+    let prefilling = if prefill > 0.0 { 1.0 } else { 0.0 };
+    let sequences = decode + prefilling;
+    // Windowed layers see at most their window; recurrent layers read and write one state
+    // per sequence.
+    let in_window = |c: f64| c.min(f.window);
+    // An 8-bit cache is read at its kernel family's measured rate per byte, not at the
+    // 16-bit one's (`FP8_KV_READ_FACTOR`).
+    let read_factor =
+        if s.engine.vllm_attention && crate::analysis::kv_pool::kv_element_bytes(m) < 2.0 {
+            fp8_kv_read_factor(KernelFamily::of(gpu.architecture.as_deref()))
+        } else {
+            1.0
+        };
+    let kv_bytes = ((decode * ctx + prefill_prefix) * f.growing_kv
+        + (decode * in_window(ctx) + in_window(prefill_prefix)) * f.window_kv)
+        * read_factor
+        + tokens * f.kv_write
+        + 2.0 * sequences * f.state_bytes;
+    let attention_flops = 4.0
+        * ((queries * ctx + prefill * prefill_ctx) * f.growing_attn
+            + (queries * in_window(ctx) + prefill * in_window(prefill_ctx)) * f.window_attn)
+        + 4.0 * tokens * f.state_elements;
+    // The layers' GEMMs run in their weights' formats; attention (QK and PV over the
+    // cache) and the LM head (left unquantized by FP8/FP4 checkpoints) in bf16.
+    // Each rate at the share of the datasheet peak the GPU's kernel family reaches
+    // relative to the fitted (mostly Hopper) efficiency (`gemm::compute_factor`).
+    let rate = |format: &str| gpu.matmul_flops(format) * compute_factor(gpu, format);
+    let dense_rate = rate(m.format_of(Component::Mixer, None));
+    let bf16_rate = rate("bf16");
+    // Three kernel groups run one after another: the dense GEMMs and LM head (streaming
+    // the dense weights) and attention (streaming the KV cache), each at its own
+    // roofline, and the experts.
+    let (ce, me) = (
+        c.compute_efficiency,
+        gpu.hbm_bandwidth * c.memory_efficiency,
+    );
+    // The routed experts run as vLLM's fused-MoE kernel, one call per MoE layer, timed by
+    // the curve fitted on its measured latencies (`fused_moe`), which does not hide its
+    // weight streaming behind its GEMMs: the parts add up.
+    let (experts_compute, experts_memory, experts_launch) = match &f.moe_call {
+        Some(call) => {
+            let call = if l.dp > 1 && uses_deepep(s) {
+                // DeepEP dispatches to each rank only the token–expert pairs of its own
+                // experts: the kernel sees those rows alone, each for one local expert.
+                let pairs = routed_tokens * call.top_k * call.local_experts / call.experts;
+                MoeCall {
+                    tokens: pairs,
+                    top_k: 1.0,
+                    experts: call.local_experts,
+                    ..*call
+                }
+            } else {
+                // vLLM's default all-gathers every DP rank's tokens to every rank, whose
+                // kernel masks the pairs of other ranks' experts.
+                MoeCall {
+                    tokens: routed_tokens,
+                    ..*call
+                }
+            };
+            let t = moe_time(gpu, m.format_of(Component::Experts, None), &call);
+            // The layer's routing, sorting and quantization around the kernel.
+            let layers = f.blocks.moe as f64 * (1.0 + c.moe_layer_factor);
+            (t.compute * layers, t.memory * layers, t.launch * layers)
+        }
+        None => (0.0, 0.0, 0.0),
+    };
+    let ops = [
+        (
+            (2.0 * tokens * f.dense_params / dense_rate
+                + 2.0 * sequences * f.lm_head_params / bf16_rate)
+                / ce,
+            f.dense_bytes / me,
+        ),
+        (experts_compute, experts_memory),
+        (attention_flops / bf16_rate / ce, kv_bytes / me),
+    ];
+    let compute: f64 = ops.iter().map(|o| o.0).sum();
+    let memory: f64 = ops.iter().map(|o| o.1).sum();
+    let kernels = KernelTimes {
+        dense_gemms: roofline(ops[0].0, ops[0].1),
+        experts: experts_compute + experts_memory + experts_launch,
+        attention: ops[2].0.max(ops[2].1),
+    };
+    let comm_items = step_comm(s, &sm.comm, tokens, &f.blocks, f.last);
+    let comm: f64 = comm_items.iter().map(|i| i.time).sum();
+    // Per sequence, not per token, in each of the stage's layers: a prompt chunk's tokens
+    // cost GEMM time, above.
+    let overhead = c.step_overhead / l.pp.max(1) as f64
+        + c.sequence_layer_overhead * sequences * f.blocks.layers as f64;
+    // Without CUDA graphs the GPU runs no further ahead than the CPU's launches.
+    let gpu_work = kernels.dense_gemms + kernels.experts + kernels.attention + comm;
+    let eager = match sm.graph_max {
+        None => true,
+        Some(max) => {
+            shape == StepShape::Whole && (tokens > max || (prefill > 0.0 && !sm.mixed_graphs))
+        }
+    };
+    let cpu_launches = if eager {
+        (c.eager_layer_time * f.blocks.layers as f64 - gpu_work).max(0.0)
+    } else {
+        0.0
+    };
+    StepCost {
+        compute,
+        memory,
+        comm,
+        overhead,
+        cpu_launches,
+        total: gpu_work + cpu_launches + overhead,
+        kernels,
+        comm_items,
+    }
+}
+
+/// Decode attention's time per byte of an 8-bit KV cache relative to a 16-bit one, per
+/// kernel family: the median over the decode-attention tables' memory-bound shapes
+/// (`dic_calibration::kernels::fp8_kv_read_factors`; `calibration/tests/calibration.rs`
+/// re-derives it).
+/// Hopper's FlashAttention 3 dequantizes as it reads and keeps little of the halved bytes
+/// (an FP8 cache reads 1.84× as long per byte: 0.92 × BF16's time per token); Blackwell's
+/// FlashInfer decode kernel keeps most (1.26×).
+pub const FP8_KV_READ_FACTOR: [(KernelFamily, f64); 2] = [
+    (KernelFamily::Hopper, 1.84),
+    (KernelFamily::Blackwell, 1.26),
+];
+
+/// [`FP8_KV_READ_FACTOR`] of `family`.
+pub fn fp8_kv_read_factor(family: KernelFamily) -> f64 {
+    FP8_KV_READ_FACTOR
+        .iter()
+        .find(|(f, _)| *f == family)
+        .map_or(1.0, |(_, x)| *x)
+}

@@ -8,12 +8,24 @@ use super::*;
 /// GPU (InfiniBand or RoCE); AWS p4d's EFA gives 50 Gb/s. [threshold, not fitted]
 const SLOW_EP_FABRIC_BYTES_PER_GPU: f64 = 25e9;
 
-/// vLLM's startup checks and the topology rules; no memory model needed.
+/// vLLM's startup checks and the topology rules; no memory model needed. The findings come
+/// in the order of the checks below.
 pub fn structural(s: &Scenario) -> Vec<Finding> {
-    let m = &s.model;
-    let l = &s.layout;
-    let t = &s.topology;
     let mut out = Vec::new();
+    engine_options_the_model_or_workload_cannot_use(s, &mut out);
+    layout_against_the_model(s, &mut out);
+    layout_against_the_cluster(s, &mut out);
+    decode_context_parallel(s, &mut out);
+    tp_links(s, &mut out);
+    moe_token_exchange(s, &mut out);
+    lengths_and_batch(s, &mut out);
+    out
+}
+
+/// The engine options the model or the workload cannot use: prefix caching turned off under
+/// a workload that reuses prompts, a speculative method or draft the model does not support.
+fn engine_options_the_model_or_workload_cannot_use(s: &Scenario, out: &mut Vec<Finding>) {
+    let m = &s.model;
     if let Some(w) = s.workload.filter(|w| w.declared_reuse > 0.0) {
         if s.engine.enable_prefix_caching == Some(false) {
             out.push(Finding::new(
@@ -53,6 +65,14 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
             }
         }
     }
+}
+
+/// vLLM's startup checks of the layout against the model: heads divisible by TP, no more
+/// stages than layers, EP only with experts and no wider than them.
+fn layout_against_the_model(s: &Scenario, out: &mut Vec<Finding>) {
+    let m = &s.model;
+    let l = &s.layout;
+    let t = &s.topology;
     if !m.heads.is_multiple_of(l.tp.max(1)) {
         let valid = valid_tp_sizes(m.heads, l.tp.max(t.gpus_per_node) * 2);
         out.push(Finding::new(
@@ -98,6 +118,12 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
             )),
         ));
     }
+}
+
+/// The layout against the cluster: enough GPUs, whole nodes per replica or per layout.
+fn layout_against_the_cluster(s: &Scenario, out: &mut Vec<Finding>) {
+    let l = &s.layout;
+    let t = &s.topology;
     let total = t.total_gpus();
     if l.gpus() > total {
         out.push(Finding::new(
@@ -147,6 +173,13 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
             Some(format!("use a multiple of {per_node} GPUs")),
         ));
     }
+}
+
+/// Decode context parallelism: DCP must divide TP and, for GQA/MQA, TP must exceed the
+/// KV heads.
+fn decode_context_parallel(s: &Scenario, out: &mut Vec<Finding>) {
+    let m = &s.model;
+    let l = &s.layout;
     if l.dcp > 1 {
         if !l.tp.is_multiple_of(l.dcp) {
             out.push(Finding::new(
@@ -166,6 +199,12 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
             ));
         }
     }
+}
+
+/// The link a TP group's all-reduces cross: across nodes or NVLink domains, or over PCIe.
+fn tp_links(s: &Scenario, out: &mut Vec<Finding>) {
+    let l = &s.layout;
+    let t = &s.topology;
     if l.tp > 1 {
         let tp = tp_placement(s);
         if tp.spans_nodes && !tp.within_scale_up_domain {
@@ -216,6 +255,13 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
             ));
         }
     }
+}
+
+/// The MoE layers' token exchange: an all-to-all backend that has no effect on this layout,
+/// and EP across nodes over a fabric too slow for it.
+fn moe_token_exchange(s: &Scenario, out: &mut Vec<Finding>) {
+    let m = &s.model;
+    let l = &s.layout;
     if let Some(backend) = s.engine.all2all_backend.as_deref() {
         let why = if m.experts == 0 {
             Some(format!("{} has no MoE layers", s.model_name))
@@ -266,6 +312,12 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
             ));
         }
     }
+}
+
+/// Lengths and the step's budget: max_model_len within the model's context, the workload's
+/// requests within max_model_len, the token budget at least max_num_seqs.
+fn lengths_and_batch(s: &Scenario, out: &mut Vec<Finding>) {
+    let m = &s.model;
     if s.engine.max_model_len as f64 > m.max_context && m.max_context > 0.0 {
         out.push(Finding::new(
             Code::ModelLenTooLong,
@@ -311,7 +363,6 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
             )),
         ));
     }
-    out
 }
 
 /// E0401's remedy in the escalation order, on the same GPUs: the smallest TP that divides

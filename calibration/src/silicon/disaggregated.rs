@@ -1,0 +1,155 @@
+//! vLLM's disaggregated rows (prefill and decode pools measured together): parsed, each
+//! predicted by the disaggregated model with the stored constants, and tabled for
+//! `calibration/errors.md`. They are compared, never fitted.
+
+use super::{dp_ranks, model_label, recipe_of, resolve_checkpoint, scenario, SiliconRow};
+use crate::split_csv;
+use dic_compiler::analysis::disagg::{self, PoolSplit};
+use dic_compiler::analysis::perf::FITTED;
+use dic_compiler::program::{Layout, Model};
+
+/// One disaggregated row: the prefill and decode pools as measured, closed loop with the
+/// row's decode batch (the whole decode pool's) in flight.
+#[derive(Debug, Clone)]
+pub struct DisaggRow {
+    /// The row as an aggregated one (model, GPU, formats, lengths) for the scenario.
+    pub base: SiliconRow,
+    pub split: PoolSplit,
+    /// Requests in flight (the decode pool's batch).
+    pub concurrency: u64,
+}
+
+/// Parses the disaggregated rows (`mode = disagg`); `configs` as for [`parse_silicon`].
+pub fn parse_disagg(csv: &str, configs: &dyn Fn(&str) -> Option<Model>) -> Vec<DisaggRow> {
+    let table = split_csv(csv);
+    let Some(header) = table.first() else {
+        return Vec::new();
+    };
+    let col = |name: &str| header.iter().position(|h| h == name);
+    let mut out = Vec::new();
+    for r in table.iter().skip(1) {
+        let get = |name: &str| col(name).and_then(|i| r.get(i)).map(|v| v.trim());
+        let num = |name: &str| get(name).and_then(|v| v.parse::<f64>().ok());
+        if get("mode") != Some("disagg") {
+            continue;
+        }
+        let (Some(isl), Some(osl), Some(ttft), Some(tpot)) = (
+            num("isl"),
+            num("osl"),
+            num("silicon_ttft_ms"),
+            num("silicon_tpot_ms"),
+        ) else {
+            continue;
+        };
+        let pool = |p: &str| {
+            let tp = num(&format!("{p}_tp_size")).unwrap_or(1.0).max(1.0) as u64;
+            let dp = dp_ranks(
+                tp as f64,
+                num(&format!("{p}_attention_dp_size")),
+                num(&format!("{p}_moe_tp_size")),
+                num(&format!("{p}_moe_ep_size")),
+            );
+            let workers = num(&format!("{p}_num_workers")).unwrap_or(1.0).max(1.0) as u64;
+            (
+                Layout {
+                    tp,
+                    dp,
+                    ep: dp > 1,
+                    ..Layout::default()
+                },
+                workers,
+            )
+        };
+        let ((prefill, x), (decode, y)) = (pool("prefill"), pool("decode"));
+        // The decode batch of the whole decode pool: the requests in flight.
+        let concurrency = num("decode_batch_size").unwrap_or(1.0).max(1.0) as u64;
+        let base = SiliconRow {
+            id: get("id").unwrap_or_default().to_string(),
+            model: get("model_path").unwrap_or_default().to_string(),
+            checkpoint: resolve_checkpoint(get("model_path").unwrap_or_default(), configs),
+            gpu: get("system").unwrap_or_default().to_string(),
+            weights: get("gemm_quant_mode")
+                .filter(|q| !q.is_empty())
+                .map(str::to_string),
+            expert_weights: get("moe_quant_mode")
+                .filter(|q| !q.is_empty())
+                .map(str::to_string),
+            isl,
+            osl,
+            concurrency,
+            tp: decode.tp,
+            pp: 1,
+            dp: decode.dp,
+            ep: decode.ep,
+            recipe: recipe_of(get("backend_version")),
+            ttft: ttft * 1e-3,
+            tpot: tpot * 1e-3,
+        };
+        out.push(DisaggRow {
+            base,
+            split: PoolSplit {
+                prefill,
+                prefill_replicas: x,
+                decode,
+                decode_replicas: y,
+            },
+            concurrency,
+        });
+    }
+    out
+}
+
+/// dic's disaggregated prediction of a row: (TTFT, TPOT) in seconds.
+pub fn predict_disagg(r: &DisaggRow) -> Option<(f64, f64)> {
+    let mut s = scenario(&r.base)?;
+    let gpus = r.split.gpus();
+    s.topology.gpus_per_node = gpus.max(8);
+    s.topology.scale_up_domain = gpus.max(8);
+    let p = disagg::predict(&s, &r.split, &FITTED)?;
+    Some((p.prediction.ttft, p.prediction.tpot))
+}
+
+/// The disaggregated rows against dic's prediction, as a Markdown table.
+pub fn disagg_table(rows: &[DisaggRow]) -> String {
+    let mut out = String::from(
+        "## Disaggregated prefill/decode (vllm-silicon, `mode = disagg`)\n\n\
+Pools as measured (prefill and decode engines, TP and attention DP each), closed loop with the\n\
+decode pool's batch in flight (read as the whole pool's: per engine it would not fit the KV\n\
+cache of row 3); dic's `analysis::disagg`, nothing fitted on these rows.\n\n\
+| row | model | GPU | pools | in flight | TTFT ms (measured / dic / error) | TPOT ms (measured / dic / error) |\n\
+|---|---|---|---|---:|---|---|\n",
+    );
+    for (i, r) in rows.iter().enumerate() {
+        let pools = format!(
+            "{}P (tp {} × dp {}) + {}D (tp {} × dp {})",
+            r.split.prefill_replicas,
+            r.split.prefill.tp,
+            r.split.prefill.dp,
+            r.split.decode_replicas,
+            r.split.decode.tp,
+            r.split.decode.dp
+        );
+        let cell = |m: f64, p: Option<f64>| match p {
+            Some(p) if p.is_finite() => {
+                format!(
+                    "{:.1} / {:.1} / {:+.0}%",
+                    m * 1e3,
+                    p * 1e3,
+                    (p / m - 1.0) * 100.0
+                )
+            }
+            _ => format!("{:.1} / — / —", m * 1e3),
+        };
+        let p = predict_disagg(r);
+        out.push_str(&format!(
+            "| {} | {} | {} | {pools} | {} | {} | {} |\n",
+            i + 1,
+            model_label(&r.base),
+            r.base.gpu,
+            r.concurrency,
+            cell(r.base.ttft, p.map(|x| x.0)),
+            cell(r.base.tpot, p.map(|x| x.1)),
+        ));
+    }
+    out
+}

@@ -1,0 +1,380 @@
+//! `calibration/errors.md`'s vLLM section ([`silicon_table`]), and the TTFT split into
+//! the part TP shortens and the part it does not ([`tp_split`]).
+
+use super::{
+    model_label, predict_run, regime, row_error, scenario, stats, SiliconFit, SiliconRow,
+    REQUESTS_PER_SLOT,
+};
+use dic_compiler::analysis::perf::PerfConstants;
+
+/// Errors of one evaluation, as (TTFT, TPOT) per row.
+type RowErrors = [Option<(f64, f64)>];
+
+/// The TTFT errors of an evaluation.
+fn ttft(e: &RowErrors) -> Vec<Option<f64>> {
+    e.iter().map(|x| x.map(|x| x.0)).collect()
+}
+
+/// The TPOT errors of an evaluation.
+fn tpot(e: &RowErrors) -> Vec<Option<f64>> {
+    e.iter().map(|x| x.map(|x| x.1)).collect()
+}
+
+/// A share as a percentage with one decimal.
+fn pct(v: f64) -> String {
+    format!("{:.1}%", v * 100.0)
+}
+
+/// A signed share as a percentage with one decimal.
+fn signed(v: f64) -> String {
+    format!("{:+.1}%", v * 100.0)
+}
+
+/// `calibration/errors.md`'s vLLM section: the fitted constants, the errors on the
+/// training rows and in cross-validation, the breakdown by GPU, model, format and load,
+/// and every row. `logo` and `lomo` are [`super::cross_validate`]'s errors leaving one GPU and
+/// one model out.
+pub fn silicon_table(
+    rows: &[SiliconRow],
+    skipped: usize,
+    fit: &SiliconFit,
+    logo: &RowErrors,
+    lomo: &RowErrors,
+) -> String {
+    let fitted: Vec<Option<(f64, f64)>> = rows.iter().map(|r| row_error(r, fit)).collect();
+    let mut out = String::new();
+    preamble(&mut out, rows, skipped, &fit.constants);
+    summary(&mut out, &fitted, logo, lomo);
+    by_gpu_and_dense_tp(&mut out, rows, &fitted);
+    tp_split_section(&mut out, rows, fit);
+    moe_layouts(&mut out, rows, &fitted);
+    every_row(&mut out, rows, fit);
+    out
+}
+
+/// The section's opening: the rows read, the fitted constants, how rows are predicted
+/// and scored, and the rows no constant meets.
+fn preamble(out: &mut String, rows: &[SiliconRow], skipped: usize, c: &PerfConstants) {
+    out.push_str("## vLLM measured end to end\n\n");
+    out.push_str(&format!(
+        "../shared/calibration/vllm-silicon/vllm-silicon-train.csv: {} aggregated-serving rows ({skipped} skipped: \
+disaggregated or incomplete); closed loop at a fixed number of requests in flight, mean TTFT and TPOT.\n\n",
+        rows.len()
+    ));
+    out.push_str(&format!(
+        "Fitted constants (`perf::FITTED`): memory efficiency {:.3}, compute efficiency {:.3}, step overhead \
+{:.2} ms, MoE layer {:.2} × its fused-MoE kernel, overhead per sequence per layer {:.2} µs, request latency {:.1} ms and {:.1} µs per prompt token, \
+CPU time per layer of a step without CUDA graphs {:.0} µs. Each run is {} requests per slot of concurrency \
+(`silicon::REQUESTS_PER_SLOT`, both sources' convention; it weighs the first wave, which arrives at once and \
+passes the front end one request at a time, `perf::front_paced_burst`).\n\n",
+        c.memory_efficiency,
+        c.compute_efficiency,
+        c.step_overhead * 1e3,
+        1.0 + c.moe_layer_factor,
+        c.sequence_layer_overhead * 1e6,
+        c.request_latency * 1e3,
+        c.prompt_token_latency * 1e6,
+        c.eager_layer_time * 1e6,
+        REQUESTS_PER_SLOT
+    ));
+    out.push_str("Rows are predicted as they were measured (`silicon::Recipe`): the InferenceX rows (no \
+`backend_version`) with that benchmark's published recipe — FP8 KV cache, 8192 tokens per step, `--max-num-seqs` \
+the concurrency on Hopper and 512 on B200, whose mixed steps run without CUDA graphs (`FULL_DECODE_ONLY`), \
+0.9 of the GPU's memory, requests 0.9 × the stated lengths on average (lengths drawn from [0.8, 1] × stated) — and AIConfigurator's own \
+rows with the stated lengths and the defaults of the vLLM release they state (0.12: 0.9 of the GPU's memory, where 0.33 \
+takes 0.92).\n\n");
+    out.push_str("Error = predicted / measured − 1. Median and 90th percentile of |error|; bias = median signed error. \
+A row dic's memory model says cannot run counts as not modelled. The fit minimises the mean |log error| of TTFT and \
+TPOT, each capped at 1 (a factor of e) so that the few rows off by far more do not set the constants for the rest.\n\n");
+    out.push_str("Llama-3.1-8B-Instruct-FP8's prompt-heavy rows are slower in dic than measured by 2–3×, and cannot be met \
+by any constant: at TP 8, 8000 tokens in and 100 out, 40 in flight, the measured TTFT (169.8 ms) and TPOT (7.46 ms) \
+imply by Little's law 43.7 requests/s, so about 2,600 prompt tokens in every 7.46 ms step; their 64 all-reduces of \
+21 MB take 0.11 ms each on 8 H200s in the measured kernel tables, 7.0 ms of the step before any GEMM runs. The \
+run must have prefilled less than it states (a prefix cache hit, shorter prompts). Its decode-bound row \
+(4000 × 2000 at 128 in flight, an FP8 cache) is 34% slow in dic: with the cache read at the decode-attention tables' \
+FP8 rate (`perf::FP8_KV_READ_FACTOR`, FlashAttention 3 in vLLM 0.24: 0.92 × BF16's time per token) instead of at half \
+BF16's, which had it within 4%. This row (vLLM 0.12) may have run another FP8 decode kernel than the tables; the \
+InferenceX 70B rows on Hopper, also an FP8 cache, agree with the tables (TPOT bias −3% and −1%). The sweep \
+also bounds what paces a benchmark's first wave through the front end (`perf::FITTED.request_latency`): at 128 \
+in flight with 8000-token prompts its whole run's mean TTFT is 294 ms, so its first wave passed the front end \
+at 46 ms a request at most, where the fitted pacing is 175 ms (+137% → +391% median TTFT error at 49 or more in \
+flight since the wave is paced; prompts shorter than stated would explain this too). Left out of the fit and \
+still scored, they would move TTFT to 10.1 / 12.9 / 12.1% fitted / leaving one GPU / one model out, with every \
+constant within 5% of the stored fit's (they barely set them), so they stay in the fit like every other row.\n\n");
+}
+
+/// Median, p90 and bias of |error| fitted on every row and in both cross-validations.
+fn summary(out: &mut String, fitted: &RowErrors, logo: &RowErrors, lomo: &RowErrors) {
+    out.push_str("| evaluation | metric | rows | modelled | median \\|error\\| | p90 \\|error\\| | bias |\n|---|---|---|---|---|---|---|\n");
+    for (name, e) in [
+        ("fitted on every row", fitted),
+        ("leave one GPU out", logo),
+        ("leave one model out", lomo),
+    ] {
+        for (metric, v) in [("TTFT", ttft(e)), ("TPOT", tpot(e))] {
+            let s = stats(&v);
+            out.push_str(&format!(
+                "| {name} | {metric} | {} | {} | {} | {} | {} |\n",
+                s.rows,
+                s.modelled,
+                pct(s.median_abs),
+                pct(s.p90_abs),
+                signed(s.bias)
+            ));
+        }
+    }
+}
+
+/// One table row per group of rows: its key's cells (`None`: not in the table), then the
+/// group's errors.
+fn grouped(
+    out: &mut String,
+    rows: &[SiliconRow],
+    fitted: &RowErrors,
+    cells: &dyn Fn(&SiliconRow) -> Option<Vec<String>>,
+) {
+    let mut keys: Vec<Vec<String>> = rows.iter().filter_map(cells).collect();
+    keys.sort();
+    keys.dedup();
+    for k in keys {
+        let group: Vec<Option<(f64, f64)>> = rows
+            .iter()
+            .zip(fitted)
+            .filter(|(r, _)| cells(r).as_ref() == Some(&k))
+            .map(|(_, e)| *e)
+            .collect();
+        let (t, p) = (stats(&ttft(&group)), stats(&tpot(&group)));
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            k.join(" | "),
+            group.len(),
+            pct(t.median_abs),
+            signed(t.bias),
+            pct(p.median_abs),
+            signed(p.bias)
+        ));
+    }
+}
+
+/// The errors by GPU, model, format and load, and the dense rows by prompt length and TP.
+fn by_gpu_and_dense_tp(out: &mut String, rows: &[SiliconRow], fitted: &RowErrors) {
+    out.push_str("\n### By GPU, model, weight format and load (fitted on every row)\n\n");
+    out.push_str("| GPU | model | weights | load | rows | TTFT median \\|error\\| | TTFT bias | TPOT median \\|error\\| | TPOT bias |\n|---|---|---|---|---|---|---|---|---|\n");
+    grouped(out, rows, fitted, &|r| {
+        Some(vec![
+            r.gpu.clone(),
+            model_label(r).to_string(),
+            r.weights.clone().unwrap_or_else(|| "model's own".into()),
+            regime(r).to_string(),
+        ])
+    });
+    out.push_str("\n### Dense rows by GPU, model, prompt length and TP (fitted on every row)\n\n");
+    out.push_str("What is left in TTFT grows with TP, in opposite directions on B200 and on Hopper: \
+at TP 4–8, B200's 1024-token prompts come out too fast, and Llama-3.1-70B's 1024-token prompts on Hopper at \
+TP 8 too slow (the table below; Hopper's 8192-token prompts at TP 8 were +22–23% while their all-reduces were \
+charged a ring's bytes, before the NVSwitch's reduction, `comm::nvls_all_reduce`). The terms that do \
+not shrink with TP — the front end's latency per request and per prompt token, the CPU's launches of a step \
+without CUDA graphs (`perf::FITTED.eager_layer_time` per layer, which sets a 1024-token prompt's step at TP \
+4–8), the all-reduces — are each one constant or one measured table for every GPU, and the rows want them \
+larger on B200, whose InferenceX recipe runs every step with a prompt chunk without graphs \
+(`FULL_DECODE_ONLY`), than on Hopper (the split below). The hosts' CPUs, which the rows do not state, may \
+differ too. No term here tells these apart; leaving B200 out, the Hopper rows alone leave `eager_layer_time` \
+where the fit starts and put the latency per prompt token at 10 µs.\n\n");
+    out.push_str("| GPU | model | prompt | TP | rows | TTFT median \\|error\\| | TTFT bias | TPOT median \\|error\\| | TPOT bias |\n|---|---|---|---|---|---|---|---|---|\n");
+    grouped(out, rows, fitted, &|r| {
+        (r.dp <= 1 && !r.checkpoint.as_ref()?.is_moe()).then(|| {
+            vec![
+                r.gpu.clone(),
+                model_label(r).to_string(),
+                format!("{:>5}", r.isl as u64),
+                format!("{}", r.tp),
+            ]
+        })
+    });
+}
+
+/// TTFT split into `a + b / TP`, measured and predicted ([`tp_split_table`]).
+fn tp_split_section(out: &mut String, rows: &[SiliconRow], fit: &SiliconFit) {
+    out.push_str("\n### TTFT split into the part TP shortens and the part it does not (fitted on every row)\n\n");
+    out.push_str("Each load (prompt, output and requests in flight, up to 16) measured at three or more TPs is fitted \
+as `a + b / TP` (`silicon::tp_split`, least squares), measured and predicted; the table gives the medians over each \
+group's loads. `b / TP` is the sharded GPU work and `a` what more GPUs do not shorten: the front end, the CPU's \
+launches, most of the all-reduces, queueing. Where the two `b` agree and the two `a` do not, the miss is in the \
+terms that do not shrink with TP, which are one constant or one measured table for every GPU. (When this \
+table was added, at 8192 tokens the two `b` agreed within 7% on every GPU while predicted `a` was high on \
+Hopper; B200's 1024-token TTFT hardly depended on TP, an `a` dic undershot; Qwen3-32B's 4096-token prompts were \
+the one group with a short `b`.)\n\n");
+    out.push_str("| GPU | model | weights | prompt | loads | measured a | predicted a | measured b | predicted b |\n|---|---|---|---|---|---|---|---|---|\n");
+    for t in tp_split_table(rows, fit) {
+        out.push_str(&format!(
+            "| {} | {} | {} | {:>5} | {} | {:.0} ms | {:.0} ms | {:.0} ms | {:.0} ms |\n",
+            t.gpu,
+            t.model,
+            t.weights,
+            t.isl,
+            t.loads,
+            t.measured.0 * 1e3,
+            t.predicted.0 * 1e3,
+            t.measured.1 * 1e3,
+            t.predicted.1 * 1e3
+        ));
+    }
+}
+
+/// The MoE rows by layout.
+fn moe_layouts(out: &mut String, rows: &[SiliconRow], fitted: &RowErrors) {
+    out.push_str("\n### MoE rows by layout (fitted on every row)\n\n");
+    out.push_str("DP ranks are one vLLM engine whose MoE layers step in lockstep (`perf::StepModel::lockstep`).\n\n");
+    out.push_str("| model | layout | rows | TTFT median \\|error\\| | TTFT bias | TPOT median \\|error\\| | TPOT bias |\n|---|---|---|---|---|---|---|\n");
+    grouped(out, rows, fitted, &|r| {
+        let s = scenario(r)?;
+        s.model
+            .is_moe()
+            .then(|| vec![model_label(r).to_string(), s.layout.to_string()])
+    });
+}
+
+/// Every row, measured and predicted.
+fn every_row(out: &mut String, rows: &[SiliconRow], fit: &SiliconFit) {
+    out.push_str("\n### Every row (fitted on every row)\n\n");
+    out.push_str(
+        "| id | TTFT measured | predicted | TPOT measured | predicted |\n|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let p = predict_run(r, fit);
+        let (pt, pp) = match p {
+            Some((t, p)) => (format!("{:.1} ms", t * 1e3), format!("{:.2} ms", p * 1e3)),
+            None => ("does not fit".into(), "—".into()),
+        };
+        out.push_str(&format!(
+            "| {} | {:.1} ms | {pt} | {:.2} ms | {pp} |\n",
+            r.id,
+            r.ttft * 1e3,
+            r.tpot * 1e3
+        ));
+    }
+}
+
+/// TTFT split by how it scales with TP: `a + b / TP`, least squares over the TPs of one
+/// load (a dense model's rows that differ only in TP). `a` is what more GPUs do not
+/// shorten — the front end, the CPU's launches, most of the all-reduces, queueing
+/// behind them — and `b / TP` the sharded GPU work. `None` with fewer than two TPs.
+pub fn tp_split(points: &[(u64, f64)]) -> Option<(f64, f64)> {
+    if distinct_tps(points) < 2 {
+        return None;
+    }
+    let n = points.len() as f64;
+    let x = |tp: u64| 1.0 / tp.max(1) as f64;
+    let mx = points.iter().map(|p| x(p.0)).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (x(p.0) - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (x(p.0) - mx) * (p.1 - my)).sum();
+    let b = sxy / sxx;
+    Some((my - b * mx, b))
+}
+
+/// How many different TPs `points` (TP, TTFT) were measured at.
+fn distinct_tps(points: &[(u64, f64)]) -> usize {
+    let mut tps: Vec<u64> = points.iter().map(|p| p.0).collect();
+    tps.sort();
+    tps.dedup();
+    tps.len()
+}
+
+/// One row of the TP-split table: a group's measured and predicted `(a, b)` of
+/// [`tp_split`], in seconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TpSplitRow {
+    pub gpu: String,
+    pub model: String,
+    pub weights: String,
+    pub isl: f64,
+    /// Loads (prompt × output × concurrency) with three or more TPs, all modelled.
+    pub loads: usize,
+    pub measured: (f64, f64),
+    pub predicted: (f64, f64),
+}
+
+/// [`tp_split`] of every load of a dense model at up to 16 requests in flight (below the
+/// KV cache's and the batch's caps, where admission waits swamp the split) that was
+/// measured at three or more TPs, measured and as `fit` predicts it; the median `a` and
+/// `b` over each GPU, model, weight format and prompt length's loads.
+pub fn tp_split_table(rows: &[SiliconRow], fit: &SiliconFit) -> Vec<TpSplitRow> {
+    type Load = (String, String, String, u64, u64, u64);
+    let mut loads: std::collections::BTreeMap<Load, Vec<(u64, f64, f64)>> = Default::default();
+    for r in rows {
+        let dense = r.checkpoint.as_ref().is_some_and(|m| !m.is_moe());
+        if !dense || r.dp > 1 || r.pp > 1 || r.concurrency > 16 {
+            continue;
+        }
+        let Some((ttft, _)) = predict_run(r, fit) else {
+            continue;
+        };
+        let key = (
+            r.gpu.clone(),
+            model_label(r).to_string(),
+            r.weights.clone().unwrap_or_else(|| "model's own".into()),
+            r.isl as u64,
+            r.osl as u64,
+            r.concurrency,
+        );
+        loads.entry(key).or_default().push((r.tp, r.ttft, ttft));
+    }
+    type Group = (String, String, String, u64);
+    let mut groups: std::collections::BTreeMap<Group, Vec<[f64; 4]>> = Default::default();
+    for ((gpu, model, weights, isl, _, _), points) in loads {
+        let measured: Vec<(u64, f64)> = points.iter().map(|p| (p.0, p.1)).collect();
+        if distinct_tps(&measured) < 3 {
+            continue;
+        }
+        let predicted: Vec<(u64, f64)> = points.iter().map(|p| (p.0, p.2)).collect();
+        if let (Some(m), Some(p)) = (tp_split(&measured), tp_split(&predicted)) {
+            groups
+                .entry((gpu, model, weights, isl))
+                .or_default()
+                .push([m.0, m.1, p.0, p.1]);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((gpu, model, weights, isl), splits)| {
+            let med = |i: usize| crate::median(splits.iter().map(|s| s[i]).collect());
+            TpSplitRow {
+                gpu,
+                model,
+                weights,
+                isl: isl as f64,
+                loads: splits.len(),
+                measured: (med(0), med(1)),
+                predicted: (med(2), med(3)),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tp_split_is_least_squares_in_one_over_tp() {
+        // exactly 100 ms + 800 ms / TP at TP 1, 2, 4, 8
+        let exact: Vec<(u64, f64)> = [1, 2, 4, 8]
+            .iter()
+            .map(|&tp| (tp, 0.1 + 0.8 / tp as f64))
+            .collect();
+        let (a, b) = tp_split(&exact).unwrap();
+        assert!(
+            (a - 0.1).abs() < 1e-12 && (b - 0.8).abs() < 1e-12,
+            "{a} {b}"
+        );
+        // two points at TP 2 and 4 (x = 1/2, 1/4): the line through them
+        let (a, b) = tp_split(&[(2, 0.5), (4, 0.3)]).unwrap();
+        assert!(
+            (b - 0.8).abs() < 1e-12 && (a - 0.1).abs() < 1e-12,
+            "{a} {b}"
+        );
+        // one TP, however many rows: no split
+        assert!(tp_split(&[(4, 0.3), (4, 0.31)]).is_none());
+    }
+}

@@ -51,8 +51,9 @@ pub fn code_only(text: &str) -> String {
             i += 1;
         } else if c[i] == '\'' {
             // A character literal ('x', '\n', '\u{1F600}') or a lifetime ('a).
+            // After a backslash the escaped character is skipped: '\'' ends at its last quote.
             let literal_end = if next == Some('\\') {
-                (i + 2..c.len()).find(|&j| c[j] == '\'')
+                (i + 3..c.len()).find(|&j| c[j] == '\'')
             } else if c.get(i + 2) == Some(&'\'') {
                 Some(i + 2)
             } else {
@@ -265,17 +266,19 @@ pub fn functions(lexed: &Lexed) -> Vec<(String, usize)> {
 }
 
 #[test]
-pub fn code_only_blanks_comments_and_literals() {
+fn code_only_blanks_comments_and_literals() {
     let code =
         code_only("let a = \"{ // }\"; // }\n/* { /* } */ */ let b = '{'; 'a: loop {}\nr#\"}\"#");
     assert_eq!(code.matches('{').count(), 1, "{code}");
     assert_eq!(code.matches('}').count(), 1, "{code}");
     assert_eq!(code.lines().count(), 3);
     assert!(code.contains("'a: loop"));
+    // An escaped quote inside a character literal does not end it.
+    assert!(!code_only("let v = ['\\'','}'];").contains('}'));
 }
 
 #[test]
-pub fn functions_are_measured_from_fn_to_brace_and_tests_skipped() {
+fn functions_are_measured_from_fn_to_brace_and_tests_skipped() {
     let src = "fn a() {\n  let x = \"}\";\n}\ntrait T { fn b(&self); }\n#[cfg(test)]\nmod tests {\n  fn c() {\n  }\n}\n#[test]\nfn d() {}\nfn e(f: fn(u8) -> u8) -> u8 where u8: Copy {\n\n}";
     let fns = functions(&lex(src));
     assert_eq!(fns, vec![("a".to_string(), 3), ("e".to_string(), 3)]);

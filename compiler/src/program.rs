@@ -639,12 +639,12 @@ pub struct SpeculativeOptions {
     /// The draft model of `method = draft_model`.
     pub draft: Option<DefId>,
     pub tokens: u64,
-    /// Chance each drafted token is accepted.
+    /// vLLM's acceptance rate: accepted ÷ drafted tokens.
     pub acceptance: f64,
 }
 
 impl SpeculativeOptions {
-    /// Default acceptance per drafted token, by method. [heuristic: typical chat-traffic
+    /// Default acceptance rate (accepted ÷ drafted), by method. [heuristic: typical chat-traffic
     /// rates that EAGLE-3, DeepSeek-V3's MTP and prompt-lookup papers and vLLM's blog
     /// report at 2–3 drafted tokens; they move with the task, so the field says measure.]
     pub fn default_acceptance(method: &str) -> f64 {

@@ -289,6 +289,13 @@ mod tests {
             .0
     }
 
+    /// The one parsed row of `kind`.
+    fn of_kind(rows: &[MeasuredMoe], kind: MatmulKind) -> &MeasuredMoe {
+        rows.iter()
+            .find(|r| r.kind == kind)
+            .unwrap_or_else(|| panic!("no {kind:?} row in {rows:?}"))
+    }
+
     #[test]
     fn the_fastest_backend_of_each_shape_is_kept_and_per_tensor_fp8_is_not() {
         let csv = "version,op_name,kernel_source,moe_dtype,num_tokens,hidden_size,inter_size,topk,num_experts,moe_tp_size,moe_ep_size,distribution,latency\n\
@@ -299,17 +306,11 @@ mod tests {
 0.24.0,moe,vllm_unquantizedfusedmoe_triton_tritonexperts,bfloat16,64,4096,1536,8,128,1,4,power_law_1.01,0.50\n";
         let rows = parse_moe_table(csv, &gpu());
         assert_eq!(rows.len(), 2, "{rows:?}");
-        let bf16 = rows
-            .iter()
-            .find(|r| r.kind == MatmulKind::Bf16)
-            .expect("bf16");
+        let bf16 = of_kind(&rows, MatmulKind::Bf16);
         assert_eq!(bf16.call.local_experts, 32.0);
         assert_eq!(bf16.call.width, 1536.0);
         assert_eq!(bf16.call.bytes_per_param, 2.0);
-        let fp8 = rows
-            .iter()
-            .find(|r| r.kind == MatmulKind::Fp8)
-            .expect("fp8");
+        let fp8 = of_kind(&rows, MatmulKind::Fp8);
         assert!((fp8.seconds - 0.30e-3).abs() < 1e-15);
         assert_eq!(fp8.call.width, 768.0);
         assert_eq!(fp8.call.local_experts, 128.0);
@@ -328,16 +329,10 @@ mod tests {
         let g = gpu();
         let rows = parse_moe_table(csv, &g);
         assert_eq!(rows.len(), 2, "{rows:?}");
-        let int4 = rows
-            .iter()
-            .find(|r| r.kind == MatmulKind::Int4W16)
-            .expect("int4");
+        let int4 = of_kind(&rows, MatmulKind::Int4W16);
         assert_eq!(int4.call.bytes_per_param, 0.5 + 2.0 / 128.0);
         assert_eq!(int4.peak, g.bf16);
-        let mxfp4 = rows
-            .iter()
-            .find(|r| r.kind == MatmulKind::Mxfp4W16)
-            .expect("mxfp4");
+        let mxfp4 = of_kind(&rows, MatmulKind::Mxfp4W16);
         assert_eq!(mxfp4.call.bytes_per_param, 0.5 + 1.0 / 32.0);
         assert!((mxfp4.seconds - 0.30e-3).abs() < 1e-15);
     }

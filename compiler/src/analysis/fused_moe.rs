@@ -267,21 +267,27 @@ pub fn moe_time(gpu: &GpuSpec, format: &str, call: &MoeCall) -> MoeTime {
 mod tests {
     use super::*;
 
-    /// Qwen3-235B-A22B's experts at TP 2 (hidden 4 096, 128 experts of width 1 536 split in
-    /// two, top 8), block FP8, 8 192 tokens on an H200, by hand from Hopper's FP8 curve.
-    #[test]
-    fn a_prompt_chunk_through_qwen3_moe_by_hand() {
-        let (h200, _) = crate::analysis::catalog::gpu("NVIDIA H200").expect("catalog");
-        let call = MoeCall {
-            tokens: 8192.0,
+    /// A call through Qwen3-235B-A22B's experts at TP 2 (hidden 4 096, 128 experts of
+    /// width 1 536 split in two, top 8) of `tokens`, weights of `bytes_per_param`.
+    fn qwen3_moe_at_tp2(tokens: f64, bytes_per_param: f64) -> MoeCall {
+        MoeCall {
+            tokens,
             top_k: 8.0,
             experts: 128.0,
             local_experts: 128.0,
             hidden: 4096.0,
             width: 768.0,
             matrices: 3.0,
-            bytes_per_param: 1.0,
-        };
+            bytes_per_param,
+        }
+    }
+
+    /// Qwen3-235B-A22B's experts at TP 2, block FP8, 8 192 tokens on an H200, by hand from
+    /// Hopper's FP8 curve.
+    #[test]
+    fn a_prompt_chunk_through_qwen3_moe_by_hand() {
+        let (h200, _) = crate::analysis::catalog::gpu("NVIDIA H200").expect("catalog");
+        let call = qwen3_moe_at_tp2(8192.0, 1.0);
         let flops = 2.0 * 8192.0 * 8.0 * 3.0 * 4096.0 * 768.0;
         assert!((call.flops() - flops).abs() < 1.0);
         // Every expert is touched by 8 192 tokens.
@@ -306,16 +312,7 @@ mod tests {
     fn weight_only_4_bit_experts_run_on_their_own_curves() {
         let (h200, _) = crate::analysis::catalog::gpu("NVIDIA H200").expect("catalog");
         let (b200, _) = crate::analysis::catalog::gpu("NVIDIA B200").expect("catalog");
-        let call = MoeCall {
-            tokens: 256.0,
-            top_k: 8.0,
-            experts: 128.0,
-            local_experts: 128.0,
-            hidden: 4096.0,
-            width: 768.0,
-            matrices: 3.0,
-            bytes_per_param: 0.5 + 2.5 / 128.0,
-        };
+        let call = qwen3_moe_at_tp2(256.0, 0.5 + 2.5 / 128.0);
         for (gpu, format, family, kind) in [
             (&h200, "awq", KernelFamily::Hopper, MatmulKind::Int4W16),
             (&h200, "int4", KernelFamily::Hopper, MatmulKind::Int4W16),

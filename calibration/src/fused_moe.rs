@@ -3,7 +3,9 @@
 //! weight kind, and their residuals per GPU for `calibration/errors.md`.
 //!
 //! Each table times vLLM 0.24's fused-MoE backends by shape (tokens, hidden, expert
-//! width, top-k, experts, MoE TP and EP) and routing (balanced or power-law skewed). The
+//! width, top-k, experts, MoE TP and EP), weight format (BF16, block FP8, NVFP4, and the
+//! weight-only `int4_wo` and `w4a16_mxfp4`, each a kind of its own) and routing (balanced
+//! or power-law skewed). The
 //! fit keeps the power-law routing of exponent 1.01 (real routers are skewed; balanced
 //! routing runs 5–15% faster) and, per shape, the fastest backend of the format — what a
 //! deployment that lets vLLM pick its backend runs — except ModelOpt's per-tensor FP8
@@ -23,9 +25,10 @@
 //! 7.0%), so the curves keep the independent reading.
 
 use crate::silicon::stats;
-use dic_compiler::analysis::fused_moe::{call_time, FusedMoeCurve, MoeCall, CURVES};
-use dic_compiler::analysis::gemm::{kind_of, KernelFamily, MatmulKind};
+use dic_compiler::analysis::fused_moe::{call_time, expert_kind, FusedMoeCurve, MoeCall, CURVES};
+use dic_compiler::analysis::gemm::{KernelFamily, MatmulKind};
 use dic_compiler::analysis::scenario::GpuSpec;
+use dic_compiler::analysis::weights::weight_bytes;
 use std::collections::BTreeMap;
 
 /// One measured call: the kind it ran as, its shape, the GPU's peak for the kind and its
@@ -85,6 +88,13 @@ pub fn parse_moe_table(csv: &str, gpu: &GpuSpec) -> Vec<MeasuredMoe> {
             Some(&"fp8_block") | Some(&"fp8") => ("fp8", 1.0),
             // 4-bit values with one FP8 scale per 16.
             Some(&"nvfp4") => ("nvfp4", 0.5 + 1.0 / 16.0),
+            // Weight-only 4-bit experts × 16-bit activations: symmetric INT4 (Marlin, one
+            // 16-bit scale per 128) and MXFP4 (one 8-bit scale per 32).
+            Some(&"int4_wo") => ("int4", weight_bytes("int4")),
+            Some(&"w4a16_mxfp4") => ("mxfp4", weight_bytes("mxfp4")),
+            // B200's MXFP4 × MXFP8 kernel (`w4a8_mxfp4_mxfp8`) runs only where an
+            // environment variable asks for it (VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8), which
+            // no dic setting does: not a curve the step model would use.
             _ => continue,
         };
         let int = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
@@ -102,7 +112,7 @@ pub fn parse_moe_table(csv: &str, gpu: &GpuSpec) -> Vec<MeasuredMoe> {
         let Some(ms) = f.get(lat).and_then(|v| v.parse::<f64>().ok()) else {
             continue;
         };
-        let (kind, peak) = kind_of(gpu, format);
+        let (kind, peak) = expert_kind(gpu, format);
         let (tp, ep) = (tp.max(1), ep.max(1));
         let measured = MeasuredMoe {
             kind,
@@ -224,7 +234,13 @@ pub fn moe_table(tables: &[MoeTable]) -> String {
         "| GPU | kernel | shapes | median \\|error\\| | p90 \\|error\\| | bias | ≥ 32 tokens per expert: median \\|error\\| | bias |\n|---|---|---|---|---|---|---|---|\n",
     );
     for (gpu, family, rows) in tables {
-        for kind in [MatmulKind::Bf16, MatmulKind::Fp8, MatmulKind::Fp4] {
+        for kind in [
+            MatmulKind::Bf16,
+            MatmulKind::Fp8,
+            MatmulKind::Fp4,
+            MatmulKind::Int4W16,
+            MatmulKind::Mxfp4W16,
+        ] {
             let Some((_, _, c)) = CURVES.iter().find(|(f, k, _)| f == family && *k == kind) else {
                 continue;
             };
@@ -273,6 +289,13 @@ mod tests {
             .0
     }
 
+    /// The one parsed row of `kind`.
+    fn of_kind(rows: &[MeasuredMoe], kind: MatmulKind) -> &MeasuredMoe {
+        rows.iter()
+            .find(|r| r.kind == kind)
+            .unwrap_or_else(|| panic!("no {kind:?} row in {rows:?}"))
+    }
+
     #[test]
     fn the_fastest_backend_of_each_shape_is_kept_and_per_tensor_fp8_is_not() {
         let csv = "version,op_name,kernel_source,moe_dtype,num_tokens,hidden_size,inter_size,topk,num_experts,moe_tp_size,moe_ep_size,distribution,latency\n\
@@ -283,20 +306,35 @@ mod tests {
 0.24.0,moe,vllm_unquantizedfusedmoe_triton_tritonexperts,bfloat16,64,4096,1536,8,128,1,4,power_law_1.01,0.50\n";
         let rows = parse_moe_table(csv, &gpu());
         assert_eq!(rows.len(), 2, "{rows:?}");
-        let bf16 = rows
-            .iter()
-            .find(|r| r.kind == MatmulKind::Bf16)
-            .expect("bf16");
+        let bf16 = of_kind(&rows, MatmulKind::Bf16);
         assert_eq!(bf16.call.local_experts, 32.0);
         assert_eq!(bf16.call.width, 1536.0);
         assert_eq!(bf16.call.bytes_per_param, 2.0);
-        let fp8 = rows
-            .iter()
-            .find(|r| r.kind == MatmulKind::Fp8)
-            .expect("fp8");
+        let fp8 = of_kind(&rows, MatmulKind::Fp8);
         assert!((fp8.seconds - 0.30e-3).abs() < 1e-15);
         assert_eq!(fp8.call.width, 768.0);
         assert_eq!(fp8.call.local_experts, 128.0);
+    }
+
+    /// The weight-only 4-bit rows (Marlin's INT4, MXFP4 × 16-bit) are kept, each under
+    /// its own kind at the 16-bit peak with its own bytes per weight; the MXFP4 × MXFP8
+    /// backend is not.
+    #[test]
+    fn weight_only_4_bit_rows_are_fitted_under_their_own_kinds() {
+        let csv = "version,op_name,kernel_source,moe_dtype,num_tokens,hidden_size,inter_size,topk,num_experts,moe_tp_size,moe_ep_size,distribution,latency\n\
+0.24.0,moe,vllm_compressedtensorswna16marlinmoe_marlin_marlinexperts,int4_wo,64,4096,1536,8,128,1,1,power_law_1.01,0.40\n\
+0.24.0,moe,vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts,w4a16_mxfp4,64,4096,1536,8,128,1,1,power_law_1.01,0.35\n\
+0.24.0,moe,vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic,w4a16_mxfp4,64,4096,1536,8,128,1,1,power_law_1.01,0.30\n\
+0.24.0,moe,vllm_mxfp4moe_flashinfer_trtllm_mxfp4_mxfp8_trtllmmxfp4expertsmodular,w4a8_mxfp4_mxfp8,64,4096,1536,8,128,1,1,power_law_1.01,0.10\n";
+        let g = gpu();
+        let rows = parse_moe_table(csv, &g);
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        let int4 = of_kind(&rows, MatmulKind::Int4W16);
+        assert_eq!(int4.call.bytes_per_param, 0.5 + 2.0 / 128.0);
+        assert_eq!(int4.peak, g.bf16);
+        let mxfp4 = of_kind(&rows, MatmulKind::Mxfp4W16);
+        assert_eq!(mxfp4.call.bytes_per_param, 0.5 + 1.0 / 32.0);
+        assert!((mxfp4.seconds - 0.30e-3).abs() < 1e-15);
     }
 
     #[test]

@@ -649,7 +649,7 @@ pub struct SpeculativeOptions {
     /// The draft model of `method = draft_model`.
     pub draft: Option<DefId>,
     pub tokens: u64,
-    /// Chance each drafted token is accepted.
+    /// vLLM's acceptance rate: accepted ÷ drafted tokens.
     pub acceptance: f64,
 }
 

@@ -621,7 +621,7 @@ pub static SPECULATIVE_FIELDS: &[Field] = &[
     f!("source", Ty::Str(TextRule::Argument), "the EAGLE head's checkpoint (a Hugging Face repository or a path); `--spec-model`"),
     f!("draft", Ty::Ref(Kind::Model), "with `method = draft_model`: the draft model (its weights and KV cache share the GPUs; its `hf` is `--spec-model`)"),
     f!("tokens", Ty::Int { min: 1, max: 16 }, concat!("tokens drafted per step (`--spec-tokens`, default ", vllm_default!(spec_tokens), ")")),
-    f!("acceptance", Ty::Quantity(D::Ratio, Range::closed(0.0, 0.99)), concat!("chance that each drafted token is accepted, as vLLM's `vllm:spec_decode_num_accepted_tokens` ÷ drafted measure it on your traffic (default: eagle3 ", dic_default!(acceptance_eagle3), "%, eagle ", dic_default!(acceptance_eagle), "%, mtp ", dic_default!(acceptance_mtp), "%, draft_model ", dic_default!(acceptance_draft_model), "%, ngram ", dic_default!(acceptance_ngram), "%; they vary with the task: measure)")),
+    f!("acceptance", Ty::Quantity(D::Ratio, Range::closed(0.0, 0.99)), concat!("vLLM's acceptance rate on your traffic: accepted ÷ drafted tokens (`vllm:spec_decode_num_accepted_tokens` ÷ `vllm:spec_decode_num_draft_tokens`), so a step advances 1 + acceptance × tokens (default: eagle3 ", dic_default!(acceptance_eagle3), "%, eagle ", dic_default!(acceptance_eagle), "%, mtp ", dic_default!(acceptance_mtp), "%, draft_model ", dic_default!(acceptance_draft_model), "%, ngram ", dic_default!(acceptance_ngram), "%; they vary with the task: measure)")),
 ];
 
 /// vLLM 0.33's speculative methods that dic models (`--spec-method` choices).

@@ -425,7 +425,7 @@ deploy d {{ model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, eng
     let prefill = StepModel::new(&s).prefill_time(prompt, 0.0, 1.0, ctx, &FITTED);
     assert_eq!(prompt, 8000.0);
     let front = FITTED.request_latency + 8000.0 * FITTED.prompt_token_latency;
-    assert_eq!(FITTED.front_end_latency(prompt), front);
+    assert_eq!(FITTED.front_end_latency(prompt, 0.0), front);
     let expected = front + p.step.tpot / 2.0 + prefill;
     assert!((p.ttft - expected).abs() < 1e-9, "{} vs {expected}", p.ttft);
     // … and `ttft_parts` names each term
@@ -569,7 +569,7 @@ deploy d { model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, engi
     // a step of 8 prompts costs less than 8 steps of one: the decodes, overhead and
     // launches are paid once
     assert!(steps.time(8.0) < 8.0 * pf, "{steps:?}");
-    let think = FITTED.front_end_latency(prompt) + p.step.tpot / 2.0 + output * p.step.tpot;
+    let think = FITTED.front_end_latency(prompt, 0.0) + p.step.tpot / 2.0 + output * p.step.tpot;
     let t = p.ttft_parts;
     let batched = closed_loop_prefill(p.running, &steps, think);
     assert!(

@@ -102,8 +102,8 @@ model l8 = llama_3_1_70b {{ weights = fp8 }}\n\
 deploy d {{ model = l8, cluster = c, workload = w, slo = s, layout = tp 8, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
         )
     };
-    // TPOT 9 ms cannot be met at one request by tp 8 FP8 on H100.
-    let d = diagnostics(&src("30 req/s", "9 ms"));
+    // TPOT 8 ms cannot be met at one request by tp 8 FP8 on H100.
+    let d = diagnostics(&src("30 req/s", "8 ms"));
     let helps: Vec<String> = d
         .iter()
         .filter(|d| d.0 == Code::SloInfeasible)

@@ -86,7 +86,7 @@ fn the_transfer_is_the_prompt_s_kv_over_the_shared_link_and_the_prefill_pool_que
         (t.prefill, t.prefill_queue, t.kv_transfer, t.step_wait),
         (d.prefill, d.prefill_wait, d.transfer, p.tpot)
     );
-    assert_eq!(t.front_end, FITTED.front_end_latency(4000.0));
+    assert_eq!(t.front_end, FITTED.front_end_latency(4000.0, 0.0));
     assert_eq!(t.total(), p.ttft);
 }
 

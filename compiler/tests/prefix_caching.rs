@@ -94,3 +94,49 @@ fn reuse_with_prefix_caching_off_is_w0503_and_predicts_no_saving() {
         "{off_ttft} vs {none_ttft}"
     );
 }
+
+/// A 12k-token prompt of which the prefix cache holds 95% is charged for its 5% fresh
+/// tokens: by hand, the front end is the fixed request latency plus the latency per
+/// prompt token on the fresh tokens alone (0.05 × 12 000 = 600 tokens × 11.4 µs = 6.8
+/// ms, not 137 ms on the whole prompt), and its prefill is that of the fresh tokens
+/// attending to the cached ones. TTFT is then a small fraction of the uncached prompt's
+/// and its prompt-dependent parts are the fresh tokens'.
+#[test]
+fn a_mostly_cached_prompts_ttft_is_its_fresh_tokens() {
+    use dic_compiler::analysis::perf::FITTED;
+    let src = |reuse: &str| {
+        format!(
+            "import std.nodes.dgx_h100\nimport std.models.llama_3_1_70b\n\
+cluster one {{ nodes = 1 × dgx_h100 }}\n\
+workload w {{ prompt = 12k tokens, output = 200 tokens, concurrency = 1{reuse} }}\n\
+deploy d {{ model = llama_3_1_70b, cluster = one, workload = w, layout = tp 4, engine = vllm {{ max_model_len = 16k tokens }} }}\n"
+        )
+    };
+    let cached = compile(&src(", prefix_reuse = 95%"));
+    let whole = compile(&src(""));
+    let d = &cached.deployments[0];
+    let w = d.scenario.scenario.workload.unwrap();
+    assert_eq!(w.prompt, 12000.0);
+    let fresh = w.prompt - w.cached_prompt;
+    assert!((fresh - 600.0).abs() < 1e-6, "{fresh} fresh tokens");
+    let p = d.analysis.prediction.clone().unwrap();
+    let q = whole.deployments[0].analysis.prediction.clone().unwrap();
+    let front = FITTED.request_latency + FITTED.prompt_token_latency * 600.0;
+    assert!(
+        (p.ttft_parts.front_end - front).abs() < 1e-12,
+        "front end {} vs {front} by hand",
+        p.ttft_parts.front_end
+    );
+    // The whole prompt's front end and prefill are ~20× the fresh tokens'.
+    assert!(p.ttft_parts.prefill < 0.1 * q.ttft_parts.prefill, "{p:?}");
+    assert!(
+        p.ttft < 0.15 * q.ttft,
+        "TTFT {} vs {} uncached",
+        p.ttft,
+        q.ttft
+    );
+    // What the fresh tokens cost (front end per token, prefill) outweighs what the
+    // cached 95% still does (the step they wait on, the fixed latency aside).
+    let fresh_parts = FITTED.prompt_token_latency * 600.0 + p.ttft_parts.prefill;
+    assert!(fresh_parts > p.ttft_parts.step_wait, "{p:?}");
+}

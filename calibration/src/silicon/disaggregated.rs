@@ -9,7 +9,9 @@ use dic_compiler::analysis::perf::FITTED;
 use dic_compiler::program::{Layout, Model};
 
 /// One disaggregated row: the prefill and decode pools as measured, closed loop with the
-/// row's decode batch (the whole decode pool's) in flight.
+/// row's decode batch in flight: `decode_batch_size` per DP rank where the decode engine's
+/// attention is data-parallel (`decode_attention_dp_size` > 1, as the split's README
+/// says of `batch_size`), and across the decode pool's workers.
 #[derive(Debug, Clone)]
 pub struct DisaggRow {
     /// The row as an aggregated one (model, GPU, formats, lengths) for the scenario.
@@ -61,8 +63,10 @@ pub fn parse_disagg(csv: &str, configs: &dyn Fn(&str) -> Option<Model>) -> Vec<D
             )
         };
         let ((prefill, x), (decode, y)) = (pool("prefill"), pool("decode"));
-        // The decode batch of the whole decode pool: the requests in flight.
-        let concurrency = num("decode_batch_size").unwrap_or(1.0).max(1.0) as u64;
+        // The requests in flight: the decode batch per DP rank of the decode engine.
+        let concurrency = (num("decode_batch_size").unwrap_or(1.0).max(1.0)
+            * num("decode_attention_dp_size").unwrap_or(1.0).max(1.0))
+            as u64;
         let base = SiliconRow {
             id: get("id").unwrap_or_default().to_string(),
             model: get("model_path").unwrap_or_default().to_string(),
@@ -114,8 +118,9 @@ pub fn disagg_table(rows: &[DisaggRow]) -> String {
     let mut out = String::from(
         "## Disaggregated prefill/decode (vllm-silicon, `mode = disagg`)\n\n\
 Pools as measured (prefill and decode engines, TP and attention DP each), closed loop with the\n\
-decode pool's batch in flight (read as the whole pool's: per engine it would not fit the KV\n\
-cache of row 3); dic's `analysis::disagg`, nothing fitted on these rows.\n\n\
+decode batch in flight: per DP rank where the decode engine's attention is data-parallel (as the\n\
+split's README says of `batch_size`), and across the decode pool's workers (per worker it would\n\
+not fit the KV cache of row 3); dic's `analysis::disagg`, nothing fitted on these rows.\n\n\
 | row | model | GPU | pools | in flight | TTFT ms (measured / dic / error) | TPOT ms (measured / dic / error) |\n\
 |---|---|---|---|---:|---|---|\n",
     );
@@ -152,4 +157,35 @@ cache of row 3); dic's `analysis::disagg`, nothing fitted on these rows.\n\n\
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Row 2's pools as the split writes them: 2 prefill engines of TP 1 × DP 4 and one
+    /// decode engine of TP 1 × DP 8 with 7 requests per DP rank, 56 in flight.
+    #[test]
+    fn the_decode_batch_is_per_dp_rank_of_the_decode_engine() {
+        let csv = "id,backend_version,model_path,system,mode,isl,osl,gemm_quant_mode,moe_quant_mode,\
+prefill_batch_size,prefill_num_workers,prefill_tp_size,prefill_pp_size,prefill_attention_dp_size,\
+prefill_moe_tp_size,prefill_moe_ep_size,decode_batch_size,decode_num_workers,decode_tp_size,\
+decode_pp_size,decode_attention_dp_size,decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,\
+silicon_tpot_ms\n\
+r2,0.12.0,Qwen/Qwen3-235B-A22B-FP8,h100_sxm,disagg,4000,1000,fp8,fp8,1,2,1,1,4,0,0,7,1,1,1,8,0,0,1271.4,20.1\n\
+r1,0.12.0,Qwen/Qwen3-235B-A22B-FP8,h100_sxm,disagg,4000,1000,fp8,fp8,1,1,1,1,4,0,0,24,3,4,1,1,0,0,898.3,11.4\n";
+        let rows = parse_disagg(csv, &|_| None);
+        let got: Vec<(u64, u64, u64, u64)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.concurrency,
+                    r.split.decode.dp,
+                    r.split.decode_replicas,
+                    r.split.prefill.dp,
+                )
+            })
+            .collect();
+        assert_eq!(got, [(56, 8, 1, 4), (24, 1, 3, 4)]);
+    }
 }

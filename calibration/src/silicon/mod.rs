@@ -47,7 +47,9 @@ pub struct SiliconRow {
     pub expert_weights: Option<String>,
     pub isl: f64,
     pub osl: f64,
-    /// Requests in flight (closed loop).
+    /// Requests in flight in the whole run (closed loop): `batch_size` is per DP rank
+    /// where the row states `attention_dp_size` > 1, so there it is `batch_size ×
+    /// attention_dp_size` (the `c` of the row's id).
     pub concurrency: u64,
     pub tp: u64,
     pub pp: u64,
@@ -192,7 +194,7 @@ pub fn parse_silicon(
             expert_weights: Some(r[moe_quant].trim().to_string()).filter(|q| !q.is_empty()),
             isl: i,
             osl: o,
-            concurrency: b.max(1.0) as u64,
+            concurrency: (b.max(1.0) * num(attention_dp).unwrap_or(1.0).max(1.0)) as u64,
             tp: t.max(1.0) as u64,
             pp: num(pp).unwrap_or(1.0).max(1.0) as u64,
             dp: dp_ranks(t, num(attention_dp), num(moe_tp), num(ep)),
@@ -621,6 +623,27 @@ c,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,8000,1000,8,2,1,,1,2,1015.8,51.9
         let s = scenario(&rows[0]).expect("a stdlib model");
         assert_eq!((s.layout.tp, s.layout.dp), (1, 2));
         assert!(memory(&s).kv_cache_tokens >= s.engine.max_model_len);
+    }
+
+    /// Where `attention_dp_size` > 1 the row's `batch_size` is per DP rank: MiniMax-M2.5
+    /// at TP 2 × DP 2 with EP over 4 GPUs and 64 per rank is a run of 128 in flight (its
+    /// id's `c128`), 64 on each of its 2 DP ranks; a row without data-parallel attention
+    /// keeps `batch_size` as the run's concurrency.
+    #[test]
+    fn batch_size_is_per_dp_rank_where_attention_is_data_parallel() {
+        let csv = format!(
+            "{}\n\
+minimax_agg_1024x1024_c128_tp2_ep4,MiniMaxAI/MiniMax-M2.5,h200_sxm,agg,fp8,fp8,1024,1024,64,2,1,2,1,4,300.0,20.0\n\
+minimax_agg_1024x1024_c64_tp4,MiniMaxAI/MiniMax-M2.5,h200_sxm,agg,fp8,fp8,1024,1024,64,4,1,1,4,1,300.0,20.0\n",
+            header()
+        );
+        let (rows, skipped) = parse_silicon(&csv, &|_| None);
+        assert_eq!(skipped, 0);
+        let mapped: Vec<(u64, u64, bool, u64)> = rows
+            .iter()
+            .map(|r| (r.tp, r.dp, r.ep, r.concurrency))
+            .collect();
+        assert_eq!(mapped, [(2, 2, true, 128), (4, 1, false, 64)]);
     }
 
     /// A row's `model_path` resolves to the stdlib model by its `hf` id, by the same

@@ -45,6 +45,7 @@ pub fn silicon_table(
     let mut out = String::new();
     preamble(&mut out, rows, skipped, &fit.constants);
     summary(&mut out, &fitted, logo, lomo);
+    by_family_left_out(&mut out, rows, lomo);
     by_gpu_and_dense_tp(&mut out, rows, &fitted);
     tp_split_section(&mut out, rows, fit);
     moe_layouts(&mut out, rows, &fitted);
@@ -123,6 +124,62 @@ fn summary(out: &mut String, fitted: &RowErrors, logo: &RowErrors, lomo: &RowErr
             ));
         }
     }
+}
+
+/// How a row's layout runs its model: `DP-attention` (data-parallel attention ranks of
+/// one engine, `attention_dp_size` > 1), `EP` (experts whole over the TP group) or `TP`.
+pub fn mode(r: &SiliconRow) -> &'static str {
+    if r.dp > 1 {
+        "DP-attention"
+    } else if r.ep {
+        "EP"
+    } else {
+        "TP"
+    }
+}
+
+/// The errors leaving one model family out (issue 37's headline): per family, against
+/// its goal (TTFT median |error| ≤ 20%, TPOT ≤ 12%, neither bias beyond ±15%), then per
+/// family, GPU and mode.
+fn by_family_left_out(out: &mut String, rows: &[SiliconRow], lomo: &RowErrors) {
+    out.push_str("\n### Leaving one model family out, per family, GPU and mode\n\n");
+    out.push_str("Each family's rows predicted by the constants fitted on the other families' rows \
+(the leave-one-model-out errors above; the families are the training split's five models). The goal \
+(issue 37): TTFT median |error| ≤ 20% and TPOT ≤ 12% for every family, and no family's bias beyond ±15%.\n\n");
+    out.push_str("| family | rows | TTFT median \\|error\\| | TTFT bias | TPOT median \\|error\\| | TPOT bias | meets the goal |\n|---|---|---|---|---|---|---|\n");
+    let mut families: Vec<&str> = rows.iter().map(model_label).collect();
+    families.sort();
+    families.dedup();
+    for f in families {
+        let group: Vec<Option<(f64, f64)>> = rows
+            .iter()
+            .zip(lomo)
+            .filter(|(r, _)| model_label(r) == f)
+            .map(|(_, e)| *e)
+            .collect();
+        let (t, p) = (stats(&ttft(&group)), stats(&tpot(&group)));
+        let meets = t.median_abs <= 0.20
+            && p.median_abs <= 0.12
+            && t.bias.abs() <= 0.15
+            && p.bias.abs() <= 0.15;
+        out.push_str(&format!(
+            "| {f} | {} | {} | {} | {} | {} | {} |\n",
+            group.len(),
+            pct(t.median_abs),
+            signed(t.bias),
+            pct(p.median_abs),
+            signed(p.bias),
+            if meets { "yes" } else { "no" }
+        ));
+    }
+    out.push_str("\n| family | GPU | mode | rows | TTFT median \\|error\\| | TTFT bias | TPOT median \\|error\\| | TPOT bias |\n|---|---|---|---|---|---|---|---|\n");
+    grouped(out, rows, lomo, &|r| {
+        Some(vec![
+            model_label(r).to_string(),
+            r.gpu.clone(),
+            mode(r).to_string(),
+        ])
+    });
 }
 
 /// One table row per group of rows: its key's cells (`None`: not in the table), then the
@@ -355,6 +412,22 @@ pub fn tp_split_table(rows: &[SiliconRow], fit: &SiliconFit) -> Vec<TpSplitRow> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A row's mode, as the per-family table groups it: data-parallel ranks first, then
+    /// EP, else TP (MiniMax-M2.5's three layouts as the split writes them).
+    #[test]
+    fn rows_are_grouped_by_tp_ep_or_data_parallel_attention() {
+        let csv = format!(
+            "{}\n\
+a,MiniMaxAI/MiniMax-M2.5,h200_sxm,agg,fp8,fp8,1024,1024,8,4,1,1,4,1,300.0,20.0\n\
+b,MiniMaxAI/MiniMax-M2.5,h200_sxm,agg,fp8,fp8,1024,1024,8,4,1,1,1,4,300.0,20.0\n\
+c,MiniMaxAI/MiniMax-M2.5,h200_sxm,agg,fp8,fp8,1024,1024,8,2,1,2,1,4,300.0,20.0\n",
+            super::super::SILICON_COLUMNS.join(",")
+        );
+        let (rows, _) = super::super::parse_silicon(&csv, &|_| None);
+        let modes: Vec<&str> = rows.iter().map(mode).collect();
+        assert_eq!(modes, ["TP", "EP", "DP-attention"]);
+    }
 
     #[test]
     fn tp_split_is_least_squares_in_one_over_tp() {

@@ -292,7 +292,8 @@ pub fn predict_pools(
             let n = n as f64;
             let running = (n / y).clamp(1.0, cap);
             let step = decode_at(running);
-            let base = c.front_end_latency(prompt) + prefill + transfer + output * step.tpot;
+            let base =
+                c.front_end_latency(prompt, cached) + prefill + transfer + output * step.tpot;
             let mut wait = 0.0;
             let mut rate = n / base;
             for _ in 0..60 {
@@ -324,7 +325,7 @@ pub fn predict_pools(
         None => queue.wait,
     };
     let parts = TtftParts {
-        front_end: c.front_end_latency(prompt),
+        front_end: c.front_end_latency(prompt, cached),
         step_wait: step.tpot,
         prefill,
         prefill_queue: wait,

@@ -18,6 +18,10 @@
 //! FP8 GEMM of that size reaches 0.49 and the step model's end-to-end efficiency was
 //! 0.60 — prompt chunks of MoE models came out 2–3× too fast. GPUs without tables take the
 //! nearest family's curve (`KernelFamily::of`) at their datasheet peaks;
+//! 4-bit weight-only experts (INT4/AWQ/GPTQ on Marlin, MXFP4 × 16-bit) have curves of their
+//! own ([`expert_kind`]): timed by the BF16 curve at their 4-bit bytes, as INT4 experts
+//! everywhere and MXFP4 ones on Hopper were before, the kernel tables ran a median
+//! 1.28–3.21× (INT4) and 1.34–1.58× (MXFP4, Hopper) slower than predicted, most on B200;
 //! `dic_calibration::fused_moe` fits the curves and `calibration/errors.md` lists the residuals.
 
 use super::gemm::{kind_of, lookup, KernelFamily, MatmulKind};
@@ -45,7 +49,7 @@ pub struct FusedMoeCurve {
 /// The fitted curves (`dic_calibration::fused_moe::fit_curve` on the kernel tables, routing
 /// skewed as a power law of exponent 1.01; the test `fused_moe_curves_are_the_fit`
 /// re-runs the fit).
-pub const CURVES: [(KernelFamily, MatmulKind, FusedMoeCurve); 5] = [
+pub const CURVES: [(KernelFamily, MatmulKind, FusedMoeCurve); 9] = [
     (
         KernelFamily::Hopper,
         MatmulKind::Bf16,
@@ -106,6 +110,54 @@ pub const CURVES: [(KernelFamily, MatmulKind, FusedMoeCurve); 5] = [
             scatter: 1.85,
         },
     ),
+    (
+        KernelFamily::Hopper,
+        MatmulKind::Int4W16,
+        FusedMoeCurve {
+            compute: 0.267,
+            width_half: 2.38,
+            hidden_half: 1.01,
+            memory: 0.841,
+            launch: 59.1e-6,
+            scatter: 8.54,
+        },
+    ),
+    (
+        KernelFamily::Hopper,
+        MatmulKind::Mxfp4W16,
+        FusedMoeCurve {
+            compute: 0.534,
+            width_half: 0.5,
+            hidden_half: 0.841,
+            memory: 0.687,
+            launch: 65.8e-6,
+            scatter: 10.0,
+        },
+    ),
+    (
+        KernelFamily::Blackwell,
+        MatmulKind::Int4W16,
+        FusedMoeCurve {
+            compute: 0.115,
+            width_half: 20.5,
+            hidden_half: 0.979,
+            memory: 0.554,
+            launch: 61.7e-6,
+            scatter: 13.2,
+        },
+    ),
+    (
+        KernelFamily::Blackwell,
+        MatmulKind::Mxfp4W16,
+        FusedMoeCurve {
+            compute: 0.331,
+            width_half: 0.5,
+            hidden_half: 0.5,
+            memory: 0.436,
+            launch: 20.0e-6,
+            scatter: 22.1,
+        },
+    ),
 ];
 
 /// One fused-MoE call on one rank.
@@ -158,6 +210,20 @@ pub fn curve(family: KernelFamily, kind: MatmulKind) -> FusedMoeCurve {
     lookup(&CURVES, family, kind).unwrap_or(CURVES[1].2)
 }
 
+/// The fused-MoE kernel experts stored in `format` run on, on this GPU, and the tensor
+/// peak its GEMMs run at: 4-bit weight-only experts (INT4, AWQ, GPTQ: the tables'
+/// `int4_wo`, Marlin; MXFP4: `w4a16_mxfp4`, Marlin on Hopper and FlashInfer's MXFP4 × BF16
+/// kernel, vLLM's default for MXFP4 experts on Blackwell) multiply 16-bit activations at
+/// the 16-bit peak and have curves of their own; every other format runs as its dense
+/// GEMMs do (`gemm::kind_of`).
+pub fn expert_kind(gpu: &GpuSpec, format: &str) -> (MatmulKind, f64) {
+    match format {
+        "int4" | "awq" | "gptq" => (MatmulKind::Int4W16, gpu.bf16),
+        "mxfp4" => (MatmulKind::Mxfp4W16, gpu.bf16),
+        _ => kind_of(gpu, format),
+    }
+}
+
 /// One call's time in its parts (seconds); they add up.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct MoeTime {
@@ -192,7 +258,7 @@ pub fn call_time(cv: &FusedMoeCurve, call: &MoeCall, peak: f64, hbm: f64) -> f64
 
 /// One call on `gpu` for experts stored in `format`, in its parts.
 pub fn moe_time(gpu: &GpuSpec, format: &str, call: &MoeCall) -> MoeTime {
-    let (kind, peak) = kind_of(gpu, format);
+    let (kind, peak) = expert_kind(gpu, format);
     let family = KernelFamily::of(gpu.architecture.as_deref());
     call_parts(&curve(family, kind), call, peak, gpu.hbm_bandwidth)
 }
@@ -201,21 +267,27 @@ pub fn moe_time(gpu: &GpuSpec, format: &str, call: &MoeCall) -> MoeTime {
 mod tests {
     use super::*;
 
-    /// Qwen3-235B-A22B's experts at TP 2 (hidden 4 096, 128 experts of width 1 536 split in
-    /// two, top 8), block FP8, 8 192 tokens on an H200, by hand from Hopper's FP8 curve.
-    #[test]
-    fn a_prompt_chunk_through_qwen3_moe_by_hand() {
-        let (h200, _) = crate::analysis::catalog::gpu("NVIDIA H200").expect("catalog");
-        let call = MoeCall {
-            tokens: 8192.0,
+    /// A call through Qwen3-235B-A22B's experts at TP 2 (hidden 4 096, 128 experts of
+    /// width 1 536 split in two, top 8) of `tokens`, weights of `bytes_per_param`.
+    fn qwen3_moe_at_tp2(tokens: f64, bytes_per_param: f64) -> MoeCall {
+        MoeCall {
+            tokens,
             top_k: 8.0,
             experts: 128.0,
             local_experts: 128.0,
             hidden: 4096.0,
             width: 768.0,
             matrices: 3.0,
-            bytes_per_param: 1.0,
-        };
+            bytes_per_param,
+        }
+    }
+
+    /// Qwen3-235B-A22B's experts at TP 2, block FP8, 8 192 tokens on an H200, by hand from
+    /// Hopper's FP8 curve.
+    #[test]
+    fn a_prompt_chunk_through_qwen3_moe_by_hand() {
+        let (h200, _) = crate::analysis::catalog::gpu("NVIDIA H200").expect("catalog");
+        let call = qwen3_moe_at_tp2(8192.0, 1.0);
         let flops = 2.0 * 8192.0 * 8.0 * 3.0 * 4096.0 * 768.0;
         assert!((call.flops() - flops).abs() < 1.0);
         // Every expert is touched by 8 192 tokens.
@@ -231,6 +303,35 @@ mod tests {
         assert!((got - want).abs() < 1e-9 * want, "{got} vs {want}");
         // The measured kernel took 2.75 ms; the curve is within its residual.
         assert!((got / 2.75e-3 - 1.0).abs() < 0.15, "{got}");
+    }
+
+    /// 4-bit weight-only experts are timed by their own curves at the 16-bit peak: an
+    /// AWQ MoE call on an H200 by Hopper's INT4 × 16-bit (Marlin) curve, an MXFP4 one on a
+    /// B200 by Blackwell's MXFP4 × 16-bit curve, not by the BF16 or FP4 curves.
+    #[test]
+    fn weight_only_4_bit_experts_run_on_their_own_curves() {
+        let (h200, _) = crate::analysis::catalog::gpu("NVIDIA H200").expect("catalog");
+        let (b200, _) = crate::analysis::catalog::gpu("NVIDIA B200").expect("catalog");
+        let call = qwen3_moe_at_tp2(256.0, 0.5 + 2.5 / 128.0);
+        for (gpu, format, family, kind) in [
+            (&h200, "awq", KernelFamily::Hopper, MatmulKind::Int4W16),
+            (&h200, "int4", KernelFamily::Hopper, MatmulKind::Int4W16),
+            (&h200, "mxfp4", KernelFamily::Hopper, MatmulKind::Mxfp4W16),
+            (
+                &b200,
+                "mxfp4",
+                KernelFamily::Blackwell,
+                MatmulKind::Mxfp4W16,
+            ),
+        ] {
+            assert_eq!(expert_kind(gpu, format), (kind, gpu.bf16), "{format}");
+            let own = call_parts(&curve(family, kind), &call, gpu.bf16, gpu.hbm_bandwidth);
+            assert_eq!(moe_time(gpu, format, &call), own, "{format}");
+            assert_ne!(curve(family, kind), curve(family, MatmulKind::Bf16));
+        }
+        // FP8 and NVFP4 experts keep their GEMMs' kinds.
+        assert_eq!(expert_kind(&b200, "nvfp4").0, MatmulKind::Fp4);
+        assert_eq!(expert_kind(&h200, "fp8").0, MatmulKind::Fp8);
     }
 
     /// With EP the pairs of other ranks' experts cost no GEMM or weights, but their

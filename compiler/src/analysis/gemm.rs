@@ -26,6 +26,13 @@ pub enum MatmulKind {
     Fp8,
     /// NVFP4/MXFP4 weights and activations (Blackwell).
     Fp4,
+    /// 4-bit integer weights (INT4, AWQ, GPTQ) × 16-bit activations, dequantized in the
+    /// kernel (Marlin). Only the fused-MoE curves tell it apart (`fused_moe::expert_kind`);
+    /// a dense GEMM of these weights is [`MatmulKind::Bf16`].
+    Int4W16,
+    /// MXFP4 weights × 16-bit activations (Marlin on Hopper, FlashInfer's TRT-LLM
+    /// MXFP4 × BF16 kernel on Blackwell), likewise only for the fused-MoE curves.
+    Mxfp4W16,
 }
 
 /// GPU families with measured kernel tables.

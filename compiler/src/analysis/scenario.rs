@@ -299,7 +299,8 @@ pub struct SpecDecode {
     pub method: String,
     /// Tokens drafted per step.
     pub tokens: u64,
-    /// Chance each drafted token is accepted.
+    /// vLLM's acceptance rate: accepted ÷ drafted tokens
+    /// (`vllm:spec_decode_num_accepted_tokens` ÷ `…_num_draft_tokens`).
     pub acceptance: f64,
     /// What `--spec-model` names: the EAGLE head's checkpoint or the draft model's `hf`.
     pub source: Option<String>,
@@ -308,12 +309,13 @@ pub struct SpecDecode {
 }
 
 impl SpecDecode {
-    /// Tokens each sequence advances per step on average: the accepted run of drafts plus
-    /// the token the target's verify pass always yields, `(1 − aᵏ⁺¹)/(1 − a)` for
-    /// acceptance `a` and `k` drafted tokens (each accepted independently).
+    /// Tokens each sequence advances per step on average: the drafts accepted plus the
+    /// token the target's verify pass always yields, `1 + a × k` for vLLM's acceptance
+    /// rate `a` (accepted ÷ drafted, so `a × k` drafts are accepted per step) and `k`
+    /// drafted tokens. (Read as each position's chance of acceptance, the field gave
+    /// `(1 − aᵏ⁺¹)/(1 − a)`: 2.53 tokens at a = 0.7, k = 3, where vLLM's ratio means 3.1.)
     pub fn tokens_per_step(&self) -> f64 {
-        let a = self.acceptance.clamp(0.0, 0.999);
-        (1.0 - a.powi(self.tokens as i32 + 1)) / (1.0 - a)
+        1.0 + self.acceptance.clamp(0.0, 1.0) * self.tokens as f64
     }
 }
 

@@ -146,9 +146,12 @@ mod tests {
         };
         // Nothing accepted: one token per step, as without speculation.
         assert!((spec(0.0, 3).tokens_per_step() - 1.0).abs() < 1e-12);
-        // a = 0.5, k = 3: 1 + 0.5 + 0.25 + 0.125.
-        assert!((spec(0.5, 3).tokens_per_step() - 1.875).abs() < 1e-12);
-        // Near-perfect drafts approach k + 1.
-        assert!(spec(0.99, 3).tokens_per_step() > 3.9);
+        // vLLM's accepted ÷ drafted ratio: a = 0.7, k = 3 accepts 2.1 drafts per step,
+        // 3.1 tokens with the verify pass's own (not 2.53, 1 + 0.7 + 0.49 + 0.343, as a
+        // per-position chance would have it).
+        assert!((spec(0.7, 3).tokens_per_step() - 3.1).abs() < 1e-12);
+        assert!((spec(0.5, 4).tokens_per_step() - 3.0).abs() < 1e-12);
+        // Every draft accepted: k + 1.
+        assert!((spec(1.0, 3).tokens_per_step() - 4.0).abs() < 1e-12);
     }
 }

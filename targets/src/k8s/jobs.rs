@@ -91,9 +91,7 @@ pub(super) fn model_download(
                     restart_policy: Some("OnFailure".into()),
                     containers: vec![container],
                     automount_service_account_token: Some(false),
-                    // No `<SERVICE>_PORT` variables: a Service named `vllm` would inject
-                    // VLLM_PORT=tcp://…, which vLLM refuses at start-up (envs.py:get_vllm_port).
-                    enable_service_links: Some(false),
+                    enable_service_links: NO_SERVICE_LINKS,
                     image_pull_secrets: (!d.kubernetes.pod.image_pull_secrets.is_empty()).then(
                         || {
                             d.kubernetes

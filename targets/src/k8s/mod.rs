@@ -42,7 +42,9 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 mod jobs;
+mod nvlink;
 use jobs::{model_download, preflight};
+use nvlink::*;
 mod router;
 mod scaling;
 use scaling::{autoscaler, monitor};
@@ -79,75 +81,15 @@ pub struct LeaderWorkerTemplate {
 
 const LWS_NAME_LABEL: &str = "leaderworkerset.sigs.k8s.io/name";
 
-/// The pods' claim on the ComputeDomain's IMEX channel.
-const IMEX_CLAIM: &str = "imex-channel";
-/// The node label GPU Feature Discovery sets to a node's NVLink domain (clique).
-const CLIQUE_LABEL: &str = "nvidia.com/gpu.clique";
-/// The label the LWS controller gives every pod of one group (its value per group).
-const LWS_GROUP_KEY: &str = "leaderworkerset.sigs.k8s.io/group-key";
-/// LWS's annotation that gives each group a topology domain of its own.
-const LWS_EXCLUSIVE_TOPOLOGY: &str = "leaderworkerset.sigs.k8s.io/exclusive-topology";
+/// No `<SERVICE>_PORT` variables: a Service `vllm` injects `VLLM_PORT=tcp://…`, which vLLM
+/// refuses at start-up (`envs.py:get_vllm_port`; docs/vllm-rules.md row 75).
+const NO_SERVICE_LINKS: Option<bool> = Some(false);
 
-/// A group that spans nodes inside one NVLink domain (GB200/GB300 NVL72 trays): its
-/// traffic crosses trays over multi-node NVLink, which NVIDIA's DRA driver sets up
-/// through a ComputeDomain (IMEX channels); without it NCCL falls back to the network.
-fn multi_node_nvlink(d: &DeploymentPlan) -> bool {
-    d.nodes_per_group > 1 && d.nvlink_domain_gpus > d.gpus_per_node
-}
-
-/// The ResourceClaimTemplate the ComputeDomain creates for its channel.
-fn compute_domain_channel(d: &DeploymentPlan) -> String {
-    channel_of(&dns_name(&d.name))
-}
-
-fn channel_of(base: &str) -> String {
-    format!("{base}-imex-channel")
-}
-
-/// A group that fills its NVLink domain gets the domain to itself (LWS exclusive
-/// topology); a smaller one is kept inside one domain by a pod affinity on the clique
-/// label, matched per group through the LWS group key (the first pod of a group matches
-/// itself).
-fn group_fills_domain(d: &DeploymentPlan) -> bool {
-    d.nodes_per_group * d.gpus_per_node >= d.nvlink_domain_gpus
-}
-
-fn clique_affinity(d: &DeploymentPlan) -> Option<PodAffinity> {
-    (multi_node_nvlink(d) && !group_fills_domain(d)).then(|| PodAffinity {
-        required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
-            label_selector: Some(LabelSelector {
-                match_labels: Some(BTreeMap::from([(
-                    LWS_NAME_LABEL.to_string(),
-                    dns_name(&d.name),
-                )])),
-                ..Default::default()
-            }),
-            match_label_keys: Some(vec![LWS_GROUP_KEY.into()]),
-            topology_key: CLIQUE_LABEL.into(),
-            ..Default::default()
-        }]),
-        ..Default::default()
-    })
-}
-
-/// NVIDIA's ComputeDomain (DRA driver for GPUs, `resource.nvidia.com/v1beta1`): the IMEX
-/// domain the deployment's pods join through the channel claim; `numNodes` is every node
-/// the deployment's pods run on.
-fn compute_domain(d: &DeploymentPlan, base: &str) -> serde_json::Value {
-    let mut metadata =
-        serde_json::json!({ "name": format!("{base}-compute-domain"), "labels": labels(d) });
-    if let Some(ns) = &d.kubernetes.namespace {
-        metadata["namespace"] = ns.clone().into();
-    }
-    serde_json::json!({
-        "apiVersion": "resource.nvidia.com/v1beta1",
-        "kind": "ComputeDomain",
-        "metadata": metadata,
-        "spec": {
-            "numNodes": d.nodes,
-            "channel": { "resourceClaimTemplate": { "name": channel_of(base) } },
-        },
-    })
+/// On the host network, pods still resolve cluster names.
+fn host_network_dns(d: &DeploymentPlan) -> Option<String> {
+    d.network
+        .host_network
+        .then(|| "ClusterFirstWithHostNet".to_string())
 }
 
 /// A pod's own interface outside the host network (the CNI convention).
@@ -398,14 +340,9 @@ fn pod(
             containers: vec![container],
             // vLLM, NCCL and `dic run` never call the Kubernetes API.
             automount_service_account_token: Some(false),
-            // No `<SERVICE>_PORT` variables: a Service named `vllm` would inject
-            // VLLM_PORT=tcp://…, which vLLM refuses at start-up (envs.py:get_vllm_port).
-            enable_service_links: Some(false),
+            enable_service_links: NO_SERVICE_LINKS,
             host_network: d.network.host_network.then_some(true),
-            dns_policy: d
-                .network
-                .host_network
-                .then(|| "ClusterFirstWithHostNet".to_string()),
+            dns_policy: host_network_dns(d),
             // Only a valid label value can match a node; an invalid one would make the
             // manifest fail validation, so the affinity is left out instead.
             // No product label (W0801): no affinity, rather than one no node satisfies.

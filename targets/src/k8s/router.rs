@@ -313,9 +313,7 @@ impl<'a> Router<'a> {
                         containers: vec![front, vllm_router],
                         // The router never calls the Kubernetes API.
                         automount_service_account_token: Some(false),
-                        // No `<SERVICE>_PORT` variables: a Service named `vllm` would inject
-                        // VLLM_PORT=tcp://…, which vLLM refuses at start-up (envs.py:get_vllm_port).
-                        enable_service_links: Some(false),
+                        enable_service_links: NO_SERVICE_LINKS,
                         security_context: Some(PodSecurityContext {
                             run_as_non_root: Some(true),
                             run_as_user: Some(NOBODY),

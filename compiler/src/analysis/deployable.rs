@@ -188,16 +188,37 @@ pub fn demand_for(s: &Scenario, l: Layout) -> Demand {
 
 /// Replicas of layout `l` that do not fit the scenario's nodes when placed alone by the
 /// cluster accounting's allocator (0 when it fits).
+///
+/// Counted, not placed: on one empty group the allocator's first fit of identical units
+/// fills node after node, so `units_that_fit` gives its count in O(1). The planner asks
+/// this of every replica count of every family, and placing each count (O(replicas ×
+/// nodes)) made the search quadratic on large clusters (a fuzzed 16k-node cluster never
+/// finished). `alone_matches_the_allocator` checks the count against `allocate`.
 pub fn unplaced_alone(s: &Scenario, l: Layout) -> u64 {
     let t = &s.topology;
-    let group = GroupCapacity {
-        node: t.gpu.name.clone(),
-        nodes: t.nodes,
-        gpus_per_node: t.gpus_per_node,
-    };
-    allocate(&[group], &[demand_for(s, l)])
-        .first()
-        .map_or(0, |p| p.unplaced)
+    unplaced_on_empty(t.nodes, t.gpus_per_node, &demand_for(s, l))
+}
+
+/// What `allocate` leaves unplaced of demand `d` (no reserve) alone on one empty group.
+fn unplaced_on_empty(nodes: u64, gpus_per_node: u64, d: &Demand) -> u64 {
+    let units = if d.whole { 1 } else { d.replicas };
+    let placed = units.min(units_that_fit(nodes, gpus_per_node, d.replica_gpus));
+    match units - placed {
+        0 => 0,
+        _ if d.whole => d.replicas,
+        n => n,
+    }
+}
+
+/// Units of `gpus` GPUs the allocator's first fit places on `nodes` empty nodes of
+/// `gpus_per_node`: several to a node when they fit one, else whole adjacent free nodes.
+fn units_that_fit(nodes: u64, gpus_per_node: u64, gpus: u64) -> u64 {
+    let (per_node, gpus) = (gpus_per_node.max(1), gpus.max(1));
+    if gpus <= per_node {
+        nodes.saturating_mul(per_node / gpus)
+    } else {
+        nodes / gpus.div_ceil(per_node)
+    }
 }
 
 /// Whether a disaggregated pair (`prefill` then `decode`, `dp` their replicas) launches
@@ -299,4 +320,45 @@ pub fn deployable(s: &Scenario) -> Result<(), Vec<Finding>> {
 /// placement): what the planner uses to skip replica counts before analysing them.
 pub fn launchable_and_placeable(s: &Scenario, l: Layout) -> bool {
     launch_shape(s, l).is_ok() && unplaced_alone(s, l) == 0
+}
+
+#[cfg(test)]
+mod alone_tests {
+    use super::*;
+
+    /// The counted placement agrees with the allocator on every small shape.
+    #[test]
+    fn alone_matches_the_allocator() {
+        for nodes in 0..6u64 {
+            for gpn in [1u64, 2, 4, 8] {
+                for gpus in 1..=20u64 {
+                    for replicas in 1..=12u64 {
+                        for whole in [false, true] {
+                            let group = GroupCapacity {
+                                node: "n".into(),
+                                nodes,
+                                gpus_per_node: gpn,
+                            };
+                            let d = Demand {
+                                name: String::new(),
+                                replica_gpus: gpus,
+                                replicas,
+                                reserved: 0,
+                                whole,
+                                group: None,
+                                port: 0,
+                            };
+                            let got = unplaced_on_empty(nodes, gpn, &d);
+                            let placed = allocate(&[group], &[d]);
+                            let want = placed.first().map_or(0, |p| p.unplaced);
+                            assert_eq!(
+                                got, want,
+                                "{nodes} × {gpn}, {gpus} GPUs × {replicas} (whole {whole})"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

@@ -191,3 +191,26 @@ pub fn vllm_serve_schema() -> Option<serde_json::Value> {
     assert_eq!(json["vllm_version"], dic_compiler::vllm_args::VLLM_VERSION);
     Some(json)
 }
+
+/// An example checked and lowered through the whole pipeline, which must have no errors.
+pub fn checked(path: &str) -> dic_compiler::driver::Checked {
+    let checked =
+        dic_compiler::driver::compile_file(&dic::disk::DiskWorld, path).expect("readable");
+    assert!(!checked.has_errors(), "{path}:\n{}", rendered(&checked));
+    checked
+}
+
+/// Every file `dic compile` writes for an example (the driver's launch plan and forecast).
+pub fn generate(path: &str) -> std::collections::BTreeMap<String, String> {
+    let checked = checked(path);
+    // The same entry point as `dic compile`: the driver's launch plan and forecast.
+    dic_targets::render(&checked.plan, &checked.forecast).expect("renders")
+}
+
+/// The example deployments (not the shared fragments or the mistake files).
+pub fn examples() -> Vec<String> {
+    dist_files("examples")
+        .into_iter()
+        .filter(|p| !p.contains("/mistakes/") && !p.contains("/common/"))
+        .collect()
+}

@@ -159,6 +159,24 @@ fn usage_errors_exit_2() {
     );
 }
 
+/// The request line of the HTTP request on `s` (read to the end of its headers).
+fn request_line(s: &mut std::net::TcpStream) -> String {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = s.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&got)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
 /// Serves `bodies` in turn, one per connection, as a vLLM engine's `/metrics`.
 fn stand_in_server(bodies: Vec<String>) -> (String, std::thread::JoinHandle<Vec<String>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -167,22 +185,7 @@ fn stand_in_server(bodies: Vec<String>) -> (String, std::thread::JoinHandle<Vec<
         let mut requests = Vec::new();
         for body in bodies {
             let (mut s, _) = listener.accept().unwrap();
-            let mut got = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                let n = s.read(&mut buf).unwrap();
-                if n == 0 {
-                    break;
-                }
-                got.extend_from_slice(&buf[..n]);
-            }
-            requests.push(
-                String::from_utf8_lossy(&got)
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .to_string(),
-            );
+            requests.push(request_line(&mut s));
             write!(
                 s,
                 "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
@@ -339,20 +342,7 @@ fn prometheus_is_asked_for_the_window_and_read_as_one() {
         let mut queries = Vec::new();
         listener.set_nonblocking(false).unwrap();
         while let Ok((mut s, _)) = listener.accept() {
-            let mut got = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                let n = s.read(&mut buf).unwrap();
-                if n == 0 {
-                    break;
-                }
-                got.extend_from_slice(&buf[..n]);
-            }
-            let line = String::from_utf8_lossy(&got)
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string();
+            let line = request_line(&mut s);
             if line.contains("/stop") {
                 break;
             }

@@ -25,7 +25,7 @@ pub mod exposition;
 pub mod rewrite;
 pub mod series;
 
-use crate::analysis::rules::{predicted, SloTarget};
+use crate::analysis::rules::{fmt_metric, predicted, SloTarget};
 use crate::analysis::{self, DeploymentScenario, Load, WorkloadSpec};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::driver::{Checked, Decided};
@@ -575,16 +575,6 @@ fn slo_unit(metric: SloMetric) -> &'static str {
     }
 }
 
-fn fmt_slo(metric: SloMetric, v: f64) -> String {
-    match metric {
-        SloMetric::Throughput => format!("{v:.0} tokens/s"),
-        SloMetric::RequestRate => format!("{v:.2} req/s"),
-        _ if !v.is_finite() => "unbounded (overloaded)".into(),
-        _ if v >= 1.0 => format!("{v:.2} s"),
-        _ => format!("{:.1} ms", v * 1e3),
-    }
-}
-
 /// E1001: each SLO measured against its bound; a miss says whether dic predicts it at
 /// the measured load (an overload: the load is not the declared one, or the layout
 /// cannot carry it) or not (a model miss: `--calibrate` fits the model to the engines).
@@ -621,12 +611,7 @@ fn slo_at_load(
         let Some(v) = measured else {
             continue;
         };
-        let met = match t.op {
-            crate::syntax::ast::Op::Le | crate::syntax::ast::Op::Lt => v <= t.value,
-            crate::syntax::ast::Op::Ge | crate::syntax::ast::Op::Gt => v >= t.value,
-            _ => true,
-        };
-        if met {
+        if slo_holds(t, v) {
             continue;
         }
         let at = ds.slo_spans.get(i).copied().unwrap_or(f.deploy);
@@ -635,14 +620,14 @@ fn slo_at_load(
                 "an overload",
                 format!(
                     "dic predicts {} at the measured load too: the engines carry more than the layout serves within the bound",
-                    fmt_slo(t.metric, p)
+                    fmt_metric(t.metric, p)
                 ),
             ),
             Some(p) => (
                 "a model miss",
                 format!(
                     "dic predicted {} at the measured load: its model is off for these engines; `dic observe --calibrate` fits it to them",
-                    fmt_slo(t.metric, p)
+                    fmt_metric(t.metric, p)
                 ),
             ),
             None => ("unexplained", "dic could not predict the measured load".to_string()),
@@ -655,8 +640,8 @@ fn slo_at_load(
                 format!(
                     "{} measured {} over the window, the bound is {} ({kind})",
                     t.label(),
-                    fmt_slo(t.metric, v),
-                    fmt_slo(t.metric, t.value)
+                    fmt_metric(t.metric, v),
+                    fmt_metric(t.metric, t.value)
                 ),
                 "bound missed on the engines".into(),
             )

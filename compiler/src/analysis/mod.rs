@@ -712,6 +712,7 @@ fn scenario_on(
         price_per_node_hour: cluster.price.or(node.price),
     };
     let mut engine = engine_settings(model, &topology.gpu, &d.engine);
+    engine.calibration = d.calibration;
     engine.speculative = d.engine.speculative.as_ref().map(|sp| {
         let draft = sp.draft.and_then(|id| p.model(id));
         SpecDecode {

@@ -233,7 +233,11 @@ pub struct EngineSettings {
     pub overrides: MemoryOverrides,
     /// Speculative decoding, with the draft model resolved.
     pub speculative: Option<SpecDecode>,
+    /// The deployment's own correction factors (`calibration { … }`; 1 where none).
+    pub calibration: Calibration,
 }
+
+pub use crate::program::Calibration;
 
 impl EngineSettings {
     /// Whether any step runs as a CUDA graph: not under `--enforce-eager`, not with
@@ -385,5 +389,6 @@ pub fn engine_settings(
             cuda_graphs: o.cuda_graph_memory,
         },
         speculative: None,
+        calibration: Calibration::default(),
     }
 }

@@ -177,22 +177,33 @@ impl StepModel<'_> {
         if let Some((_, _, accepted)) = &self.draft {
             out.draft = self.draft_time(running, ctx, c);
             out.tpot += out.draft;
-            let per = 1.0 / accepted.max(1.0);
-            out.tpot *= per;
-            out.compute *= per;
-            out.memory *= per;
-            out.comm *= per;
-            out.overhead *= per;
-            out.cpu_launches *= per;
-            out.bubble *= per;
-            out.draft *= per;
-            out.kernels.scale(per);
-            for item in &mut out.comm_items {
-                item.time *= per;
-                item.nccl_time *= per;
-            }
+            out.scale(1.0 / accepted.max(1.0));
+        }
+        // The deployment's own factor, fitted on its engines (`dic observe --calibrate`).
+        let calibration = s.engine.calibration.step_time;
+        if calibration != 1.0 {
+            out.scale(calibration);
         }
         out
+    }
+}
+
+impl TokenStep {
+    /// Every part of the step times `f` (per output token, or a calibration factor).
+    fn scale(&mut self, f: f64) {
+        self.tpot *= f;
+        self.compute *= f;
+        self.memory *= f;
+        self.comm *= f;
+        self.overhead *= f;
+        self.cpu_launches *= f;
+        self.bubble *= f;
+        self.draft *= f;
+        self.kernels.scale(f);
+        for item in &mut self.comm_items {
+            item.time *= f;
+            item.nccl_time *= f;
+        }
     }
 }
 
@@ -221,7 +232,7 @@ impl StepModel<'_> {
             let prefix = cached + k * chunk + chunk / 2.0;
             total += self.chunk_step(chunk, prefix, running, ctx, c) * weight;
         }
-        total
+        total * self.s.engine.calibration.prefill_time
     }
 
     /// One whole step (every stage) that carries `tokens` prompt tokens attending to

@@ -19,7 +19,7 @@ mod memory_rules;
 mod slo;
 mod structural;
 pub use memory_rules::memory_rules;
-pub use slo::{perf_rules, perf_rules_at, predicted};
+pub use slo::{fmt_metric, perf_rules, perf_rules_at, predicted};
 pub use structural::structural;
 
 /// What part of a deployment a finding is about.

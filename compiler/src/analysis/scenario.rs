@@ -233,6 +233,20 @@ pub struct EngineSettings {
     pub overrides: MemoryOverrides,
     /// Speculative decoding, with the draft model resolved.
     pub speculative: Option<SpecDecode>,
+    /// The batch limits as written and vLLM's defaults for them before the layout is
+    /// known (`super::deepep::apply_layout_defaults` settles them for a layout).
+    pub batch: BatchLimits,
+}
+
+/// `max_num_seqs` and `max_num_batched_tokens` as written (`None`: unset) and the
+/// defaults vLLM would give them on this GPU without a layout-specific rule
+/// (`EngineArgs._set_default_max_num_seqs_and_batched_tokens_args`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct BatchLimits {
+    pub written_seqs: Option<u64>,
+    pub written_tokens: Option<u64>,
+    pub default_seqs: u64,
+    pub default_tokens: u64,
 }
 
 impl EngineSettings {
@@ -339,21 +353,23 @@ pub fn engine_settings(
     o: &crate::program::VllmOptions,
 ) -> EngineSettings {
     let large = gpu.is_large_for_vllm();
-    let seqs = o.max_num_seqs.unwrap_or(if large {
-        vllm_defaults::MAX_NUM_SEQS_LARGE_GPU
-    } else {
-        vllm_defaults::MAX_NUM_SEQS
-    });
-    let mnbt = o
-        .max_num_batched_tokens
-        .map(|t| t as u64)
-        .unwrap_or(if gpu.memory >= 160.0 * GIB {
+    let batch = BatchLimits {
+        written_seqs: o.max_num_seqs,
+        written_tokens: o.max_num_batched_tokens.map(|t| t as u64),
+        default_seqs: if large {
+            vllm_defaults::MAX_NUM_SEQS_LARGE_GPU
+        } else {
+            vllm_defaults::MAX_NUM_SEQS
+        },
+        default_tokens: if gpu.memory >= 160.0 * GIB {
             vllm_defaults::MAX_NUM_BATCHED_TOKENS_160GIB
         } else if large {
             vllm_defaults::MAX_NUM_BATCHED_TOKENS_LARGE_GPU
         } else {
             vllm_defaults::MAX_NUM_BATCHED_TOKENS
-        });
+        },
+    };
+    let (seqs, mnbt) = super::deepep::batch_limits(&batch, false);
     let default_block = if model.attention == crate::program::Attention::Mla {
         vllm_defaults::MLA_BLOCK_SIZE
     } else {
@@ -385,5 +401,6 @@ pub fn engine_settings(
             cuda_graphs: o.cuda_graph_memory,
         },
         speculative: None,
+        batch,
     }
 }

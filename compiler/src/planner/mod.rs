@@ -210,6 +210,7 @@ fn evaluate(
 ) -> Candidate {
     let mut s = base.clone();
     s.layout = layout;
+    crate::analysis::deepep::apply_layout_defaults(&mut s);
     s.model.weights = weights.to_string();
     s.model.kv_cache = kv.to_string();
     let a = analyze_quick(&s, slo);

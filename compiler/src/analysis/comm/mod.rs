@@ -354,6 +354,26 @@ pub fn is_deepep(backend: &str) -> bool {
 /// (`tokens / tp`) only to the distinct ranks that hold their top-k experts and back
 /// (dispatch and combine, All-to-All).
 pub fn moe_comm(s: &Scenario, cx: &CommContext, tokens: f64, moe_layers: u64) -> Vec<CommItem> {
+    moe_comm_exchanged(
+        s,
+        cx,
+        tokens,
+        tokens * s.layout.dp.max(1) as f64,
+        moe_layers,
+    )
+}
+
+/// [`moe_comm`] where the ranks do not all hold `tokens`: the slowest rank holds `tokens`
+/// (DeepEP's dispatch waits on its sends) and the all-gather moves `exchanged` tokens over
+/// the DP group (vLLM's `all_gatherv` of the ranks' sizes, padded to the largest only in
+/// steps that run as CUDA graphs: `perf::StepPrefill`).
+pub fn moe_comm_exchanged(
+    s: &Scenario,
+    cx: &CommContext,
+    tokens: f64,
+    exchanged: f64,
+    moe_layers: u64,
+) -> Vec<CommItem> {
     let (m, l) = (&s.model, &s.layout);
     let Some(group) = cx.ep.as_ref().filter(|_| moe_layers > 0 && l.dp > 1) else {
         return Vec::new();
@@ -386,7 +406,7 @@ pub fn moe_comm(s: &Scenario, cx: &CommContext, tokens: f64, moe_layers: u64) ->
         }
         vec![item]
     } else {
-        let gathered_tokens = tokens * l.dp as f64;
+        let gathered_tokens = exchanged;
         let routing = m.experts_per_token.max(1) as f64 * (4.0 + 4.0);
         vec![
             CommItem::nccl(
@@ -452,6 +472,20 @@ pub fn step_comm(
     blocks: &StageBlocks,
     last_stage: bool,
 ) -> Vec<CommItem> {
+    let exchanged = tokens * s.layout.dp.max(1) as f64;
+    step_comm_exchanged(s, cx, tokens, exchanged, blocks, last_stage)
+}
+
+/// [`step_comm`] with the MoE exchange moving `exchanged` tokens over the DP group
+/// ([`moe_comm_exchanged`]).
+pub fn step_comm_exchanged(
+    s: &Scenario,
+    cx: &CommContext,
+    tokens: f64,
+    exchanged: f64,
+    blocks: &StageBlocks,
+    last_stage: bool,
+) -> Vec<CommItem> {
     let layers = blocks.attention;
     let m = &s.model;
     let l = &s.layout;
@@ -467,7 +501,7 @@ pub fn step_comm(
             * vllm_all_reduce_time(bytes, l.tp, tp, s.topology.gpu.architecture.as_deref());
         items.push(item);
     }
-    items.extend(moe_comm(s, cx, tokens, blocks.moe));
+    items.extend(moe_comm_exchanged(s, cx, tokens, exchanged, blocks.moe));
     if l.dcp > 1 {
         // Decode context parallelism: each rank attends over its shard of the KV cache;
         // partial outputs and log-sum-exps are gathered over the DCP group every layer.

@@ -1,0 +1,131 @@
+//! Data-parallel attention and wide expert parallelism as vLLM 0.33 runs them: what the
+//! MoE layers' exchange moves when the DP ranks' batches differ, DeepEP's buffers in the
+//! memory model, and the token budget vLLM picks for DeepEP's low-latency kernels.
+
+#![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
+
+use dic_compiler::analysis::comm::{Collective, GroupKind};
+use dic_compiler::analysis::perf::{StepModel, FITTED};
+use dic_compiler::source::MemoryWorld;
+
+/// The first deployment's scenario of a source (checked; its diagnostics are not looked at).
+fn first_scenario(src: &str) -> dic_compiler::analysis::Scenario {
+    let world = MemoryWorld::new().with("p.dist", src);
+    let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
+    checked.deployments[0].scenario.scenario.clone()
+}
+
+/// DeepSeek-V3 `tp 1 × dp 16 × ep` on two 8 × H200 nodes, prompts of `prompt` tokens.
+fn deepseek_dp16(prompt: &str, engine: &str) -> dic_compiler::analysis::Scenario {
+    first_scenario(&format!(
+        "import std.instances.aws.p5e_48xlarge\nimport std.models.deepseek_v3\n\
+cluster moe {{ nodes = 2 × p5e_48xlarge }}\n\
+workload chat {{ prompt = {prompt}, output = 1k tokens, rate = 1 req/s }}\n\
+deploy ds {{ model = deepseek_v3, cluster = moe, workload = chat, layout = tp 1 × dp 16 × ep, \
+engine = vllm {{ max_model_len = 32k tokens{engine} }} }}\n"
+    ))
+}
+
+/// One request per DP rank, each prefilling a 2048-token prompt once per 1024 decode
+/// steps (2 prompt tokens per rank per step on average). vLLM pads the ranks to the
+/// largest only in a step that runs as a CUDA graph; a step with a 2048-token chunk is
+/// past the largest captured size (512), runs eager, and `all_gatherv` moves only what
+/// the ranks hold: 16 decodes + 16 × 2 prompt tokens = 48 tokens per step, each its
+/// hidden state (7168 × 2 B) with top-8 ids and weights (8 × 8 B): 48 × 14,400 =
+/// 691,200 B per MoE layer. (Before, the slowest rank's mean tokens times 16 were
+/// gathered: (1 + 2048 × (1 − (1 − 1/1024)^16)) × 16 ≈ 525 tokens, 7.2 MiB.)
+#[test]
+fn the_moe_all_gather_moves_the_tokens_the_ranks_hold() {
+    let s = deepseek_dp16("2k tokens", "");
+    let step = StepModel::new(&s).token_step(1.0, 2560.0, 2.0, 1024.0, &FITTED);
+    let gather = step
+        .comm_items
+        .iter()
+        .find(|i| i.group == GroupKind::Ep && i.collective == Collective::AllGather)
+        .unwrap();
+    assert_eq!(gather.count, 58);
+    assert!(
+        (gather.bytes - 691_200.0).abs() < 1.0,
+        "{} B per MoE layer",
+        gather.bytes
+    );
+}
+
+/// A prompt chunk that fits a captured CUDA graph (256 tokens ≤ 512) runs as one, and
+/// vLLM pads every rank to the largest. With one prompt token per rank per step on
+/// average, a rank carries its 256-token chunk in 1/256 of its steps and the slowest of 16
+/// in 1 − (255/256)^16 of them: 16 × 256 × (1 − (255/256)^16) prompt tokens beside the
+/// 16 decodes.
+#[test]
+fn a_graphed_chunk_pads_every_rank_to_the_largest() {
+    let s = deepseek_dp16("256 tokens", "");
+    let step = StepModel::new(&s).token_step(1.0, 768.0, 1.0, 128.0, &FITTED);
+    let gather = step
+        .comm_items
+        .iter()
+        .find(|i| i.group == GroupKind::Ep && i.collective == Collective::AllGather)
+        .unwrap();
+    let q: f64 = 1.0 / 256.0;
+    let slowest = 256.0 * (1.0 - (1.0 - q).powi(16));
+    let tokens = 16.0 + 16.0 * slowest;
+    assert!(
+        (gather.bytes - tokens * 14_400.0).abs() < 1.0,
+        "{} B vs {} B",
+        gather.bytes,
+        tokens * 14_400.0
+    );
+}
+
+/// Kimi K2 on a GB200 NVL72 rack, `tp 4 × dp 18 × ep` with DeepEP low-latency.
+fn kimi_on_nvl72(engine: &str) -> dic_compiler::driver::Checked {
+    let src = format!(
+        "import std.nodes.gb200_nvl72\nimport std.models.kimi_k2\n\
+deploy kimi {{ model = kimi_k2, cluster = gb200_nvl72, layout = tp 4 × dp 18 × ep, \
+engine = vllm {{ max_model_len = 64k tokens, all2all_backend = deepep_low_latency{engine} }} }}\n"
+    );
+    let world = MemoryWorld::new().with("p.dist", &src);
+    dic_compiler::driver::check_file(&world, "p.dist").unwrap()
+}
+
+/// With the token budget unset, vLLM 0.33 takes 256 under DeepEP low-latency with DP
+/// (`DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP`) and max_num_seqs at most that; the
+/// buffers — 1 GiB over NVLink and the RDMA hint for 256 tokens × 384 experts,
+/// 5,725,228,160 B (`deepep::low_latency_rdma_bytes`, by hand there) — are counted with
+/// the non-torch memory: 0.25 + 0.5 GiB of estimate beside them.
+#[test]
+fn deepep_low_latency_takes_vllms_budget_and_counts_its_buffers() {
+    let checked = kimi_on_nvl72("");
+    let s = &checked.deployments[0].scenario.scenario;
+    assert_eq!(s.engine.max_num_batched_tokens, 256);
+    assert_eq!(s.engine.max_num_seqs, 256);
+    let mem = dic_compiler::analysis::memory::memory(s);
+    let gib = 1024.0 * 1024.0 * 1024.0;
+    let expected = 0.75 * gib + gib + 5_725_228_160.0;
+    assert!(
+        (mem.stages[0].non_torch - expected).abs() < 1.0,
+        "{} vs {expected}",
+        mem.stages[0].non_torch
+    );
+    assert!(
+        !checked
+            .diagnostics
+            .iter()
+            .any(|d| d.code == dic_compiler::diagnostics::Code::DeepEpBuffersDoNotFit),
+        "{:?}",
+        checked.diagnostics
+    );
+}
+
+/// At 8192 tokens the low-latency buffer alone is 183.2 GB, more than a GB200 holds:
+/// E0506, whose help names a budget that fits.
+#[test]
+fn deepep_buffers_that_do_not_fit_are_an_error() {
+    let checked = kimi_on_nvl72(", max_num_batched_tokens = 8192");
+    let d = checked
+        .diagnostics
+        .iter()
+        .find(|d| d.code == dic_compiler::diagnostics::Code::DeepEpBuffersDoNotFit)
+        .unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
+    let text = format!("{d:?}");
+    assert!(text.contains("max_num_batched_tokens"), "{text}");
+}

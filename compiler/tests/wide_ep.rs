@@ -129,3 +129,41 @@ fn deepep_buffers_that_do_not_fit_are_an_error() {
     let text = format!("{d:?}");
     assert!(text.contains("max_num_batched_tokens"), "{text}");
 }
+
+/// The newcomer's case (issues 37 and 39): DeepSeek-V3 on one GB200 NVL72 rack at
+/// 50 req/s, nothing but the model, the rack and the load written. With vLLM's default
+/// all-gather every layout was refused (the closest at 292 ms TPOT under a 100 ms bound);
+/// the planner now gives wide EP across the trays DeepEP's low-latency all-to-all and a
+/// token budget, and the layout it chooses, written back with those options, checks
+/// clean and meets the bounds.
+#[test]
+fn deepseek_v3_on_an_nvl72_rack_plans_wide_ep_with_deepep() {
+    let src = "import std.nodes.gb200_nvl72\nimport std.models.deepseek_v3\n\
+workload w { prompt = 2k tokens, output = 1k tokens, rate = 50 req/s }\n\
+slo s { ttft.p95 <= 3 s, tpot.p95 <= 100 ms }\n\
+deploy d { model = deepseek_v3, cluster = gb200_nvl72, workload = w, slo = s, layout = auto }\n";
+    let world = MemoryWorld::new().with("p.dist", src);
+    let checked = dic_compiler::driver::front_end(&world, "p.dist").unwrap();
+    let ds = dic_compiler::analysis::scenarios_from_program(&checked.program).remove(0);
+    let s = dic_compiler::planner::search(
+        &ds.scenario,
+        &ds.slo,
+        &dic_compiler::planner::space_of(&ds),
+    );
+    let chosen = s.chosen.expect("a layout meets the bounds");
+    assert!(chosen.layout.ep && chosen.layout.dp > 1, "{}", chosen.describe());
+    let engine = chosen.engine.clone().expect("engine options chosen");
+    assert_eq!(engine.all2all_backend, "deepep_low_latency");
+    assert!(chosen.tpot_ms.unwrap() <= 100.0, "{}", chosen.describe());
+    let written = src.replace(
+        "layout = auto",
+        &format!(
+            "layout = {}, engine = vllm {{ {} }}",
+            chosen.layout,
+            engine.describe()
+        ),
+    );
+    let world = MemoryWorld::new().with("p.dist", &written);
+    let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
+    assert!(!checked.has_errors(), "{written}\n{:?}", checked.diagnostics);
+}

@@ -98,6 +98,73 @@ pub fn apply_layout_defaults(s: &mut Scenario) {
     s.engine.max_num_batched_tokens = tokens;
 }
 
+/// Engine options the planner chooses for a layout (issue 39): DeepEP's low-latency
+/// all-to-all and, where the deployment left it unset, a token budget.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct EngineChoice {
+    pub all2all_backend: String,
+    /// `None`: vLLM's default for the backend ([`BATCHED_DP_TOKEN_BUDGET`]).
+    pub max_num_batched_tokens: Option<u64>,
+}
+
+impl EngineChoice {
+    /// Writes the choice into a scenario's engine, as if the deployment had set it.
+    pub fn apply(&self, s: &mut Scenario) {
+        s.engine.all2all_backend = Some(self.all2all_backend.clone());
+        if let Some(t) = self.max_num_batched_tokens {
+            s.engine.batch.written_tokens = Some(t);
+        }
+    }
+
+    /// The options as `engine = vllm { … }` writes them.
+    pub fn describe(&self) -> String {
+        match self.max_num_batched_tokens {
+            Some(t) => format!(
+                "all2all_backend = {}, max_num_batched_tokens = {t}",
+                self.all2all_backend
+            ),
+            None => format!("all2all_backend = {}", self.all2all_backend),
+        }
+    }
+}
+
+/// Token budgets the planner tries with DeepEP low-latency beside vLLM's default (256):
+/// larger budgets carry prompts in fewer steps at the cost of larger buffers (E0506).
+const PLANNED_TOKEN_BUDGETS: [u64; 2] = [1024, 2048];
+
+/// The engine options worth trying for `s`'s layout when the deployment left the
+/// all-to-all backend unset: wide EP (`ep`, DP > 1, a MoE model) whose EP group spans
+/// hosts inside one multi-node NVLink domain (a GB200 NVL72 rack's trays) runs DeepEP
+/// low-latency, the backend vLLM's expert-parallel guide gives multi-node decode
+/// (`docs/serving/expert_parallel_deployment.md`, "Backend Selection Guide"), at vLLM's
+/// default budget and, where the budget is unset, at larger ones.
+pub fn wide_ep_engine_options(s: &Scenario) -> Vec<EngineChoice> {
+    let (m, l, t) = (&s.model, &s.layout, &s.topology);
+    let ep_ranks = l.tp.max(1) * l.dp;
+    let eligible = s.engine.all2all_backend.is_none()
+        && m.is_moe()
+        && l.ep
+        && l.dp > 1
+        && ep_ranks > t.gpus_per_node
+        && t.scale_up_domain > t.gpus_per_node
+        && l.gpus() <= t.scale_up_domain;
+    if !eligible {
+        return Vec::new();
+    }
+    let backend = "deepep_low_latency".to_string();
+    let mut out = vec![EngineChoice {
+        all2all_backend: backend.clone(),
+        max_num_batched_tokens: None,
+    }];
+    if s.engine.batch.written_tokens.is_none() {
+        out.extend(PLANNED_TOKEN_BUDGETS.iter().map(|&b| EngineChoice {
+            all2all_backend: backend.clone(),
+            max_num_batched_tokens: Some(b),
+        }));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

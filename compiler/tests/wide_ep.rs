@@ -145,13 +145,14 @@ deploy d { model = deepseek_v3, cluster = gb200_nvl72, workload = w, slo = s, la
     let world = MemoryWorld::new().with("p.dist", src);
     let checked = dic_compiler::driver::front_end(&world, "p.dist").unwrap();
     let ds = dic_compiler::analysis::scenarios_from_program(&checked.program).remove(0);
-    let s = dic_compiler::planner::search(
-        &ds.scenario,
-        &ds.slo,
-        &dic_compiler::planner::space_of(&ds),
-    );
+    let s =
+        dic_compiler::planner::search(&ds.scenario, &ds.slo, &dic_compiler::planner::space_of(&ds));
     let chosen = s.chosen.expect("a layout meets the bounds");
-    assert!(chosen.layout.ep && chosen.layout.dp > 1, "{}", chosen.describe());
+    assert!(
+        chosen.layout.ep && chosen.layout.dp > 1,
+        "{}",
+        chosen.describe()
+    );
     let engine = chosen.engine.clone().expect("engine options chosen");
     assert_eq!(engine.all2all_backend, "deepep_low_latency");
     assert!(chosen.tpot_ms.unwrap() <= 100.0, "{}", chosen.describe());
@@ -165,5 +166,32 @@ deploy d { model = deepseek_v3, cluster = gb200_nvl72, workload = w, slo = s, la
     );
     let world = MemoryWorld::new().with("p.dist", &written);
     let checked = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
-    assert!(!checked.has_errors(), "{written}\n{:?}", checked.diagnostics);
+    assert!(
+        !checked.has_errors(),
+        "{written}\n{:?}",
+        checked.diagnostics
+    );
+}
+
+/// DeepEP low-latency dispatches block-FP8 experts' tokens in FP8 (vLLM's
+/// `all2all_utils.maybe_make_prepare_finalize`: `use_fp8_dispatch` when the quantization is
+/// FP8 with DeepEP's 128 × 128 blocks, as DeepSeek-V3's checkpoint stores them): a token
+/// goes out as 7168 B with 56 fp32 scales (7392 B) and comes back in bf16 (14,336 B). Over
+/// `tp 1 × dp 16 × ep`, 10 tokens per rank go to the expected 16 × (1 − (15/16)^8)
+/// distinct ranks, 15/16 of them remote: per call (dispatch and combine averaged)
+/// 10 × distinct × (7392 + 14,336) / 2 × 15/16.
+#[test]
+fn deepep_low_latency_dispatches_fp8_tokens() {
+    use dic_compiler::analysis::comm::{moe_comm, CommContext};
+    let s = deepseek_dp16("2k tokens", ", all2all_backend = deepep_low_latency");
+    let items = moe_comm(&s, &CommContext::new(&s), 10.0, 58);
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].collective, Collective::AllToAll);
+    let distinct = 16.0 * (1.0 - (15.0_f64 / 16.0).powi(8));
+    let expected = 10.0 * distinct * (7392.0 + 14_336.0) / 2.0 * 15.0 / 16.0;
+    assert!(
+        (items[0].bytes - expected).abs() < 1e-6 * expected,
+        "{} vs {expected}",
+        items[0].bytes
+    );
 }

@@ -339,6 +339,23 @@ pub fn uses_deepep(s: &Scenario) -> bool {
     s.layout.ep && s.engine.all2all_backend.as_deref().is_some_and(is_deepep)
 }
 
+/// Bytes DeepEP's dispatch sends per token: the hidden state in 16 bits, or, where the
+/// low-latency kernels dispatch in FP8 (vLLM's `all2all_utils.maybe_make_prepare_finalize`:
+/// `use_fp8_dispatch` when the experts are FP8 in DeepEP's 128 × 128 blocks, as the
+/// pre-quantized FP8 checkpoints store them), one byte per channel and an fp32 scale per
+/// 128 channels.
+pub fn deepep_dispatch_bytes(s: &Scenario) -> f64 {
+    let m = &s.model;
+    let hidden = m.hidden as f64;
+    let fp8_experts = m.format_of(crate::program::Component::Experts, None) == "fp8"
+        && (m.prequantized || m.dtype == "fp8");
+    if s.engine.all2all_backend.as_deref() == Some("deepep_low_latency") && fp8_experts {
+        hidden + (m.hidden / 128) as f64 * 4.0
+    } else {
+        hidden * ACTIVATION_DTYPE_BYTES
+    }
+}
+
 /// A `deepep_*` value of `all2all_backend`.
 pub fn is_deepep(backend: &str) -> bool {
     backend.starts_with("deepep")
@@ -386,7 +403,10 @@ pub fn moe_comm_exchanged(
         let local = tokens / l.tp.max(1) as f64;
         // Expected distinct ranks among a token's k experts, spread evenly over p ranks.
         let distinct = cx.ep_distinct_ranks;
-        let bytes = local * distinct * hidden * act * (pf - 1.0) / pf;
+        // Per call, dispatch and combine averaged: the combine returns bf16 outputs; the
+        // dispatch sends bf16 too, or FP8 with DeepEP's per-128 fp32 scales ([`deepep_dispatch_bytes`]).
+        let per_token = (deepep_dispatch_bytes(s) + hidden * act) / 2.0;
+        let bytes = local * distinct * per_token * (pf - 1.0) / pf;
         // dispatch and combine
         let mut item = CommItem::nccl(
             GroupKind::Ep,

@@ -19,11 +19,7 @@ use super::scenario::{BatchLimits, Scenario};
 /// its EP group spans hosts.
 pub const DEEPEP_BUFFER_BYTES: f64 = 1024.0 * 1024.0 * 1024.0;
 
-/// vLLM's token budget when DeepEP's low-latency kernels batch the DP ranks' tokens
-/// (`SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP`, applied by
-/// `EngineArgs._set_default_max_num_seqs_and_batched_tokens_args` when
-/// `ParallelConfig.use_batched_dp_moe`: `deepep_low_latency` with EP and DP > 1).
-pub const BATCHED_DP_TOKEN_BUDGET: u64 = 256;
+pub use super::scenario::BATCHED_DP_TOKEN_BUDGET;
 
 /// DeepEP's alignment of the RDMA size hint (`NUM_BUFFER_ALIGNMENT_BYTES`).
 const ALIGNMENT: u64 = 128;
@@ -73,27 +69,12 @@ pub fn batched_dp_moe(s: &Scenario) -> bool {
         && s.layout.dp > 1
 }
 
-/// `(max_num_seqs, max_num_batched_tokens)` as vLLM settles them: written values stand;
-/// an unset token budget is 256 under batched DP MoE and the GPU's default otherwise; an
-/// unset `max_num_seqs` is its default, at most the token budget.
-pub fn batch_limits(b: &BatchLimits, batched_dp: bool) -> (u64, u64) {
-    let tokens = b.written_tokens.unwrap_or(if batched_dp {
-        BATCHED_DP_TOKEN_BUDGET
-    } else {
-        b.default_tokens
-    });
-    let seqs = b
-        .written_seqs
-        .unwrap_or_else(|| b.default_seqs.min(tokens).max(1));
-    (seqs, tokens)
-}
-
 /// Settles the batch limits for the scenario's layout and backend (after either changes).
 pub fn apply_layout_defaults(s: &mut Scenario) {
     if s.engine.batch == BatchLimits::default() {
         return; // limits given whole (calibration rows), nothing to settle
     }
-    let (seqs, tokens) = batch_limits(&s.engine.batch, batched_dp_moe(s));
+    let (seqs, tokens) = s.engine.batch.settle(batched_dp_moe(s));
     s.engine.max_num_seqs = seqs;
     s.engine.max_num_batched_tokens = tokens;
 }
@@ -192,17 +173,17 @@ mod tests {
             default_seqs: 1024,
             default_tokens: 8192,
         };
-        assert_eq!(batch_limits(&b, false), (1024, 8192));
-        assert_eq!(batch_limits(&b, true), (256, 256));
+        assert_eq!(b.settle(false), (1024, 8192));
+        assert_eq!(b.settle(true), (256, 256));
         let written = BatchLimits {
             written_tokens: Some(1024),
             ..b
         };
-        assert_eq!(batch_limits(&written, true), (1024, 1024));
+        assert_eq!(written.settle(true), (1024, 1024));
         let small = BatchLimits {
             written_tokens: Some(512),
             ..b
         };
-        assert_eq!(batch_limits(&small, false), (512, 512));
+        assert_eq!(small.settle(false), (512, 512));
     }
 }

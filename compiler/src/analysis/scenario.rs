@@ -249,6 +249,30 @@ pub struct BatchLimits {
     pub default_tokens: u64,
 }
 
+/// vLLM's token budget when DeepEP's low-latency kernels batch the DP ranks' tokens
+/// (`SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP`, applied by
+/// `EngineArgs._set_default_max_num_seqs_and_batched_tokens_args` when
+/// `ParallelConfig.use_batched_dp_moe`: `deepep_low_latency` with EP and DP > 1).
+pub const BATCHED_DP_TOKEN_BUDGET: u64 = 256;
+
+impl BatchLimits {
+    /// `(max_num_seqs, max_num_batched_tokens)` as vLLM settles them: written values
+    /// stand; an unset token budget is [`BATCHED_DP_TOKEN_BUDGET`] under batched DP MoE
+    /// and the GPU's default otherwise; an unset `max_num_seqs` is its default, at most
+    /// the token budget.
+    pub fn settle(&self, batched_dp: bool) -> (u64, u64) {
+        let tokens = self.written_tokens.unwrap_or(if batched_dp {
+            BATCHED_DP_TOKEN_BUDGET
+        } else {
+            self.default_tokens
+        });
+        let seqs = self
+            .written_seqs
+            .unwrap_or_else(|| self.default_seqs.min(tokens).max(1));
+        (seqs, tokens)
+    }
+}
+
 impl EngineSettings {
     /// Whether any step runs as a CUDA graph: not under `--enforce-eager`, not with
     /// `cudagraph_mode = none`.
@@ -369,7 +393,7 @@ pub fn engine_settings(
             vllm_defaults::MAX_NUM_BATCHED_TOKENS
         },
     };
-    let (seqs, mnbt) = super::deepep::batch_limits(&batch, false);
+    let (seqs, mnbt) = batch.settle(false);
     let default_block = if model.attention == crate::program::Attention::Mla {
         vllm_defaults::MLA_BLOCK_SIZE
     } else {

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
 
-use dic_compiler::analysis::comm::{Collective, GroupKind};
+use dic_compiler::analysis::comm::{Collective, CommItem, GroupKind};
 use dic_compiler::analysis::perf::{StepModel, FITTED};
 use dic_compiler::source::MemoryWorld;
 
@@ -26,6 +26,14 @@ engine = vllm {{ max_model_len = 32k tokens{engine} }} }}\n"
     ))
 }
 
+/// The EP group's all-gather among a step's collectives.
+fn ep_all_gather(items: &[CommItem]) -> &CommItem {
+    items
+        .iter()
+        .find(|i| i.group == GroupKind::Ep && i.collective == Collective::AllGather)
+        .unwrap()
+}
+
 /// One request per DP rank, each prefilling a 2048-token prompt once per 1024 decode
 /// steps (2 prompt tokens per rank per step on average). vLLM pads the ranks to the
 /// largest only in a step that runs as a CUDA graph; a step with a 2048-token chunk is
@@ -38,11 +46,7 @@ engine = vllm {{ max_model_len = 32k tokens{engine} }} }}\n"
 fn the_moe_all_gather_moves_the_tokens_the_ranks_hold() {
     let s = deepseek_dp16("2k tokens", "");
     let step = StepModel::new(&s).token_step(1.0, 2560.0, 2.0, 1024.0, &FITTED);
-    let gather = step
-        .comm_items
-        .iter()
-        .find(|i| i.group == GroupKind::Ep && i.collective == Collective::AllGather)
-        .unwrap();
+    let gather = ep_all_gather(&step.comm_items);
     assert_eq!(gather.count, 58);
     assert!(
         (gather.bytes - 691_200.0).abs() < 1.0,
@@ -60,11 +64,7 @@ fn the_moe_all_gather_moves_the_tokens_the_ranks_hold() {
 fn a_graphed_chunk_pads_every_rank_to_the_largest() {
     let s = deepseek_dp16("256 tokens", "");
     let step = StepModel::new(&s).token_step(1.0, 768.0, 1.0, 128.0, &FITTED);
-    let gather = step
-        .comm_items
-        .iter()
-        .find(|i| i.group == GroupKind::Ep && i.collective == Collective::AllGather)
-        .unwrap();
+    let gather = ep_all_gather(&step.comm_items);
     let q: f64 = 1.0 / 256.0;
     let slowest = 256.0 * (1.0 - (1.0 - q).powi(16));
     let tokens = 16.0 + 16.0 * slowest;

@@ -241,6 +241,7 @@ pub fn scenario(row: &Row) -> Option<Scenario> {
         overrides: MemoryOverrides::default(),
         speculative: None,
         calibration: Default::default(),
+        batch: Default::default(),
     };
     let workload = row.rate.map(|r| {
         WorkloadSpec::new(

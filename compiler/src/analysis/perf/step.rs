@@ -4,7 +4,7 @@
 //! runs without CUDA graphs; [`StepModel`] holds what every step of one scenario shares.
 
 use super::PerfConstants;
-use crate::analysis::comm::{step_comm, uses_deepep, CommContext, CommItem, StageBlocks};
+use crate::analysis::comm::{step_comm_exchanged, uses_deepep, CommContext, CommItem, StageBlocks};
 use crate::analysis::fused_moe::{moe_time, MoeCall};
 use crate::analysis::gemm::{compute_factor, roofline, KernelFamily};
 use crate::analysis::kv_pool::{CacheSpec, SpecCache};
@@ -284,12 +284,18 @@ pub(super) fn stage_facts(s: &Scenario) -> Vec<StageFacts> {
 }
 
 /// Prompt tokens in one step: the slowest DP rank's, which the step waits for (`rank`),
-/// and all DP ranks' together, which every rank's experts see (`group`; `rank` × DP
-/// when every rank carries the same).
+/// all DP ranks' together, which every rank's experts see (`group`; `rank` × DP when
+/// every rank carries the same), and those the MoE layers' all-gather moves over the DP
+/// group (`exchanged`): vLLM pads every rank to the largest rank's tokens only in a step
+/// that runs as a CUDA graph (`dp_utils._synchronize_dp_ranks`: `should_dp_pad` when the
+/// ranks' synced cudagraph mode is not NONE), so a prompt chunk past the captured sizes
+/// moves only the tokens the ranks hold (`all_gatherv` of their own sizes), and one that
+/// fits moves `rank` × DP.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepPrefill {
     pub rank: f64,
     pub group: f64,
+    pub exchanged: f64,
 }
 
 /// One step of one stage: `decode` sequences at mean context `ctx` on every DP rank, plus
@@ -308,6 +314,7 @@ pub(super) fn stage_step(
     let StepPrefill {
         rank: prefill,
         group: group_prefill,
+        exchanged: exchanged_prefill,
     } = prefill;
     let s = sm.s;
     let m = &s.model;
@@ -406,7 +413,10 @@ pub(super) fn stage_step(
         experts: experts_compute + experts_memory + experts_launch,
         attention: ops[2].0.max(ops[2].1),
     };
-    let comm_items = step_comm(s, &sm.comm, tokens, &f.blocks, f.last);
+    // The MoE exchange carries every rank's decodes (padded to the largest rank's, the
+    // ranks' batches balanced) and the prompt tokens it moves (`StepPrefill::exchanged`).
+    let exchanged = queries * l.dp.max(1) as f64 + exchanged_prefill;
+    let comm_items = step_comm_exchanged(s, &sm.comm, tokens, exchanged, &f.blocks, f.last);
     let comm: f64 = comm_items.iter().map(|i| i.time).sum();
     // Per sequence, not per token, in each of the stage's layers: a prompt chunk's tokens
     // cost GEMM time, above.

@@ -46,13 +46,30 @@ impl StepModel<'_> {
             return StepPrefill {
                 rank: per_rank,
                 group,
+                exchanged: group,
             };
         }
         let chunk = self.chunk(per_rank);
         let q = (per_rank / chunk).min(1.0);
+        let rank = chunk * (1.0 - (1.0 - q).powf(dp));
         StepPrefill {
-            rank: chunk * (1.0 - (1.0 - q).powf(dp)),
+            rank,
             group,
+            exchanged: self.exchanged(rank, group, chunk),
+        }
+    }
+
+    /// Prompt tokens the MoE all-gather moves over the DP group in steps whose slowest rank
+    /// carries `rank` and all ranks `group`, a carrying step holding a `chunk`: `rank` × DP
+    /// where such steps run as CUDA graphs (vLLM pads every rank to the largest), `group`
+    /// where they run eager (each rank sends what it holds). See [`StepPrefill`].
+    fn exchanged(&self, rank: f64, group: f64, chunk: f64) -> f64 {
+        let dp = self.s.layout.dp.max(1) as f64;
+        let padded = self.mixed_graphs && self.graph_max.is_some_and(|max| chunk <= max);
+        if padded {
+            rank * dp
+        } else {
+            group
         }
     }
 
@@ -123,9 +140,11 @@ impl StepModel<'_> {
             // outlasts the CPU's launches, so does the chunk step.
             let floor = c.eager_layer_time * f.blocks.layers as f64;
             if chunk_share > 0.0 && st.gpu_work() < floor {
+                let group = step_prefill.group.max(chunk);
                 let with_chunk = StepPrefill {
                     rank: chunk,
-                    group: step_prefill.group.max(chunk),
+                    group,
+                    exchanged: self.exchanged(chunk, group, chunk),
                 };
                 let whole = stage_step(
                     self,
@@ -258,6 +277,7 @@ impl StepModel<'_> {
                     StepPrefill {
                         rank: tokens,
                         group: tokens * s.layout.dp.max(1) as f64,
+                        exchanged: tokens * s.layout.dp.max(1) as f64,
                     },
                     prefix,
                     c,

@@ -75,7 +75,7 @@ impl StepModel<'_> {
 
     /// The prompt chunk a step carries when it carries one, with `per_rank` prompt tokens
     /// per step on average: the fresh prompt, at most the token budget.
-    fn chunk(&self, per_rank: f64) -> f64 {
+    pub(super) fn chunk(&self, per_rank: f64) -> f64 {
         let s = self.s;
         let prompt = s.workload.map_or(1024.0, |w| {
             let (cached, _) = prefix_of(s, w.prompt);

@@ -577,7 +577,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("engine", Ty::Engine, "the serving engine and its options, e.g. `vllm { gpu_memory_utilization = 0.90 }`"),
             f!("model_source", Ty::Str(TextRule::Argument), "what `vllm serve` loads: a Hugging Face repository or a path (default: the model's `hf`)"),
             f!("served_model_name", Ty::Str(TextRule::Argument), "the name clients use (default: the deployment's name)"),
-            f!("image", Ty::Str(TextRule::Image), concat!("container image (default ", dic_default!(image), ")")),
+            f!("image", Ty::Str(TextRule::Image), concat!("container image (default ", dic_default!(image), "; on AMD GPUs ", dic_default!(rocm_image), ")")),
             f!("namespace", Ty::Str(TextRule::DnsLabel), "Kubernetes namespace written into the objects and the kustomization (default: none, so `kubectl apply -n` chooses)"),
             f!("hf_token_secret", Ty::Str(TextRule::DnsLabel), "Kubernetes Secret holding the Hugging Face token under key `token` (default `hf-token`); referenced, never inlined"),
             f!("api_key_secret", Ty::Str(TextRule::DnsLabel), "Kubernetes Secret holding the API key clients must send, under key `api-key` (vLLM reads it as VLLM_API_KEY); referenced, never inlined. Scripts take VLLM_API_KEY from the node's environment"),

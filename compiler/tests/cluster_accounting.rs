@@ -136,7 +136,10 @@ fn one_engine_over_two_gpu_types_says_so() {
         assert!(d.message.contains(group), "{}", d.message);
     }
     let help = d.help.as_deref().unwrap_or_default();
-    assert!(help.contains("`tp 8 × pp 1 × dp 1 × ep` on one group"), "{help}");
+    assert!(
+        help.contains("`tp 8 × pp 1 × dp 1 × ep` on one group"),
+        "{help}"
+    );
     assert!(help.contains("drop `ep`: `tp 8 × pp 1 × dp 2`"), "{help}");
     // more GPUs than the whole cluster: the cluster's total, over its groups
     let world = MemoryWorld::new().with(
@@ -151,7 +154,11 @@ fn one_engine_over_two_gpu_types_says_so() {
         .iter()
         .find(|d| d.code == Code::NotEnoughGpus)
         .unwrap_or_else(|| panic!("{:?}", c.diagnostics));
-    assert!(d.message.contains("the cluster has 16 over 2 node groups"), "{}", d.message);
+    assert!(
+        d.message.contains("the cluster has 16 over 2 node groups"),
+        "{}",
+        d.message
+    );
 }
 
 #[test]

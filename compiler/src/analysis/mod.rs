@@ -650,8 +650,7 @@ pub fn demand_of(
 ) -> allocation::Demand {
     let moe = d.model.and_then(|m| p.model(m)).is_some_and(|m| m.is_moe());
     let whole = l.ep && moe && l.dp > 1;
-    // The autoscaler scales launch units (dense replicas, or a wide-EP deployment's whole
-    // engine: `ir::DeploymentPlan::groups`, the objects' replica count): one rule for both.
+    // An autoscaler scales launch units (`ir::DeploymentPlan::groups`), dense or wide EP.
     let launch_units = if whole { 1 } else { l.dp.max(1) };
     allocation::Demand {
         name: def.name.clone(),
@@ -834,13 +833,8 @@ pub fn diagnostics_for(
         return Vec::new();
     };
     let at_name = def.location();
-    // On a cluster of several node groups the structural rule saw one group: the
-    // cluster-wide reason replaces its E0405.
-    let across_groups = findings
-        .iter()
-        .any(|f| f.code == Code::NotEnoughGpus)
-        .then(|| node_groups::layout_across_groups(p, d, &ds.scenario.layout, &ds.group_node))
-        .flatten();
+    // On several node groups the cluster-wide reason replaces the structural E0405.
+    let across_groups = node_groups::cluster_reason(p, d, ds, findings);
     findings
         .iter()
         .map(|f| match &across_groups {

@@ -48,6 +48,20 @@ fn groups_of(p: &Program, d: &Deploy) -> Vec<GroupGpus> {
         .collect()
 }
 
+/// The cluster-wide E0405 that replaces the structural one among `findings` of `ds` on a
+/// cluster of several node groups (`None` when there is none to replace).
+pub fn cluster_reason(
+    p: &Program,
+    d: &Deploy,
+    ds: &super::DeploymentScenario,
+    findings: &[Finding],
+) -> Option<Finding> {
+    if !findings.iter().any(|f| f.code == Code::NotEnoughGpus) {
+        return None;
+    }
+    layout_across_groups(p, d, &ds.scenario.layout, &ds.group_node)
+}
+
 /// E0405 for layout `l` of deployment `d`, analysed on node group `own`, on a cluster of
 /// two or more node groups (`None` for one group, where the structural rule's figures are
 /// the cluster's).

@@ -180,27 +180,19 @@ fn moe_lines(x: &Imported, out: &mut Vec<Line>) {
     out.push(line(
         "experts_per_token",
         f.experts_per_token,
-        "num_experts_per_tok",
+        f.experts_per_token_src,
     ));
     if f.shared_experts > 0 {
         out.push(line(
             "shared_experts",
             f.shared_experts,
-            if f.is_llama4 {
-                "Llama 4's shared expert"
-            } else {
-                "n_shared_experts"
-            },
+            f.shared_src.unwrap_or("n_shared_experts"),
         ));
     }
     out.push(line(
         "moe_intermediate",
         f.moe_intermediate,
-        if f.is_llama4 {
-            "intermediate_size"
-        } else {
-            "moe_intermediate_size"
-        },
+        f.moe_intermediate_src,
     ));
     if x.model.detail.shared_expert_intermediate > 0 {
         out.push(line(

@@ -65,7 +65,11 @@ pub(super) fn read(c: &Config) -> Result<Dims, Box<Diagnostic>> {
     let max_context = c.need("max_position_embeddings", "max_context")?;
     let global_kv = c.count("num_global_key_value_heads", "kv_heads")?;
     let global_dim = c.count("global_head_dim", "head_dim")?;
-    let plain_kv = c.count("num_key_value_heads", "kv_heads")?.unwrap_or(heads);
+    let nas_kv = c.nas.as_deref().map(|b| super::nas::kv_heads(b, heads));
+    let plain_kv = match c.count("num_key_value_heads", "kv_heads")? {
+        Some(kv) => kv,
+        None => nas_kv.unwrap_or(heads),
+    };
     let kv_heads = global_kv.unwrap_or(plain_kv);
     let plain_dim = match c.count("head_dim", "head_dim")? {
         Some(d) => d,
@@ -150,7 +154,12 @@ fn read_ffn(c: &Config, layers: u64) -> Result<FfnDims, Box<Diagnostic>> {
         .unwrap_or((0, ""));
     let is_llama4 = c.arch.starts_with("Llama4");
     let is_gemma4_moe = c.arch.starts_with("Gemma4") && experts > 0;
-    let need_intermediate = || c.need("intermediate_size", "intermediate");
+    let nas_intermediate = c.nas.as_deref().and_then(super::nas::max_intermediate);
+    let need_intermediate = || match nas_intermediate {
+        // A NAS model's MLPs differ per layer: the model's `intermediate` is the largest.
+        Some(n) => Ok(n),
+        None => c.need("intermediate_size", "intermediate"),
+    };
     let mut moe_intermediate_src = "moe_intermediate_size";
     let (intermediate, moe_intermediate, inter_src) = if is_llama4 {
         moe_intermediate_src = "intermediate_size";
@@ -175,6 +184,8 @@ fn read_ffn(c: &Config, layers: u64) -> Result<FfnDims, Box<Diagnostic>> {
             Some(i) => (i, moe, "intermediate_size"),
             None => (moe, moe, "moe_intermediate_size (no dense layers)"),
         }
+    } else if nas_intermediate.is_some() {
+        (need_intermediate()?, 0, "block_configs: the largest FFN")
     } else {
         (need_intermediate()?, 0, "intermediate_size")
     };

@@ -531,7 +531,7 @@ fn oversubscribed(
         let n = placement.unplaced.min(d.reserved);
         (
             format!(
-                "{} data-parallel groups of {} GPUs on whole nodes",
+                "{} wide-EP engines of {} GPUs",
                 1 + d.reserved,
                 d.replica_gpus
             ),

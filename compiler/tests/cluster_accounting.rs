@@ -114,22 +114,28 @@ fn an_autoscalers_max_is_reserved_for_moe_as_for_dense() {
     assert!(codes(&c).contains(&Code::ClusterOversubscribed));
 }
 
+/// The E0405 of `layout` for DeepSeek-V3 on one H200 node and one B200 node.
+fn h200_and_b200_e0405(layout: &str) -> dic_compiler::diagnostics::Diagnostic {
+    let world = MemoryWorld::new().with(
+        "c.dist",
+        &format!(
+            "import std.nodes.dgx_h200\nimport std.nodes.dgx_b200\nimport std.models.deepseek_v3\n\
+             cluster lab {{ nodes = [1 × dgx_h200, 1 × dgx_b200] }}\n\
+             deploy r1 {{ model = deepseek_v3, cluster = lab, layout = {layout} }}\n"
+        ),
+    );
+    let c = driver::compile_file(&world, "c.dist").unwrap();
+    c.diagnostics
+        .into_iter()
+        .find(|d| d.code == Code::NotEnoughGpus)
+        .unwrap_or_else(|| panic!("no E0405 for {layout}"))
+}
+
 /// One engine over an H200 node and a B200 node: the diagnostic says an engine cannot
 /// span GPU types, names both groups and what would fit — not "the cluster has 8".
 #[test]
 fn one_engine_over_two_gpu_types_says_so() {
-    let world = MemoryWorld::new().with(
-        "c.dist",
-        "import std.nodes.dgx_h200\nimport std.nodes.dgx_b200\nimport std.models.deepseek_v3\n\
-         cluster lab { nodes = [1 × dgx_h200, 1 × dgx_b200] }\n\
-         deploy r1 { model = deepseek_v3, cluster = lab, layout = tp 8 × dp 2 × ep }\n",
-    );
-    let c = driver::compile_file(&world, "c.dist").unwrap();
-    let d = c
-        .diagnostics
-        .iter()
-        .find(|d| d.code == Code::NotEnoughGpus)
-        .unwrap_or_else(|| panic!("{:?}", c.diagnostics));
+    let d = h200_and_b200_e0405("tp 8 × dp 2 × ep");
     assert!(!d.message.contains("the cluster has 8"), "{}", d.message);
     assert!(d.message.contains("cannot span GPU types"), "{}", d.message);
     for group in ["`dgx_h200` has 8 × h200_sxm", "`dgx_b200` has 8 × b200"] {
@@ -142,18 +148,7 @@ fn one_engine_over_two_gpu_types_says_so() {
     );
     assert!(help.contains("drop `ep`: `tp 8 × pp 1 × dp 2`"), "{help}");
     // more GPUs than the whole cluster: the cluster's total, over its groups
-    let world = MemoryWorld::new().with(
-        "c.dist",
-        "import std.nodes.dgx_h200\nimport std.nodes.dgx_b200\nimport std.models.deepseek_v3\n\
-         cluster lab { nodes = [1 × dgx_h200, 1 × dgx_b200] }\n\
-         deploy r1 { model = deepseek_v3, cluster = lab, layout = tp 8 × dp 4 × ep }\n",
-    );
-    let c = driver::compile_file(&world, "c.dist").unwrap();
-    let d = c
-        .diagnostics
-        .iter()
-        .find(|d| d.code == Code::NotEnoughGpus)
-        .unwrap_or_else(|| panic!("{:?}", c.diagnostics));
+    let d = h200_and_b200_e0405("tp 8 × dp 4 × ep");
     assert!(
         d.message.contains("the cluster has 16 over 2 node groups"),
         "{}",

@@ -774,3 +774,59 @@ fn no_count_in_a_shared_config_is_mapped_silently() {
     }
     assert!(refused > 100, "only {refused} refusals");
 }
+
+/// Gemma 4's MoE names its counts as vLLM 0.33's `models/gemma4.py` reads them:
+/// `num_experts`, `top_k_experts` (not `num_experts_per_tok`) and
+/// `expert_intermediate_size`, and keeps its dense MLP beside the experts in every layer
+/// (an always-on shared expert of `intermediate_size`). The real Gemma 4 31B config with
+/// its MoE keys set (this repository holds no Gemma 4 MoE config; the values are ours).
+#[cfg_attr(
+    dic_no_shared,
+    ignore = "needs ../shared, the reference data beside the repository"
+)]
+#[test]
+fn gemma_4_moe_keys_are_read_as_vllm_reads_them() {
+    let Some(shared) = common::shared_dir() else {
+        return;
+    };
+    let path = shared.join("models/hf/nvidia--Gemma-4-31B-IT-NVFP4_config.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    v.as_object_mut().unwrap().remove("quantization_config");
+    let text = &mut v["text_config"];
+    text["enable_moe_block"] = true.into();
+    text["num_experts"] = 128.into();
+    text["top_k_experts"] = 8.into();
+    text["expert_intermediate_size"] = 704.into();
+    let config = v.to_string();
+    let out = import(&ImportRequest {
+        config: &config,
+        quant_config: None,
+        name: "gemma_4_moe",
+        repo: None,
+        source_name: "config.json",
+    })
+    .unwrap_or_else(|d| panic!("{}", d.message));
+    for want in [
+        "experts = 128",
+        "experts_per_token = 8 // top_k_experts",
+        "moe_intermediate = 704 // expert_intermediate_size",
+        "shared_experts = 1",
+        "shared_expert_intermediate = 21504",
+    ] {
+        assert!(out.contains(want), "no `{want}` in\n{out}");
+    }
+    let m = imported_model(&out);
+    // routed experts: 60 layers × 128 × (gate, up, down) 5376 × 704; the dense MLP beside
+    // them in every layer: 60 × 3 × 5376 × 21504
+    let p = architecture::parameters(&m);
+    let routed = 60.0 * 128.0 * 3.0 * 5376.0 * 704.0;
+    let mlp = 60.0 * 3.0 * 5376.0 * 21504.0;
+    assert!(
+        // (the routers, 60 × 5376 × 128, are the rest)
+        (p.experts + p.mlps - routed - mlp).abs() < 0.005 * (routed + mlp),
+        "{} in experts, {} in MLPs; want {routed} + {mlp}",
+        p.experts,
+        p.mlps
+    );
+}

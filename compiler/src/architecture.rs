@@ -187,9 +187,14 @@ pub fn shared_params(m: &Model) -> (f64, f64) {
     (shared, m.hidden as f64 * m.experts as f64)
 }
 
-/// A dense MLP of one layer.
+/// A dense MLP of `intermediate`.
 pub fn dense_params(m: &Model) -> f64 {
     m.mlp_matrices() * m.hidden as f64 * m.intermediate as f64
+}
+
+/// Layer `l`'s dense MLP (a NAS model's own size per layer).
+pub fn dense_params_at(m: &Model, l: u64) -> f64 {
+    m.mlp_matrices() * m.hidden as f64 * m.intermediate_at(l) as f64
 }
 
 pub fn parameters(m: &Model) -> Parameters {
@@ -206,7 +211,7 @@ pub fn parameters(m: &Model) -> Parameters {
         let k = m.layer(l);
         p.mixers += mixer_params(m, k.mixer, 1).on_rank();
         match k.ffn {
-            Ffn::Dense => p.mlps += dense_params(m),
+            Ffn::Dense => p.mlps += dense_params_at(m, l),
             Ffn::Moe => {
                 p.mlps += shared + router;
                 p.experts += m.experts as f64 * per_expert;

@@ -498,20 +498,12 @@ fn oversubscribed(
         .unwrap_or_default();
     let groups = &account.groups;
     let (_, d, placement) = &account.members[i];
-    let want = if d.whole {
-        d.replica_gpus
-    } else {
-        d.replica_gpus * (d.replicas + d.reserved)
-    };
+    let want = d.replica_gpus * (d.launch_units() + d.reserved);
     let before: Vec<String> = account.members[..i]
         .iter()
         .filter(|(_, _, pl)| !pl.slots.is_empty())
         .map(|(_, x, pl)| {
-            let gpus = if x.whole {
-                x.replica_gpus
-            } else {
-                x.replica_gpus * (pl.slots.len() + pl.reserved.len()) as u64
-            };
+            let gpus = x.replica_gpus * (pl.slots.len() + pl.reserved.len()) as u64;
             format!("`{}` takes {gpus}", x.name)
         })
         .collect();
@@ -527,13 +519,27 @@ fn oversubscribed(
             )
         })
         .collect();
-    let (unit, missing) = if d.whole {
+    let (unit, missing) = if d.whole && d.reserved == 0 {
         (
             format!(
                 "one data-parallel group of {} GPUs on whole nodes",
                 d.replica_gpus
             ),
             "it does not fit".to_string(),
+        )
+    } else if d.whole {
+        let n = placement.unplaced.min(d.reserved);
+        (
+            format!(
+                "{} wide-EP engines of {} GPUs",
+                1 + d.reserved,
+                d.replica_gpus
+            ),
+            if placement.slots.is_empty() {
+                "it does not fit".to_string()
+            } else {
+                format!("{} not fit", plural(n, "group does", "groups do"))
+            },
         )
     } else {
         let n = placement.unplaced;

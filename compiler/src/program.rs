@@ -286,6 +286,10 @@ pub struct ModelDetail {
     /// a speculative draft, `method = mtp`).
     #[serde(skip_serializing_if = "is_zero")]
     pub mtp_layers: u64,
+    /// Each layer's dense MLP intermediate size when they differ (NAS models, DeciLM's
+    /// `block_configs`); empty: every dense layer has `intermediate`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub layer_intermediate: Vec<u64>,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -335,6 +339,15 @@ pub enum Component {
 impl Model {
     pub fn is_moe(&self) -> bool {
         self.experts > 0
+    }
+
+    /// The dense MLP intermediate size of layer `l` (0-based): its own in a NAS model's
+    /// `layer_intermediate`, else `intermediate`.
+    pub fn intermediate_at(&self, l: u64) -> u64 {
+        match self.detail.layer_intermediate.get(l as usize) {
+            Some(&n) if n > 0 => n,
+            _ => self.intermediate,
+        }
     }
 
     /// Layer `l` (0-based): from the pattern when the model has one, else the uniform

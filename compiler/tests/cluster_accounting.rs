@@ -79,6 +79,83 @@ fn oversubscription_names_the_deployments_and_the_numbers() {
     assert!(!c.has_errors(), "{:?}", c.diagnostics);
 }
 
+/// An autoscaler's `max` counts launch groups (Kubernetes replicas): a dense replica, or a
+/// wide-EP deployment's whole engine. Either way `max` of them must fit the cluster.
+#[test]
+fn an_autoscalers_max_is_reserved_for_moe_as_for_dense() {
+    let moe = |max: u64| {
+        let world = MemoryWorld::new().with(
+            "c.dist",
+            &format!(
+                "import std.nodes.dgx_h100\nimport std.models.qwen3_30b_a3b\n\
+                 cluster one {{ nodes = 1 × dgx_h100 }}\n\
+                 deploy a {{ model = qwen3_30b_a3b, cluster = one, layout = tp 1 × dp 4 × ep, autoscale = {{ max = {max} }} }}\n"
+            ),
+        );
+        driver::compile_file(&world, "c.dist").unwrap()
+    };
+    // three 4-GPU engines on 8 GPUs
+    let c = moe(3);
+    let d = c
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::ClusterOversubscribed)
+        .unwrap_or_else(|| panic!("{:?}", c.diagnostics));
+    assert!(d.message.contains("needs 12 GPUs"), "{}", d.message);
+    assert!(d.message.contains("autoscaler"), "{}", d.message);
+    // two fit
+    let c = moe(2);
+    assert!(!c.has_errors(), "{:?}", c.diagnostics);
+    // the dense rule, unchanged: three 4-GPU replicas on 8 GPUs
+    let c = compile(
+        "cluster one { nodes = 1 × dgx_h100 }\n\
+         deploy a { model = llama_3_1_8b, cluster = one, layout = tp 4, autoscale = { max = 3 } }\n",
+    );
+    assert!(codes(&c).contains(&Code::ClusterOversubscribed));
+}
+
+/// The E0405 of `layout` for DeepSeek-V3 on one H200 node and one B200 node.
+fn h200_and_b200_e0405(layout: &str) -> dic_compiler::diagnostics::Diagnostic {
+    let world = MemoryWorld::new().with(
+        "c.dist",
+        &format!(
+            "import std.nodes.dgx_h200\nimport std.nodes.dgx_b200\nimport std.models.deepseek_v3\n\
+             cluster lab {{ nodes = [1 × dgx_h200, 1 × dgx_b200] }}\n\
+             deploy r1 {{ model = deepseek_v3, cluster = lab, layout = {layout} }}\n"
+        ),
+    );
+    let c = driver::compile_file(&world, "c.dist").unwrap();
+    c.diagnostics
+        .into_iter()
+        .find(|d| d.code == Code::NotEnoughGpus)
+        .unwrap_or_else(|| panic!("no E0405 for {layout}"))
+}
+
+/// One engine over an H200 node and a B200 node: the diagnostic says an engine cannot
+/// span GPU types, names both groups and what would fit — not "the cluster has 8".
+#[test]
+fn one_engine_over_two_gpu_types_says_so() {
+    let d = h200_and_b200_e0405("tp 8 × dp 2 × ep");
+    assert!(!d.message.contains("the cluster has 8"), "{}", d.message);
+    assert!(d.message.contains("cannot span GPU types"), "{}", d.message);
+    for group in ["`dgx_h200` has 8 × h200_sxm", "`dgx_b200` has 8 × b200"] {
+        assert!(d.message.contains(group), "{}", d.message);
+    }
+    let help = d.help.as_deref().unwrap_or_default();
+    assert!(
+        help.contains("`tp 8 × pp 1 × dp 1 × ep` on one group"),
+        "{help}"
+    );
+    assert!(help.contains("drop `ep`: `tp 8 × pp 1 × dp 2`"), "{help}");
+    // more GPUs than the whole cluster: the cluster's total, over its groups
+    let d = h200_and_b200_e0405("tp 8 × dp 4 × ep");
+    assert!(
+        d.message.contains("the cluster has 16 over 2 node groups"),
+        "{}",
+        d.message
+    );
+}
+
 #[test]
 fn a_list_of_node_groups_is_the_whole_cluster() {
     // 16 GPUs over two node types: `tp 8 × dp 2` places one replica on each

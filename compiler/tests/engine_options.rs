@@ -202,7 +202,11 @@ fn the_options_documentation_states_the_defaults_the_models_fill() {
 fn dics_own_defaults_are_what_their_fields_say() {
     let deploy = Kind::Deploy.schema();
     let image = deploy.field("image").unwrap().doc;
-    assert!(image.contains(&format!("(default {})", dic_defaults::IMAGE)));
+    assert!(image.contains(&format!(
+        "(default {}; on AMD GPUs {})",
+        dic_defaults::IMAGE,
+        dic_defaults::ROCM_IMAGE
+    )));
     let waiting = AUTOSCALE_FIELDS
         .iter()
         .find(|f| f.name == "waiting")

@@ -27,8 +27,9 @@ pub struct Demand {
     /// GPUs of one replica (tp × pp × pcp), or of the whole deployment when `whole`.
     pub replica_gpus: u64,
     pub replicas: u64,
-    /// Replicas an autoscaler may add (`max` − `replicas`): their room is reserved after
-    /// the deployment's own, so scaling up never lands on another deployment's GPUs.
+    /// Launch units an autoscaler may add (`max` − [`Demand::launch_units`]), each of
+    /// `replica_gpus`: their room is reserved after the deployment's own, so scaling up
+    /// never lands on another deployment's GPUs.
     pub reserved: u64,
     /// All replicas form one unit (wide EP over vLLM data parallelism).
     pub whole: bool,
@@ -36,6 +37,18 @@ pub struct Demand {
     pub group: Option<usize>,
     /// The deployment's API port (its servers take this or the next free one).
     pub port: u64,
+}
+
+impl Demand {
+    /// The units placed for the deployment itself, each of `replica_gpus`: its replicas,
+    /// or one whole unit. An autoscaler scales the same units (Kubernetes replicas).
+    pub fn launch_units(&self) -> u64 {
+        if self.whole {
+            1
+        } else {
+            self.replicas
+        }
+    }
 }
 
 /// Where one replica (or a whole unit) runs.
@@ -88,7 +101,7 @@ pub fn allocate(groups: &[GroupCapacity], demands: &[Demand]) -> Vec<Placement> 
         .iter()
         .map(|d| {
             let mut p = Placement::default();
-            let units = if d.whole { 1 } else { d.replicas + d.reserved };
+            let units = d.launch_units() + d.reserved;
             for unit in 0..units {
                 let allowed: Vec<usize> = match d.group {
                     Some(g) if g < groups.len() => vec![g],
@@ -107,7 +120,7 @@ pub fn allocate(groups: &[GroupCapacity], demands: &[Demand]) -> Vec<Placement> 
                         }
                         taken.push(port);
                         s.port = port;
-                        if d.whole || unit < d.replicas {
+                        if unit < d.launch_units() {
                             p.slots.push(s);
                         } else {
                             p.reserved.push(s);
@@ -116,8 +129,9 @@ pub fn allocate(groups: &[GroupCapacity], demands: &[Demand]) -> Vec<Placement> 
                     None => p.unplaced += 1,
                 }
             }
-            if d.whole && p.unplaced > 0 {
-                p.unplaced = d.replicas;
+            // A whole unit that does not fit leaves every one of its ranks unplaced.
+            if d.whole && p.slots.is_empty() {
+                p.unplaced = d.replicas + p.unplaced.saturating_sub(1);
             }
             p
         })
@@ -229,6 +243,23 @@ mod tests {
         assert_eq!(p[0].reserved.len(), 2);
         assert_eq!(p[0].shares(), vec![(0, 1)]);
         assert_eq!(p[1].unplaced, 1, "a's reserved GPUs are not b's");
+    }
+
+    #[test]
+    fn a_whole_units_autoscaler_reserves_whole_copies() {
+        let g = [group("dgx_h100", 1, 8)];
+        let mut a = demand("a", 4, 4);
+        a.whole = true;
+        a.reserved = 1;
+        let p = allocate(&g, &[a.clone(), demand("b", 4, 1)]);
+        assert_eq!(p[0].slots.len(), 1);
+        assert_eq!(p[0].reserved.len(), 1);
+        assert_eq!(p[0].unplaced, 0);
+        assert_eq!(p[1].unplaced, 1, "a's second engine's GPUs are not b's");
+        a.reserved = 2;
+        let p = allocate(&g, &[a]);
+        assert_eq!(p[0].slots.len(), 1, "the engine itself is placed");
+        assert_eq!(p[0].unplaced, 1, "one reserved copy does not fit");
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod fused_moe;
 pub mod gemm;
 pub mod kv_pool;
 pub mod memory;
+pub mod node_groups;
 pub mod perf;
 pub mod rules;
 pub mod scenario;
@@ -652,14 +653,16 @@ pub fn demand_of(
 ) -> allocation::Demand {
     let moe = d.model.and_then(|m| p.model(m)).is_some_and(|m| m.is_moe());
     let whole = l.ep && moe && l.dp > 1;
+    // An autoscaler scales launch units (`ir::DeploymentPlan::groups`), dense or wide EP.
+    let launch_units = if whole { 1 } else { l.dp.max(1) };
     allocation::Demand {
         name: def.name.clone(),
         replica_gpus: if whole { l.gpus() } else { l.replica_gpus() },
         replicas: l.dp.max(1),
-        reserved: match &d.autoscale {
-            Some(a) if !whole => a.max.saturating_sub(l.dp.max(1)),
-            _ => 0,
-        },
+        reserved: d
+            .autoscale
+            .as_ref()
+            .map_or(0, |a| a.max.saturating_sub(launch_units)),
         whole,
         // A pin to a node the cluster lacks places nothing (E0409 says why).
         group: d
@@ -836,8 +839,14 @@ pub fn diagnostics_for(
         return Vec::new();
     };
     let at_name = def.location();
+    // On several node groups the cluster-wide reason replaces the structural E0405.
+    let across_groups = node_groups::cluster_reason(p, d, ds, findings);
     findings
         .iter()
+        .map(|f| match &across_groups {
+            Some(g) if f.code == Code::NotEnoughGpus => g,
+            _ => f,
+        })
         .map(|f| {
             let at = match f.anchor {
                 Anchor::Layout => d.layout_at,

@@ -40,6 +40,9 @@ pub struct GpuSpec {
     pub architecture: Option<String>,
     /// The host link, used for GPU-to-GPU traffic in nodes without a scale-up link.
     pub pcie: LinkSpec,
+    /// vLLM runs on its ROCm platform (`vendor = amd`): its own image, the AMD device
+    /// plugin's resource, `platforms/rocm.py`'s rules.
+    pub rocm: bool,
 }
 
 impl GpuSpec {
@@ -55,6 +58,10 @@ impl GpuSpec {
             int8: g.int8,
             architecture: g.architecture.clone(),
             pcie,
+            rocm: g
+                .vendor
+                .as_deref()
+                .is_some_and(|v| v.eq_ignore_ascii_case("amd")),
         }
     }
 

@@ -93,7 +93,7 @@ pub fn rank_weights(
     };
     let expert = architecture::expert_params(m);
     let (shared, router) = architecture::shared_params(m);
-    let dense = architecture::dense_params(m) / tp_f;
+
     for layer in layers {
         let k = m.layer(layer);
         let mixer = match mixer_cache.iter().find(|(x, _)| *x == k.mixer) {
@@ -119,7 +119,11 @@ pub fn rank_weights(
                 add(&mut w, shared / tp_f, layer_bytes(Component::Mlp, layer));
                 add(&mut w, router, per_unq);
             }
-            Ffn::Dense => add(&mut w, dense, layer_bytes(Component::Mlp, layer)),
+            Ffn::Dense => add(
+                &mut w,
+                architecture::dense_params_at(m, layer) / tp_f,
+                layer_bytes(Component::Mlp, layer),
+            ),
             Ffn::None => {}
         }
     }

@@ -393,6 +393,7 @@ fn model_detail(r: &Reader<'_>) -> ModelDetail {
         unquantized_mixer_layers: r.uints("unquantized_mixer_layers"),
         quant_group: r.uint("quant_group").unwrap_or(0),
         mtp_layers: r.uint("mtp_layers").unwrap_or(0),
+        layer_intermediate: r.uints("layer_intermediate"),
     }
 }
 

@@ -46,6 +46,20 @@ impl<'s, 'w> Checker<'s, 'w> {
                 "check the model's config.json".into(),
             );
         }
+        let per_layer = m.detail.layer_intermediate.len() as u64;
+        if per_layer > 0 && per_layer != m.layers {
+            fail(
+                self,
+                at("layer_intermediate"),
+                format!(
+                    "`layer_intermediate` lists {per_layer} sizes, the model has {} layers",
+                    m.layers
+                ),
+                "one size per layer",
+                "list each layer's MLP intermediate size in order (0 for a layer without one)"
+                    .into(),
+            );
+        }
         if m.experts > 0 && (m.experts_per_token == 0 || m.experts_per_token > m.experts) {
             fail(
                 self,

@@ -25,13 +25,15 @@ pub(super) struct Config<'a> {
     pub arch: String,
     /// The parsed `hf_quant_config.json`, when the checkpoint has one.
     pub quant: Option<Value>,
+    /// A NAS model's layers (`block_configs`), as vLLM's DeciLM builds them.
+    pub nas: Option<Vec<super::nas::NasBlock>>,
     /// The config's file name, for messages.
     pub source_name: &'a str,
 }
 
 impl<'a> Config<'a> {
-    /// Parses the request's JSON texts, refusing what is not a JSON object, a count
-    /// beyond any model, and NAS models with per-layer block configs.
+    /// Parses the request's JSON texts, refusing what is not a JSON object or a count
+    /// beyond any model; a NAS model's `block_configs` are read layer by layer.
     pub fn parse(req: &ImportRequest<'a>) -> Result<Config<'a>, Box<Diagnostic>> {
         let root: Value = serde_json::from_str(&lenient_json(req.config)).map_err(|e| {
             fail(
@@ -69,21 +71,22 @@ impl<'a> Config<'a> {
             .and_then(Value::as_str)
             .unwrap_or("unknown")
             .to_string();
-        let config = Config {
+        let mut config = Config {
             multimodal: text_config.is_some(),
             top,
             cfg,
             arch,
             quant,
+            nas: None,
             source_name: req.source_name,
         };
         config.refuse_beyond_any_model()?;
+        config.nas = super::nas::blocks(&config.cfg, req.source_name)?;
         Ok(config)
     }
 
     /// Every count a config gives is bounded before any arithmetic: the schema's widest
-    /// integer range (a model's sizes), or its token range for the context length; and
-    /// NAS models with per-layer FFN sizes are refused.
+    /// integer range (a model's sizes), or its token range for the context length.
     fn refuse_beyond_any_model(&self) -> Result<(), Box<Diagnostic>> {
         if let Some((k, v)) = self.cfg.iter().find_map(|(k, v)| {
             let n = v.as_u64()?;
@@ -100,15 +103,6 @@ impl<'a> Config<'a> {
                     self.source_name
                 ),
                 "check the config: sizes of real models are far smaller",
-            ));
-        }
-        if self.cfg.contains_key("block_configs") {
-            return Err(fail(
-                format!(
-                    "cannot map `{}`: it is a NAS model with per-layer `block_configs` (DeciLM / Nemotron Super)",
-                    self.source_name
-                ),
-                "per-layer FFN sizes are not expressible yet; write the model by hand with the layers' average FFN size",
             ));
         }
         Ok(())

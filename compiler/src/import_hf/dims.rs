@@ -38,14 +38,18 @@ pub(super) struct FfnDims {
     pub experts: u64,
     /// The field that counted the experts (`""` for a dense model).
     pub experts_src: &'static str,
-    pub is_llama4: bool,
     pub intermediate: u64,
     pub moe_intermediate: u64,
     /// The field `intermediate` came from.
     pub inter_src: &'static str,
     pub experts_per_token: u64,
+    /// The fields `experts_per_token` and `moe_intermediate` came from.
+    pub experts_per_token_src: &'static str,
+    pub moe_intermediate_src: &'static str,
     pub shared_size: Option<u64>,
     pub shared_experts: u64,
+    /// Where `shared_experts` came from, when the config has no count of its own.
+    pub shared_src: Option<&'static str>,
     pub moe_layer_step: u64,
     pub dense_layers: u64,
 }
@@ -61,7 +65,11 @@ pub(super) fn read(c: &Config) -> Result<Dims, Box<Diagnostic>> {
     let max_context = c.need("max_position_embeddings", "max_context")?;
     let global_kv = c.count("num_global_key_value_heads", "kv_heads")?;
     let global_dim = c.count("global_head_dim", "head_dim")?;
-    let plain_kv = c.count("num_key_value_heads", "kv_heads")?.unwrap_or(heads);
+    let nas_kv = c.nas.as_deref().map(|b| super::nas::kv_heads(b, heads));
+    let plain_kv = match c.count("num_key_value_heads", "kv_heads")? {
+        Some(kv) => kv,
+        None => nas_kv.unwrap_or(heads),
+    };
     let kv_heads = global_kv.unwrap_or(plain_kv);
     let plain_dim = match c.count("head_dim", "head_dim")? {
         Some(d) => d,
@@ -124,9 +132,19 @@ pub(super) fn read(c: &Config) -> Result<Dims, Box<Diagnostic>> {
     })
 }
 
+/// Keys a family's MoE config names its top-k under: Gemma 4's is `top_k_experts`
+/// (vLLM 0.33 `models/gemma4.py:Gemma4DecoderLayer.__init__`, `config.top_k_experts`).
+const TOP_K_KEYS: [&str; 2] = ["num_experts_per_tok", "top_k_experts"];
+/// Keys of the routed experts' intermediate size: Gemma 4's is `expert_intermediate_size`
+/// (the same function reads `moe_intermediate_size`, then `expert_intermediate_size`).
+const MOE_INTERMEDIATE_KEYS: [&str; 2] = ["moe_intermediate_size", "expert_intermediate_size"];
+
 /// The MLP and expert sizes: experts under `num_local_experts`, `num_experts` or
 /// `n_routed_experts`; Llama 4's dense MLPs under `intermediate_size_mlp`; a MoE model
-/// without dense layers has only `moe_intermediate_size`.
+/// without dense layers has only `moe_intermediate_size`. Gemma 4's MoE keeps its dense
+/// MLP (`intermediate_size`) in every layer beside the routed experts (`gemma4.py`:
+/// `Gemma4DecoderLayer.forward` adds the MLP's and the experts' outputs): an always-on
+/// shared expert of that size.
 fn read_ffn(c: &Config, layers: u64) -> Result<FfnDims, Box<Diagnostic>> {
     let (experts, experts_src) = c
         .first_count(
@@ -135,8 +153,16 @@ fn read_ffn(c: &Config, layers: u64) -> Result<FfnDims, Box<Diagnostic>> {
         )?
         .unwrap_or((0, ""));
     let is_llama4 = c.arch.starts_with("Llama4");
-    let need_intermediate = || c.need("intermediate_size", "intermediate");
+    let is_gemma4_moe = c.arch.starts_with("Gemma4") && experts > 0;
+    let nas_intermediate = c.nas.as_deref().and_then(super::nas::max_intermediate);
+    let need_intermediate = || match nas_intermediate {
+        // A NAS model's MLPs differ per layer: the model's `intermediate` is the largest.
+        Some(n) => Ok(n),
+        None => c.need("intermediate_size", "intermediate"),
+    };
+    let mut moe_intermediate_src = "moe_intermediate_size";
     let (intermediate, moe_intermediate, inter_src) = if is_llama4 {
+        moe_intermediate_src = "intermediate_size";
         (
             c.count("intermediate_size_mlp", "intermediate")?
                 .unwrap_or(need_intermediate()?),
@@ -144,26 +170,43 @@ fn read_ffn(c: &Config, layers: u64) -> Result<FfnDims, Box<Diagnostic>> {
             "intermediate_size_mlp",
         )
     } else if experts > 0 {
-        let moe = match c.count("moe_intermediate_size", "moe_intermediate")? {
-            Some(m) => m,
-            None => c.need("intermediate_size", "moe_intermediate")?,
+        let moe = match c.first_count(&MOE_INTERMEDIATE_KEYS, "moe_intermediate")? {
+            Some((m, k)) => {
+                moe_intermediate_src = k;
+                m
+            }
+            None => {
+                moe_intermediate_src = "intermediate_size";
+                c.need("intermediate_size", "moe_intermediate")?
+            }
         };
         match c.count("intermediate_size", "intermediate")? {
             Some(i) => (i, moe, "intermediate_size"),
             None => (moe, moe, "moe_intermediate_size (no dense layers)"),
         }
+    } else if nas_intermediate.is_some() {
+        (need_intermediate()?, 0, "block_configs: the largest FFN")
     } else {
         (need_intermediate()?, 0, "intermediate_size")
     };
-    let experts_per_token = if experts > 0 {
-        c.need("num_experts_per_tok", "experts_per_token")?
+    let (experts_per_token, experts_per_token_src) = if experts > 0 {
+        c.first_count(&TOP_K_KEYS, "experts_per_token")?
+            .ok_or_else(|| {
+                fail(
+                    format!(
+                        "cannot map `{}`: it has {experts} experts (`{experts_src}`) but no integer `num_experts_per_tok` or `top_k_experts`",
+                        c.source_name
+                    ),
+                    "dic needs how many experts each token is routed to",
+                )
+            })?
     } else {
-        0
+        (0, "num_experts_per_tok")
     };
     if experts_per_token > experts {
         return Err(fail(
             format!(
-                "cannot map `{}`: `num_experts_per_tok` = {experts_per_token} is more than the {experts} experts (`{experts_src}`)",
+                "cannot map `{}`: `{experts_per_token_src}` = {experts_per_token} is more than the {experts} experts (`{experts_src}`)",
                 c.source_name
             ),
             "each token is routed to at most every expert: check the config",
@@ -174,12 +217,20 @@ fn read_ffn(c: &Config, layers: u64) -> Result<FfnDims, Box<Diagnostic>> {
         "shared_expert_intermediate",
     )? {
         Some(s) => Some(s),
+        None if is_gemma4_moe => Some(intermediate),
         None => c.count_or_none(
             "moe_shared_expert_intermediate_size",
             "shared_expert_intermediate",
         )?,
     };
-    let shared_experts = if is_llama4 && experts > 0 {
+    let shared_src = if is_llama4 && experts > 0 {
+        Some("Llama 4's shared expert")
+    } else if is_gemma4_moe {
+        Some("Gemma 4's MLP beside the experts, intermediate_size")
+    } else {
+        None
+    };
+    let shared_experts = if (is_llama4 && experts > 0) || is_gemma4_moe {
         1
     } else {
         c.count("n_shared_experts", "shared_experts")?.unwrap_or(
@@ -211,13 +262,15 @@ fn read_ffn(c: &Config, layers: u64) -> Result<FfnDims, Box<Diagnostic>> {
     Ok(FfnDims {
         experts,
         experts_src,
-        is_llama4,
         intermediate,
         moe_intermediate,
         inter_src,
         experts_per_token,
+        experts_per_token_src,
+        moe_intermediate_src,
         shared_size,
         shared_experts,
+        shared_src,
         moe_layer_step,
         dense_layers,
     })

@@ -47,10 +47,26 @@ pub(super) fn read(c: &Config, d: &Dims, m: &mut Model) -> Result<LayerKinds, Bo
         })
         .collect();
     let mut sources: Vec<&'static str> = Vec::new();
-    if let Some(src) = read_mixers(c, d, &mut written)? {
+    if let Some(blocks) = &c.nas {
+        // DeciLM: each block's attention and FFN present or no-op (`nas`).
+        list_len_ok(c, d.layers, blocks.len(), "block_configs")?;
+        for (w, b) in written.iter_mut().zip(blocks) {
+            w.mixer = if b.kv_heads.is_some() {
+                Mixer::Full
+            } else {
+                Mixer::None
+            };
+            w.ffn = Some(if b.intermediate.is_some() {
+                Ffn::Dense
+            } else {
+                Ffn::None
+            });
+        }
+        sources.push("block_configs");
+    } else if let Some(src) = read_mixers(c, d, &mut written)? {
         sources.push(src);
     }
-    if let Some((ffns, src)) = &read_ffns(c, d)? {
+    if let Some((ffns, src)) = &read_ffns(c, d)?.filter(|_| c.nas.is_none()) {
         let rule_agrees = ffns
             .iter()
             .enumerate()

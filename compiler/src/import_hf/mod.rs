@@ -8,7 +8,8 @@
 //! (multimodal wrappers, whose encoders add `encoder_parameters`), per-layer kinds
 //! (`layer_types`, `full_attention_interval`, `hybrid_override_pattern`,
 //! `hybrid_layer_pattern`, `compress_ratios`, `mlp_layer_types`, `moe_layer_freq`,
-//! `mlp_only_layers`) written as a `layer_pattern`, and quantization in
+//! `mlp_only_layers`; NAS models' `block_configs`, with each layer's MLP size in
+//! `layer_intermediate`) written as a `layer_pattern`, and quantization in
 //! `quantization_config` or a separate `hf_quant_config.json` (FP8 block and per-tensor,
 //! MXFP4, AWQ, GPTQ, ModelOpt FP8/NVFP4/mixed precision, compressed-tensors), with the
 //! excluded modules mapped per component. Python's `Infinity`/`NaN` are read. Every
@@ -22,6 +23,7 @@
 mod config;
 mod dims;
 mod layers;
+mod nas;
 mod quantization;
 mod render;
 
@@ -165,6 +167,12 @@ fn ffn_details(c: &Config, d: &dims::Dims, m: &mut Model) -> Result<(), Box<Diag
         .or(c.get("hidden_act"))
         .and_then(Value::as_str);
     det.ungated_mlp = act == Some("relu2");
+    if let Some(blocks) = &c.nas {
+        let sizes: Vec<u64> = blocks.iter().map(|b| b.intermediate.unwrap_or(0)).collect();
+        if sizes.iter().any(|s| *s != d.ffn.intermediate && *s > 0) {
+            det.layer_intermediate = sizes;
+        }
+    }
     det.encoder_parameters = dims::encoder_parameters(c, d.hidden)?;
     Ok(())
 }

@@ -101,6 +101,12 @@ fn shape_lines(x: &Imported, out: &mut Vec<Line>) {
         d.kv_heads,
         if d.global_kv.is_some() {
             "num_global_key_value_heads (full-attention layers)"
+        } else if x.config.nas.is_some()
+            && x.config
+                .get("num_key_value_heads")
+                .is_none_or(serde_json::Value::is_null)
+        {
+            "block_configs: num_attention_heads / attention.n_heads_in_group"
         } else {
             "num_key_value_heads"
         },
@@ -123,6 +129,15 @@ fn shape_lines(x: &Imported, out: &mut Vec<Line>) {
         }
     }
     out.push(line("intermediate", d.ffn.intermediate, d.ffn.inter_src));
+    let per_layer = &m.detail.layer_intermediate;
+    if !per_layer.is_empty() {
+        let sizes: Vec<String> = per_layer.iter().map(u64::to_string).collect();
+        out.push(line(
+            "layer_intermediate",
+            format!("[{}]", sizes.join(", ")),
+            "block_configs: ffn.ffn_mult per layer, 2·ffn_mult·hidden_size/3 up to a multiple of 256 (0: no FFN)",
+        ));
+    }
     out.push(line("vocab", d.vocab, "vocab_size"));
     out.push(line(
         "max_context",
@@ -180,27 +195,19 @@ fn moe_lines(x: &Imported, out: &mut Vec<Line>) {
     out.push(line(
         "experts_per_token",
         f.experts_per_token,
-        "num_experts_per_tok",
+        f.experts_per_token_src,
     ));
     if f.shared_experts > 0 {
         out.push(line(
             "shared_experts",
             f.shared_experts,
-            if f.is_llama4 {
-                "Llama 4's shared expert"
-            } else {
-                "n_shared_experts"
-            },
+            f.shared_src.unwrap_or("n_shared_experts"),
         ));
     }
     out.push(line(
         "moe_intermediate",
         f.moe_intermediate,
-        if f.is_llama4 {
-            "intermediate_size"
-        } else {
-            "moe_intermediate_size"
-        },
+        f.moe_intermediate_src,
     ));
     if x.model.detail.shared_expert_intermediate > 0 {
         out.push(line(

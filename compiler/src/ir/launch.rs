@@ -41,7 +41,7 @@ pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, B
     let model = model_plan(p, def, d, s, &fail)?;
     let shape = launch_shape(s, &fail)?;
     let mut warnings = Vec::new();
-    let gpu = gpu_plan(p, def, d, t, &mut warnings);
+    let gpu = gpu_plan(p, def, d, ds.group, t, &mut warnings);
     let mut plan = DeploymentPlan {
         name: match (&ds.share, &ds.pool) {
             // Each node group's part is its own launch unit (scripts, pods, NCCL plan).
@@ -80,8 +80,8 @@ pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, B
         dp_local: shape.dp_local,
         nodes_per_dp_rank: shape.nodes_per_dp_rank,
         engine: engine_plan(d, &s.engine),
-        network: t_network(p, d.cluster),
-        kubernetes: kubernetes_plan(p, d, planned.analysis, s, &shape),
+        network: t_network(p, d.cluster, ds.group),
+        kubernetes: kubernetes_plan(p, d, ds.group, planned.analysis, s, &shape),
         comm: super::comm::comm_plan(ds, planned.analysis),
     };
     if !planned.slots.is_empty() {
@@ -192,23 +192,35 @@ fn launch_shape(
     })
 }
 
-/// The GPU as the device plugin and GPU Feature Discovery name it; W0801 when it names
-/// no NVIDIA product (the pods then get no GPU node affinity).
+/// The node of node group `group` of `cluster` (the group a scenario runs on; each group
+/// of a mixed cluster has its own node, GPU and network).
+fn group_node(
+    p: &Program,
+    cluster: Option<crate::program::DefId>,
+    group: usize,
+) -> Option<&crate::program::Node> {
+    let c = p.cluster(cluster?)?;
+    p.node(c.groups.get(group)?.node)
+}
+
+/// The GPU of the deployment's node group as the device plugin and GPU Feature Discovery
+/// name it; W0801 when it names no NVIDIA product (the pods then get no GPU node affinity).
 fn gpu_plan(
     p: &Program,
     def: &crate::program::Def,
     d: &crate::program::Deploy,
+    group: usize,
     t: &crate::analysis::Topology,
     warnings: &mut Vec<Diagnostic>,
 ) -> GpuPlan {
-    let gpu_def = p.gpu_def_of_cluster(d.cluster);
+    let gpu_def = group_node(p, d.cluster, group)
+        .and_then(|n| n.gpu)
+        .and_then(|id| p.def(id));
     let gpu_body = gpu_def.and_then(|g| match &g.body {
         Body::Gpu(x) => Some(x),
         _ => None,
     });
-    let amd = gpu_body
-        .and_then(|g| g.vendor.as_deref())
-        .is_some_and(|v| v.eq_ignore_ascii_case("amd"));
+    let amd = t.gpu.rocm;
     let product_labels = if amd {
         Vec::new()
     } else {
@@ -274,6 +286,7 @@ fn engine_plan(
 fn kubernetes_plan(
     p: &Program,
     d: &crate::program::Deploy,
+    group: usize,
     a: &Analysis,
     s: &crate::analysis::Scenario,
     shape: &LaunchShape,
@@ -282,10 +295,17 @@ fn kubernetes_plan(
     let weights_total =
         a.memory.stages.iter().map(|st| st.weights).sum::<f64>() * s.layout.tp as f64;
     let shm = (gpus_per_pod * GIB).clamp(2 * GIB, 32 * GIB);
-    let node_memory = p.node_of_cluster(d.cluster).and_then(|(_, n)| n.cpu_memory);
+    let node = group_node(p, d.cluster, group);
+    let node_memory = node.and_then(|n| n.cpu_memory);
+    // The CUDA image finds no device on an AMD GPU: vLLM's ROCm build is its own image.
+    let default_image = if s.topology.gpu.rocm {
+        ROCM_IMAGE
+    } else {
+        DEFAULT_IMAGE
+    };
     KubernetesPlan {
         namespace: d.namespace.clone(),
-        image: d.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into()),
+        image: d.image.clone().unwrap_or_else(|| default_image.into()),
         hf_token_secret: d
             .hf_token_secret
             .clone()
@@ -439,10 +459,15 @@ fn checkpoint_bytes(m: &crate::program::Model) -> u64 {
     (m.parameters * bytes_per_param * 1.05) as u64
 }
 
-/// The network profile of a deployment's cluster (the cluster's, else its nodes').
-pub(super) fn t_network(p: &Program, cluster: Option<crate::program::DefId>) -> NetworkPlan {
+/// The network profile of a deployment's cluster (the cluster's, else its node group's
+/// node's).
+pub(super) fn t_network(
+    p: &Program,
+    cluster: Option<crate::program::DefId>,
+    group: usize,
+) -> NetworkPlan {
     let c = cluster.and_then(|id| p.cluster(id));
-    let node_net = p.node_of_cluster(cluster).and_then(|(_, n)| n.network);
+    let node_net = group_node(p, cluster, group).and_then(|n| n.network);
     let id = c.and_then(|c| c.network).or(node_net);
     match id.and_then(|id| p.network(id)) {
         Some(n) => NetworkPlan {

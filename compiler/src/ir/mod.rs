@@ -39,6 +39,8 @@ pub use crate::text_rules::{kubernetes_name, toleration};
 pub const PLAN_FORMAT_VERSION: u32 = 2;
 /// vLLM image the targets pin by default (the release dic's flags are checked against).
 pub const DEFAULT_IMAGE: &str = crate::schema::dic_defaults::IMAGE;
+/// The same release's ROCm image, the default on AMD GPUs.
+pub const ROCM_IMAGE: &str = crate::schema::dic_defaults::ROCM_IMAGE;
 /// Default API port of `vllm serve`.
 pub const DEFAULT_PORT: u64 = crate::schema::vllm_defaults::PORT;
 /// Port for vLLM's data-parallel RPC (`--data-parallel-rpc-port`).
@@ -130,7 +132,9 @@ pub struct GpuPlan {
     /// the NVML name with spaces as `-`); empty when the GPU names none, and then the pods
     /// get no node affinity (W0801) rather than one no node satisfies.
     pub product_labels: Vec<String>,
-    /// The device plugin's extended resource: `nvidia.com/gpu`, or `amd.com/gpu`.
+    /// The device plugin's extended resource: `nvidia.com/gpu`, or `amd.com/gpu` (AMD's
+    /// device plugin hands each container `/dev/kfd` and the GPUs' `/dev/dri` nodes with
+    /// it: ROCm/k8s-device-plugin `Plugin.Allocate`, so pods mount no device themselves).
     pub resource: String,
     pub memory_bytes: u64,
 }
@@ -282,6 +286,8 @@ pub struct NetworkPlan {
 pub struct KubernetesPlan {
     /// Written into the objects only when the file sets one (so `kubectl apply -n` works).
     pub namespace: Option<String>,
+    /// The user's image, else vLLM's own for the GPU's platform ([`DEFAULT_IMAGE`], or
+    /// [`ROCM_IMAGE`] on AMD GPUs).
     pub image: String,
     /// Secret holding the Hugging Face token under key `token` (referenced, optional).
     pub hf_token_secret: String,

@@ -70,6 +70,12 @@ macro_rules! dic_default {
     (image) => {
         "vllm/vllm-openai:v0.33.0"
     };
+    // The vLLM project's ROCm image of the same release, for AMD GPUs (vLLM's docs,
+    // `docs/getting_started/installation/gpu.rocm.inc.md` "pre-built images": Docker
+    // Hub's `vllm/vllm-openai-rocm`, tagged `v<release>` as the CUDA image is).
+    (rocm_image) => {
+        "vllm/vllm-openai-rocm:v0.33.0"
+    };
     (autoscale_waiting) => {
         5
     };
@@ -95,6 +101,8 @@ macro_rules! dic_default {
 pub mod dic_defaults {
     /// The vLLM image the targets pin (the release dic's flags are checked against).
     pub const IMAGE: &str = dic_default!(image);
+    /// The same release's ROCm image, which AMD GPUs get instead.
+    pub const ROCM_IMAGE: &str = dic_default!(rocm_image);
     /// Requests waiting per replica that add one (production-stack's threshold).
     pub const AUTOSCALE_WAITING: u64 = dic_default!(autoscale_waiting);
 

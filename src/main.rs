@@ -49,7 +49,8 @@ enum Command {
     },
     /// Compile deployments to vLLM launch configs and Kubernetes manifests.
     Compile {
-        /// The .dist file whose deployments to compile.
+        /// The .dist file whose deployments to compile; `-` reads it from standard input
+        /// (its imports resolve from the current folder).
         file: String,
         /// Output folder: one subfolder per deployment.
         #[arg(long)]
@@ -64,7 +65,7 @@ enum Command {
     },
     /// Search layouts: the chosen one, ranked alternatives, rejected families, the scaling curve.
     Plan {
-        /// The .dist file whose deployments to plan.
+        /// The .dist file whose deployments to plan; `-` reads it from standard input.
         file: String,
         /// Print the search as JSON (the same as `--format json`).
         #[arg(long)]
@@ -72,7 +73,7 @@ enum Command {
         /// `human` or `json`.
         #[arg(long, value_enum)]
         format: Option<Format>,
-        /// How many alternatives to list.
+        /// How many alternatives, and rejected families, to list.
         #[arg(long, default_value_t = 10)]
         top: usize,
     },
@@ -126,6 +127,10 @@ enum Command {
         /// A stdlib model (`dic list models`).
         #[arg(long)]
         model: String,
+        /// Requests per second the workload offers (default 4, lowered to what the
+        /// hardware serves when it serves less).
+        #[arg(long)]
+        rate: Option<f64>,
         /// The file to write (never overwritten).
         #[arg(long, default_value = "deployment.dist")]
         out: String,
@@ -177,6 +182,7 @@ fn main() -> ExitCode {
             nodes,
             gpus_per_node,
             model,
+            rate,
             out,
         } => cli_init::run(
             &cli_init::InitArgs {
@@ -184,6 +190,8 @@ fn main() -> ExitCode {
                 nodes,
                 gpus_per_node,
                 model: &model,
+                rate: rate.unwrap_or(4.0),
+                rate_given: rate.is_some(),
                 out: &out,
             },
             color(),
@@ -243,16 +251,16 @@ fn width() -> usize {
 fn check(files: &[String], format: Format) -> u8 {
     let mut worst = EXIT_OK;
     let mut all_json = Vec::new();
-    for path in files {
-        let result = if path == "-" {
-            read_stdin().map(|text| driver::check_text(&DiskWorld, STDIN_PATH, &text))
-        } else {
-            driver::check_file(&DiskWorld, path).map_err(|e| e.to_string())
-        };
-        let checked = match result {
+    for file in files {
+        let result = dic::disk::InputWorld::for_path(file).and_then(|(world, path)| {
+            driver::check_file(&world, &path)
+                .map(|c| (c, path))
+                .map_err(|e| e.to_string())
+        });
+        let (checked, path) = match result {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("error: cannot read `{path}`: {e}");
+                eprintln!("error: cannot read `{file}`: {e}");
                 worst = EXIT_USAGE;
                 continue;
             }
@@ -263,12 +271,22 @@ fn check(files: &[String], format: Format) -> u8 {
                     "{}",
                     render::human(&checked.db, &checked.diagnostics, color(), width())
                 );
+                // A file that checks: what dic predicts for each deployment.
+                if !checked.has_errors() {
+                    eprint!("{}", render::predictions(&checked).0);
+                }
                 eprintln!("{path}: {}", render::summary(&checked.diagnostics));
             }
             Format::Json => {
+                let predicted = if checked.has_errors() {
+                    serde_json::Value::Array(Vec::new())
+                } else {
+                    render::predictions(&checked).1
+                };
                 all_json.push(serde_json::json!({
                     "file": path,
                     "diagnostics": render::json(&checked.db, &checked.diagnostics),
+                    "predicted": predicted,
                 }));
             }
         }
@@ -283,26 +301,6 @@ fn check(files: &[String], format: Format) -> u8 {
         );
     }
     worst
-}
-
-/// The name standard input is checked under: imports resolve from the current folder.
-const STDIN_PATH: &str = "<stdin>.dist";
-
-/// Standard input as text, bounded like any file dic reads.
-fn read_stdin() -> Result<String, String> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::io::stdin()
-        .take(dic::disk::MAX_INPUT_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
-    if bytes.len() as u64 > dic::disk::MAX_INPUT_BYTES {
-        return Err(format!(
-            "standard input is over {} MiB",
-            dic::disk::MAX_INPUT_BYTES >> 20
-        ));
-    }
-    String::from_utf8(bytes).map_err(|_| "standard input is not valid UTF-8".to_string())
 }
 
 fn explain(code: Option<&str>) -> u8 {
@@ -380,14 +378,19 @@ struct EstimateArgs {
     /// A stdlib GPU or a name as `nvidia-smi` prints it.
     #[arg(long)]
     gpu: String,
+    /// GPUs per node (default 8).
     #[arg(long)]
     gpus_per_node: Option<u64>,
+    /// Nodes (default: as many as the layout needs).
     #[arg(long)]
     nodes: Option<u64>,
+    /// Tensor-parallel size.
     #[arg(long, default_value_t = 1)]
     tp: u64,
+    /// Pipeline-parallel stages.
     #[arg(long, default_value_t = 1)]
     pp: u64,
+    /// Data-parallel replicas.
     #[arg(long, default_value_t = 1)]
     dp: u64,
     /// Expert parallelism (EP size = tp × dp).
@@ -399,12 +402,16 @@ struct EstimateArgs {
     /// KV-cache dtype: auto, fp8, …
     #[arg(long)]
     kv_cache_dtype: Option<String>,
+    /// Share of GPU memory vLLM may use (vLLM's default 0.92).
     #[arg(long)]
     gpu_memory_utilization: Option<f64>,
+    /// Longest request in tokens (default: the model's whole context).
     #[arg(long)]
     max_model_len: Option<f64>,
+    /// Requests a replica runs at once (vLLM's default).
     #[arg(long)]
     max_num_seqs: Option<u64>,
+    /// Tokens per engine step (vLLM's default).
     #[arg(long)]
     max_num_batched_tokens: Option<f64>,
     /// Which steps run as CUDA graphs: full_and_piecewise (vLLM's default),

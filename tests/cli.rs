@@ -417,7 +417,7 @@ fn small_cli_conveniences() {
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v[0]["file"], "-");
+    assert_eq!(v[0]["file"], "<stdin>");
     let codes: Vec<&str> = v[0]["diagnostics"]
         .as_array()
         .unwrap()
@@ -425,7 +425,7 @@ fn small_cli_conveniences() {
         .map(|d| d["code"].as_str().unwrap())
         .collect();
     assert!(codes.contains(&"E0305"), "{v}");
-    assert_eq!(v[0]["diagnostics"][0]["labels"][0]["file"], "<stdin>.dist");
+    assert_eq!(v[0]["diagnostics"][0]["labels"][0]["file"], "<stdin>");
     let o = dic(&["--version"]);
     let version = String::from_utf8_lossy(&o.stdout);
     assert!(

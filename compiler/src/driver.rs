@@ -230,7 +230,13 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
             })
             .collect();
         let found = parallel_map(&to_search, |(_, ds)| {
-            let search = planner::search(&ds.scenario, &ds.slo, &planner::space_of(ds));
+            // An auto layout that nothing fits is searched at shorter contexts too
+            // (E0701 says which); a written one is compared at its own.
+            let search = if ds.auto_layout {
+                planner::search_fitting_context(&ds.scenario, &ds.slo, &planner::space_of(ds))
+            } else {
+                planner::search(&ds.scenario, &ds.slo, &planner::space_of(ds))
+            };
             // The planner's choice for an auto layout is analysed in full here too.
             let chosen = ds.auto_layout.then(|| choice_of(ds, &search));
             (Arc::new(search), chosen)

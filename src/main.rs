@@ -198,8 +198,7 @@ fn main() -> ExitCode {
             width(),
         ),
         Command::Completions { shell } => {
-            use clap::CommandFactory;
-            clap_complete::generate(shell, &mut Cli::command(), "dic", &mut std::io::stdout());
+            clap_complete::generate(shell, &mut completable(), "dic", &mut std::io::stdout());
             EXIT_OK
         }
         Command::Explain { code } => explain(code.as_deref()),
@@ -235,6 +234,48 @@ fn main() -> ExitCode {
             }
         },
     })
+}
+
+/// The command line as the completion scripts see it: `dic init --model <TAB>` offers the
+/// stdlib models, `--gpu` the stdlib GPUs, `dic explain <TAB>` every code. Only the
+/// scripts get these lists; parsing keeps its own messages for unknown names.
+fn completable() -> clap::Command {
+    use clap::builder::PossibleValuesParser;
+    use clap::CommandFactory;
+    use dic_compiler::schema::Kind;
+    let stdlib = driver::check_stdlib();
+    // clap's possible values are `&'static str` (its `string` feature is off): the names
+    // live as long as this one-shot command that prints the script and exits.
+    let names = |kind: Kind| -> Vec<&'static str> {
+        stdlib
+            .program
+            .defs
+            .iter()
+            .flatten()
+            .filter(|d| d.kind == kind)
+            .map(|d| &*Box::leak(d.name.clone().into_boxed_str()))
+            .collect()
+    };
+    let (models, gpus) = (names(Kind::Model), names(Kind::Gpu));
+    let codes: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
+    Cli::command()
+        .mut_subcommand("init", |c| {
+            c.mut_arg("model", |a| {
+                a.value_parser(PossibleValuesParser::new(models.clone()))
+            })
+            .mut_arg("gpu", |a| {
+                a.value_parser(PossibleValuesParser::new(gpus.clone()))
+            })
+        })
+        .mut_subcommand("estimate", |c| {
+            // Its --model may be a config.json path too: files complete there.
+            c.mut_arg("gpu", |a| {
+                a.value_parser(PossibleValuesParser::new(gpus.clone()))
+            })
+        })
+        .mut_subcommand("explain", |c| {
+            c.mut_arg("code", |a| a.value_parser(PossibleValuesParser::new(codes)))
+        })
 }
 
 fn color() -> bool {

@@ -205,3 +205,14 @@ fn stdin_everywhere_and_predictions_on_check() {
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(err.contains("<stdin>: wrote"), "{err}");
 }
+
+/// `dic completions bash` completes `dic init --model` with the stdlib models and `dic
+/// explain` with the codes.
+#[test]
+fn completions_list_models_and_codes() {
+    let o = dic(&["completions", "bash"]);
+    let script = String::from_utf8_lossy(&o.stdout);
+    assert!(script.contains("llama_3_1_8b") && script.contains("deepseek_v3"));
+    assert!(script.contains("E0701") && script.contains("A0401"));
+    assert!(script.contains("rtx_4090"));
+}

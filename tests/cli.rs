@@ -104,9 +104,7 @@ fn list_catalogs() {
 )]
 #[test]
 fn import_hf_command() {
-    let Some(shared) = common::shared_dir() else {
-        return;
-    };
+    let shared = common::required_shared_dir();
     let cfg = shared.join("models/hf/nvidia--Llama-3.1-70B-Instruct-FP8_config.json");
     let o = dic(&["import-hf", cfg.to_str().unwrap(), "--name", "l70"]);
     assert_eq!(code(&o), 0);
@@ -354,9 +352,7 @@ fn estimate_predicts_a_finite_run() {
 )]
 #[test]
 fn estimate_takes_a_hugging_face_config() {
-    let Some(shared) = common::shared_dir() else {
-        return;
-    };
+    let shared = common::required_shared_dir();
     let cfg = shared.join("models/hf/Qwen--Qwen3-8B_config.json");
     let o = dic(&[
         "estimate",

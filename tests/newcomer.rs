@@ -216,3 +216,12 @@ fn completions_list_models_and_codes() {
     assert!(script.contains("E0701") && script.contains("A0401"));
     assert!(script.contains("rtx_4090"));
 }
+
+/// A test that needs ../shared fails, saying so, when run without it (`cargo test --
+/// --ignored` on a clone without the reference data): never "passed" having checked
+/// nothing.
+#[test]
+#[should_panic(expected = "needs ../shared")]
+fn a_test_needing_absent_reference_data_fails() {
+    common::require_dir(std::path::PathBuf::from("/nonexistent/dic/shared"));
+}

@@ -20,6 +20,24 @@ pub fn shared_dir() -> Option<PathBuf> {
     }
 }
 
+/// `../shared` for a test that cannot run without it. Such a test is marked ignored when
+/// `../shared` is absent (build.rs), so `cargo test` lists it as ignored with the reason;
+/// run anyway (`-- --ignored`, or under `CI=true`) it fails here, never passes having
+/// checked nothing.
+pub fn required_shared_dir() -> PathBuf {
+    require_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"))
+}
+
+/// `dir`, or a failed test that says what is missing.
+pub fn require_dir(dir: PathBuf) -> PathBuf {
+    assert!(
+        dir.is_dir(),
+        "this test needs ../shared (the reference data beside the repository) and {} is absent: it did not run",
+        dir.display()
+    );
+    dir
+}
+
 /// The first command's argv in a `commands.json` a vLLM target writes.
 pub fn first_argv(commands_json: &str) -> Vec<String> {
     let cmds: Vec<serde_json::Value> =

@@ -45,6 +45,26 @@ fn compiles(dir: &Path, name: &str) {
         "{name}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // The report's first screen: a title naming the model, the GPUs and the layout, then
+    // the verdict in one sentence, then its evidence; warnings only after them.
+    let report = std::fs::read_to_string(out.join("chat/report.md")).unwrap();
+    let first: Vec<&str> = report.lines().take(3).collect();
+    assert!(
+        first[0].starts_with("# ") && first[0].contains(" on ") && first[0].contains(" × "),
+        "{report}"
+    );
+    assert!(first[2].starts_with("**Deployable: `"), "{report}");
+    assert!(first[2].contains("meets every SLO ("), "{report}");
+    let evidence = report.find("## The evidence").unwrap();
+    if let Some(warnings) = report.find("## What dic says about it") {
+        assert!(warnings > evidence, "{report}");
+    }
+    if std::env::var_os("DIC_SHOW_REPORTS").is_some() {
+        eprintln!(
+            "==== {name}\n{}",
+            &report[..report.find("## The deployment").unwrap()]
+        );
+    }
 }
 
 /// Llama 3.1 8B on one RTX 4090: the model's 131,072-token context does not fit beside

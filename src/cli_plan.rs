@@ -186,106 +186,7 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
             all.push(serde_json::json!({ "deployment": ds.name, "search": result, "disaggregated": shown, "written_split": written_split }));
             continue;
         }
-        let t = &ds.scenario.topology;
-        println!(
-            "deploy {}: {} on {} × {} GPUs ({} {} × {}), {} {} evaluated{}, {} pruned by bounds, {:.1} ms",
-            ds.name,
-            ds.scenario.model_name,
-            t.total_gpus(),
-            t.gpu.name,
-            t.nodes,
-            plural(t.nodes as usize, "node", "nodes"),
-            t.gpus_per_node,
-            result.evaluated,
-            plural(result.evaluated, "candidate", "candidates"),
-            // Pipelines no deeper than the cluster has GPUs: none at all on one GPU.
-            match result.max_pp.min(t.total_gpus()) {
-                0 | 1 => String::new(),
-                pp => format!(" (pp ≤ {pp})"),
-            },
-            result.pruned,
-            elapsed.as_secs_f64() * 1e3
-        );
-        if let Some(w) = &written_split {
-            let num = |k: &str, digits: usize| {
-                w[k].as_f64()
-                    .map(|v| format!("{v:.digits$}"))
-                    .unwrap_or_else(|| "—".into())
-            };
-            println!(
-                "written: prefill {} + decode {} (disaggregated, {} GPUs): TTFT {} ms, TPOT {} ms, {} tok/s/GPU saturated{}",
-                w["prefill"].as_str().unwrap_or_default(),
-                w["decode"].as_str().unwrap_or_default(),
-                w["gpus"],
-                num("ttft_ms", 1),
-                num("tpot_ms", 1),
-                num("capacity_per_gpu", 0),
-                if w["meets_slo"].as_bool() == Some(true) { "" } else { " (misses an SLO)" }
-            );
-        }
-        match &result.chosen {
-            Some(c) => println!("chosen: {}\n", c.describe()),
-            None => {
-                println!("no layout meets every SLO");
-                if let Some(c) = &result.closest {
-                    println!(
-                        "closest: {} — {}",
-                        c.describe(),
-                        c.rejected_because.as_deref().unwrap_or("")
-                    );
-                }
-                if let Some(fit) = &result.context {
-                    println!("context: {}; set `{}`", fit.sentence(), fit.setting());
-                }
-                println!();
-            }
-        }
-        if !result.ranked.is_empty() && top > 0 {
-            let width = layout_width(result.ranked.iter().take(top));
-            println!(
-                "{:>3}  {:<width$} {:>5} {:>10} {:>9} {:>9} {:>8} {:>9}",
-                "#", "layout", "GPUs", "$/h", "$/Mtok", "TTFT ms", "TPOT ms", "tok/s"
-            );
-            for (i, c) in result.ranked.iter().take(top).enumerate() {
-                println!("{}", row(i + 1, c, width));
-            }
-            if result.ranked.len() > top {
-                println!("     … {} more", result.ranked.len() - top);
-            }
-            println!();
-        }
-        if !result.rejected.is_empty() {
-            // `--top N` shortens this list as it does the ranked one.
-            println!("rejected:");
-            for r in result.rejected.iter().take(top) {
-                println!("  {}: {}", r.family, r.reason);
-            }
-            if result.rejected.len() > top {
-                println!(
-                    "  … {} more (`--top {}` or `--json` shows them)",
-                    result.rejected.len() - top,
-                    result.rejected.len()
-                );
-            }
-            println!();
-        }
-        print_disaggregated(&result, &result.splits, top);
-        if !result.scaling.is_empty() {
-            println!(
-                "scaling, one replica (weights {}, KV cache {}): GPUs → tok/s per GPU, TPOT",
-                result.scaling[0].weights, result.scaling[0].kv_cache
-            );
-            for p in &result.scaling {
-                println!(
-                    "  {:>4} ({}) → {:>8.1} tok/s/GPU, {:>7.1} ms",
-                    p.gpus, p.layout, p.output_tokens_per_s_per_gpu, p.tpot_ms
-                );
-            }
-            if let Some(g) = result.worse_from_gpus {
-                println!("  more GPUs make it worse from {g} GPUs on (TPOT rises)");
-            }
-            println!();
-        }
+        print_search(&ds, &result, elapsed, written_split.as_ref(), top);
     }
     if json {
         let mut all = serde_json::Value::Array(all);
@@ -293,6 +194,118 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
         println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
     }
     code
+}
+
+/// One deployment's search for a terminal: the chosen layout (or the closest, and a
+/// shorter context that would fit), the ranked alternatives, the rejected families (both
+/// at most `top`), the disaggregated family and the scaling curve.
+fn print_search(
+    ds: &dic_compiler::analysis::DeploymentScenario,
+    result: &dic_compiler::planner::Search,
+    elapsed: std::time::Duration,
+    written_split: Option<&serde_json::Value>,
+    top: usize,
+) {
+    let t = &ds.scenario.topology;
+    println!(
+        "deploy {}: {} on {} × {} GPUs ({} {} × {}), {} {} evaluated{}, {} pruned by bounds, {:.1} ms",
+        ds.name,
+        ds.scenario.model_name,
+        t.total_gpus(),
+        t.gpu.name,
+        t.nodes,
+        plural(t.nodes as usize, "node", "nodes"),
+        t.gpus_per_node,
+        result.evaluated,
+        plural(result.evaluated, "candidate", "candidates"),
+        // Pipelines no deeper than the cluster has GPUs: none at all on one GPU.
+        match result.max_pp.min(t.total_gpus()) {
+            0 | 1 => String::new(),
+            pp => format!(" (pp ≤ {pp})"),
+        },
+        result.pruned,
+        elapsed.as_secs_f64() * 1e3
+    );
+    if let Some(w) = &written_split {
+        let num = |k: &str, digits: usize| {
+            w[k].as_f64()
+                .map(|v| format!("{v:.digits$}"))
+                .unwrap_or_else(|| "—".into())
+        };
+        println!(
+            "written: prefill {} + decode {} (disaggregated, {} GPUs): TTFT {} ms, TPOT {} ms, {} tok/s/GPU saturated{}",
+            w["prefill"].as_str().unwrap_or_default(),
+            w["decode"].as_str().unwrap_or_default(),
+            w["gpus"],
+            num("ttft_ms", 1),
+            num("tpot_ms", 1),
+            num("capacity_per_gpu", 0),
+            if w["meets_slo"].as_bool() == Some(true) { "" } else { " (misses an SLO)" }
+        );
+    }
+    match &result.chosen {
+        Some(c) => println!("chosen: {}\n", c.describe()),
+        None => {
+            println!("no layout meets every SLO");
+            if let Some(c) = &result.closest {
+                println!(
+                    "closest: {} — {}",
+                    c.describe(),
+                    c.rejected_because.as_deref().unwrap_or("")
+                );
+            }
+            if let Some(fit) = &result.context {
+                println!("context: {}; set `{}`", fit.sentence(), fit.setting());
+            }
+            println!();
+        }
+    }
+    if !result.ranked.is_empty() && top > 0 {
+        let width = layout_width(result.ranked.iter().take(top));
+        println!(
+            "{:>3}  {:<width$} {:>5} {:>10} {:>9} {:>9} {:>8} {:>9}",
+            "#", "layout", "GPUs", "$/h", "$/Mtok", "TTFT ms", "TPOT ms", "tok/s"
+        );
+        for (i, c) in result.ranked.iter().take(top).enumerate() {
+            println!("{}", row(i + 1, c, width));
+        }
+        if result.ranked.len() > top {
+            println!("     … {} more", result.ranked.len() - top);
+        }
+        println!();
+    }
+    if !result.rejected.is_empty() {
+        // `--top N` shortens this list as it does the ranked one.
+        println!("rejected:");
+        for r in result.rejected.iter().take(top) {
+            println!("  {}: {}", r.family, r.reason);
+        }
+        if result.rejected.len() > top {
+            println!(
+                "  … {} more (`--top {}` or `--json` shows them)",
+                result.rejected.len() - top,
+                result.rejected.len()
+            );
+        }
+        println!();
+    }
+    print_disaggregated(&result, &result.splits, top);
+    if !result.scaling.is_empty() {
+        println!(
+            "scaling, one replica (weights {}, KV cache {}): GPUs → tok/s per GPU, TPOT",
+            result.scaling[0].weights, result.scaling[0].kv_cache
+        );
+        for p in &result.scaling {
+            println!(
+                "  {:>4} ({}) → {:>8.1} tok/s/GPU, {:>7.1} ms",
+                p.gpus, p.layout, p.output_tokens_per_s_per_gpu, p.tpot_ms
+            );
+        }
+        if let Some(g) = result.worse_from_gpus {
+            println!("  more GPUs make it worse from {g} GPUs on (TPOT rises)");
+        }
+        println!();
+    }
 }
 
 /// An unpriced cluster has no $/h: the candidates rank by GPU count internally, but the

@@ -289,7 +289,7 @@ fn print_search(
         }
         println!();
     }
-    print_disaggregated(&result, &result.splits, top);
+    print_disaggregated(result, &result.splits, top);
     if !result.scaling.is_empty() {
         println!(
             "scaling, one replica (weights {}, KV cache {}): GPUs → tok/s per GPU, TPOT",

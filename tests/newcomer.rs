@@ -245,3 +245,36 @@ fn completions_list_models_and_codes() {
 fn a_test_needing_absent_reference_data_fails() {
     common::require_dir(std::path::PathBuf::from("/nonexistent/dic/shared"));
 }
+
+/// A mistyped unit or field gets the suggestion the field expects: `20 rps` → `req/s`,
+/// `1k tokns` → `tokens`, `quantization` → `weights`, `tp2` → `tp 2`.
+#[test]
+fn suggestions_follow_what_the_field_expects() {
+    let dir = common::fresh_dir("newcomer-suggestions");
+    let file = dir.join("s.dist");
+    std::fs::write(
+        &file,
+        "import std.models.llama_3_1_8b\nimport std.nodes.dgx_h100\n\
+         cluster c { nodes = 1 × dgx_h100 }\n\
+         workload w { prompt = 1k tokns, output = 100 tokens, rate = 20 rps }\n\
+         model m = llama_3_1_8b { quantization = fp8 }\n\
+         deploy d { model = m, cluster = c, workload = w, layout = tp2 }\n",
+    )
+    .unwrap();
+    let o = dic(&["check", "--format", "json", file.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let helps: Vec<String> = v[0]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["help"].as_str().unwrap_or_default().to_string())
+        .collect();
+    for want in [
+        "did you mean `req/s`?",
+        "did you mean `tokens`?",
+        "did you mean `weights`?",
+        "write `tp 2`",
+    ] {
+        assert!(helps.iter().any(|h| h.contains(want)), "{want}: {helps:?}");
+    }
+}

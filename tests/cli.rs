@@ -396,21 +396,7 @@ fn a_closed_pipe_ends_quietly() {
 /// the report is.
 #[test]
 fn small_cli_conveniences() {
-    use std::io::Write;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dic"))
-        .args(["check", "--json", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"gpu g { memory = 80 GX }\n")
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = common::dic_with_stdin(&["check", "--json", "-"], b"gpu g { memory = 80 GX }\n");
     assert_eq!(o.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v[0]["file"], "<stdin>");

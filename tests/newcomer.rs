@@ -173,29 +173,13 @@ fn qwen3_32b_on_16_l40s_at_20_rps_says_what_carries_it() {
 /// and a file that checks prints its predictions (JSON too).
 #[test]
 fn stdin_everywhere_and_predictions_on_check() {
-    use std::io::Write;
     let dir = common::fresh_dir("newcomer-stdin");
     let (text, _, _) = init(
         &dir,
         "s.dist",
         &["--gpu", "h100_sxm", "--model", "llama_3_1_8b"],
     );
-    let run = |args: &[&str]| {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dic"))
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    };
+    let run = |args: &[&str]| common::dic_with_stdin(args, text.as_bytes());
     let o = run(&["check", "--format", "json", "-"]);
     assert_eq!(o.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

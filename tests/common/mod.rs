@@ -170,6 +170,25 @@ pub fn dic(args: &[&str]) -> std::process::Output {
         .expect("the dic binary runs")
 }
 
+/// `dic ARGS…` with `input` on its standard input.
+pub fn dic_with_stdin(args: &[&str], input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dic"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the dic binary runs");
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(input)
+            .expect("dic reads its standard input");
+    }
+    child.wait_with_output().expect("dic ends")
+}
+
 /// `dic estimate --model llama_3_1_8b --gpu h100_sxm EXTRA…`: the small point the CLI
 /// tests vary one flag of.
 pub fn estimate_8b_h100(extra: &[&str]) -> std::process::Output {

@@ -211,8 +211,10 @@ workload w { prompt = 2k tokens, output = 512 tokens, rate = 1 req/s }\n\
 slo s { ttft.p95 <= 2 s, tpot.p95 <= 100 ms }\n\
 deploy d { model = llama_3_1_8b, cluster = c, workload = w, slo = s, layout = auto }\n";
         let world = crate::source::MemoryWorld::new().with("p.dist", src);
-        let checked = crate::driver::front_end(&world, "p.dist").expect("readable");
-        let ds = crate::analysis::scenarios_from_program(&checked.program).remove(0);
+        let mut session = crate::resolve::Session::new(&world);
+        session.load_root("p.dist").expect("readable");
+        let front = crate::front::check_session(session);
+        let ds = crate::analysis::scenarios_from_program(&front.program).remove(0);
         let space = super::super::space_of(&ds);
         let found = search_fitting_context(&ds.scenario, &ds.slo, &space);
         assert!(found.chosen.is_none(), "the full context does not fit");

@@ -7,7 +7,7 @@
 //! generated (missing, changed or extra files under each deployment's folder, leftovers
 //! of a killed compile).
 
-use dic::disk::DiskWorld;
+use dic::disk::InputWorld;
 use dic::exit::{ERRORS, OK, USAGE};
 use dic::out_dir;
 use dic::render;
@@ -15,13 +15,20 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 pub fn run(file: &str, out: &str, check: bool, json: bool, color: bool, width: usize) -> u8 {
-    let checked = match dic_compiler::driver::compile_file(&DiskWorld, file) {
+    // `-` is standard input, named `<stdin>` here as in its diagnostics.
+    let read = InputWorld::for_path(file).and_then(|(world, path)| {
+        dic_compiler::driver::compile_file(&world, &path)
+            .map(|c| (c, path))
+            .map_err(|e| e.to_string())
+    });
+    let (checked, file) = match read {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: cannot read `{file}`: {e}");
             return USAGE;
         }
     };
+    let file = file.as_str();
     if !checked.diagnostics.is_empty() {
         eprint!(
             "{}",

@@ -2,18 +2,39 @@
 //! chosen layout, the ranked alternatives, why each rejected family was rejected, and the
 //! scaling curve with the point where more GPUs make it worse.
 
-use dic::disk::DiskWorld;
+use dic::disk::InputWorld;
 use dic::exit::{ERRORS, OK, USAGE};
 use dic::render;
-use dic_compiler::planner::{best_aggregated_within, search, space_of, Candidate, DisaggCandidate};
+use dic_compiler::planner::{
+    best_aggregated_within, search_fitting_context, space_of, Candidate, DisaggCandidate,
+};
 
 fn ms(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "—".into())
 }
 
-fn row(i: usize, c: &Candidate) -> String {
+/// The layout column's width: the longest layout shown (`tp 8 × pp 1 × dp 1 × ep, weights
+/// fp8` is 37 characters), at least 34, so every row's figures line up.
+fn layout_width<'a>(shown: impl Iterator<Item = &'a Candidate>) -> usize {
+    shown
+        .map(|c| c.describe().chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(34)
+}
+
+/// `1 node`, `2 nodes`.
+fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
+}
+
+fn row(i: usize, c: &Candidate, width: usize) -> String {
     format!(
-        "{:>3}  {:<34} {:>5} {:>10} {:>9} {:>9} {:>8} {:>9}",
+        "{:>3}  {:<width$} {:>5} {:>10} {:>9} {:>9} {:>8} {:>9}",
         i,
         c.describe(),
         c.gpus,
@@ -108,7 +129,11 @@ fn print_disaggregated(
 }
 
 pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 {
-    let checked = match dic_compiler::driver::front_end(&DiskWorld, file) {
+    // `-` is standard input, named `<stdin>` as in `dic check -`.
+    let read = InputWorld::for_path(file).and_then(|(world, path)| {
+        dic_compiler::driver::front_end(&world, &path).map_err(|e| e.to_string())
+    });
+    let checked = match read {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: cannot read `{file}`: {e}");
@@ -150,7 +175,7 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
         });
         let space = space_of(&ds);
         let started = std::time::Instant::now();
-        let result = search(&ds.scenario, &ds.slo, &space);
+        let result = search_fitting_context(&ds.scenario, &ds.slo, &space);
         let elapsed = started.elapsed();
         if result.chosen.is_none() {
             code = ERRORS;
@@ -161,89 +186,7 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
             all.push(serde_json::json!({ "deployment": ds.name, "search": result, "disaggregated": shown, "written_split": written_split }));
             continue;
         }
-        let t = &ds.scenario.topology;
-        println!(
-            "deploy {}: {} on {} × {} GPUs ({} node{} × {}), {} candidates evaluated (pp ≤ {}), {} pruned by bounds, {:.1} ms",
-            ds.name,
-            ds.scenario.model_name,
-            t.total_gpus(),
-            t.gpu.name,
-            t.nodes,
-            if t.nodes == 1 { "" } else { "s" },
-            t.gpus_per_node,
-            result.evaluated,
-            result.max_pp,
-            result.pruned,
-            elapsed.as_secs_f64() * 1e3
-        );
-        if let Some(w) = &written_split {
-            let num = |k: &str, digits: usize| {
-                w[k].as_f64()
-                    .map(|v| format!("{v:.digits$}"))
-                    .unwrap_or_else(|| "—".into())
-            };
-            println!(
-                "written: prefill {} + decode {} (disaggregated, {} GPUs): TTFT {} ms, TPOT {} ms, {} tok/s/GPU saturated{}",
-                w["prefill"].as_str().unwrap_or_default(),
-                w["decode"].as_str().unwrap_or_default(),
-                w["gpus"],
-                num("ttft_ms", 1),
-                num("tpot_ms", 1),
-                num("capacity_per_gpu", 0),
-                if w["meets_slo"].as_bool() == Some(true) { "" } else { " (misses an SLO)" }
-            );
-        }
-        match &result.chosen {
-            Some(c) => println!("chosen: {}\n", c.describe()),
-            None => {
-                println!("no layout meets every SLO");
-                if let Some(c) = &result.closest {
-                    println!(
-                        "closest: {} — {}",
-                        c.describe(),
-                        c.rejected_because.as_deref().unwrap_or("")
-                    );
-                }
-                println!();
-            }
-        }
-        if !result.ranked.is_empty() && top > 0 {
-            println!(
-                "{:>3}  {:<34} {:>5} {:>10} {:>9} {:>9} {:>8} {:>9}",
-                "#", "layout", "GPUs", "$/h", "$/Mtok", "TTFT ms", "TPOT ms", "tok/s"
-            );
-            for (i, c) in result.ranked.iter().take(top).enumerate() {
-                println!("{}", row(i + 1, c));
-            }
-            if result.ranked.len() > top {
-                println!("     … {} more", result.ranked.len() - top);
-            }
-            println!();
-        }
-        if !result.rejected.is_empty() {
-            println!("rejected:");
-            for r in &result.rejected {
-                println!("  {}: {}", r.family, r.reason);
-            }
-            println!();
-        }
-        print_disaggregated(&result, &result.splits, top);
-        if !result.scaling.is_empty() {
-            println!(
-                "scaling, one replica (weights {}, KV cache {}): GPUs → tok/s per GPU, TPOT",
-                result.scaling[0].weights, result.scaling[0].kv_cache
-            );
-            for p in &result.scaling {
-                println!(
-                    "  {:>4} ({}) → {:>8.1} tok/s/GPU, {:>7.1} ms",
-                    p.gpus, p.layout, p.output_tokens_per_s_per_gpu, p.tpot_ms
-                );
-            }
-            if let Some(g) = result.worse_from_gpus {
-                println!("  more GPUs make it worse from {g} GPUs on (TPOT rises)");
-            }
-            println!();
-        }
+        print_search(&ds, &result, elapsed, written_split.as_ref(), top);
     }
     if json {
         let mut all = serde_json::Value::Array(all);
@@ -251,6 +194,118 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
         println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
     }
     code
+}
+
+/// One deployment's search for a terminal: the chosen layout (or the closest, and a
+/// shorter context that would fit), the ranked alternatives, the rejected families (both
+/// at most `top`), the disaggregated family and the scaling curve.
+fn print_search(
+    ds: &dic_compiler::analysis::DeploymentScenario,
+    result: &dic_compiler::planner::Search,
+    elapsed: std::time::Duration,
+    written_split: Option<&serde_json::Value>,
+    top: usize,
+) {
+    let t = &ds.scenario.topology;
+    println!(
+        "deploy {}: {} on {} × {} GPUs ({} {} × {}), {} {} evaluated{}, {} pruned by bounds, {:.1} ms",
+        ds.name,
+        ds.scenario.model_name,
+        t.total_gpus(),
+        t.gpu.name,
+        t.nodes,
+        plural(t.nodes as usize, "node", "nodes"),
+        t.gpus_per_node,
+        result.evaluated,
+        plural(result.evaluated, "candidate", "candidates"),
+        // Pipelines no deeper than the cluster has GPUs: none at all on one GPU.
+        match result.max_pp.min(t.total_gpus()) {
+            0 | 1 => String::new(),
+            pp => format!(" (pp ≤ {pp})"),
+        },
+        result.pruned,
+        elapsed.as_secs_f64() * 1e3
+    );
+    if let Some(w) = &written_split {
+        let num = |k: &str, digits: usize| {
+            w[k].as_f64()
+                .map(|v| format!("{v:.digits$}"))
+                .unwrap_or_else(|| "—".into())
+        };
+        println!(
+            "written: prefill {} + decode {} (disaggregated, {} GPUs): TTFT {} ms, TPOT {} ms, {} tok/s/GPU saturated{}",
+            w["prefill"].as_str().unwrap_or_default(),
+            w["decode"].as_str().unwrap_or_default(),
+            w["gpus"],
+            num("ttft_ms", 1),
+            num("tpot_ms", 1),
+            num("capacity_per_gpu", 0),
+            if w["meets_slo"].as_bool() == Some(true) { "" } else { " (misses an SLO)" }
+        );
+    }
+    match &result.chosen {
+        Some(c) => println!("chosen: {}\n", c.describe()),
+        None => {
+            println!("no layout meets every SLO");
+            if let Some(c) = &result.closest {
+                println!(
+                    "closest: {} — {}",
+                    c.describe(),
+                    c.rejected_because.as_deref().unwrap_or("")
+                );
+            }
+            if let Some(fit) = &result.context {
+                println!("context: {}; set `{}`", fit.sentence(), fit.setting());
+            }
+            println!();
+        }
+    }
+    if !result.ranked.is_empty() && top > 0 {
+        let width = layout_width(result.ranked.iter().take(top));
+        println!(
+            "{:>3}  {:<width$} {:>5} {:>10} {:>9} {:>9} {:>8} {:>9}",
+            "#", "layout", "GPUs", "$/h", "$/Mtok", "TTFT ms", "TPOT ms", "tok/s"
+        );
+        for (i, c) in result.ranked.iter().take(top).enumerate() {
+            println!("{}", row(i + 1, c, width));
+        }
+        if result.ranked.len() > top {
+            println!("     … {} more", result.ranked.len() - top);
+        }
+        println!();
+    }
+    if !result.rejected.is_empty() {
+        // `--top N` shortens this list as it does the ranked one.
+        println!("rejected:");
+        for r in result.rejected.iter().take(top) {
+            println!("  {}: {}", r.family, r.reason);
+        }
+        if result.rejected.len() > top {
+            println!(
+                "  … {} more (`--top {}` or `--json` shows them)",
+                result.rejected.len() - top,
+                result.rejected.len()
+            );
+        }
+        println!();
+    }
+    print_disaggregated(result, &result.splits, top);
+    if !result.scaling.is_empty() {
+        println!(
+            "scaling, one replica (weights {}, KV cache {}): GPUs → tok/s per GPU, TPOT",
+            result.scaling[0].weights, result.scaling[0].kv_cache
+        );
+        for p in &result.scaling {
+            println!(
+                "  {:>4} ({}) → {:>8.1} tok/s/GPU, {:>7.1} ms",
+                p.gpus, p.layout, p.output_tokens_per_s_per_gpu, p.tpot_ms
+            );
+        }
+        if let Some(g) = result.worse_from_gpus {
+            println!("  more GPUs make it worse from {g} GPUs on (TPOT rises)");
+        }
+        println!();
+    }
 }
 
 /// An unpriced cluster has no $/h: the candidates rank by GPU count internally, but the

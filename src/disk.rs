@@ -82,3 +82,50 @@ pub fn write_atomic(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     }
     written
 }
+
+/// The name standard input goes by (`dic check -`, `dic plan -`, `dic compile -`): in
+/// diagnostics, summaries and JSON alike. Its imports resolve from the current folder.
+pub const STDIN_LABEL: &str = "<stdin>";
+
+/// The disk, plus standard input under [`STDIN_LABEL`] when the command was given `-`.
+pub struct InputWorld {
+    stdin: Option<Vec<u8>>,
+}
+
+impl InputWorld {
+    /// The world to read `path` through and the name to check it under: `-` reads
+    /// standard input now (bounded like any file), any other path stays on disk.
+    pub fn for_path(path: &str) -> Result<(InputWorld, String), String> {
+        if path != "-" {
+            return Ok((InputWorld { stdin: None }, path.to_string()));
+        }
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .take(MAX_INPUT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| e.to_string())?;
+        if bytes.len() as u64 > MAX_INPUT_BYTES {
+            return Err(format!(
+                "standard input is over {} MiB",
+                MAX_INPUT_BYTES >> 20
+            ));
+        }
+        Ok((InputWorld { stdin: Some(bytes) }, STDIN_LABEL.to_string()))
+    }
+}
+
+impl World for InputWorld {
+    fn read(&self, path: &str) -> Result<Vec<u8>, ReadError> {
+        match &self.stdin {
+            Some(bytes) if path == STDIN_LABEL => Ok(bytes.clone()),
+            _ => DiskWorld.read(path),
+        }
+    }
+
+    fn identity(&self, path: &str) -> Option<String> {
+        match &self.stdin {
+            Some(_) if path == STDIN_LABEL => None,
+            _ => DiskWorld.identity(path),
+        }
+    }
+}

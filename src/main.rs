@@ -50,7 +50,8 @@ enum Command {
     },
     /// Compile deployments to vLLM launch configs and Kubernetes manifests.
     Compile {
-        /// The .dist file whose deployments to compile.
+        /// The .dist file whose deployments to compile; `-` reads it from standard input
+        /// (its imports resolve from the current folder).
         file: String,
         /// Output folder: one subfolder per deployment.
         #[arg(long)]
@@ -65,7 +66,7 @@ enum Command {
     },
     /// Search layouts: the chosen one, ranked alternatives, rejected families, the scaling curve.
     Plan {
-        /// The .dist file whose deployments to plan.
+        /// The .dist file whose deployments to plan; `-` reads it from standard input.
         file: String,
         /// Print the search as JSON (the same as `--format json`).
         #[arg(long)]
@@ -73,7 +74,7 @@ enum Command {
         /// `human` or `json`.
         #[arg(long, value_enum)]
         format: Option<Format>,
-        /// How many alternatives to list.
+        /// How many alternatives, and rejected families, to list.
         #[arg(long, default_value_t = 10)]
         top: usize,
     },
@@ -132,6 +133,10 @@ enum Command {
         /// A stdlib model (`dic list models`).
         #[arg(long)]
         model: String,
+        /// Requests per second the workload offers (default 4, lowered to what the
+        /// hardware serves when it serves less).
+        #[arg(long)]
+        rate: Option<f64>,
         /// The file to write (never overwritten).
         #[arg(long, default_value = "deployment.dist")]
         out: String,
@@ -183,6 +188,7 @@ fn main() -> ExitCode {
             nodes,
             gpus_per_node,
             model,
+            rate,
             out,
         } => cli_init::run(
             &cli_init::InitArgs {
@@ -190,14 +196,15 @@ fn main() -> ExitCode {
                 nodes,
                 gpus_per_node,
                 model: &model,
+                rate: rate.unwrap_or(4.0),
+                rate_given: rate.is_some(),
                 out: &out,
             },
             color(),
             width(),
         ),
         Command::Completions { shell } => {
-            use clap::CommandFactory;
-            clap_complete::generate(shell, &mut Cli::command(), "dic", &mut std::io::stdout());
+            clap_complete::generate(shell, &mut completable(), "dic", &mut std::io::stdout());
             EXIT_OK
         }
         Command::Explain { code } => explain(code.as_deref()),
@@ -236,6 +243,48 @@ fn main() -> ExitCode {
     })
 }
 
+/// The command line as the completion scripts see it: `dic init --model <TAB>` offers the
+/// stdlib models, `--gpu` the stdlib GPUs, `dic explain <TAB>` every code. Only the
+/// scripts get these lists; parsing keeps its own messages for unknown names.
+fn completable() -> clap::Command {
+    use clap::builder::PossibleValuesParser;
+    use clap::CommandFactory;
+    use dic_compiler::schema::Kind;
+    let stdlib = driver::check_stdlib();
+    // clap's possible values are `&'static str` (its `string` feature is off): the names
+    // live as long as this one-shot command that prints the script and exits.
+    let names = |kind: Kind| -> Vec<&'static str> {
+        stdlib
+            .program
+            .defs
+            .iter()
+            .flatten()
+            .filter(|d| d.kind == kind)
+            .map(|d| &*Box::leak(d.name.clone().into_boxed_str()))
+            .collect()
+    };
+    let (models, gpus) = (names(Kind::Model), names(Kind::Gpu));
+    let codes: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
+    Cli::command()
+        .mut_subcommand("init", |c| {
+            c.mut_arg("model", |a| {
+                a.value_parser(PossibleValuesParser::new(models.clone()))
+            })
+            .mut_arg("gpu", |a| {
+                a.value_parser(PossibleValuesParser::new(gpus.clone()))
+            })
+        })
+        .mut_subcommand("estimate", |c| {
+            // Its --model may be a config.json path too: files complete there.
+            c.mut_arg("gpu", |a| {
+                a.value_parser(PossibleValuesParser::new(gpus.clone()))
+            })
+        })
+        .mut_subcommand("explain", |c| {
+            c.mut_arg("code", |a| a.value_parser(PossibleValuesParser::new(codes)))
+        })
+}
+
 fn color() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
@@ -250,16 +299,16 @@ fn width() -> usize {
 fn check(files: &[String], format: Format) -> u8 {
     let mut worst = EXIT_OK;
     let mut all_json = Vec::new();
-    for path in files {
-        let result = if path == "-" {
-            read_stdin().map(|text| driver::check_text(&DiskWorld, STDIN_PATH, &text))
-        } else {
-            driver::check_file(&DiskWorld, path).map_err(|e| e.to_string())
-        };
-        let checked = match result {
+    for file in files {
+        let result = dic::disk::InputWorld::for_path(file).and_then(|(world, path)| {
+            driver::check_file(&world, &path)
+                .map(|c| (c, path))
+                .map_err(|e| e.to_string())
+        });
+        let (checked, path) = match result {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("error: cannot read `{path}`: {e}");
+                eprintln!("error: cannot read `{file}`: {e}");
                 worst = EXIT_USAGE;
                 continue;
             }
@@ -270,12 +319,22 @@ fn check(files: &[String], format: Format) -> u8 {
                     "{}",
                     render::human(&checked.db, &checked.diagnostics, color(), width())
                 );
+                // A file that checks: what dic predicts for each deployment.
+                if !checked.has_errors() {
+                    eprint!("{}", render::predictions(&checked).0);
+                }
                 eprintln!("{path}: {}", render::summary(&checked.diagnostics));
             }
             Format::Json => {
+                let predicted = if checked.has_errors() {
+                    serde_json::Value::Array(Vec::new())
+                } else {
+                    render::predictions(&checked).1
+                };
                 all_json.push(serde_json::json!({
                     "file": path,
                     "diagnostics": render::json(&checked.db, &checked.diagnostics),
+                    "predicted": predicted,
                 }));
             }
         }
@@ -290,26 +349,6 @@ fn check(files: &[String], format: Format) -> u8 {
         );
     }
     worst
-}
-
-/// The name standard input is checked under: imports resolve from the current folder.
-const STDIN_PATH: &str = "<stdin>.dist";
-
-/// Standard input as text, bounded like any file dic reads.
-fn read_stdin() -> Result<String, String> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::io::stdin()
-        .take(dic::disk::MAX_INPUT_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
-    if bytes.len() as u64 > dic::disk::MAX_INPUT_BYTES {
-        return Err(format!(
-            "standard input is over {} MiB",
-            dic::disk::MAX_INPUT_BYTES >> 20
-        ));
-    }
-    String::from_utf8(bytes).map_err(|_| "standard input is not valid UTF-8".to_string())
 }
 
 fn explain(code: Option<&str>) -> u8 {
@@ -387,14 +426,19 @@ struct EstimateArgs {
     /// A stdlib GPU or a name as `nvidia-smi` prints it.
     #[arg(long)]
     gpu: String,
+    /// GPUs per node (default 8).
     #[arg(long)]
     gpus_per_node: Option<u64>,
+    /// Nodes (default: as many as the layout needs).
     #[arg(long)]
     nodes: Option<u64>,
+    /// Tensor-parallel size.
     #[arg(long, default_value_t = 1)]
     tp: u64,
+    /// Pipeline-parallel stages.
     #[arg(long, default_value_t = 1)]
     pp: u64,
+    /// Data-parallel replicas.
     #[arg(long, default_value_t = 1)]
     dp: u64,
     /// Expert parallelism (EP size = tp × dp).
@@ -406,12 +450,16 @@ struct EstimateArgs {
     /// KV-cache dtype: auto, fp8, …
     #[arg(long)]
     kv_cache_dtype: Option<String>,
+    /// Share of GPU memory vLLM may use (vLLM's default 0.92).
     #[arg(long)]
     gpu_memory_utilization: Option<f64>,
+    /// Longest request in tokens (default: the model's whole context).
     #[arg(long)]
     max_model_len: Option<f64>,
+    /// Requests a replica runs at once (vLLM's default).
     #[arg(long)]
     max_num_seqs: Option<u64>,
+    /// Tokens per engine step (vLLM's default).
     #[arg(long)]
     max_num_batched_tokens: Option<f64>,
     /// Which steps run as CUDA graphs: full_and_piecewise (vLLM's default),

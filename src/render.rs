@@ -406,3 +406,67 @@ pub fn plain_error(
     }
     out
 }
+
+/// What `dic check` predicts for each deployment of a file that checks without errors:
+/// TTFT, TPOT, throughput and memory per GPU, one line each (human), and the same as JSON.
+pub fn predictions(checked: &dic_compiler::driver::Checked) -> (String, Value) {
+    let mut text = String::new();
+    let mut rows = Vec::new();
+    let plans = &checked.plan.deployments;
+    for f in &checked.forecast.deployments {
+        let Some(d) = plans.iter().find(|d| d.name == f.name) else {
+            continue;
+        };
+        let p = &f.predicted;
+        // The fullest GPU: the PP stage with the most in use.
+        let used = f
+            .report
+            .memory
+            .iter()
+            .map(|m| m.total.saturating_sub(m.free))
+            .max()
+            .unwrap_or(0);
+        let weights = f.report.memory.iter().map(|m| m.weights).max().unwrap_or(0);
+        let kv = f
+            .report
+            .memory
+            .iter()
+            .map(|m| m.kv_cache)
+            .min()
+            .unwrap_or(0);
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        let ms = |v: Option<f64>, digits: usize| {
+            v.map(|x| format!("{x:.digits$} ms"))
+                .unwrap_or_else(|| "unbounded (the load overloads it)".into())
+        };
+        text.push_str(&format!(
+            "deploy {} (`{}` on {} × {}), predicted:\n  TTFT        {}\n  TPOT        {}\n  throughput  {}\n  memory      {:.1} GiB of {:.1} GiB per GPU (weights {:.1} GiB, KV cache {:.1} GiB)\n",
+            f.name,
+            d.layout,
+            d.layout.gpus(),
+            d.gpu.name,
+            ms(p.ttft_ms, 0),
+            ms(p.tpot_ms, 1),
+            p.output_tokens_per_s
+                .map(|t| format!("{t:.0} output tokens/s"))
+                .unwrap_or_else(|| "—".into()),
+            gib(used),
+            gib(d.gpu.memory_bytes),
+            gib(weights),
+            gib(kv),
+        ));
+        rows.push(serde_json::json!({
+            "deployment": f.name,
+            "layout": d.layout.to_string(),
+            "gpus": d.layout.gpus(),
+            "ttft_ms": p.ttft_ms,
+            "tpot_ms": p.tpot_ms,
+            "output_tokens_per_s": p.output_tokens_per_s,
+            "memory_per_gpu_bytes": used,
+            "gpu_memory_bytes": d.gpu.memory_bytes,
+            "weights_per_gpu_bytes": weights,
+            "kv_cache_per_gpu_bytes": kv,
+        }));
+    }
+    (text, Value::Array(rows))
+}

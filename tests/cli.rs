@@ -104,9 +104,7 @@ fn list_catalogs() {
 )]
 #[test]
 fn import_hf_command() {
-    let Some(shared) = common::shared_dir() else {
-        return;
-    };
+    let shared = common::required_shared_dir();
     let cfg = shared.join("models/hf/nvidia--Llama-3.1-70B-Instruct-FP8_config.json");
     let o = dic(&["import-hf", cfg.to_str().unwrap(), "--name", "l70"]);
     assert_eq!(code(&o), 0);
@@ -354,9 +352,7 @@ fn estimate_predicts_a_finite_run() {
 )]
 #[test]
 fn estimate_takes_a_hugging_face_config() {
-    let Some(shared) = common::shared_dir() else {
-        return;
-    };
+    let shared = common::required_shared_dir();
     let cfg = shared.join("models/hf/Qwen--Qwen3-8B_config.json");
     let o = dic(&[
         "estimate",
@@ -400,24 +396,10 @@ fn a_closed_pipe_ends_quietly() {
 /// the report is.
 #[test]
 fn small_cli_conveniences() {
-    use std::io::Write;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dic"))
-        .args(["check", "--json", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"gpu g { memory = 80 GX }\n")
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = common::dic_with_stdin(&["check", "--json", "-"], b"gpu g { memory = 80 GX }\n");
     assert_eq!(o.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v[0]["file"], "-");
+    assert_eq!(v[0]["file"], "<stdin>");
     let codes: Vec<&str> = v[0]["diagnostics"]
         .as_array()
         .unwrap()
@@ -425,7 +407,7 @@ fn small_cli_conveniences() {
         .map(|d| d["code"].as_str().unwrap())
         .collect();
     assert!(codes.contains(&"E0305"), "{v}");
-    assert_eq!(v[0]["diagnostics"][0]["labels"][0]["file"], "<stdin>.dist");
+    assert_eq!(v[0]["diagnostics"][0]["labels"][0]["file"], "<stdin>");
     let o = dic(&["--version"]);
     let version = String::from_utf8_lossy(&o.stdout);
     assert!(

@@ -35,9 +35,7 @@ fn the_quant_config_is_named_after_its_config() {
 )]
 #[test]
 fn a_checkpoint_id_reads_its_flattened_config_and_quant_config() {
-    let Some(shared) = common::shared_dir() else {
-        return;
-    };
+    let shared = common::required_shared_dir();
     let dir = shared.join("models/hf");
     let asked = std::cell::RefCell::new(Vec::new());
     let read = |file: &str| {
@@ -122,9 +120,7 @@ fn imported_model(text: &str) -> Model {
 )]
 #[test]
 fn import_hf_maps_every_shared_config_and_agrees_with_the_stdlib() {
-    let Some(shared) = common::shared_dir() else {
-        return;
-    };
+    let shared = common::required_shared_dir();
     let dir = shared.join("models/hf");
     let mut configs: Vec<_> = std::fs::read_dir(&dir)
         .expect("models/hf")
@@ -342,9 +338,7 @@ fn config_strings_cannot_inject_dist_text() {
 fn every_shared_config_estimates() {
     use dic_compiler::analysis::estimate::{self, EstimateRequest};
     use dic_compiler::program::Layout;
-    let Some(shared) = common::shared_dir() else {
-        return;
-    };
+    let shared = common::required_shared_dir();
     let dir = shared.join("models/hf");
     let mut checked = 0;
     for entry in std::fs::read_dir(&dir).expect("models/hf").flatten() {
@@ -702,9 +696,7 @@ fn inconsistent_configs_are_refused_at_import() {
 )]
 #[test]
 fn no_count_in_a_shared_config_is_mapped_silently() {
-    let Some(shared) = common::shared_dir() else {
-        return;
-    };
+    let shared = common::required_shared_dir();
     let dir = shared.join("models/hf");
     let mut refused = 0;
     for entry in std::fs::read_dir(&dir).unwrap().flatten() {

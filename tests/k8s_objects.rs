@@ -428,9 +428,7 @@ const NO_OFFLINE_SCHEMA: &[&str] = &[
 )]
 #[test]
 fn every_example_manifest_passes_both_validators() {
-    let Some(shared) = common::shared_dir() else {
-        return;
-    };
+    let shared = common::required_shared_dir();
     let dir = common::fresh_dir("k8s-validate");
     let (mut known, mut unknown) = (Vec::new(), Vec::new());
     for (i, (_, files)) in all_outputs().into_iter().enumerate() {

@@ -230,7 +230,7 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
             })
             .collect();
         let found = parallel_map(&to_search, |(_, ds)| {
-            let search = planner::search(&ds.scenario, &ds.slo, &planner::space_of(ds));
+            let search = search_for(ds);
             // The planner's choice for an auto layout is analysed in full here too.
             let chosen = ds.auto_layout.then(|| choice_of(ds, &search));
             (Arc::new(search), chosen)
@@ -581,6 +581,17 @@ fn oversubscribed(
 /// The planner's choice for `layout = auto`, analysed in full: the chosen layout, or the
 /// two pools of the split when the disaggregated family wins; empty when nothing meets
 /// the SLOs.
+/// A deployment's one search: an auto layout that nothing fits is searched at shorter
+/// contexts too (E0701 says which); a written one is compared at its own.
+fn search_for(ds: &DeploymentScenario) -> Search {
+    let space = planner::space_of(ds);
+    if ds.auto_layout {
+        planner::search_fitting_context(&ds.scenario, &ds.slo, &space)
+    } else {
+        planner::search(&ds.scenario, &ds.slo, &space)
+    }
+}
+
 fn choice_of(ds: &DeploymentScenario, search: &Search) -> Vec<(DeploymentScenario, Analysis)> {
     let in_formats = |weights: &str, kv: &str| {
         let mut x = ds.clone();

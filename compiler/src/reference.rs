@@ -31,7 +31,7 @@ pub fn example(ty: &Ty) -> String {
         }
         Ty::Int { min, .. } => (*min).max(1).to_string(),
         Ty::Bool => "true".into(),
-        Ty::Str(_) => "\"…\"".into(),
+        Ty::Str(rule) => format!("\"{}\"", text_example(*rule)),
         Ty::Enum(opts) => opts.first().copied().unwrap_or("…").to_string(),
         Ty::Ref(k) => format!("my_{}", k.keyword()),
         Ty::List(inner) => format!("[{}]", example(inner)),
@@ -43,6 +43,74 @@ pub fn example(ty: &Ty) -> String {
             .first()
             .map(|f| format!("{{ {} = {} }}", f.name, example(&f.ty)))
             .unwrap_or_else(|| "{ }".into()),
+    }
+}
+
+/// A field's example entry, as written in a definition: a value its range holds (a link's
+/// `latency = 2 us`, a model's `parameters = 70.6B`), and a bound in the bound's own form
+/// (`ttft.p95 <= 800 ms`, `throughput >= 2000 tokens/s`).
+pub fn entry_example(f: &Field) -> String {
+    match f.ty {
+        Ty::Bound(Dimension::Time) => format!(
+            "{}.p95 <= {}",
+            f.name,
+            example(&Ty::Quantity(
+                Dimension::Time,
+                crate::schema::default_range(Dimension::Time)
+            ))
+        ),
+        Ty::Bound(d) => format!(
+            "{} >= {}",
+            f.name,
+            example(&Ty::Quantity(d, crate::schema::default_range(d)))
+        ),
+        Ty::Quantity(d, range) => {
+            // Candidates per dimension, in base units: the first the range holds.
+            let candidates: &[(&str, f64)] = match d {
+                Dimension::Time => &[("800 ms", 0.8), ("2 us", 2e-6), ("30 s", 30.0)],
+                Dimension::Ratio => &[("0.9", 0.9), ("70.6B", 70.6e9), ("2", 2.0)],
+                Dimension::Bytes => &[("80 GiB", 80.0 * 1073741824.0), ("64 MiB", 67108864.0)],
+                _ => &[],
+            };
+            let value = candidates
+                .iter()
+                .find(|(_, v)| range.contains(*v))
+                .map_or_else(|| example(&f.ty), |(text, _)| text.to_string());
+            format!("{} = {value}", f.name)
+        }
+        _ => format!("{} = {}", f.name, example(&f.ty)),
+    }
+}
+
+/// The units line of a quantity's reference text: its symbols, or how an amount of money
+/// or a plain number is written (they have no unit symbols).
+fn units_text(d: Dimension) -> String {
+    match d {
+        Dimension::Money => "`$` before the amount (`$1200`)".into(),
+        Dimension::MoneyRate => {
+            "`$` before the amount, a time after it: `/h`, `/min`, `/s`, `/day`, `/month`".into()
+        }
+        Dimension::Ratio => "none (a plain number; `%`, and `k`, `M`, `B`, `T` magnitudes)".into(),
+        _ => d.unit_list(),
+    }
+}
+
+/// A string each text rule accepts (`crate::text_rules`), for the reference's examples.
+fn text_example(rule: crate::text_rules::TextRule) -> &'static str {
+    use crate::text_rules::TextRule as R;
+    match rule {
+        R::Free | R::Argument => "my-text",
+        R::EnvAssignment => "NCCL_DEBUG=INFO",
+        R::Annotation => "example.com/team=inference",
+        R::DnsLabel => "inference",
+        R::ResourceName => "rdma/ib",
+        R::Image => "vllm/vllm-openai:v0.33.0",
+        R::Capability => "IPC_LOCK",
+        R::Interface => "eth0",
+        R::Label => "example.com/pool=gpu",
+        R::Toleration => "nvidia.com/gpu:NoSchedule",
+        R::AbsolutePath => "/mnt/models",
+        R::Url => "http://prometheus:9090",
     }
 }
 
@@ -74,7 +142,7 @@ pub fn field_text(f: &Field) -> String {
     let _ = writeln!(out, "{}\n", f.doc);
     let _ = write!(out, "- type: {}", f.ty.describe());
     if let Ty::Quantity(d, _) | Ty::Bound(d) = f.ty {
-        let _ = write!(out, "; units: {}", d.unit_list());
+        let _ = write!(out, "; units: {}", units_text(d));
     }
     let _ = writeln!(out);
     let _ = writeln!(
@@ -85,7 +153,7 @@ pub fn field_text(f: &Field) -> String {
     if let Some(v) = f.vllm {
         let _ = writeln!(out, "- vLLM: {}", vllm_text(v));
     }
-    let _ = writeln!(out, "- example: `{} = {}`", f.name, example(&f.ty));
+    let _ = writeln!(out, "- example: `{}`", entry_example(f));
     out
 }
 
@@ -175,7 +243,7 @@ mod tests {
         for s in all_schemas() {
             for f in s.fields {
                 assert!(text.contains(&format!("`{}`", f.name)), "{}", f.name);
-                assert!(field_text(f).contains(&format!("`{} = ", f.name)));
+                assert!(field_text(f).contains(&format!("`{}", entry_example(f))));
             }
         }
         assert!(text.contains("`--max-model-len VALUE`"));

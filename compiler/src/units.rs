@@ -158,6 +158,42 @@ pub fn money(per: Option<&str>) -> Option<(Dimension, f64)> {
     }
 }
 
+/// Spellings people write for a unit dic spells otherwise (`20 rps`), and dic's symbol.
+const ALIASES: &[(&str, &str)] = &[
+    ("rps", "req/s"),
+    ("qps", "req/s"),
+    ("req/sec", "req/s"),
+    ("requests/s", "req/s"),
+    ("tps", "tok/s"),
+    ("tokens/sec", "tokens/s"),
+    ("tok/sec", "tok/s"),
+];
+
+/// A help line for an unknown unit where the field expects `dim`: a common alias of one
+/// of its units, else the nearest of its units (by edit distance), else the nearest of
+/// any unit, with a word on bits vs bytes.
+pub fn suggest_for(symbol: &str, dim: Dimension) -> Option<String> {
+    let lower = symbol.to_ascii_lowercase();
+    let alias = ALIASES
+        .iter()
+        .find(|(a, u)| *a == lower && lookup(u).is_some_and(|u| u.dim == dim));
+    if let Some((_, unit)) = alias {
+        return Some(format!("did you mean `{unit}`?"));
+    }
+    // The nearest of the field's units, ties to the table's first (`tokens` before
+    // `token`), within did_you_mean's distance.
+    let nearest =
+        crate::diagnostics::did_you_mean(symbol, dim.units().map(|u| u.symbol)).and_then(|found| {
+            let distance =
+                |u: &str| crate::diagnostics::edit_distance(&lower, &u.to_ascii_lowercase());
+            let best = distance(found);
+            dim.units().map(|u| u.symbol).find(|u| distance(u) == best)
+        });
+    nearest
+        .map(|s| format!("did you mean `{s}`?"))
+        .or_else(|| suggest(symbol))
+}
+
 /// A help line for an unknown unit: a near miss, with a word on bits vs bytes.
 pub fn suggest(symbol: &str) -> Option<String> {
     let lower = symbol.to_ascii_lowercase();
@@ -220,6 +256,12 @@ mod tests {
         assert!(lookup("gib").is_none());
         assert_eq!(suggest("GIB").as_deref(), Some("did you mean `GiB`?"));
         assert!(suggest("gb/s").unwrap().contains("bits"));
+        // by what the field expects: a rate of requests, a count of tokens
+        let mean = |s: &str, d| suggest_for(s, d).unwrap_or_default();
+        assert_eq!(mean("rps", Dimension::RequestRate), "did you mean `req/s`?");
+        assert_eq!(mean("tokns", Dimension::Tokens), "did you mean `tokens`?");
+        assert_eq!(mean("tps", Dimension::TokenRate), "did you mean `tok/s`?");
+        assert_eq!(mean("mss", Dimension::Time), "did you mean `ms`?");
         assert_eq!(fmt_bytes(152.3 * 1073741824.0), "152.30 GiB");
     }
 }

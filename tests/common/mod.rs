@@ -20,6 +20,24 @@ pub fn shared_dir() -> Option<PathBuf> {
     }
 }
 
+/// `../shared` for a test that cannot run without it. Such a test is marked ignored when
+/// `../shared` is absent (build.rs), so `cargo test` lists it as ignored with the reason;
+/// run anyway (`-- --ignored`, or under `CI=true`) it fails here, never passes having
+/// checked nothing.
+pub fn required_shared_dir() -> PathBuf {
+    require_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"))
+}
+
+/// `dir`, or a failed test that says what is missing.
+pub fn require_dir(dir: PathBuf) -> PathBuf {
+    assert!(
+        dir.is_dir(),
+        "this test needs ../shared (the reference data beside the repository) and {} is absent: it did not run",
+        dir.display()
+    );
+    dir
+}
+
 /// The first command's argv in a `commands.json` a vLLM target writes.
 pub fn first_argv(commands_json: &str) -> Vec<String> {
     let cmds: Vec<serde_json::Value> =
@@ -150,6 +168,25 @@ pub fn dic(args: &[&str]) -> std::process::Output {
         .env("NO_COLOR", "1")
         .output()
         .expect("the dic binary runs")
+}
+
+/// `dic ARGS…` with `input` on its standard input.
+pub fn dic_with_stdin(args: &[&str], input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dic"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the dic binary runs");
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(input)
+            .expect("dic reads its standard input");
+    }
+    child.wait_with_output().expect("dic ends")
 }
 
 /// `dic estimate --model llama_3_1_8b --gpu h100_sxm EXTRA…`: the small point the CLI

@@ -48,7 +48,12 @@ impl<'s, 'w> Checker<'s, 'w> {
                     format!("{what} has no field `{}`", head.node),
                 )
                 .primary(file, head.span, "unknown field");
-                d = match did_you_mean(&head.node, names.iter().copied()) {
+                let meant = FIELD_ALIASES
+                    .iter()
+                    .find(|(alias, field)| *alias == head.node && names.contains(field))
+                    .map(|(_, field)| *field)
+                    .or_else(|| did_you_mean(&head.node, names.iter().copied()));
+                d = match meant {
                     Some(s) => d.help(format!("did you mean `{s}`?")).fix(
                         format!("use `{s}`"),
                         FileSpan::new(file, head.span),
@@ -212,3 +217,13 @@ impl<'s, 'w> Checker<'s, 'w> {
         );
     }
 }
+
+/// Names people give a field dic names otherwise (vLLM's and Hugging Face's words), and
+/// dic's field: the suggestion when the field is unknown, where the kind has that field.
+const FIELD_ALIASES: &[(&str, &str)] = &[
+    ("quantization", "weights"),
+    ("quant", "weights"),
+    ("dtype", "weights"),
+    ("kv_cache_dtype", "kv_cache"),
+    ("tensor_parallel_size", "layout"),
+];

@@ -45,8 +45,22 @@ impl<'s, 'w> Checker<'s, 'w> {
                     format!("unknown layout factor `{key}`"),
                 )
                 .primary(file, name.span, "not tp, pp, dp, ep, dcp or pcp");
+                // `tp2`: a factor and its size without the space between them.
+                let glued = LAYOUT_FACTORS.iter().find_map(|(k, _)| {
+                    let size = key.strip_prefix(k)?;
+                    (!size.is_empty() && size.bytes().all(|b| b.is_ascii_digit()))
+                        .then(|| format!("{k} {size}"))
+                });
                 if key == "auto" {
                     d = d.help("`auto` stands alone: `layout = auto`");
+                } else if let Some(spaced) = glued {
+                    d = d
+                        .help(format!("write `{spaced}`: a factor, a space, its size"))
+                        .fix(
+                            "add the space",
+                            crate::span::FileSpan::new(file, name.span),
+                            spaced,
+                        );
                 } else if let Some(s) = did_you_mean(key, LAYOUT_FACTORS.iter().map(|(k, _)| *k)) {
                     d = d.help(format!("did you mean `{s}`?"));
                 }

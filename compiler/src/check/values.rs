@@ -86,7 +86,7 @@ impl<'s, 'w> Checker<'s, 'w> {
     fn unknown_unit(&mut self, file: FileId, u: &Spanned<String>, dim: Dimension, field: &str) {
         let mut d = Diagnostic::new(Code::UnknownUnit, format!("unknown unit `{}`", u.node))
             .primary(file, u.span, "not a unit dic knows");
-        if let Some(h) = units::suggest(&u.node) {
+        if let Some(h) = units::suggest_for(&u.node, dim) {
             d = d.help(h);
         } else {
             let units = dim.unit_list();

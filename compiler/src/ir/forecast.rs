@@ -167,6 +167,10 @@ pub struct AlternativeRow {
 /// Everything the cost report shows, computed once here so the report target only renders.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReportData {
+    /// The verdict in one sentence: deployable, each SLO met or not with its headroom,
+    /// $/h and $ per million output tokens, what dic would change (the first screen).
+    #[serde(default)]
+    pub headline: String,
     pub memory: Vec<MemoryRow>,
     pub kv_cache_tokens: u64,
     pub max_concurrency: f64,

@@ -10,87 +10,12 @@ pub(super) fn report_data(
     figures: &crate::analysis::forecast::ForecastFigures,
     search: Option<&crate::planner::Search>,
 ) -> ReportData {
-    use crate::program::SloMetric;
     let s = &ds.scenario;
     let l = s.layout;
-    let total = s.topology.gpu.memory as u64;
-    let memory = a
-        .memory
-        .stages
-        .iter()
-        .map(|st| MemoryRow {
-            stage: st.stage,
-            layers: st.layers,
-            total,
-            weights: st.weights as u64,
-            activations: st.activations as u64,
-            non_torch: st.non_torch as u64,
-            cuda_graphs: st.cuda_graphs as u64,
-            kv_cache: st.kv_cache.max(0.0) as u64,
-            free: (s.topology.gpu.memory - st.budget).max(0.0) as u64,
-        })
-        .collect();
+    let memory = memory_rows(s, a);
     let p = a.prediction.as_ref();
-    let slo = a
-        .slo
-        .iter()
-        .map(|r| {
-            let t = &r.target;
-            let (metric, scale, unit) = match t.metric {
-                SloMetric::Throughput => (t.label(), 1.0, "tokens/s"),
-                SloMetric::RequestRate => (t.label(), 1.0, "req/s"),
-                _ => (t.label(), 1e3, "ms"),
-            };
-            let upper = matches!(
-                t.op,
-                crate::syntax::ast::Op::Le | crate::syntax::ast::Op::Lt
-            );
-            let predicted = Some(r.predicted * scale).filter(|v| v.is_finite());
-            let headroom = predicted.map(|v| {
-                if upper {
-                    (t.value * scale - v) / (t.value * scale) * 100.0
-                } else {
-                    (v - t.value) / t.value * 100.0
-                }
-            });
-            SloRow {
-                metric,
-                op: t.op.as_str().to_string(),
-                bound: t.value * scale,
-                predicted,
-                unit: unit.to_string(),
-                met: r.met,
-                headroom_percent: headroom,
-            }
-        })
-        .collect();
-    let step = p.map(|p| StepRow {
-        tpot_ms: p.step.tpot * 1e3,
-        compute_ms: p.step.compute * 1e3,
-        memory_ms: p.step.memory * 1e3,
-        communication_ms: p.step.comm * 1e3,
-        overhead_ms: p.step.overhead * 1e3,
-        cpu_launches_ms: p.step.cpu_launches * 1e3,
-        bubble_ms: p.step.bubble * 1e3,
-        draft_ms: p.step.draft * 1e3,
-        dense_gemms_ms: p.step.kernels.dense_gemms * 1e3,
-        experts_ms: p.step.kernels.experts * 1e3,
-        attention_ms: p.step.kernels.attention * 1e3,
-        collectives: p
-            .step
-            .comm_items
-            .iter()
-            .map(|c| CollectiveRow {
-                group: c.group.to_string(),
-                collective: c.collective.name().to_string(),
-                count: c.count,
-                bytes: c.bytes,
-                ranks: c.ranks,
-                link: c.link.to_string(),
-                time_ms: c.time * 1e3,
-            })
-            .collect(),
-    });
+    let slo = slo_rows(a);
+    let step = p.map(step_row);
     // A disaggregated pool reports the pair: both pools' nodes and price, the prefill
     // pool's hour charged to prompt tokens and the decode pool's to output tokens.
     let pair = figures.pair.as_ref().map(|x| {
@@ -188,7 +113,10 @@ pub(super) fn report_data(
             },
         );
     }
+    let findings = finding_rows(a);
+    let deployed = pair.as_ref().map_or_else(|| l.to_string(), |x| x.0.clone());
     ReportData {
+        headline: headline(&deployed, &s.topology.gpu.name, &slo, &cost, &findings),
         memory,
         kv_cache_tokens: a.memory.kv_cache_tokens,
         max_concurrency: a.memory.max_concurrency,
@@ -205,15 +133,176 @@ pub(super) fn report_data(
         planner_evaluated: search.evaluated,
         splits: search.splits.clone(),
         family_choice: family_sentence(ds, search),
-        findings: a
-            .findings
+        findings,
+    }
+}
+
+/// The warnings and advice on the deployment, as `dic check` words them.
+fn finding_rows(a: &Analysis) -> Vec<FindingRow> {
+    a.findings
+        .iter()
+        .filter(|f| f.severity != crate::diagnostics::Severity::Error)
+        .map(|f| FindingRow {
+            code: f.code.to_string(),
+            severity: f.severity.as_str().to_string(),
+            message: f.message.clone(),
+            help: f.help.clone(),
+        })
+        .collect()
+}
+
+/// The report's first sentence, the verdict its first screen gives the evidence for:
+/// deployable (a lowered deployment passed every rule `dic check` applies), whether it
+/// meets each SLO and by how much, what it costs per hour and per million output tokens,
+/// and what dic would change (its advice) or that warnings follow.
+pub(super) fn headline(
+    deployed: &str,
+    gpu: &str,
+    slo: &[SloRow],
+    cost: &CostRow,
+    findings: &[FindingRow],
+) -> String {
+    let figure = |v: f64, unit: &str| match unit {
+        "ms" if v >= 100.0 => format!("{v:.0} ms"),
+        "ms" => format!("{v:.1} ms"),
+        "req/s" => format!("{v:.2} req/s"),
+        _ => format!("{v:.0} {unit}"),
+    };
+    let row = |r: &SloRow| {
+        let predicted = r
+            .predicted
+            .map_or_else(|| "unbounded".to_string(), |v| figure(v, &r.unit));
+        let margin = match r.headroom_percent {
+            Some(h) if r.met => format!(", {:.0}% headroom", h.abs()),
+            Some(h) => format!(", {:.0}% past the bound", h.abs()),
+            None => String::new(),
+        };
+        format!(
+            "{} {predicted} against {} {}{margin}",
+            r.metric,
+            r.op,
+            figure(r.bound, &r.unit),
+        )
+    };
+    let missed: Vec<String> = slo.iter().filter(|r| !r.met).map(row).collect();
+    let slos = if slo.is_empty() {
+        "carries the workload (no SLO declared)".to_string()
+    } else if missed.is_empty() {
+        format!(
+            "meets every SLO ({})",
+            slo.iter().map(row).collect::<Vec<_>>().join("; ")
+        )
+    } else {
+        format!("misses {}", missed.join("; "))
+    };
+    let money = match (cost.per_hour, cost.per_million_output_tokens) {
+        (Some(h), Some(m)) => format!("${h:.2}/h, ${m:.3} per million output tokens"),
+        (Some(h), None) => format!("${h:.2}/h"),
+        (None, _) => {
+            "no price (set `price` on the cluster for $/h and $ per million tokens)".to_string()
+        }
+    };
+    // A cheaper layout (A0701) first: it is what changes the bill.
+    let advice = findings
+        .iter()
+        .filter(|f| f.severity == "advice")
+        .min_by_key(|f| f.code != "A0701");
+    let warnings = findings.iter().filter(|f| f.severity == "warning").count();
+    let next = match (advice, warnings) {
+        (Some(f), _) => format!(" dic would change: {} ({}).", f.message, f.code),
+        (None, 0) => String::new(),
+        (None, 1) => " One warning below.".to_string(),
+        (None, n) => format!(" {n} warnings below."),
+    };
+    format!(
+        "Deployable: `{deployed}` on {} × {gpu} {slos}; {money}.{next}",
+        cost.gpus_used
+    )
+}
+
+/// Memory of one GPU per PP stage, in bytes.
+fn memory_rows(s: &crate::analysis::Scenario, a: &Analysis) -> Vec<MemoryRow> {
+    let total = s.topology.gpu.memory as u64;
+    a.memory
+        .stages
+        .iter()
+        .map(|st| MemoryRow {
+            stage: st.stage,
+            layers: st.layers,
+            total,
+            weights: st.weights as u64,
+            activations: st.activations as u64,
+            non_torch: st.non_torch as u64,
+            cuda_graphs: st.cuda_graphs as u64,
+            kv_cache: st.kv_cache.max(0.0) as u64,
+            free: (s.topology.gpu.memory - st.budget).max(0.0) as u64,
+        })
+        .collect()
+}
+
+/// Each SLO bound against its prediction, in the report's units, with the headroom.
+fn slo_rows(a: &Analysis) -> Vec<SloRow> {
+    use crate::program::SloMetric;
+    a.slo
+        .iter()
+        .map(|r| {
+            let t = &r.target;
+            let (metric, scale, unit) = match t.metric {
+                SloMetric::Throughput => (t.label(), 1.0, "tokens/s"),
+                SloMetric::RequestRate => (t.label(), 1.0, "req/s"),
+                _ => (t.label(), 1e3, "ms"),
+            };
+            let upper = matches!(
+                t.op,
+                crate::syntax::ast::Op::Le | crate::syntax::ast::Op::Lt
+            );
+            let predicted = Some(r.predicted * scale).filter(|v| v.is_finite());
+            let headroom = predicted.map(|v| {
+                if upper {
+                    (t.value * scale - v) / (t.value * scale) * 100.0
+                } else {
+                    (v - t.value) / t.value * 100.0
+                }
+            });
+            SloRow {
+                metric,
+                op: t.op.as_str().to_string(),
+                bound: t.value * scale,
+                predicted,
+                unit: unit.to_string(),
+                met: r.met,
+                headroom_percent: headroom,
+            }
+        })
+        .collect()
+}
+
+/// The decode step by cause, in ms.
+fn step_row(p: &crate::analysis::perf::Prediction) -> StepRow {
+    StepRow {
+        tpot_ms: p.step.tpot * 1e3,
+        compute_ms: p.step.compute * 1e3,
+        memory_ms: p.step.memory * 1e3,
+        communication_ms: p.step.comm * 1e3,
+        overhead_ms: p.step.overhead * 1e3,
+        cpu_launches_ms: p.step.cpu_launches * 1e3,
+        bubble_ms: p.step.bubble * 1e3,
+        draft_ms: p.step.draft * 1e3,
+        dense_gemms_ms: p.step.kernels.dense_gemms * 1e3,
+        experts_ms: p.step.kernels.experts * 1e3,
+        attention_ms: p.step.kernels.attention * 1e3,
+        collectives: p
+            .step
+            .comm_items
             .iter()
-            .filter(|f| f.severity != crate::diagnostics::Severity::Error)
-            .map(|f| FindingRow {
-                code: f.code.to_string(),
-                severity: f.severity.as_str().to_string(),
-                message: f.message.clone(),
-                help: f.help.clone(),
+            .map(|c| CollectiveRow {
+                group: c.group.to_string(),
+                collective: c.collective.name().to_string(),
+                count: c.count,
+                bytes: c.bytes,
+                ranks: c.ranks,
+                link: c.link.to_string(),
+                time_ms: c.time * 1e3,
             })
             .collect(),
     }
@@ -256,4 +345,71 @@ fn family_sentence(ds: &DeploymentScenario, search: &crate::planner::Search) -> 
     } else {
         format!("this deployment runs its written {deployed}; `layout = auto` would deploy {why}")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slo(metric: &str, bound: f64, predicted: f64, met: bool) -> SloRow {
+        SloRow {
+            metric: metric.into(),
+            op: "<=".into(),
+            bound,
+            predicted: Some(predicted),
+            unit: "ms".into(),
+            met,
+            headroom_percent: Some((bound - predicted) / bound * 100.0),
+        }
+    }
+
+    fn cost(per_hour: Option<f64>, per_million: Option<f64>) -> CostRow {
+        CostRow {
+            per_hour,
+            per_million_input_tokens: None,
+            per_million_output_tokens: per_million,
+            per_request: None,
+            input_share: 0.3,
+            nodes: 1,
+            gpus_used: 8,
+            gpus_idle: 0,
+        }
+    }
+
+    /// The first sentence answers: deployable, each SLO with its headroom, $/h and $ per
+    /// million output tokens, and what dic would change.
+    #[test]
+    fn the_headline_gives_the_verdict_the_slos_the_cost_and_the_change() {
+        let slos = [
+            slo("ttft.p95", 1000.0, 445.0, true),
+            slo("tpot.p95", 50.0, 30.7, true),
+        ];
+        let advice = FindingRow {
+            code: "A0701".into(),
+            severity: "advice".into(),
+            message: "`tp 4` also meets every SLO on 4 GPUs".into(),
+            help: None,
+        };
+        let h = headline(
+            "tp 8 × pp 1 × dp 1",
+            "h100_sxm",
+            &slos,
+            &cost(Some(98.0), Some(1.234)),
+            &[advice],
+        );
+        assert_eq!(
+            h,
+            "Deployable: `tp 8 × pp 1 × dp 1` on 8 × h100_sxm meets every SLO (ttft.p95 445 ms \
+             against <= 1000 ms, 56% headroom; tpot.p95 30.7 ms against <= 50.0 ms, 39% \
+             headroom); $98.00/h, $1.234 per million output tokens. dic would change: `tp 4` \
+             also meets every SLO on 4 GPUs (A0701)."
+        );
+        let missed = [slo("tpot.p95", 50.0, 60.0, false)];
+        let h = headline("tp 1", "l40s", &missed, &cost(None, None), &[]);
+        assert!(
+            h.contains("misses tpot.p95 60.0 ms against <= 50.0 ms, 20% past the bound"),
+            "{h}"
+        );
+        assert!(h.contains("no price (set `price`"), "{h}");
+    }
 }

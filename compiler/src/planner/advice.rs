@@ -225,10 +225,10 @@ pub fn no_layout(p: &Program, ds: &DeploymentScenario, search: &Search) -> Optio
                 .and_then(|dp| replicas_that_meet(ds, c, dp))
             {
                 Some((layout, nodes)) => format!(
-                    "; {} of its replicas would carry the load: {} GPUs ({nodes} node{}){}",
+                    "; {} of its replicas would carry the load: {} GPUs ({nodes} {}){}",
                     layout.dp,
                     layout.gpus(),
-                    if nodes == 1 { "" } else { "s" },
+                    plural(nodes as usize, "node", "nodes"),
                     if nodes > s.topology.nodes {
                         format!(", the cluster has {}", s.topology.nodes)
                     } else {
@@ -252,6 +252,13 @@ pub fn no_layout(p: &Program, ds: &DeploymentScenario, search: &Search) -> Optio
         ),
         (None, _) => String::new(),
     };
+    // The model's whole context is what keeps every layout out: say what a shorter one
+    // lets the planner choose, and how to set it.
+    let context = search
+        .context
+        .as_ref()
+        .map(|fit| format!("; {}", fit.sentence()))
+        .unwrap_or_default();
     let goal = if has_slo {
         "meets every SLO"
     } else {
@@ -261,15 +268,28 @@ pub fn no_layout(p: &Program, ds: &DeploymentScenario, search: &Search) -> Optio
         Diagnostic::new(
             Code::NoLayout,
             format!(
-                "deploy `{}`: no layout of the {} candidates evaluated {goal}{closest}",
-                def.name, search.evaluated
+                "deploy `{}`: no layout of the {} {} evaluated {goal}{closest}{context}",
+                def.name,
+                search.evaluated,
+                plural(search.evaluated, "candidate", "candidates")
             ),
         )
         .primary(d.layout_at.file, d.layout_at.span, "here")
-        .help(format!(
-            "`dic plan` lists every family and why it was rejected; {}",
-            remedies(ds).join(", ")
-        )),
+        .help(match &search.context {
+            Some(fit) if fit.chosen.is_some() => format!(
+                "set `{}` in the deployment (the model's full context is what does not fit); `dic plan` lists every family",
+                fit.setting()
+            ),
+            Some(fit) => format!(
+                "set `{}` in the deployment so that a layout fits; then {}",
+                fit.setting(),
+                remedies(ds).join(", ")
+            ),
+            None => format!(
+                "`dic plan` lists every family and why it was rejected; {}",
+                remedies(ds).join(", ")
+            ),
+        }),
     )
 }
 
@@ -320,4 +340,13 @@ fn replicas_that_meet(
         let x = evaluate(&bigger, &ds.slo, layout, &c.weights, &c.kv_cache);
         (x.meets_slo && !x.overloaded).then(|| (layout, bigger.topology.nodes_for_layout(&layout)))
     })
+}
+
+/// `1 candidate`, `2 candidates`: the word for a count.
+pub(crate) fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
 }

@@ -17,9 +17,11 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 mod advice;
+mod context;
 mod disaggregated;
 mod scaling;
 pub use advice::{advise, cheaper_layout, no_layout, working_layout};
+pub use context::{search_fitting_context, thousands, ContextFit};
 pub use disaggregated::{
     aggregated_wins, best_aggregated_within, choose_family, disaggregated_family, DisaggCandidate,
 };
@@ -155,6 +157,9 @@ pub struct Search {
     pub split_wins: bool,
     /// Which family the planner chose and why, in words.
     pub family_choice: Option<String>,
+    /// When nothing was chosen: a shorter `max_model_len` at which a layout meets every
+    /// SLO ([`search_fitting_context`]).
+    pub context: Option<ContextFit>,
 }
 
 /// Splits a search keeps (the report's and `dic plan`'s).
@@ -176,6 +181,7 @@ impl Search {
             splits: Vec::new(),
             split_wins: false,
             family_choice: None,
+            context: None,
         }
     }
 }
@@ -543,6 +549,7 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
         scaling,
         worse_from_gpus,
         max_pp,
+        context: None,
     }
 }
 

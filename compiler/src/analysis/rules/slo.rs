@@ -77,9 +77,14 @@ pub fn perf_rules_at(
                 Code::SloInfeasible,
                 Anchor::Slo(i),
                 format!(
-                    "{} is predicted at {}, {} the bound of {}{}",
+                    "{} is {}, {} the bound of {}{}",
                     t.label(),
-                    fmt_metric(t.metric, v),
+                    // A queue that never drains has no latency to predict.
+                    if v.is_finite() {
+                        format!("predicted at {}", fmt_metric(t.metric, v))
+                    } else {
+                        "unbounded (the load overloads the layout: its queue never drains)".into()
+                    },
                     if matches!(t.op, Op::Le | Op::Lt) {
                         "over"
                     } else {

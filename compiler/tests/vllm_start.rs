@@ -45,3 +45,103 @@ fn a_16_bit_kv_cache_is_spelled_as_vllm_reads_it_and_must_be_the_models_dtype() 
     );
     assert!(other.plan.deployments.is_empty());
 }
+
+fn codes(c: &Checked) -> Vec<Code> {
+    c.diagnostics.iter().map(|d| d.code).collect()
+}
+
+/// Row 2: TP and the KV heads must divide one another (`QKVParallelLinear`): Qwen3.5-27B
+/// (24 query heads, 4 KV heads) at `tp 6` checked clean, and A0401 proposed `tp 3`.
+#[test]
+fn tp_must_divide_the_kv_heads_or_replicate_them_evenly() {
+    let head = "import std.models.qwen3_5_27b\ncluster six { nodes = 1 × dgx_h100 }\n";
+    let six = compile(&format!(
+        "{head}deploy d {{ model = qwen3_5_27b, cluster = six, layout = tp 6 }}\n"
+    ));
+    let e = six
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::HeadsNotDivisible)
+        .unwrap_or_else(|| panic!("{:?}", codes(&six)));
+    assert!(e.message.contains("4 KV heads"), "{}", e.message);
+    assert!(!codes(&six).contains(&Code::DpBeatsTp));
+    let four = compile(&format!(
+        "{head}deploy d {{ model = qwen3_5_27b, cluster = six, layout = tp 4 }}\n"
+    ));
+    assert!(!four.has_errors(), "{:?}", codes(&four));
+}
+
+/// Row 16: DCP is capped at tp / kv_heads (Llama 3.1 8B: 8 KV heads, `tp 16` allows dcp 2).
+#[test]
+fn dcp_is_capped_at_tp_over_the_kv_heads() {
+    let two = "cluster two { nodes = 2 × dgx_h100 }\n";
+    let c = compile(&format!(
+        "{two}deploy d {{ model = llama_3_1_8b, cluster = two, layout = tp 16 × dcp 4 }}\n"
+    ));
+    let e = c
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::InvalidDcp)
+        .unwrap_or_else(|| panic!("{:?}", codes(&c)));
+    assert!(
+        e.message.contains("maximum supported value (2)"),
+        "{}",
+        e.message
+    );
+}
+
+/// Row 6: the experts' width splits over tp × dp without `ep` (`FusedMoEConfig`).
+#[test]
+fn expert_width_must_split_over_the_moe_tp() {
+    let c = compile(
+        "import std.models.qwen3_30b_a3b\n\
+         model narrow = qwen3_30b_a3b { moe_intermediate = 772 }\n\
+         deploy d { model = narrow, cluster = one, layout = tp 2 × dp 4 }\n",
+    );
+    assert!(
+        codes(&c).contains(&Code::WidthNotDivisible),
+        "{:?}",
+        codes(&c)
+    );
+    let ep = compile(
+        "import std.models.qwen3_30b_a3b\n\
+         model narrow = qwen3_30b_a3b { moe_intermediate = 772 }\n\
+         deploy d { model = narrow, cluster = one, layout = tp 2 × dp 4 × ep }\n",
+    );
+    assert!(
+        !codes(&ep).contains(&Code::WidthNotDivisible),
+        "{:?}",
+        codes(&ep)
+    );
+}
+
+/// Row 44: gpt-oss's MXFP4 experts need compute capability 8.0 (`Mxfp4Config`); a T4 is
+/// 7.5, and vLLM refuses to start.
+#[test]
+fn mxfp4_needs_compute_capability_8() {
+    let c = compile(
+        "import std.gpus.t4\nimport std.models.gpt_oss_20b\n\
+         node t4x4 { gpus = 4 × t4 }\ncluster old { nodes = 1 × t4x4 }\n\
+         deploy d { model = gpt_oss_20b, cluster = old, layout = tp 4 }\n",
+    );
+    let e = c
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::FormatNeedsNewerGpu)
+        .unwrap_or_else(|| panic!("{:?}", codes(&c)));
+    assert!(
+        e.message.contains("Minimum capability: 80"),
+        "{}",
+        e.message
+    );
+    let a100 = compile(
+        "import std.nodes.dgx_a100\nimport std.models.gpt_oss_20b\n\
+         cluster amp { nodes = 1 × dgx_a100 }\n\
+         deploy d { model = gpt_oss_20b, cluster = amp, layout = tp 4 }\n",
+    );
+    assert!(
+        !codes(&a100).contains(&Code::FormatNeedsNewerGpu),
+        "{:?}",
+        codes(&a100)
+    );
+}

@@ -92,6 +92,7 @@ codes! {
     ClusterOversubscribed = "E0408", Error, "deployments oversubscribe the cluster";
     NodeGroupNotInCluster = "E0409", Error, "node group not in the cluster";
     PoolsCannotPair = "E0410", Error, "disaggregated pools the KV connector cannot pair";
+    WidthNotDivisible = "E0411", Error, "an MLP or expert width TP cannot split";
 
     DoesNotFit = "E0501", Error, "model does not fit in GPU memory";
     RequestDoesNotFit = "E0502", Error, "one request of max_model_len does not fit the KV cache";
@@ -105,6 +106,7 @@ codes! {
     NoLayout = "E0701", Error, "no layout to compile";
 
     UnsupportedLaunch = "E0801", Error, "deployment cannot be launched by the target";
+    FormatNeedsNewerGpu = "E0802", Error, "weight format the GPU's compute capability cannot run";
 
     UnsupportedConfig = "E0901", Error, "Hugging Face config cannot be mapped";
 

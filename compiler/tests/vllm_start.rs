@@ -145,3 +145,62 @@ fn mxfp4_needs_compute_capability_8() {
         codes(&a100)
     );
 }
+
+/// Row 52: with full decode CUDA graphs each decode sequence of a Mamba model needs one
+/// cache block (`CompilationConfig.resolve_cudagraph_mode_and_sizes`); piecewise graphs
+/// lift the limit.
+#[test]
+fn max_num_seqs_must_fit_the_mamba_cache_blocks() {
+    let deploy = |mode: &str| {
+        compile(&format!(
+            "import std.nodes.dgx_h200\nimport std.models.nemotron_3_nano\n\
+             cluster h200 {{ nodes = 1 × dgx_h200 }}\n\
+             deploy d {{ model = nemotron_3_nano, cluster = h200, layout = tp 1, engine = vllm {{ max_model_len = 8k tokens, max_num_seqs = 8192, max_num_batched_tokens = 8192{mode} }} }}\n"
+        ))
+    };
+    let full = deploy("");
+    let e = full
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::SeqsAboveMambaBlocks)
+        .unwrap_or_else(|| panic!("{:?}", codes(&full)));
+    assert!(
+        e.message.contains("max_num_seqs (8192) exceeds"),
+        "{}",
+        e.message
+    );
+    let piecewise = deploy(", cudagraph_mode = piecewise");
+    assert!(!codes(&piecewise).contains(&Code::SeqsAboveMambaBlocks));
+}
+
+/// Rows 54 and 57: the token budget must exceed the speculative tokens
+/// (`VllmConfig._set_max_num_scheduled_tokens`), and MTP drafts a multiple of its layers
+/// beyond them (`SpeculativeConfig.__post_init__`).
+#[test]
+fn speculative_tokens_fit_the_budget_and_the_mtp_layers() {
+    let c = compile(
+        "import std.models.qwen3_5_27b\n\
+         model two = qwen3_5_27b { mtp_layers = 2 }\n\
+         deploy d { model = two, cluster = one, layout = tp 4, engine = vllm { max_model_len = 8k tokens, speculative = { method = mtp, tokens = 3 } } }\n",
+    );
+    let e = c
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::SpecMethodUnavailable)
+        .unwrap_or_else(|| panic!("{:?}", codes(&c)));
+    assert!(
+        e.message.contains("must be divisible by n_predict=2"),
+        "{}",
+        e.message
+    );
+    let budget = compile(
+        "import std.models.qwen3_5_27b\n\
+         deploy d { model = qwen3_5_27b, cluster = one, layout = tp 4, engine = vllm { max_model_len = 8k tokens, max_num_seqs = 2, max_num_batched_tokens = 2, speculative = { method = mtp, tokens = 2 } } }\n",
+    );
+    let e = budget
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::BatchBelowSeqs)
+        .unwrap_or_else(|| panic!("{:?}", codes(&budget)));
+    assert!(e.message.contains("not have enough slots"), "{}", e.message);
+}

@@ -99,6 +99,7 @@ codes! {
     ModelLenTooLong = "E0503", Error, "max_model_len beyond the model's context";
     BatchBelowSeqs = "E0504", Error, "max_num_batched_tokens below max_num_seqs";
     RequestTooLong = "E0505", Error, "the workload's requests exceed max_model_len";
+    SeqsAboveMambaBlocks = "E0506", Error, "max_num_seqs above the Mamba cache blocks";
 
     SloInfeasible = "E0601", Error, "SLO cannot be met";
     Overloaded = "E0602", Error, "the declared load exceeds what the layout serves";

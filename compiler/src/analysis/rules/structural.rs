@@ -42,6 +42,26 @@ fn engine_options_the_model_or_workload_cannot_use(s: &Scenario, out: &mut Vec<F
         }
     }
     if let Some(sp) = &s.engine.speculative {
+        let n_predict = m.detail.mtp_layers;
+        if sp.method == "mtp"
+            && n_predict > 0
+            && sp.tokens > n_predict
+            && !sp.tokens.is_multiple_of(n_predict)
+        {
+            // `SpeculativeConfig.__post_init__`: the MTP modules are reused in turn.
+            out.push(Finding::new(
+                Code::SpecMethodUnavailable,
+                Anchor::Engine("speculative"),
+                format!(
+                    "num_speculative_tokens:{} must be divisible by n_predict={n_predict}: vLLM drafts with the checkpoint's {n_predict} MTP layers in turn",
+                    sp.tokens
+                ),
+                "MTP layers reused unevenly",
+                Some(format!(
+                    "draft at most {n_predict} tokens, or a multiple of {n_predict}"
+                )),
+            ));
+        }
         if sp.method == "mtp" && m.detail.mtp_layers == 0 {
             out.push(Finding::new(
                 Code::SpecMethodUnavailable,
@@ -365,6 +385,20 @@ fn lengths_and_batch(s: &Scenario, out: &mut Vec<Finding>) {
                 )),
             ));
         }
+    }
+    let lookahead = s.engine.speculative.as_ref().map_or(0, |sp| sp.tokens);
+    if lookahead > 0 && s.engine.max_num_batched_tokens <= lookahead {
+        // `VllmConfig._set_max_num_scheduled_tokens`.
+        out.push(Finding::new(
+            Code::BatchBelowSeqs,
+            Anchor::Engine("max_num_batched_tokens"),
+            format!(
+                "VllmConfig does not have enough slots to schedule a token and support the speculative decoding settings: max_num_batched_tokens ({}) must exceed the {lookahead} speculative tokens",
+                s.engine.max_num_batched_tokens
+            ),
+            "vLLM's scheduler check",
+            Some(format!("raise max_num_batched_tokens above {lookahead}")),
+        ));
     }
     if s.engine.max_num_batched_tokens < s.engine.max_num_seqs {
         out.push(Finding::new(

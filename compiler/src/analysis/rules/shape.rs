@@ -79,6 +79,9 @@ pub fn tp_refusal(m: &Model, tp: u64) -> Option<(Code, String)> {
             ));
         }
     }
+    if let Some(why) = quant_groups_refusal(m, tp) {
+        return Some((Code::WidthNotDivisible, why));
+    }
     // `MergedColumnParallelLinear.__init__`: the gate/up outputs of every dense MLP (and
     // of the shared experts, which run as a dense MLP over TP) split evenly.
     let dense = kinds_ffn(m, Ffn::Dense);
@@ -103,6 +106,46 @@ pub fn tp_refusal(m: &Model, tp: u64) -> Option<(Code, String)> {
         }
     }
     None
+}
+
+/// `verify_group_size_divides_partition` (`marlin_utils.check_marlin_supports_shape`,
+/// `CompressedTensorsWNA16`): a row-parallel layer of a group-quantized checkpoint (AWQ,
+/// GPTQ, INT4) holds whole quantization groups on each rank — the attention output
+/// projection's `heads × head_dim / tp` inputs and the MLP down projection's
+/// `intermediate / tp`. The group is the model's `quant_group`, else 128 (the formats'
+/// usual size, as the weights count it).
+fn quant_groups_refusal(m: &Model, tp: u64) -> Option<String> {
+    use crate::program::Component;
+    let grouped = |c: Component| matches!(m.format_of(c, None), "awq" | "gptq" | "int4");
+    let group = if m.detail.quant_group > 0 {
+        m.detail.quant_group
+    } else {
+        128
+    };
+    let attention = m.attention != Attention::Mla
+        && (0..m.layers).any(|l| matches!(m.layer(l).mixer, Mixer::Full | Mixer::Sliding));
+    let inputs = [
+        (
+            "attention output projection",
+            m.heads * m.head_dim,
+            grouped(Component::Mixer) && attention,
+        ),
+        (
+            "MLP down projection",
+            m.intermediate,
+            grouped(Component::Mlp) && kinds_ffn(m, Ffn::Dense),
+        ),
+    ];
+    inputs
+        .into_iter()
+        .filter(|(_, input, present)| *present && group < *input)
+        .find(|(_, input, _)| !(input / tp).is_multiple_of(group) || !input.is_multiple_of(tp))
+        .map(|(what, input, _)| {
+            format!(
+                "Weight input_size_per_partition={} of the {what} is not divisible by group_size={group}: tp {tp} splits its {input} inputs into shards that are not a whole number of quantization groups",
+                input / tp
+            )
+        })
 }
 
 fn kinds_ffn(m: &Model, ffn: Ffn) -> bool {
@@ -288,6 +331,22 @@ mod tests {
         n16.heads = 64;
         let why = tp_refusal(&n16, 16).unwrap().1;
         assert!(why.contains("num_groups"), "{why}");
+    }
+
+    #[test]
+    fn group_quantized_shards_hold_whole_groups() {
+        // Llama 3.1 8B as AWQ (group 128): intermediate 14,336 = 112 × 128. tp 4 gives
+        // 3,584 = 28 groups; tp 8 1,792 = 14 groups. A group of 1,024: tp 8's 1,792 inputs
+        // are not whole groups, tp 2's 7,168 are (and the 4,096-wide attention output's 2,048).
+        let mut m = model("llama_3_1_8b");
+        m.weights = "awq".into();
+        m.prequantized = true;
+        assert!(tp_refusal(&m, 8).is_none());
+        m.detail.quant_group = 1024;
+        let (code, why) = tp_refusal(&m, 8).unwrap();
+        assert_eq!(code, Code::WidthNotDivisible);
+        assert!(why.contains("group_size=1024"), "{why}");
+        assert!(tp_refusal(&m, 2).is_none());
     }
 
     #[test]

@@ -107,7 +107,7 @@ codes! {
     NoLayout = "E0701", Error, "no layout to compile";
 
     UnsupportedLaunch = "E0801", Error, "deployment cannot be launched by the target";
-    FormatNeedsNewerGpu = "E0802", Error, "weight format the GPU's compute capability cannot run";
+    FormatNeedsNewerGpu = "E0802", Error, "weight format this GPU or dtype cannot run";
 
     UnsupportedConfig = "E0901", Error, "Hugging Face config cannot be mapped";
 

@@ -123,6 +123,23 @@ fn formats_against_the_gpu(s: &Scenario, out: &mut Vec<Finding>) {
                 .filter(|min| cc < *min)
                 .map(|min| (f, min))
         });
+    // `get_supported_act_dtypes()`: MXFP4 (`Mxfp4Config`) runs only with BF16 activations;
+    // dic writes no `--dtype`, so vLLM uses the checkpoint's.
+    let mxfp4 = [Component::Mixer, Component::Experts, Component::Mlp]
+        .iter()
+        .any(|c| m.format_of(*c, None) == "mxfp4");
+    if too_new.is_none() && mxfp4 && m.dtype != "bf16" {
+        out.push(Finding::new(
+            Code::FormatNeedsNewerGpu,
+            Anchor::Model,
+            format!(
+                "{} activations are not supported for quantization method mxfp4. Supported dtypes: [bfloat16]",
+                m.dtype
+            ),
+            "vLLM refuses this checkpoint's dtype",
+            Some("serve the MXFP4 checkpoint with `dtype = bf16` (its published dtype)".into()),
+        ));
+    }
     if let Some((format, min)) = too_new {
         out.push(Finding::new(
             Code::FormatNeedsNewerGpu,

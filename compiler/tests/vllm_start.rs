@@ -204,3 +204,21 @@ fn speculative_tokens_fit_the_budget_and_the_mtp_layers() {
         .unwrap_or_else(|| panic!("{:?}", codes(&budget)));
     assert!(e.message.contains("not have enough slots"), "{}", e.message);
 }
+
+/// E0401's help proposes a layout on the same GPUs; it keeps `dcp` only where vLLM
+/// accepts it (it proposed `tp 1 × dp 16 × dcp 4`, which E0407 refuses).
+#[test]
+fn the_tp_across_nodes_help_proposes_no_dcp_vllm_refuses() {
+    let c = compile(
+        "cluster two { nodes = 2 × dgx_h100 }\n\
+         deploy d { model = llama_3_1_8b, cluster = two, layout = tp 16 × dcp 4 }\n",
+    );
+    let e = c
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::TpAcrossNodes)
+        .unwrap_or_else(|| panic!("{:?}", codes(&c)));
+    let help = e.help.as_deref().unwrap_or_default();
+    assert!(help.contains("dp 16`"), "{help}");
+    assert!(!help.contains("dcp"), "{help}");
+}

@@ -434,6 +434,19 @@ fn lengths_and_batch(s: &Scenario, out: &mut Vec<Finding>) {
     }
 }
 
+/// `l`, without its decode context parallelism when vLLM would refuse it at `l`'s TP
+/// (`shape::dcp_refusal`), so a help never proposes a layout E0407 refuses.
+fn keep_dcp_if_valid(
+    m: &crate::program::Model,
+    l: crate::program::Layout,
+) -> crate::program::Layout {
+    if super::shape::dcp_refusal(m, &l).is_some() {
+        crate::program::Layout { dcp: 1, ..l }
+    } else {
+        l
+    }
+}
+
 /// E0401's remedy in the escalation order, on the same GPUs: the smallest TP that divides
 /// the NVLink domain and the heads and fits in memory, the rest as DP replicas; or, when
 /// no such TP fits, the largest such TP with pipeline stages across the domains.
@@ -464,7 +477,7 @@ fn tp_inside_the_domain(s: &Scenario, domain: u64) -> String {
             continue;
         }
         let mut q = s.clone();
-        q.layout = crate::program::Layout { tp: t, dp, ..l };
+        q.layout = keep_dcp_if_valid(m, crate::program::Layout { tp: t, dp, ..l });
         if super::memory_rules::fits(&q) {
             return if l.tp <= domain {
                 format!(
@@ -484,7 +497,7 @@ fn tp_inside_the_domain(s: &Scenario, domain: u64) -> String {
             let pp = (l.tp * l.pp.max(1)).div_ceil(t);
             format!(
                 "keep TP inside the domain and cross domains with pipeline stages: `{}`",
-                crate::program::Layout { tp: t, pp, ..l }
+                keep_dcp_if_valid(m, crate::program::Layout { tp: t, pp, ..l })
             )
         }
         None => "keep each TP group inside one node".into(),

@@ -50,6 +50,14 @@ fn codes(c: &Checked) -> Vec<Code> {
     c.diagnostics.iter().map(|d| d.code).collect()
 }
 
+/// The first diagnostic of `code`, or a failure listing the codes there are.
+fn first(c: &Checked, code: Code) -> &dic_compiler::diagnostics::Diagnostic {
+    c.diagnostics
+        .iter()
+        .find(|d| d.code == code)
+        .unwrap_or_else(|| panic!("no {code}: {:?}", codes(c)))
+}
+
 /// Row 2: TP and the KV heads must divide one another (`QKVParallelLinear`): Qwen3.5-27B
 /// (24 query heads, 4 KV heads) at `tp 6` checked clean, and A0401 proposed `tp 3`.
 #[test]
@@ -58,11 +66,7 @@ fn tp_must_divide_the_kv_heads_or_replicate_them_evenly() {
     let six = compile(&format!(
         "{head}deploy d {{ model = qwen3_5_27b, cluster = six, layout = tp 6 }}\n"
     ));
-    let e = six
-        .diagnostics
-        .iter()
-        .find(|d| d.code == Code::HeadsNotDivisible)
-        .unwrap_or_else(|| panic!("{:?}", codes(&six)));
+    let e = first(&six, Code::HeadsNotDivisible);
     assert!(e.message.contains("4 KV heads"), "{}", e.message);
     assert!(!codes(&six).contains(&Code::DpBeatsTp));
     let four = compile(&format!(
@@ -78,11 +82,7 @@ fn dcp_is_capped_at_tp_over_the_kv_heads() {
     let c = compile(&format!(
         "{two}deploy d {{ model = llama_3_1_8b, cluster = two, layout = tp 16 × dcp 4 }}\n"
     ));
-    let e = c
-        .diagnostics
-        .iter()
-        .find(|d| d.code == Code::InvalidDcp)
-        .unwrap_or_else(|| panic!("{:?}", codes(&c)));
+    let e = first(&c, Code::InvalidDcp);
     assert!(
         e.message.contains("maximum supported value (2)"),
         "{}",
@@ -124,11 +124,7 @@ fn mxfp4_needs_compute_capability_8() {
          node t4x4 { gpus = 4 × t4 }\ncluster old { nodes = 1 × t4x4 }\n\
          deploy d { model = gpt_oss_20b, cluster = old, layout = tp 4 }\n",
     );
-    let e = c
-        .diagnostics
-        .iter()
-        .find(|d| d.code == Code::FormatNeedsNewerGpu)
-        .unwrap_or_else(|| panic!("{:?}", codes(&c)));
+    let e = first(&c, Code::FormatNeedsNewerGpu);
     assert!(
         e.message.contains("Minimum capability: 80"),
         "{}",
@@ -159,11 +155,7 @@ fn max_num_seqs_must_fit_the_mamba_cache_blocks() {
         ))
     };
     let full = deploy("");
-    let e = full
-        .diagnostics
-        .iter()
-        .find(|d| d.code == Code::SeqsAboveMambaBlocks)
-        .unwrap_or_else(|| panic!("{:?}", codes(&full)));
+    let e = first(&full, Code::SeqsAboveMambaBlocks);
     assert!(
         e.message.contains("max_num_seqs (8192) exceeds"),
         "{}",
@@ -183,11 +175,7 @@ fn speculative_tokens_fit_the_budget_and_the_mtp_layers() {
          model two = qwen3_5_27b { mtp_layers = 2 }\n\
          deploy d { model = two, cluster = one, layout = tp 4, engine = vllm { max_model_len = 8k tokens, speculative = { method = mtp, tokens = 3 } } }\n",
     );
-    let e = c
-        .diagnostics
-        .iter()
-        .find(|d| d.code == Code::SpecMethodUnavailable)
-        .unwrap_or_else(|| panic!("{:?}", codes(&c)));
+    let e = first(&c, Code::SpecMethodUnavailable);
     assert!(
         e.message.contains("must be divisible by n_predict=2"),
         "{}",
@@ -197,11 +185,7 @@ fn speculative_tokens_fit_the_budget_and_the_mtp_layers() {
         "import std.models.qwen3_5_27b\n\
          deploy d { model = qwen3_5_27b, cluster = one, layout = tp 4, engine = vllm { max_model_len = 8k tokens, max_num_seqs = 2, max_num_batched_tokens = 2, speculative = { method = mtp, tokens = 2 } } }\n",
     );
-    let e = budget
-        .diagnostics
-        .iter()
-        .find(|d| d.code == Code::BatchBelowSeqs)
-        .unwrap_or_else(|| panic!("{:?}", codes(&budget)));
+    let e = first(&budget, Code::BatchBelowSeqs);
     assert!(e.message.contains("not have enough slots"), "{}", e.message);
 }
 
@@ -213,11 +197,7 @@ fn the_tp_across_nodes_help_proposes_no_dcp_vllm_refuses() {
         "cluster two { nodes = 2 × dgx_h100 }\n\
          deploy d { model = llama_3_1_8b, cluster = two, layout = tp 16 × dcp 4 }\n",
     );
-    let e = c
-        .diagnostics
-        .iter()
-        .find(|d| d.code == Code::TpAcrossNodes)
-        .unwrap_or_else(|| panic!("{:?}", codes(&c)));
+    let e = first(&c, Code::TpAcrossNodes);
     let help = e.help.as_deref().unwrap_or_default();
     assert!(help.contains("dp 16`"), "{help}");
     assert!(!help.contains("dcp"), "{help}");

@@ -3,6 +3,7 @@
 //! ([`disk`]) and the exit-code contract ([`exit`]).
 
 pub mod disk;
+pub mod metrics_source;
 pub mod out_dir;
 pub mod render;
 

@@ -7,6 +7,7 @@ mod cli_estimate;
 mod cli_fmt;
 mod cli_init;
 mod cli_list;
+mod cli_observe;
 mod cli_plan;
 mod cli_run;
 
@@ -100,6 +101,11 @@ enum Command {
     },
     /// Predict memory, latency and throughput for one model on one GPU type, no file needed.
     Estimate(Box<EstimateArgs>),
+    /// Measure a running deployment (vLLM's /metrics, Prometheus, or saved files) against
+    /// its .dist: KV capacity, workload drift, SLOs at the observed load, acceptance and
+    /// prefix hits, preemptions; `--write` records the measured workload, `--calibrate` fits
+    /// the model to the engines.
+    Observe(Box<cli_observe::ObserveArgs>),
     /// Run a compiled deployment's communication (`nccl/plan.toml`) and measure the fabric.
     Run(Box<cli_run::RunArgs>),
     /// The language server, over stdio (editors start it; see editors/vscode).
@@ -219,6 +225,7 @@ fn main() -> ExitCode {
         Command::List { what, json } => cli_list::run(what, json),
         Command::Estimate(a) => estimate(a),
         Command::Run(a) => cli_run::run(*a),
+        Command::Observe(a) => cli_observe::run(&a, color(), width()),
         Command::Lsp => match dic_lsp::run_stdio(Box::new(DiskWorld)) {
             Ok(()) => EXIT_OK,
             Err(e) => {

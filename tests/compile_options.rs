@@ -253,3 +253,55 @@ fn token_prices_sum_to_the_cost_of_a_request() {
     }
     assert!(priced >= 5, "only {priced} priced reports");
 }
+
+/// DeepSeek-R1 `tp 8 × dp 9 × ep` on a GB200 NVL72 rack (18 trays of 4 GPUs): each DP rank
+/// spans two trays, which vLLM 0.33 launches (`ParallelConfig.nnodes_within_dp`) and dic
+/// refused with E0801. Every tray runs `vllm serve` with `--nnodes 18` and its own
+/// `--node-rank`, the trays past the head `--headless`; vLLM infers one DP rank per pair
+/// of trays, so no `--data-parallel-size-local`. The LeaderWorkerSet spans all 18 trays.
+#[test]
+fn a_moe_dp_rank_may_span_the_trays_of_an_nvl72_rack() {
+    use dic_compiler::source::MemoryWorld;
+    let src = "import std.nodes.gb200_nvl72\nimport std.models.deepseek_r1\n\
+workload w { prompt = 2k tokens, output = 1k tokens, rate = 20 req/s }\n\
+deploy r1 { model = deepseek_r1, cluster = gb200_nvl72, workload = w, layout = tp 8 × dp 9 × ep, \
+engine = vllm { max_model_len = 32k tokens } }\n";
+    let world = MemoryWorld::new().with("p.dist", src);
+    let checked = dic_compiler::driver::compile_file(&world, "p.dist").unwrap();
+    assert!(!checked.has_errors(), "{}", common::rendered(&checked));
+    let d = &checked.plan.deployments[0];
+    assert_eq!((d.nodes_per_group, d.nodes_per_dp_rank), (18, 2));
+    let files = dic_targets::render(&checked.plan, &checked.forecast).unwrap();
+    let script = |k: u64| {
+        files
+            .iter()
+            .find(|(name, _)| name.ends_with(&format!("vllm/node-{k}.sh")))
+            .map(|(_, text)| text.clone())
+            .unwrap_or_else(|| panic!("no node-{k}.sh in {:?}", files.keys()))
+    };
+    let head = script(0);
+    for flag in [
+        "--tensor-parallel-size 8",
+        "--nnodes 18",
+        "--node-rank 0",
+        "--data-parallel-size 9",
+        "--data-parallel-address",
+        "--master-addr",
+    ] {
+        assert!(head.contains(flag), "{flag} missing:\n{head}");
+    }
+    assert!(!head.contains("--headless"), "{head}");
+    assert!(!head.contains("--data-parallel-size-local"), "{head}");
+    let third = script(3);
+    assert!(
+        third.contains("--node-rank 3") && third.contains("--headless"),
+        "{third}"
+    );
+    let lws = files
+        .iter()
+        .find(|(name, _)| name.ends_with("leaderworkerset.yaml"))
+        .map(|(_, t)| t.clone())
+        .expect("a LeaderWorkerSet");
+    assert!(lws.contains("size: 18"), "{lws}");
+    assert!(lws.contains("--headless"), "{lws}");
+}

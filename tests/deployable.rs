@@ -50,19 +50,27 @@ fn write_back(src: &str, layout: &str, weights: &str, model_weights: &str, kv: &
         .replace("{ /*fields*/ }", &format!("{{ {} }}", fields.join(", ")))
 }
 
+/// A candidate's layout as a deployment writes it, with the engine options the planner
+/// chose for it (DeepEP for wide EP on an NVLink rack).
+fn as_written(c: &dic_compiler::planner::Candidate) -> String {
+    with_engine(&c.layout.to_string(), c)
+}
+
+/// `layout` with the engine options the planner chose for `c`.
+fn with_engine(layout: &str, c: &dic_compiler::planner::Candidate) -> String {
+    match &c.engine {
+        Some(e) => format!("{layout}, engine = vllm {{ {} }}", e.describe()),
+        None => layout.to_string(),
+    }
+}
+
 /// Every layout of a search (the choice, the ranked alternatives, the best split),
 /// written back: the checker's errors for each that has any.
 fn refused(src: &str, model_weights: &str, s: &Search, advice: Advice) -> Vec<String> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for c in s.chosen.iter().chain(&s.ranked) {
-        let text = write_back(
-            src,
-            &c.layout.to_string(),
-            &c.weights,
-            model_weights,
-            &c.kv_cache,
-        );
+        let text = write_back(src, &as_written(c), &c.weights, model_weights, &c.kv_cache);
         if !seen.insert(text.clone()) {
             continue;
         }
@@ -123,13 +131,19 @@ fn deepseek_v3_on_a_gb200_rack_plans_only_what_checks() {
         assert!(bad.is_empty(), "{w}: refused when written: {bad:#?}");
         // The advice on each written alternative proposes only layouts that check.
         for c in s.chosen.iter().chain(s.ranked.iter().take(4)) {
-            let text = write_back(&src, &c.layout.to_string(), &c.weights, "fp8", &c.kv_cache);
+            let text = write_back(&src, &as_written(c), &c.weights, "fp8", &c.kv_cache);
             let checked = check(&text, Advice::Planner);
             for fix in checked.diagnostics.iter().flat_map(|d| &d.fixes) {
                 if !fix.title.starts_with("use `layout =") {
                     continue;
                 }
-                let advised = write_back(&src, &fix.replacement, &c.weights, "fp8", &c.kv_cache);
+                let advised = write_back(
+                    &src,
+                    &with_engine(&fix.replacement, c),
+                    &c.weights,
+                    "fp8",
+                    &c.kv_cache,
+                );
                 let e = errors(&check(&advised, Advice::Skip));
                 assert!(
                     e.is_empty(),

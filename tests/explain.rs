@@ -9,6 +9,7 @@ mod common;
 
 use dic_compiler::diagnostics::Code;
 use dic_compiler::import_hf::{import, ImportRequest};
+use dic_compiler::observe;
 use dic_compiler::source::MemoryWorld;
 use std::path::Path;
 
@@ -83,6 +84,46 @@ fn explain_page(path: &Path) -> datatest_stable::Result<()> {
             assert!(
                 source.contains(&format!("fn {test}()")) && source.contains(code.as_str()),
                 "{code}: {file} has no test `{test}` that checks {code}"
+            );
+        }
+        // `dic observe` pages: the `.dist` file, `----`, and one engine's metrics over a
+        // 300 s window; the comparison (and the calibration fit) must produce the code.
+        "observe" => {
+            let (dist, metrics) = body.split_once("----\n").unwrap_or_else(|| {
+                panic!("{code}: an observe example is a .dist, `----`, then metrics")
+            });
+            let world = MemoryWorld::new().with("example.dist", dist);
+            let checked =
+                dic_compiler::driver::compile_file(&world, "example.dist").expect("in memory");
+            assert!(!checked.has_errors(), "{code}: {:?}", checked.diagnostics);
+            let d = &checked.deployments[0];
+            let samples = observe::exposition::parse(metrics).unwrap();
+            let obs = observe::Observation {
+                window: observe::Snapshot::from_samples(&samples, Some(&d.scenario.name), "m.prom"),
+                seconds: Some(300.0),
+                source: "m.prom".into(),
+            };
+            let mut diags = observe::observe(&checked, d, &obs).unwrap().diagnostics;
+            if let Err(observe::calibrate::CalibrateError::OutOfRange(which, v)) =
+                observe::calibrate::calibrate(d, &obs)
+            {
+                diags.push(observe::calibrate::out_of_range(
+                    &checked.program,
+                    &d.scenario,
+                    which,
+                    v,
+                ));
+            }
+            let codes: Vec<Code> = diags.iter().map(|d| d.code).collect();
+            assert!(codes.contains(&code), "{code}: example produced {codes:?}");
+            insta::assert_snapshot!(
+                code.as_str(),
+                common::redact_forecast_figures(&dic::render::human(
+                    &checked.db,
+                    &diags,
+                    false,
+                    100
+                ))
             );
         }
         other => panic!("{code}: unknown example language `{other}`"),

@@ -12,20 +12,23 @@
 //! FlashInfer-CUTLASS path, 3–6× slower than block FP8 on the same shapes and not what
 //! dic's FP8 checkpoints load as.
 //!
-//! The curves count a call's touched experts as independent uniform picks would
-//! (`MoeCall::touched`), the routing the step model assumes in serving. The tables' own
-//! power-law generator (AIConfigurator's `_generate_power_law_distribution`: each expert's
-//! weight drawn log-uniform-like on [1, 0.8 × tokens], rounded to whole pairs, the busiest
-//! EP group swapped to the timed rank) touches fewer: 57 of 128 experts at 16 tokens × top
-//! 8 where independent picks touch 82. Refitted with the generator's counts, the curves'
-//! median residual falls (Hopper FP8 on H100 11.3% → 9.2%, B200 FP8 11.5% → 9.2%) and
-//! their fitted HBM efficiency comes down from 0.96–1.0 to 0.80–0.88, but end to end MoE prompt
-//! chunks come out faster than vLLM 0.12 ran them: refitted, cross-validated TTFT went
-//! 15.1 / 15.2% → 15.5 / 16.8% leaving one GPU / one model out (TPOT 7.4 / 7.3% → 7.4 /
-//! 7.0%), so the curves keep the independent reading.
+//! The curves are fitted with each table row routed as the table routed it
+//! ([`table_routing`]: AIConfigurator's power-law generator, whose timed rank carries the
+//! busiest EP group's pairs and touches fewer experts than independent picks: 65 of 128 at
+//! 16 tokens × top 8 where independent picks touch 82), and the step model runs them on
+//! serving's routing (`MoeCall::touched`, pairs balanced over the ranks). Fitted on
+//! independent picks instead, the curves had stood in for the generator's routing: median
+//! residual 9.9–13.7% per GPU for BF16 and FP8 against 7.0–9.7% now (p90 31–46% → 22–43%),
+//! and small decode calls on B200 1.2–1.4× slow. (On the 390-row split, whose one MoE
+//! family ran vLLM 0.12, this reading made MoE prompt chunks faster than 0.12 ran them and
+//! was not landed; with MiniMax-M2.5 on 0.16–0.19 beside it, leaving one model out, it is
+//! part of the change that took TPOT from 22.1% to 10.4% — `perf::FITTED` gives the
+//! figures.)
 
 use crate::silicon::stats;
-use dic_compiler::analysis::fused_moe::{call_time, expert_kind, FusedMoeCurve, MoeCall, CURVES};
+use dic_compiler::analysis::fused_moe::{
+    expert_kind, routed_call_parts, FusedMoeCurve, MoeCall, CURVES,
+};
 use dic_compiler::analysis::gemm::{KernelFamily, MatmulKind};
 use dic_compiler::analysis::scenario::GpuSpec;
 use dic_compiler::analysis::weights::weight_bytes;
@@ -40,6 +43,98 @@ pub struct MeasuredMoe {
     pub peak: f64,
     pub bandwidth: f64,
     pub seconds: f64,
+    /// The timed rank's token–expert pairs and the experts they touch under the table's
+    /// own routing ([`table_routing`]).
+    pub pairs: f64,
+    pub touched: f64,
+}
+
+impl MeasuredMoe {
+    /// The call's time by `curve`, routed as the table routed it.
+    pub fn predicted(&self, curve: &FusedMoeCurve) -> f64 {
+        routed_call_parts(
+            curve,
+            &self.call,
+            self.pairs,
+            self.touched,
+            self.peak,
+            self.bandwidth,
+        )
+        .total()
+    }
+}
+
+/// Draws of the tables' routing averaged in [`table_routing`].
+const ROUTING_DRAWS: u64 = 64;
+
+/// The timed rank's token–expert pairs and touched experts under the kernel tables' power-law
+/// routing of exponent 1.01, averaged over [`ROUTING_DRAWS`] seeded draws. AIConfigurator's
+/// `_generate_power_law_distribution` (collector/helper.py, aiconfigurator 0.12): each
+/// expert's load is drawn from a power law on [1, 0.8 × tokens] (on [0.01, 2] when
+/// tokens × top-k ≤ experts), scaled to tokens × top-k pairs and rounded, capped at one pair
+/// per token, the rounding's remainder added one pair at a time to each EP rank's least
+/// loaded expert (or taken from its most loaded), and the EP rank with the most pairs is
+/// the one timed. Skewed so, 16 tokens × top 8 touch 57 of 128 experts where independent
+/// picks touch 82.
+pub fn table_routing(tokens: f64, experts: f64, top_k: f64, ep: f64) -> (f64, f64) {
+    let (n, e) = (tokens.max(1.0) as i64, experts.max(1.0) as usize);
+    let ep = (ep.max(1.0) as usize).clamp(1, e);
+    let per_rank = e / ep;
+    let target = n * top_k.max(1.0) as i64;
+    let alpha: f64 = 1.01;
+    let (lo, hi): (f64, f64) = if target as usize > e {
+        (1.0, 0.8 * n as f64)
+    } else {
+        (0.01, 2.0)
+    };
+    let (a, b) = (lo.powf(1.0 - alpha), hi.max(lo).powf(1.0 - alpha));
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut uniform = || {
+        // xorshift64*: deterministic, enough for an average over draws.
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        (state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let (mut pairs, mut touched) = (0.0, 0.0);
+    for _ in 0..ROUTING_DRAWS {
+        let loads: Vec<f64> = (0..e)
+            .map(|_| ((b - a) * uniform() + a).powf(1.0 / (1.0 - alpha)))
+            .collect();
+        let total: f64 = loads.iter().sum();
+        let mut counts: Vec<i64> = loads
+            .iter()
+            .map(|l| ((l / total * target as f64).round() as i64).min(n))
+            .collect();
+        let mut delta = target - counts.iter().sum::<i64>();
+        while delta != 0 {
+            let before = delta;
+            for rank in counts.chunks_mut(per_rank.max(1)) {
+                if delta == 0 {
+                    break;
+                }
+                let pick = if delta > 0 {
+                    rank.iter_mut().filter(|c| **c < n).min_by_key(|c| **c)
+                } else {
+                    rank.iter_mut().filter(|c| **c > 0).max_by_key(|c| **c)
+                };
+                if let Some(c) = pick {
+                    *c += delta.signum();
+                    delta -= delta.signum();
+                }
+            }
+            if delta == before {
+                break;
+            }
+        }
+        let busiest = counts
+            .chunks(per_rank.max(1))
+            .max_by_key(|rank| rank.iter().sum::<i64>())
+            .unwrap_or(&[]);
+        pairs += busiest.iter().sum::<i64>() as f64;
+        touched += busiest.iter().filter(|c| **c > 0).count() as f64;
+    }
+    (pairs / ROUTING_DRAWS as f64, touched / ROUTING_DRAWS as f64)
 }
 
 /// Parses a `moe.csv.gz` table (decompressed) into the fastest measured call per shape
@@ -129,6 +224,8 @@ pub fn parse_moe_table(csv: &str, gpu: &GpuSpec) -> Vec<MeasuredMoe> {
             peak,
             bandwidth: gpu.hbm_bandwidth,
             seconds: ms * 1e-3,
+            pairs: 0.0,
+            touched: 0.0,
         };
         let key = (kind as u8, [t, h, w, k, e, tp, ep]);
         match best.get(&key) {
@@ -138,18 +235,26 @@ pub fn parse_moe_table(csv: &str, gpu: &GpuSpec) -> Vec<MeasuredMoe> {
             }
         }
     }
-    best.into_values().collect()
+    let mut routing: BTreeMap<[u64; 4], (f64, f64)> = BTreeMap::new();
+    best.into_values()
+        .map(|mut m| {
+            let c = &m.call;
+            let key = [c.tokens, c.experts, c.top_k, c.experts / c.local_experts].map(|x| x as u64);
+            let (pairs, touched) = *routing.entry(key).or_insert_with(|| {
+                table_routing(c.tokens, c.experts, c.top_k, c.experts / c.local_experts)
+            });
+            m.pairs = pairs;
+            m.touched = touched;
+            m
+        })
+        .collect()
 }
 
 /// Mean |log(predicted / measured)| of a curve over rows.
 pub fn curve_objective(c: &FusedMoeCurve, rows: &[MeasuredMoe]) -> f64 {
     let sum: f64 = rows
         .iter()
-        .map(|r| {
-            (call_time(c, &r.call, r.peak, r.bandwidth) / r.seconds)
-                .ln()
-                .abs()
-        })
+        .map(|r| (r.predicted(c) / r.seconds).ln().abs())
         .sum();
     sum / rows.len().max(1) as f64
 }
@@ -249,10 +354,7 @@ pub fn moe_table(tables: &[MoeTable]) -> String {
                 .filter(|r| r.kind == kind)
                 .map(|r| {
                     let per_expert = r.call.tokens * r.call.top_k / r.call.experts;
-                    (
-                        call_time(c, &r.call, r.peak, r.bandwidth) / r.seconds - 1.0,
-                        per_expert,
-                    )
+                    (r.predicted(c) / r.seconds - 1.0, per_expert)
                 })
                 .collect();
             if errors.is_empty() {
@@ -282,6 +384,7 @@ pub fn moe_table(tables: &[MoeTable]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dic_compiler::analysis::fused_moe::call_time;
 
     fn gpu() -> GpuSpec {
         dic_compiler::analysis::catalog::gpu("NVIDIA H200")
@@ -337,6 +440,22 @@ mod tests {
         assert!((mxfp4.seconds - 0.30e-3).abs() < 1e-15);
     }
 
+    /// The tables' power-law routing: every pair placed, fewer experts touched than
+    /// independent picks touch (16 tokens × top 8 of 128: about 65 against 82), and under
+    /// EP the timed rank the busiest, above its even share of the pairs.
+    #[test]
+    fn the_tables_routing_touches_fewer_experts_and_times_the_busiest_rank() {
+        let (pairs, touched) = table_routing(16.0, 128.0, 8.0, 1.0);
+        assert_eq!(pairs, 128.0);
+        // Independent picks: each expert missed by all 16 tokens with (1 − 8/128)^16.
+        let independent = 128.0 * (1.0 - (1.0 - 8.0 / 128.0_f64).powi(16));
+        assert!((81.0..83.0).contains(&independent), "{independent}");
+        assert!((55.0..75.0).contains(&touched), "{touched}");
+        let (pairs, touched) = table_routing(64.0, 128.0, 8.0, 4.0);
+        assert!(pairs > 64.0 * 8.0 / 4.0, "{pairs}");
+        assert!(touched <= 32.0, "{touched}");
+    }
+
     #[test]
     fn the_fit_recovers_a_curve_that_generated_the_rows() {
         let truth = FusedMoeCurve {
@@ -367,6 +486,8 @@ mod tests {
                         peak: 2e15,
                         bandwidth: 5e12,
                         seconds: call_time(&truth, &call, 2e15, 5e12),
+                        pairs: call.local_pairs(),
+                        touched: call.touched(),
                     });
                 }
             }

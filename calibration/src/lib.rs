@@ -240,6 +240,8 @@ pub fn scenario(row: &Row) -> Option<Scenario> {
         all2all_backend: None,
         overrides: MemoryOverrides::default(),
         speculative: None,
+        calibration: Default::default(),
+        batch: Default::default(),
     };
     let workload = row.rate.map(|r| {
         WorkloadSpec::new(

@@ -610,6 +610,10 @@ fn choice_of(ds: &DeploymentScenario, search: &Search) -> Vec<(DeploymentScenari
         .map(|c| {
             let mut chosen = in_formats(&c.weights, &c.kv_cache);
             chosen.scenario.layout = c.layout;
+            if let Some(e) = &c.engine {
+                e.apply(&mut chosen.scenario);
+            }
+            crate::analysis::deepep::apply_layout_defaults(&mut chosen.scenario);
             let a = analyze_and_advise(&chosen.scenario, &chosen.slo);
             (chosen, a)
         })

@@ -15,6 +15,7 @@ pub mod front;
 pub mod import_hf;
 pub mod ir;
 pub mod layers;
+pub mod observe;
 pub mod planner;
 pub mod program;
 pub mod reference;

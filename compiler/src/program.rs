@@ -724,6 +724,25 @@ pub struct Deploy {
     pub monitoring: Option<String>,
     /// The node the deployment is pinned to (one of its cluster's groups).
     pub node_group: Option<DefId>,
+    /// Factors fitted on the deployment's own engines (`calibration { … }`).
+    pub calibration: Calibration,
+}
+
+/// Correction factors fitted on a deployment's own engines (`dic observe --calibrate`):
+/// the model's decode step and prompt prefill are multiplied by them. 1 where unset.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Calibration {
+    pub step_time: f64,
+    pub prefill_time: f64,
+}
+
+impl Default for Calibration {
+    fn default() -> Self {
+        Calibration {
+            step_time: 1.0,
+            prefill_time: 1.0,
+        }
+    }
 }
 
 /// Every definition that was checked: the user's files and the stdlib definitions

@@ -589,6 +589,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("node_group", Ty::Ref(Kind::Node), "the cluster's node group the deployment runs on (by its node); default: the first group with room"),
             f!("allowed_weights", Ty::List(&Ty::Enum(WEIGHT_DTYPES)), "weight formats the planner may choose (default: the model's own)"),
             f!("allowed_kv_cache", Ty::List(&Ty::Enum(KV_DTYPES)), "KV-cache dtypes the planner may choose (default: the model's own)"),
+            f!("calibration", Ty::Block(CALIBRATION_FIELDS), "correction factors fitted on this deployment's own engines by `dic observe --calibrate`: `{ step_time = 1.12, prefill_time = 0.95 }` multiply dic's predicted decode step and prompt prefill (each 0.5 to 2; see docs/observe.md)"),
         ],
     },
 ];
@@ -633,6 +634,20 @@ pub static MODEL_CACHE_FIELDS: &[Field] = &[
     f!("size", q(D::Bytes), "with `pvc`: dic creates the claim (ReadWriteMany) of this size and a Job that downloads the checkpoint into it; alone: the emptyDir's size"),
     f!("storage_class", Ty::Str(TextRule::DnsLabel), "StorageClass of the claim dic creates"),
     f!("host_path", Ty::Str(TextRule::AbsolutePath), "a folder on every node holding the Hugging Face cache (pre-staged, mounted read-only)"),
+];
+
+/// The fields of a deployment's `calibration { … }` block (`dic observe --calibrate`).
+pub static CALIBRATION_FIELDS: &[Field] = &[
+    f!(
+        "step_time",
+        Ty::Quantity(D::Ratio, Range::closed(0.5, 2.0)),
+        "measured decode step ÷ dic's prediction at the same load (default 1)"
+    ),
+    f!(
+        "prefill_time",
+        Ty::Quantity(D::Ratio, Range::closed(0.5, 2.0)),
+        "measured prompt prefill ÷ dic's prediction at the same load (default 1)"
+    ),
 ];
 
 /// The fields of a deployment's `autoscale = { … }` block.

@@ -338,17 +338,27 @@ fn prompts_that_wait_together_share_a_step() {
 }
 
 /// A MoE step's experts are the fused-MoE kernel's calls, one per MoE layer, on the
-/// rank's shard, and the layer's routing and sorting around each call as the fitted
-/// multiple of it (Qwen3-30B-A3B: 48 MoE layers of 128 experts of width 768, top 8; TP 2
-/// splits every expert's width; 8 decoding sequences).
+/// rank's shard; the kernel tables time the whole `FusedMoE` layer (routing and sorting
+/// included), so nothing is added to the calls (Qwen3-30B-A3B: 48 MoE layers of 128
+/// experts of width 768, top 8; TP 2 splits every expert's width; 8 decoding sequences).
 #[test]
 fn a_moe_steps_experts_are_one_fused_moe_call_per_layer() {
-    use dic_compiler::analysis::fused_moe::{moe_time, MoeCall};
+    use dic_compiler::analysis::fused_moe::moe_time;
     use dic_compiler::analysis::perf::{StepModel, FITTED};
     let s = qwen3_30b_a3b_on_two_h100s();
     let step = StepModel::new(&s).token_step(8.0, 1024.0, 0.0, 0.0, &FITTED);
-    let call = MoeCall {
-        tokens: 8.0,
+    let expected = 48.0 * moe_time(&s.topology.gpu, &s.model.weights, &qwen3_30b_call(8.0)).total();
+    assert!(
+        (step.kernels.experts - expected).abs() < 1e-9 * expected,
+        "{} vs {expected}",
+        step.kernels.experts
+    );
+}
+
+/// Qwen3-30B-A3B's fused-MoE call at TP 2 on `tokens` tokens.
+fn qwen3_30b_call(tokens: f64) -> dic_compiler::analysis::fused_moe::MoeCall {
+    dic_compiler::analysis::fused_moe::MoeCall {
+        tokens,
         top_k: 8.0,
         experts: 128.0,
         local_experts: 128.0,
@@ -356,16 +366,29 @@ fn a_moe_steps_experts_are_one_fused_moe_call_per_layer() {
         width: 384.0,
         matrices: 3.0,
         bytes_per_param: 2.0,
-    };
-    let expected = 48.0
-        * (1.0 + FITTED.moe_layer_factor)
-        * moe_time(&s.topology.gpu, &s.model.weights, &call).total();
-    const { assert!(FITTED.moe_layer_factor > 0.0) };
+    }
+}
+
+/// A mean step carrying 64 prompt tokens on average stands for one step in 16 carrying a
+/// whole 1024-token chunk (the prompt, no workload stated) and 15 decode-only steps: its
+/// experts are the mean of those two calls by hand, less than one call at the mean 72
+/// tokens, which streams the weights of experts that 8 decoding tokens do not touch.
+#[test]
+fn a_mean_moe_steps_experts_mix_chunk_and_decode_calls() {
+    use dic_compiler::analysis::fused_moe::moe_time;
+    use dic_compiler::analysis::perf::{StepModel, FITTED};
+    let s = qwen3_30b_a3b_on_two_h100s();
+    let step = StepModel::new(&s).token_step(8.0, 1024.0, 64.0, 512.0, &FITTED);
+    let call =
+        |tokens: f64| moe_time(&s.topology.gpu, &s.model.weights, &qwen3_30b_call(tokens)).total();
+    let share = 64.0 / 1024.0;
+    let expected = 48.0 * (share * call(8.0 + 1024.0) + (1.0 - share) * call(8.0));
     assert!(
         (step.kernels.experts - expected).abs() < 1e-9 * expected,
         "{} vs {expected}",
         step.kernels.experts
     );
+    assert!(expected < 0.9 * 48.0 * call(72.0), "{expected}");
 }
 
 /// A MoE model's DP ranks step in lockstep: with 2k-token prompts on 4 DP ranks each

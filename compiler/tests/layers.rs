@@ -26,6 +26,8 @@ const LAYERS: &[&[&str]] = &[
     // lowering of decided deployments, then the driver that orders everything
     &["ir"],
     &["driver"],
+    // reads a checked program and its decided deployments (`dic observe`)
+    &["observe"],
     // tools at the edge
     &["import_hf"],
 ];

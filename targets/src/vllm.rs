@@ -293,6 +293,9 @@ const DP_START_RANK: &str = "DIC_DP_START_RANK";
 /// vLLM's data-parallel launch for node `rank`: shell lines to run first (a start rank
 /// computed from the environment) and the command.
 fn data_parallel(d: &DeploymentPlan, rank: NodeRank) -> (Vec<String>, Vec<Arg>) {
+    if d.nodes_per_dp_rank > 1 {
+        return (Vec::new(), data_parallel_spanning(d, rank));
+    }
     let mut pre = Vec::new();
     let mut a = serve(d, d.engine.port);
     flag(&mut a, "--data-parallel-size", d.layout.dp);
@@ -319,6 +322,22 @@ fn data_parallel(d: &DeploymentPlan, rank: NodeRank) -> (Vec<String>, Vec<Arg>) 
         }
     }
     (pre, a)
+}
+
+/// vLLM 0.33's launch of DP ranks that each span `nodes_per_dp_rank` nodes: every node
+/// names the whole engine (`--nnodes` over all its nodes, `--node-rank`, one torch world
+/// at the head's `--master-addr`) and vLLM infers the rest (`EngineArgs.create_engine_config`:
+/// one DP rank per node group, `data_parallel_rank` from the node rank;
+/// `ParallelConfig.nnodes_within_dp`). Every node past the head is `--headless`:
+/// the first node of each other rank runs its engine core, the others its workers
+/// (`serve.run_headless`, `node_rank_within_dp > 0`).
+fn data_parallel_spanning(d: &DeploymentPlan, rank: NodeRank) -> Vec<Arg> {
+    let mut a = native_multinode(d, rank);
+    flag(&mut a, "--data-parallel-size", d.layout.dp);
+    a.push(Arg::lit("--data-parallel-address"));
+    a.push(Arg::env(HEAD_ADDR));
+    flag(&mut a, "--data-parallel-rpc-port", DP_RPC_PORT);
+    a
 }
 
 /// The command of a node past the head of a multi-node group, whichever node it is:

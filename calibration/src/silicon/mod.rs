@@ -120,6 +120,39 @@ impl Recipe {
             Recipe::Collector { .. } => None,
         }
     }
+
+    /// Whether the engine scheduled asynchronously: InferenceX's recipes pass
+    /// `--async-scheduling`; vLLM turned it on by default in 0.14 (its release notes:
+    /// "Async scheduling is now enabled by default"), so AIConfigurator's 0.12 rows ran
+    /// without it and its 0.16–0.19 rows with it; a row whose release is not a number (a
+    /// nightly build) or not stated runs 0.33's default, on.
+    pub fn async_scheduling(self) -> bool {
+        match self {
+            Recipe::InferenceX => true,
+            Recipe::Collector {
+                vllm: Some(version),
+            } => version >= (0, 14),
+            Recipe::Collector { vllm: None } => true,
+        }
+    }
+
+    /// The vLLM release a row ran and how it scheduled, as `errors.md`'s per-family table
+    /// names them: `0.12 sync`, `0.19 async`, `InferenceX async` (its image's release is not
+    /// stated), `nightly async`.
+    pub fn release(self) -> String {
+        let scheduling = if self.async_scheduling() {
+            "async"
+        } else {
+            "sync"
+        };
+        match self {
+            Recipe::InferenceX => format!("InferenceX {scheduling}"),
+            Recipe::Collector {
+                vllm: Some((major, minor)),
+            } => format!("{major}.{minor} {scheduling}"),
+            Recipe::Collector { vllm: None } => format!("nightly {scheduling}"),
+        }
+    }
 }
 
 /// The columns an aggregated-serving row needs (`backend_version` is read when present).
@@ -536,7 +569,7 @@ pub struct SiliconFit {
     pub constants: PerfConstants,
 }
 
-/// Coordinate descent on the eight constants, each step multiplying
+/// Coordinate descent on the seven constants, each step multiplying
 /// one of them by a factor that shrinks from 2 to 1.02; deterministic, from `start`. A
 /// Nelder–Mead polish in log space from where it stops lowered the objective by 0.0001
 /// (0.1571 → 0.1570) and moved cross-validated TTFT by 0.1 point: the constants are the
@@ -548,8 +581,7 @@ pub fn fit_silicon(rows: &[SiliconRow], start: SiliconFit) -> SiliconFit {
         2 => f.constants.step_overhead,
         3 => f.constants.sequence_layer_overhead,
         4 => f.constants.request_latency,
-        5 => f.constants.moe_layer_factor,
-        6 => f.constants.prompt_token_latency,
+        5 => f.constants.prompt_token_latency,
         _ => f.constants.eager_layer_time,
     };
     let set = |f: &mut SiliconFit, i: usize, v: f64| match i {
@@ -558,12 +590,11 @@ pub fn fit_silicon(rows: &[SiliconRow], start: SiliconFit) -> SiliconFit {
         2 => f.constants.step_overhead = v.clamp(0.0, 0.05),
         3 => f.constants.sequence_layer_overhead = v.clamp(0.0, 1.25e-6),
         4 => f.constants.request_latency = v.clamp(0.0, 1.0),
-        5 => f.constants.moe_layer_factor = v.clamp(0.0, 10.0),
-        6 => f.constants.prompt_token_latency = v.clamp(0.0, 1e-3),
+        5 => f.constants.prompt_token_latency = v.clamp(0.0, 1e-3),
         _ => f.constants.eager_layer_time = v.clamp(0.0, 5e-3),
     };
     // Values that start at 0 move from these floors.
-    let floor = [0.05, 0.05, 1e-4, 1.25e-9, 1e-3, 0.01, 1e-7, 1e-6];
+    let floor = [0.05, 0.05, 1e-4, 1.25e-9, 1e-3, 1e-7, 1e-6];
     crate::coordinate_descent(
         start,
         &floor,
@@ -582,7 +613,6 @@ pub const START: SiliconFit = SiliconFit {
         memory_efficiency: 0.7,
         compute_efficiency: 0.6,
         step_overhead: 0.002,
-        moe_layer_factor: 0.0,
         sequence_layer_overhead: 0.125e-6,
         request_latency: 0.02,
         prompt_token_latency: 5e-6,

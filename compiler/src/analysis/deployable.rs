@@ -43,6 +43,9 @@ pub struct LaunchShape {
     pub gpus_per_pod: u64,
     pub dp_local: u64,
     pub per_node: u64,
+    /// Nodes one DP rank spans (vLLM's `ParallelConfig.nnodes_within_dp`): 1 unless a MoE
+    /// engine's rank is wider than a node.
+    pub nodes_per_dp_rank: u64,
 }
 
 /// Why vLLM cannot launch a layout (E0801): what is wrong, and what to do.
@@ -63,6 +66,7 @@ pub fn launch_shape(s: &Scenario, l: Layout) -> Result<LaunchShape, LaunchRefusa
         gpus_per_pod,
         dp_local,
         per_node,
+        nodes_per_dp_rank: 1,
     };
     let refuse = |message: String, help: &str| LaunchRefusal {
         message,
@@ -72,10 +76,28 @@ pub fn launch_shape(s: &Scenario, l: Layout) -> Result<LaunchShape, LaunchRefusa
     // are sharded over all TP × DP ranks (whole experts with EP, each expert's width
     // without), as the memory, communication and step models take them.
     if s.model.is_moe() && l.dp > 1 {
-        if rg > per_node || !per_node.is_multiple_of(rg) {
+        // A rank wider than a node spans whole nodes (vLLM 0.33: `--nnodes` over all of
+        // them, `ParallelConfig.nnodes_within_dp` = nodes per rank, inferred one rank per
+        // node group; the nodes past each rank's first run headless workers), as a DeepSeek-R1
+        // `tp 8 × dp 9 × ep` over a GB200 NVL72 rack's 4-GPU trays does. vLLM refuses only
+        // a node count its DP node groups do not divide, which whole-node ranks never are.
+        if rg > per_node {
+            if !rg.is_multiple_of(per_node) {
+                return Err(refuse(
+                    format!("a MoE model's data-parallel rank of {rg} GPUs spans nodes, so it must fill whole {per_node}-GPU nodes"),
+                    "use tp × pp that is a whole number of nodes, or at most one node",
+                ));
+            }
+            let span = rg / per_node;
+            return Ok(LaunchShape {
+                nodes_per_dp_rank: span,
+                ..shape(LaunchKind::DataParallel, 1, l.dp * span, per_node, 1)
+            });
+        }
+        if !per_node.is_multiple_of(rg) {
             return Err(refuse(
-                format!("a MoE model's data-parallel ranks run as one vLLM engine: each rank's tp × pp ({rg} GPUs) must fit a {per_node}-GPU node"),
-                "vLLM's data parallelism places whole DP ranks on nodes: use tp ≤ GPUs per node",
+                format!("a MoE model's data-parallel ranks run as one vLLM engine: each rank's tp × pp ({rg} GPUs) must divide the {per_node}-GPU node it shares"),
+                "vLLM's data parallelism places whole DP ranks on nodes: use a tp × pp that divides the GPUs per node, or fills whole nodes",
             ));
         }
         let dp_local = (per_node / rg).min(l.dp);

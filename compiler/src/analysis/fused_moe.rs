@@ -46,116 +46,117 @@ pub struct FusedMoeCurve {
     pub scatter: f64,
 }
 
-/// The fitted curves (`dic_calibration::fused_moe::fit_curve` on the kernel tables, routing
-/// skewed as a power law of exponent 1.01; the test `fused_moe_curves_are_the_fit`
-/// re-runs the fit).
+/// The fitted curves (`dic_calibration::fused_moe::fit_curve` on the kernel tables, each
+/// call routed as the tables routed it — a power law of exponent 1.01, the busiest EP
+/// rank timed, `dic_calibration::fused_moe::table_routing`; the test
+/// `fused_moe_curves_are_the_fit` re-runs the fit).
 pub const CURVES: [(KernelFamily, MatmulKind, FusedMoeCurve); 9] = [
     (
         KernelFamily::Hopper,
         MatmulKind::Bf16,
         FusedMoeCurve {
-            compute: 0.746,
-            width_half: 0.5,
-            hidden_half: 0.917,
-            memory: 1.0,
-            launch: 43.6e-6,
-            scatter: 6.87,
+            compute: 0.73,
+            width_half: 0.979,
+            hidden_half: 0.841,
+            memory: 0.927,
+            launch: 39.6e-6,
+            scatter: 6.1,
         },
     ),
     (
         KernelFamily::Hopper,
         MatmulKind::Fp8,
         FusedMoeCurve {
-            compute: 0.411,
-            width_half: 216.0,
-            hidden_half: 1070.0,
-            memory: 0.958,
-            launch: 35.9e-6,
-            scatter: 2.11,
+            compute: 0.505,
+            width_half: 400.0,
+            hidden_half: 1230.0,
+            memory: 0.859,
+            launch: 29.9e-6,
+            scatter: 0.927,
         },
     ),
     (
         KernelFamily::Blackwell,
         MatmulKind::Bf16,
         FusedMoeCurve {
-            compute: 0.479,
-            width_half: 23.4,
-            hidden_half: 0.5,
-            memory: 1.0,
-            launch: 20.0e-6,
-            scatter: 2.23,
+            compute: 0.539,
+            width_half: 119.0,
+            hidden_half: 0.841,
+            memory: 0.917,
+            launch: 17.9e-6,
+            scatter: 0.869,
         },
     ),
     (
         KernelFamily::Blackwell,
         MatmulKind::Fp8,
         FusedMoeCurve {
-            compute: 0.232,
-            width_half: 0.5,
-            hidden_half: 469.0,
-            memory: 0.989,
-            launch: 34.7e-6,
-            scatter: 6.87,
+            compute: 0.247,
+            width_half: 0.841,
+            hidden_half: 869.0,
+            memory: 0.888,
+            launch: 31.9e-6,
+            scatter: 5.02,
         },
     ),
     (
         KernelFamily::Blackwell,
         MatmulKind::Fp4,
         FusedMoeCurve {
-            compute: 0.511,
-            width_half: 578.0,
-            hidden_half: 324.0,
-            memory: 0.958,
-            launch: 22.5e-6,
-            scatter: 1.85,
+            compute: 0.522,
+            width_half: 742.0,
+            hidden_half: 239.0,
+            memory: 0.882,
+            launch: 21.6e-6,
+            scatter: 1.24,
         },
     ),
     (
         KernelFamily::Hopper,
         MatmulKind::Int4W16,
         FusedMoeCurve {
-            compute: 0.267,
-            width_half: 2.38,
-            hidden_half: 1.01,
-            memory: 0.841,
-            launch: 59.1e-6,
-            scatter: 8.54,
+            compute: 0.279,
+            width_half: 96.8,
+            hidden_half: 29.7,
+            memory: 0.726,
+            launch: 49.1e-6,
+            scatter: 4.86,
         },
     ),
     (
         KernelFamily::Hopper,
         MatmulKind::Mxfp4W16,
         FusedMoeCurve {
-            compute: 0.534,
-            width_half: 0.5,
-            hidden_half: 0.841,
-            memory: 0.687,
-            launch: 65.8e-6,
-            scatter: 10.0,
-        },
-    ),
-    (
-        KernelFamily::Blackwell,
-        MatmulKind::Int4W16,
-        FusedMoeCurve {
-            compute: 0.115,
-            width_half: 20.5,
-            hidden_half: 0.979,
-            memory: 0.554,
-            launch: 61.7e-6,
-            scatter: 13.2,
-        },
-    ),
-    (
-        KernelFamily::Blackwell,
-        MatmulKind::Mxfp4W16,
-        FusedMoeCurve {
-            compute: 0.331,
-            width_half: 0.5,
+            compute: 0.628,
+            width_half: 0.841,
             hidden_half: 0.5,
-            memory: 0.436,
-            launch: 20.0e-6,
-            scatter: 22.1,
+            memory: 0.572,
+            launch: 57.8e-6,
+            scatter: 7.5,
+        },
+    ),
+    (
+        KernelFamily::Blackwell,
+        MatmulKind::Int4W16,
+        FusedMoeCurve {
+            compute: 0.125,
+            width_half: 107.0,
+            hidden_half: 285.0,
+            memory: 0.497,
+            launch: 56.6e-6,
+            scatter: 6.95,
+        },
+    ),
+    (
+        KernelFamily::Blackwell,
+        MatmulKind::Mxfp4W16,
+        FusedMoeCurve {
+            compute: 0.361,
+            width_half: 0.958,
+            hidden_half: 0.841,
+            memory: 0.371,
+            launch: 17.6e-6,
+            scatter: 16.2,
         },
     ),
 ];
@@ -240,14 +241,32 @@ impl MoeTime {
     }
 }
 
-/// One call at `peak` FLOP/s and `hbm` bytes/s, in its parts.
+/// One call at `peak` FLOP/s and `hbm` bytes/s, in its parts, routed as serving routes
+/// it: pairs balanced over the ranks, experts picked independently (`MoeCall::touched`).
 pub fn call_parts(cv: &FusedMoeCurve, call: &MoeCall, peak: f64, hbm: f64) -> MoeTime {
+    routed_call_parts(cv, call, call.local_pairs(), call.touched(), peak, hbm)
+}
+
+/// One call in its parts where the rank's token–expert pairs (`pairs`) and the experts
+/// they touch (`touched`) are given: the kernel tables' own routing, whose synthetic
+/// power law loads the timed rank most and touches fewer experts than independent picks
+/// (`dic_calibration::fused_moe` fits the curves with it).
+pub fn routed_call_parts(
+    cv: &FusedMoeCurve,
+    call: &MoeCall,
+    pairs: f64,
+    touched: f64,
+    peak: f64,
+    hbm: f64,
+) -> MoeTime {
     let efficiency = cv.compute * call.width / (call.width + cv.width_half) * call.hidden
         / (call.hidden + cv.hidden_half);
+    let per_expert = call.matrices * call.hidden * call.width;
     MoeTime {
         launch: cv.launch,
-        compute: call.flops() / (peak * efficiency.max(1e-6)),
-        memory: call.weight_bytes() / (hbm * cv.memory) + cv.scatter * call.scatter_bytes() / hbm,
+        compute: 2.0 * pairs * per_expert / (peak * efficiency.max(1e-6)),
+        memory: touched * per_expert * call.bytes_per_param / (hbm * cv.memory)
+            + cv.scatter * call.scatter_bytes() / hbm,
     }
 }
 
@@ -292,13 +311,13 @@ mod tests {
         assert!((call.flops() - flops).abs() < 1.0);
         // Every expert is touched by 8 192 tokens.
         assert!((call.touched() - 128.0).abs() < 1e-9);
-        let eff = 0.411 * 768.0 / (768.0 + 216.0) * 4096.0 / (4096.0 + 1070.0);
+        let eff = 0.505 * 768.0 / (768.0 + 400.0) * 4096.0 / (4096.0 + 1230.0);
         let weights = 128.0 * 3.0 * 4096.0 * 768.0;
         let scatter = 8192.0 * 8.0 * 4096.0 * 2.0;
-        let want = 35.9e-6
+        let want = 29.9e-6
             + flops / (1979e12 * eff)
-            + weights / (4.8e12 * 0.958)
-            + 2.11 * scatter / 4.8e12;
+            + weights / (4.8e12 * 0.859)
+            + 0.927 * scatter / 4.8e12;
         let got = moe_time(&h200, "fp8", &call).total();
         assert!((got - want).abs() < 1e-9 * want, "{got} vs {want}");
         // The measured kernel took 2.75 ms; the curve is within its residual.

@@ -203,6 +203,8 @@ pub fn memory(s: &Scenario) -> MemoryReport {
             .overrides
             .activation
             .unwrap_or_else(|| activation_peak(s, is_last));
+        // DeepEP's buffers are allocated outside PyTorch's pool, as non-torch memory; they
+        // are exact, so an override of the estimated part leaves them counted.
         let non_torch = e.overrides.non_torch.unwrap_or(
             (constants::NON_TORCH_SINGLE_GIB
                 + if distributed {
@@ -211,7 +213,7 @@ pub fn memory(s: &Scenario) -> MemoryReport {
                     0.0
                 })
                 * GIB,
-        );
+        ) + super::deepep::deepep_buffer_bytes(s);
         let cuda_graphs = if !e.graphs() {
             0.0
         } else {

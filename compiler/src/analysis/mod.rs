@@ -11,6 +11,7 @@
 pub mod allocation;
 pub mod catalog;
 pub mod comm;
+pub mod deepep;
 pub mod deployable;
 pub mod disagg;
 pub mod estimate;
@@ -447,6 +448,7 @@ fn pool_scenarios(
         };
         let mut ds = scenario_on(p, def, d, group)?;
         ds.scenario.layout = pl.layout(pool);
+        deepep::apply_layout_defaults(&mut ds.scenario);
         ds.auto_layout = false;
         Some(ds)
     };
@@ -466,6 +468,7 @@ pub fn split_into_pools(
     let pool = |l| {
         let mut x = ds.clone();
         x.scenario.layout = l;
+        deepep::apply_layout_defaults(&mut x.scenario);
         x.auto_layout = false;
         x.share = None;
         x
@@ -689,6 +692,7 @@ fn scenario_on(
         price_per_node_hour: cluster.price.or(node.price),
     };
     let mut engine = engine_settings(model, &topology.gpu, &d.engine);
+    engine.calibration = d.calibration;
     engine.speculative = d.engine.speculative.as_ref().map(|sp| {
         let draft = sp.draft.and_then(|id| p.model(id));
         SpecDecode {
@@ -724,7 +728,7 @@ fn scenario_on(
         .and_then(|id| p.def(id))
         .map(|m| m.name.clone())
         .unwrap_or_default();
-    Some(DeploymentScenario {
+    let mut ds = DeploymentScenario {
         deploy: def.id,
         name: def.name.clone(),
         scenario: Scenario {
@@ -755,7 +759,9 @@ fn scenario_on(
             .unwrap_or_default(),
         share: None,
         pool: None,
-    })
+    };
+    deepep::apply_layout_defaults(&mut ds.scenario);
+    Some(ds)
 }
 
 /// A workload as the models read it: the prompt tokens the prefix cache holds (the larger

@@ -256,7 +256,49 @@ pub struct EngineSettings {
     pub overrides: MemoryOverrides,
     /// Speculative decoding, with the draft model resolved.
     pub speculative: Option<SpecDecode>,
+    /// The deployment's own correction factors (`calibration { … }`; 1 where none).
+    pub calibration: Calibration,
+    /// The batch limits as written and vLLM's defaults for them before the layout is
+    /// known (`super::deepep::apply_layout_defaults` settles them for a layout).
+    pub batch: BatchLimits,
 }
+
+/// `max_num_seqs` and `max_num_batched_tokens` as written (`None`: unset) and the
+/// defaults vLLM would give them on this GPU without a layout-specific rule
+/// (`EngineArgs._set_default_max_num_seqs_and_batched_tokens_args`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct BatchLimits {
+    pub written_seqs: Option<u64>,
+    pub written_tokens: Option<u64>,
+    pub default_seqs: u64,
+    pub default_tokens: u64,
+}
+
+/// vLLM's token budget when DeepEP's low-latency kernels batch the DP ranks' tokens
+/// (`SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP`, applied by
+/// `EngineArgs._set_default_max_num_seqs_and_batched_tokens_args` when
+/// `ParallelConfig.use_batched_dp_moe`: `deepep_low_latency` with EP and DP > 1).
+pub const BATCHED_DP_TOKEN_BUDGET: u64 = 256;
+
+impl BatchLimits {
+    /// `(max_num_seqs, max_num_batched_tokens)` as vLLM settles them: written values
+    /// stand; an unset token budget is [`BATCHED_DP_TOKEN_BUDGET`] under batched DP MoE
+    /// and the GPU's default otherwise; an unset `max_num_seqs` is its default, at most
+    /// the token budget.
+    pub fn settle(&self, batched_dp: bool) -> (u64, u64) {
+        let tokens = self.written_tokens.unwrap_or(if batched_dp {
+            BATCHED_DP_TOKEN_BUDGET
+        } else {
+            self.default_tokens
+        });
+        let seqs = self
+            .written_seqs
+            .unwrap_or_else(|| self.default_seqs.min(tokens).max(1));
+        (seqs, tokens)
+    }
+}
+
+pub use crate::program::Calibration;
 
 impl EngineSettings {
     /// Whether any step runs as a CUDA graph: not under `--enforce-eager`, not with
@@ -362,21 +404,23 @@ pub fn engine_settings(
     o: &crate::program::VllmOptions,
 ) -> EngineSettings {
     let large = gpu.is_large_for_vllm();
-    let seqs = o.max_num_seqs.unwrap_or(if large {
-        vllm_defaults::MAX_NUM_SEQS_LARGE_GPU
-    } else {
-        vllm_defaults::MAX_NUM_SEQS
-    });
-    let mnbt = o
-        .max_num_batched_tokens
-        .map(|t| t as u64)
-        .unwrap_or(if gpu.memory >= 160.0 * GIB {
+    let batch = BatchLimits {
+        written_seqs: o.max_num_seqs,
+        written_tokens: o.max_num_batched_tokens.map(|t| t as u64),
+        default_seqs: if large {
+            vllm_defaults::MAX_NUM_SEQS_LARGE_GPU
+        } else {
+            vllm_defaults::MAX_NUM_SEQS
+        },
+        default_tokens: if gpu.memory >= 160.0 * GIB {
             vllm_defaults::MAX_NUM_BATCHED_TOKENS_160GIB
         } else if large {
             vllm_defaults::MAX_NUM_BATCHED_TOKENS_LARGE_GPU
         } else {
             vllm_defaults::MAX_NUM_BATCHED_TOKENS
-        });
+        },
+    };
+    let (seqs, mnbt) = batch.settle(false);
     let default_block = if model.attention == crate::program::Attention::Mla {
         vllm_defaults::MLA_BLOCK_SIZE
     } else {
@@ -408,5 +452,7 @@ pub fn engine_settings(
             cuda_graphs: o.cuda_graph_memory,
         },
         speculative: None,
+        calibration: Calibration::default(),
+        batch,
     }
 }

@@ -73,6 +73,17 @@ impl Checker<'_, '_> {
             autoscale,
             monitoring: r.word("monitoring").filter(|m| m != "none"),
             node_group: r.reference("node_group"),
+            calibration: r
+                .block("calibration")
+                .map(|b| {
+                    let c = Reader(b);
+                    let d = crate::program::Calibration::default();
+                    crate::program::Calibration {
+                        step_time: c.num("step_time").unwrap_or(d.step_time),
+                        prefill_time: c.num("prefill_time").unwrap_or(d.prefill_time),
+                    }
+                })
+                .unwrap_or_default(),
         };
         (deploy, ok)
     }

@@ -2,9 +2,10 @@
 //!
 //! Codes are stable and grouped by stage: E01 syntax, E02 names and imports, E03 types
 //! and units, E04 topology and parallelism, E05 memory, E06 SLOs, E07 planning, E08
-//! targets, E09 importers; W warnings; A advice. Each code's explain page is
-//! `compiler/explain/CODE.md`, embedded here, so the mapping is one table and a test
-//! checks that every page's example produces its own code.
+//! targets, E09 importers, E10 what `dic observe` measured on running engines; W warnings
+//! (W10 `dic observe` too); A advice. Each code's explain page is `compiler/explain/CODE.md`,
+//! embedded here, so the mapping is one table and a test checks that every page's example
+//! produces its own code.
 
 use super::Severity;
 use serde::{Serialize, Serializer};
@@ -99,7 +100,8 @@ codes! {
     ModelLenTooLong = "E0503", Error, "max_model_len beyond the model's context";
     BatchBelowSeqs = "E0504", Error, "max_num_batched_tokens below max_num_seqs";
     RequestTooLong = "E0505", Error, "the workload's requests exceed max_model_len";
-    SeqsAboveMambaBlocks = "E0506", Error, "max_num_seqs above the Mamba cache blocks";
+    DeepEpBuffersDoNotFit = "E0506", Error, "DeepEP's buffers do not fit beside the model";
+    SeqsAboveMambaBlocks = "E0507", Error, "max_num_seqs above the Mamba cache blocks";
 
     SloInfeasible = "E0601", Error, "SLO cannot be met";
     Overloaded = "E0602", Error, "the declared load exceeds what the layout serves";
@@ -110,6 +112,9 @@ codes! {
     FormatNeedsNewerGpu = "E0802", Error, "weight format this GPU or dtype cannot run";
 
     UnsupportedConfig = "E0901", Error, "Hugging Face config cannot be mapped";
+
+    SloMissedObserved = "E1001", Error, "an SLO measured over its bound on the running engines";
+    CalibrationOutOfRange = "E1002", Error, "a fitted calibration factor is outside 0.5 to 2";
 
     UnusedImport = "W0201", Warning, "unused import";
     DecimalBinaryMemory = "W0301", Warning, "GPU memory given in decimal units";
@@ -126,6 +131,10 @@ codes! {
     FormatNotNative = "W0502", Warning, "weight format not native on this GPU";
     PrefixCachingOff = "W0503", Warning, "the workload reuses prefixes but prefix caching is off";
     NoProductLabel = "W0801", Warning, "GPU without a product label: no node affinity";
+    KvCapacityDiffers = "W1001", Warning, "the engines' KV cache differs from the prediction";
+    WorkloadDrift = "W1002", Warning, "the measured workload differs from the declared one";
+    DeclaredRateDiffers = "W1003", Warning, "measured acceptance or prefix-hit rate differs from the declared";
+    UnpredictedPreemptions = "W1004", Warning, "vLLM preempted requests where dic predicted none";
 
     DpBeatsTp = "A0401", Advice, "DP replicas would beat a wider TP";
     QuantizeToFit = "A0501", Advice, "quantization would fit on fewer GPUs";

@@ -78,6 +78,7 @@ pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, B
         nodes_per_group: shape.nodes_per_group,
         gpus_per_pod: shape.gpus_per_pod,
         dp_local: shape.dp_local,
+        nodes_per_dp_rank: shape.nodes_per_dp_rank,
         engine: engine_plan(d, &s.engine),
         network: t_network(p, d.cluster),
         kubernetes: kubernetes_plan(p, d, planned.analysis, s, &shape),
@@ -166,6 +167,7 @@ struct LaunchShape {
     gpus_per_pod: u64,
     dp_local: u64,
     per_node: u64,
+    nodes_per_dp_rank: u64,
 }
 
 /// The analysis's launch shape ([`crate::analysis::deployable::launch_shape`], the rule
@@ -189,6 +191,7 @@ fn launch_shape(
         gpus_per_pod: shape.gpus_per_pod,
         dp_local: shape.dp_local,
         per_node: shape.per_node,
+        nodes_per_dp_rank: shape.nodes_per_dp_rank,
     })
 }
 

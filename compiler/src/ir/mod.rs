@@ -481,6 +481,10 @@ pub struct DeploymentPlan {
     pub gpus_per_pod: u64,
     /// Data-parallel ranks per node (DataParallel mode).
     pub dp_local: u64,
+    /// Nodes each data-parallel rank spans (DataParallel mode; vLLM's `nnodes_within_dp`):
+    /// 1 unless a MoE engine's rank is wider than a node.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub nodes_per_dp_rank: u64,
     pub engine: EnginePlan,
     pub network: NetworkPlan,
     pub kubernetes: KubernetesPlan,
@@ -603,4 +607,14 @@ fn connect_pools(deployments: &mut Vec<DeploymentPlan>) {
         x.prefill_servers = prefill;
         x.decode_servers = decode;
     }
+}
+
+/// Serde's default for counts that are 1 unless said otherwise.
+fn one() -> u64 {
+    1
+}
+
+/// Whether a count is 1 (left out of the plan's JSON).
+fn is_one(n: &u64) -> bool {
+    *n == 1
 }

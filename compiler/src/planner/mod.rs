@@ -57,6 +57,11 @@ pub struct Candidate {
     /// bound (predicted ÷ bound, ≥ 1 when missed); `None` without a prediction.
     #[serde(skip)]
     pub shortfall: Option<(bool, f64)>,
+    /// Engine options the planner chose for this layout where the deployment left them
+    /// to it (`analysis::deepep::wide_ep_engine_options`): DeepEP's low-latency all-to-all
+    /// and its token budget for wide EP across the trays of one NVLink domain.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub engine: Option<crate::analysis::deepep::EngineChoice>,
 }
 
 impl Candidate {
@@ -95,6 +100,9 @@ impl Candidate {
         }
         if self.kv_cache != "auto" {
             s.push_str(&format!(", KV {}", self.kv_cache));
+        }
+        if let Some(e) = &self.engine {
+            s.push_str(&format!(", {}", e.describe()));
         }
         s
     }
@@ -198,8 +206,63 @@ fn evaluate(
     weights: &str,
     kv: &str,
 ) -> Candidate {
+    use crate::analysis::deepep::wide_ep_engine_options;
+    let mut with_layout = base.clone();
+    with_layout.layout = layout;
+    let plain = evaluate_with(base, slo, layout, weights, kv, None);
+    // Wide EP across an NVLink domain's trays: the engine options vLLM's guide gives it
+    // (DeepEP low-latency and a token budget), where the deployment left them unset, kept
+    // when they predict better than vLLM's defaults.
+    wide_ep_engine_options(&with_layout)
+        .into_iter()
+        .map(|choice| evaluate_with(base, slo, layout, weights, kv, Some(choice)))
+        .fold(
+            plain,
+            |best, c| if c.ranks_before(&best) { c } else { best },
+        )
+}
+
+impl Candidate {
+    /// Whether this variant of one layout predicts better than `other`: checks clean
+    /// before not, meets its bounds before not, then the smaller shortfall, then TPOT.
+    fn ranks_before(&self, other: &Candidate) -> bool {
+        let key = |c: &Candidate| {
+            (
+                c.rejected_code.is_some_and(|code| {
+                    !matches!(
+                        code,
+                        crate::diagnostics::Code::SloInfeasible
+                            | crate::diagnostics::Code::Overloaded
+                    )
+                }),
+                !c.meets_slo,
+                c.shortfall.map_or(f64::INFINITY, |s| s.1),
+                c.tpot_ms.unwrap_or(f64::INFINITY),
+            )
+        };
+        let (a, b) = (key(self), key(other));
+        (a.0, a.1)
+            .cmp(&(b.0, b.1))
+            .then(a.2.total_cmp(&b.2))
+            .then(a.3.total_cmp(&b.3))
+            .is_lt()
+    }
+}
+
+fn evaluate_with(
+    base: &Scenario,
+    slo: &[SloTarget],
+    layout: Layout,
+    weights: &str,
+    kv: &str,
+    engine: Option<crate::analysis::deepep::EngineChoice>,
+) -> Candidate {
     let mut s = base.clone();
     s.layout = layout;
+    if let Some(e) = &engine {
+        e.apply(&mut s);
+    }
+    crate::analysis::deepep::apply_layout_defaults(&mut s);
     s.model.weights = weights.to_string();
     s.model.kv_cache = kv.to_string();
     let a = analyze_quick(&s, slo);
@@ -261,6 +324,7 @@ fn evaluate(
         overloaded: p.is_some_and(|p| p.overloaded),
         running: p.map(|p| p.running),
         shortfall,
+        engine,
     }
 }
 

@@ -339,6 +339,23 @@ pub fn uses_deepep(s: &Scenario) -> bool {
     s.layout.ep && s.engine.all2all_backend.as_deref().is_some_and(is_deepep)
 }
 
+/// Bytes DeepEP's dispatch sends per token: the hidden state in 16 bits, or, where the
+/// low-latency kernels dispatch in FP8 (vLLM's `all2all_utils.maybe_make_prepare_finalize`:
+/// `use_fp8_dispatch` when the experts are FP8 in DeepEP's 128 × 128 blocks, as the
+/// pre-quantized FP8 checkpoints store them), one byte per channel and an fp32 scale per
+/// 128 channels.
+pub fn deepep_dispatch_bytes(s: &Scenario) -> f64 {
+    let m = &s.model;
+    let hidden = m.hidden as f64;
+    let fp8_experts = m.format_of(crate::program::Component::Experts, None) == "fp8"
+        && (m.prequantized || m.dtype == "fp8");
+    if s.engine.all2all_backend.as_deref() == Some("deepep_low_latency") && fp8_experts {
+        hidden + (m.hidden / 128) as f64 * 4.0
+    } else {
+        hidden * ACTIVATION_DTYPE_BYTES
+    }
+}
+
 /// A `deepep_*` value of `all2all_backend`.
 pub fn is_deepep(backend: &str) -> bool {
     backend.starts_with("deepep")
@@ -354,6 +371,26 @@ pub fn is_deepep(backend: &str) -> bool {
 /// (`tokens / tp`) only to the distinct ranks that hold their top-k experts and back
 /// (dispatch and combine, All-to-All).
 pub fn moe_comm(s: &Scenario, cx: &CommContext, tokens: f64, moe_layers: u64) -> Vec<CommItem> {
+    moe_comm_exchanged(
+        s,
+        cx,
+        tokens,
+        tokens * s.layout.dp.max(1) as f64,
+        moe_layers,
+    )
+}
+
+/// [`moe_comm`] where the ranks do not all hold `tokens`: the slowest rank holds `tokens`
+/// (DeepEP's dispatch waits on its sends) and the all-gather moves `exchanged` tokens over
+/// the DP group (vLLM's `all_gatherv` of the ranks' sizes, padded to the largest only in
+/// steps that run as CUDA graphs: `perf::StepPrefill`).
+pub fn moe_comm_exchanged(
+    s: &Scenario,
+    cx: &CommContext,
+    tokens: f64,
+    exchanged: f64,
+    moe_layers: u64,
+) -> Vec<CommItem> {
     let (m, l) = (&s.model, &s.layout);
     let Some(group) = cx.ep.as_ref().filter(|_| moe_layers > 0 && l.dp > 1) else {
         return Vec::new();
@@ -366,7 +403,10 @@ pub fn moe_comm(s: &Scenario, cx: &CommContext, tokens: f64, moe_layers: u64) ->
         let local = tokens / l.tp.max(1) as f64;
         // Expected distinct ranks among a token's k experts, spread evenly over p ranks.
         let distinct = cx.ep_distinct_ranks;
-        let bytes = local * distinct * hidden * act * (pf - 1.0) / pf;
+        // Per call, dispatch and combine averaged: the combine returns bf16 outputs; the
+        // dispatch sends bf16 too, or FP8 with DeepEP's per-128 fp32 scales ([`deepep_dispatch_bytes`]).
+        let per_token = (deepep_dispatch_bytes(s) + hidden * act) / 2.0;
+        let bytes = local * distinct * per_token * (pf - 1.0) / pf;
         // dispatch and combine
         let mut item = CommItem::nccl(
             GroupKind::Ep,
@@ -386,7 +426,7 @@ pub fn moe_comm(s: &Scenario, cx: &CommContext, tokens: f64, moe_layers: u64) ->
         }
         vec![item]
     } else {
-        let gathered_tokens = tokens * l.dp as f64;
+        let gathered_tokens = exchanged;
         let routing = m.experts_per_token.max(1) as f64 * (4.0 + 4.0);
         vec![
             CommItem::nccl(
@@ -452,6 +492,20 @@ pub fn step_comm(
     blocks: &StageBlocks,
     last_stage: bool,
 ) -> Vec<CommItem> {
+    let exchanged = tokens * s.layout.dp.max(1) as f64;
+    step_comm_exchanged(s, cx, tokens, exchanged, blocks, last_stage)
+}
+
+/// [`step_comm`] with the MoE exchange moving `exchanged` tokens over the DP group
+/// ([`moe_comm_exchanged`]).
+pub fn step_comm_exchanged(
+    s: &Scenario,
+    cx: &CommContext,
+    tokens: f64,
+    exchanged: f64,
+    blocks: &StageBlocks,
+    last_stage: bool,
+) -> Vec<CommItem> {
     let layers = blocks.attention;
     let m = &s.model;
     let l = &s.layout;
@@ -467,7 +521,7 @@ pub fn step_comm(
             * vllm_all_reduce_time(bytes, l.tp, tp, s.topology.gpu.architecture.as_deref());
         items.push(item);
     }
-    items.extend(moe_comm(s, cx, tokens, blocks.moe));
+    items.extend(moe_comm_exchanged(s, cx, tokens, exchanged, blocks.moe));
     if l.dcp > 1 {
         // Decode context parallelism: each rank attends over its shard of the KV cache;
         // partial outputs and log-sum-exps are gathered over the DCP group every layer.

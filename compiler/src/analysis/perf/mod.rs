@@ -79,25 +79,30 @@ pub struct PerfConstants {
     pub memory_efficiency: f64,
     /// Achieved fraction of dense tensor-core throughput in compute-bound steps.
     pub compute_efficiency: f64,
-    /// Fixed time per step (scheduling, kernel launches), seconds. Not CPU time that
-    /// vLLM's async scheduling hides behind the GPU: InferenceX's recipes set
-    /// `--async-scheduling` (vLLM 0.33's default) and AIConfigurator's vLLM 0.12 rows run
-    /// without it, yet one overhead fits both; charged as `max(GPU work, overhead)` where a
-    /// recipe schedules asynchronously, TPOT median |error| rose from 5.6% to 16.1%. Nor
-    /// do those rows show the step async scheduling adds before a new prompt's first
-    /// chunk (its scheduler is one step ahead; vllm#19970 reports TTFT slightly up):
-    /// charged, TTFT went from 11.3 / 15.1 / 15.2% to 12.6 / 16.4 / 18.5% fitted / leaving
-    /// one GPU / one model out.
+    /// Fixed time per step (scheduling, kernel launches, sampling, input preparation),
+    /// seconds. Which release's behaviour: vLLM from 0.14 schedules asynchronously by
+    /// default (its release notes: "Async scheduling is now enabled by default"; in 0.33
+    /// `VllmConfig.__post_init__`, vllm/config/vllm.py, turns it on unless an option is
+    /// incompatible), so the CPU's scheduling of a step overlaps the GPU's previous one;
+    /// 0.12 scheduled between steps. The constant is fitted on rows of both: InferenceX's
+    /// Llama-3.1-70B (its recipes pass `--async-scheduling`) and MiniMax-M2.5 on 0.16–0.19
+    /// asynchronous, AIConfigurator's 0.12 rows (Qwen3-32B, Qwen3-235B-A22B,
+    /// Llama-3.1-8B) synchronous, and dic takes it for 0.33's. A synchronous overhead of
+    /// its own was fitted and left out (issue 37): on every row it came out at 4.76 ms
+    /// against 4.27 ms asynchronous — async scheduling hides at most half a millisecond
+    /// of it, so most of the step's fixed time is GPU-side work around the layers
+    /// (sampling, the logits, input preparation), not CPU time — and one release (0.12)
+    /// alone identifies it: leaving Qwen3-32B out, the other 0.12 families set it at 25 ms
+    /// (Qwen3-235B, whose 0.12 experts run slower than the kernel tables, wants more time
+    /// per step) and Qwen3-32B's TPOT median |error| went from 5.2% to 104%. (Charged as
+    /// `max(GPU work, overhead)` where a recipe schedules asynchronously, TPOT median
+    /// |error| had risen from 5.6% to 16.1%; charging the step async scheduling adds
+    /// before a new prompt's first chunk, vllm#19970, TTFT from 11.3 / 15.1 / 15.2% to
+    /// 12.6 / 16.4 / 18.5% fitted / leaving one GPU / one model out.) What the CUDA-graph
+    /// mode changes is the CPU's launches of a step run without graphs (more tokens than
+    /// the largest captured batch, a prompt chunk under `FULL_DECODE_ONLY`,
+    /// `--enforce-eager`): `eager_layer_time`.
     pub step_overhead: f64,
-    /// A MoE layer's work around its fused-MoE kernel — the router, top-k, sorting and
-    /// aligning the token–expert pairs, quantizing the activations, un-permuting and
-    /// weighting the outputs — as a multiple of the kernel's own time: that work scales
-    /// with the same pairs and the same rank's shard the kernel does, and the kernel
-    /// curve (`fused_moe`) is fitted on the kernel alone. (A fixed time per MoE layer
-    /// instead, 143 µs, charged TP 4 and TP 2 × DP 2 the same: leaving one model out,
-    /// Qwen3-235B's TTFT error was 28.8% against 15.4% with the multiple, TPOT 7.2% against
-    /// 7.0%.)
-    pub moe_layer_factor: f64,
     /// Time per sequence per layer in a step, seconds: the per-sequence work of every
     /// layer's kernels (the decode attention's block-table walk and split-KV reduction,
     /// per-sequence metadata and launches), with sampling and scheduling folded in. Per
@@ -196,8 +201,10 @@ pub struct PerfConstants {
 /// fit; `calibration_table_is_current` regenerates `calibration/errors.md`, with the
 /// leave-one-GPU-out and leave-one-model-out errors. The routed experts are timed by the
 /// fused-MoE kernel curves (`fused_moe`, fitted on the kernel tables), not by these
-/// efficiencies; `moe_layer_factor` scales it to the whole MoE layer (router, top-k,
-/// sorting, quantization, un-permute).
+/// efficiencies. The tables time vLLM's whole `FusedMoE` layer fed the router's logits
+/// (AIConfigurator's vLLM collector, `power_law_logits_v3`): top-k, aligning and sorting
+/// the pairs, the grouped GEMMs, un-permuting and weighting are in the measured call, and
+/// no fitted multiple is added to it (below).
 ///
 /// Refitted as it stands when the training split grew to 729 rows (MiniMax-M2.5 FP8 and
 /// NVFP4, TP/EP/DP-attention, vLLM 0.15–0.19, beside Qwen3-235B on 0.12): objective
@@ -214,12 +221,25 @@ pub struct PerfConstants {
 /// harness had read it as the whole run's): the stored constants' objective fell from
 /// 0.2095 to 0.1977 with that reading alone, 0.1973 refitted (memory efficiency 0.763 →
 /// 0.731, step overhead 4.00 → 3.75 ms, CPU time per eager layer 608 → 545 µs).
+///
+/// Refitted when the MoE terms were re-identified (issue 37, item 2), leaving one model
+/// family out as the measure. (1) The multiple of the fused-MoE kernel for the layer's
+/// routing and sorting (`moe_layer_factor`, 0.00917 × the kernel) is left out: only one
+/// family on one release identified it (Qwen3-235B on 0.12 set it at 0.453; with
+/// MiniMax-M2.5 it fell to 0.009), the kernel tables already time the routing, and
+/// leaving MiniMax-M2.5 out it came back at 0.45 and over-predicted MiniMax's TPOT by +41%
+/// (median |error| 40.8% → 19.8% without it). (2) The fused-MoE curves are fitted with the
+/// kernel tables' own routing (`dic_calibration::fused_moe::table_routing`), their
+/// median residual falling from 9.9–13.7% to 7.0–9.7% per GPU and format. (3) A mean step
+/// times its experts as the mean of a decode-only call and a call with a whole prompt
+/// chunk (`step::mean_step_experts`), not one call at the mean tokens. Objective 0.1973
+/// → 0.1913; fitted TPOT median |error| 10.9% → 8.8%; leaving one model out TTFT
+/// 19.5% → 19.6%, TPOT 22.1% → 10.4%.
 pub const FITTED: PerfConstants = PerfConstants {
-    memory_efficiency: 0.731,
+    memory_efficiency: 0.763,
     compute_efficiency: 0.538,
-    step_overhead: 0.00375,
-    moe_layer_factor: 0.00917,
-    sequence_layer_overhead: 0.297e-6,
+    step_overhead: 0.00427,
+    sequence_layer_overhead: 0.261e-6,
     request_latency: 0.0228,
     prompt_token_latency: 11.4e-6,
     eager_layer_time: 0.545e-3,

@@ -4,8 +4,8 @@
 //! runs without CUDA graphs; [`StepModel`] holds what every step of one scenario shares.
 
 use super::PerfConstants;
-use crate::analysis::comm::{step_comm, uses_deepep, CommContext, CommItem, StageBlocks};
-use crate::analysis::fused_moe::{moe_time, MoeCall};
+use crate::analysis::comm::{step_comm_exchanged, uses_deepep, CommContext, CommItem, StageBlocks};
+use crate::analysis::fused_moe::{moe_time, MoeCall, MoeTime};
 use crate::analysis::gemm::{compute_factor, roofline, KernelFamily};
 use crate::analysis::kv_pool::{CacheSpec, SpecCache};
 use crate::analysis::memory::{expert_width_on_rank, max_cuda_graph_size, pp_partition};
@@ -284,12 +284,18 @@ pub(super) fn stage_facts(s: &Scenario) -> Vec<StageFacts> {
 }
 
 /// Prompt tokens in one step: the slowest DP rank's, which the step waits for (`rank`),
-/// and all DP ranks' together, which every rank's experts see (`group`; `rank` × DP
-/// when every rank carries the same).
+/// all DP ranks' together, which every rank's experts see (`group`; `rank` × DP when
+/// every rank carries the same), and those the MoE layers' all-gather moves over the DP
+/// group (`exchanged`): vLLM pads every rank to the largest rank's tokens only in a step
+/// that runs as a CUDA graph (`dp_utils._synchronize_dp_ranks`: `should_dp_pad` when the
+/// ranks' synced cudagraph mode is not NONE), so a prompt chunk past the captured sizes
+/// moves only the tokens the ranks hold (`all_gatherv` of their own sizes), and one that
+/// fits moves `rank` × DP.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepPrefill {
     pub rank: f64,
     pub group: f64,
+    pub exchanged: f64,
 }
 
 /// One step of one stage: `decode` sequences at mean context `ctx` on every DP rank, plus
@@ -308,6 +314,7 @@ pub(super) fn stage_step(
     let StepPrefill {
         rank: prefill,
         group: group_prefill,
+        exchanged: exchanged_prefill,
     } = prefill;
     let s = sm.s;
     let m = &s.model;
@@ -364,27 +371,31 @@ pub(super) fn stage_step(
     // weight streaming behind its GEMMs: the parts add up.
     let (experts_compute, experts_memory, experts_launch) = match &f.moe_call {
         Some(call) => {
-            let call = if l.dp > 1 && uses_deepep(s) {
-                // DeepEP dispatches to each rank only the token–expert pairs of its own
-                // experts: the kernel sees those rows alone, each for one local expert.
-                let pairs = routed_tokens * call.top_k * call.local_experts / call.experts;
-                MoeCall {
-                    tokens: pairs,
-                    top_k: 1.0,
-                    experts: call.local_experts,
-                    ..*call
-                }
-            } else {
-                // vLLM's default all-gathers every DP rank's tokens to every rank, whose
-                // kernel masks the pairs of other ranks' experts.
-                MoeCall {
-                    tokens: routed_tokens,
-                    ..*call
-                }
+            let call_at = |routed_tokens: f64| {
+                let call = if l.dp > 1 && uses_deepep(s) {
+                    // DeepEP dispatches to each rank only the token–expert pairs of its own
+                    // experts: the kernel sees those rows alone, each for one local expert.
+                    let pairs = routed_tokens * call.top_k * call.local_experts / call.experts;
+                    MoeCall {
+                        tokens: pairs,
+                        top_k: 1.0,
+                        experts: call.local_experts,
+                        ..*call
+                    }
+                } else {
+                    // vLLM's default all-gathers every DP rank's tokens to every rank, whose
+                    // kernel masks the pairs of other ranks' experts.
+                    MoeCall {
+                        tokens: routed_tokens,
+                        ..*call
+                    }
+                };
+                moe_time(gpu, m.format_of(Component::Experts, None), &call)
             };
-            let t = moe_time(gpu, m.format_of(Component::Experts, None), &call);
-            // The layer's routing, sorting and quantization around the kernel.
-            let layers = f.blocks.moe as f64 * (1.0 + c.moe_layer_factor);
+            // The measured call is vLLM's whole `FusedMoE` layer on the router's logits: top-k,
+            // aligning and sorting the pairs, the grouped GEMMs, un-permuting and weighting.
+            let t = mean_step_experts(sm, shape, prefill, routed_tokens, group_prefill, call_at);
+            let layers = f.blocks.moe as f64;
             (t.compute * layers, t.memory * layers, t.launch * layers)
         }
         None => (0.0, 0.0, 0.0),
@@ -406,7 +417,10 @@ pub(super) fn stage_step(
         experts: experts_compute + experts_memory + experts_launch,
         attention: ops[2].0.max(ops[2].1),
     };
-    let comm_items = step_comm(s, &sm.comm, tokens, &f.blocks, f.last);
+    // The MoE exchange carries every rank's decodes (padded to the largest rank's, the
+    // ranks' batches balanced) and the prompt tokens it moves (`StepPrefill::exchanged`).
+    let exchanged = queries * l.dp.max(1) as f64 + exchanged_prefill;
+    let comm_items = step_comm_exchanged(s, &sm.comm, tokens, exchanged, &f.blocks, f.last);
     let comm: f64 = comm_items.iter().map(|i| i.time).sum();
     // Per sequence, not per token, in each of the stage's layers: a prompt chunk's tokens
     // cost GEMM time, above.
@@ -434,6 +448,37 @@ pub(super) fn stage_step(
         total: gpu_work + cpu_launches + overhead,
         kernels,
         comm_items,
+    }
+}
+
+/// One MoE layer's fused-MoE call in a step routing `routed_tokens` (all DP ranks'),
+/// `group_prefill` of them prompt tokens. A [`StepShape::Mean`] step stands for decode-only
+/// steps and the share of steps that carry a whole prompt chunk; the experts' weights a
+/// call streams grow with its tokens far less than in proportion (a few tokens touch a
+/// few experts, a chunk touches them all), so the mean step's call is the mean of those
+/// two calls, not one call at the mean tokens. (At the mean tokens, MiniMax-M2.5's
+/// 8192-token prompts at 4 in flight on B200 streamed 6× the expert weights of a decode
+/// step in every step: TPOT +93%.)
+fn mean_step_experts(
+    sm: &StepModel,
+    shape: StepShape,
+    prefill: f64,
+    routed_tokens: f64,
+    group_prefill: f64,
+    call_at: impl Fn(f64) -> MoeTime,
+) -> MoeTime {
+    if shape == StepShape::Whole || prefill <= 0.0 || group_prefill <= 0.0 {
+        return call_at(routed_tokens);
+    }
+    let share = (prefill / sm.chunk(prefill)).clamp(1e-9, 1.0);
+    let decode_only = (routed_tokens - group_prefill).max(1e-9);
+    let with_chunk = call_at(decode_only + group_prefill / share);
+    let without = call_at(decode_only);
+    let mix = |a: f64, b: f64| share * a + (1.0 - share) * b;
+    MoeTime {
+        launch: mix(with_chunk.launch, without.launch),
+        compute: mix(with_chunk.compute, without.compute),
+        memory: mix(with_chunk.memory, without.memory),
     }
 }
 

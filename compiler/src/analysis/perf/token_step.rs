@@ -46,19 +46,36 @@ impl StepModel<'_> {
             return StepPrefill {
                 rank: per_rank,
                 group,
+                exchanged: group,
             };
         }
         let chunk = self.chunk(per_rank);
         let q = (per_rank / chunk).min(1.0);
+        let rank = chunk * (1.0 - (1.0 - q).powf(dp));
         StepPrefill {
-            rank: chunk * (1.0 - (1.0 - q).powf(dp)),
+            rank,
             group,
+            exchanged: self.exchanged(rank, group, chunk),
+        }
+    }
+
+    /// Prompt tokens the MoE all-gather moves over the DP group in steps whose slowest rank
+    /// carries `rank` and all ranks `group`, a carrying step holding a `chunk`: `rank` × DP
+    /// where such steps run as CUDA graphs (vLLM pads every rank to the largest), `group`
+    /// where they run eager (each rank sends what it holds). See [`StepPrefill`].
+    fn exchanged(&self, rank: f64, group: f64, chunk: f64) -> f64 {
+        let dp = self.s.layout.dp.max(1) as f64;
+        let padded = self.mixed_graphs && self.graph_max.is_some_and(|max| chunk <= max);
+        if padded {
+            rank * dp
+        } else {
+            group
         }
     }
 
     /// The prompt chunk a step carries when it carries one, with `per_rank` prompt tokens
     /// per step on average: the fresh prompt, at most the token budget.
-    fn chunk(&self, per_rank: f64) -> f64 {
+    pub(super) fn chunk(&self, per_rank: f64) -> f64 {
         let s = self.s;
         let prompt = s.workload.map_or(1024.0, |w| {
             let (cached, _) = prefix_of(s, w.prompt);
@@ -123,9 +140,11 @@ impl StepModel<'_> {
             // outlasts the CPU's launches, so does the chunk step.
             let floor = c.eager_layer_time * f.blocks.layers as f64;
             if chunk_share > 0.0 && st.gpu_work() < floor {
+                let group = step_prefill.group.max(chunk);
                 let with_chunk = StepPrefill {
                     rank: chunk,
-                    group: step_prefill.group.max(chunk),
+                    group,
+                    exchanged: self.exchanged(chunk, group, chunk),
                 };
                 let whole = stage_step(
                     self,
@@ -177,22 +196,33 @@ impl StepModel<'_> {
         if let Some((_, _, accepted)) = &self.draft {
             out.draft = self.draft_time(running, ctx, c);
             out.tpot += out.draft;
-            let per = 1.0 / accepted.max(1.0);
-            out.tpot *= per;
-            out.compute *= per;
-            out.memory *= per;
-            out.comm *= per;
-            out.overhead *= per;
-            out.cpu_launches *= per;
-            out.bubble *= per;
-            out.draft *= per;
-            out.kernels.scale(per);
-            for item in &mut out.comm_items {
-                item.time *= per;
-                item.nccl_time *= per;
-            }
+            out.scale(1.0 / accepted.max(1.0));
+        }
+        // The deployment's own factor, fitted on its engines (`dic observe --calibrate`).
+        let calibration = s.engine.calibration.step_time;
+        if calibration != 1.0 {
+            out.scale(calibration);
         }
         out
+    }
+}
+
+impl TokenStep {
+    /// Every part of the step times `f` (per output token, or a calibration factor).
+    fn scale(&mut self, f: f64) {
+        self.tpot *= f;
+        self.compute *= f;
+        self.memory *= f;
+        self.comm *= f;
+        self.overhead *= f;
+        self.cpu_launches *= f;
+        self.bubble *= f;
+        self.draft *= f;
+        self.kernels.scale(f);
+        for item in &mut self.comm_items {
+            item.time *= f;
+            item.nccl_time *= f;
+        }
     }
 }
 
@@ -221,7 +251,7 @@ impl StepModel<'_> {
             let prefix = cached + k * chunk + chunk / 2.0;
             total += self.chunk_step(chunk, prefix, running, ctx, c) * weight;
         }
-        total
+        total * self.s.engine.calibration.prefill_time
     }
 
     /// One whole step (every stage) that carries `tokens` prompt tokens attending to
@@ -247,6 +277,7 @@ impl StepModel<'_> {
                     StepPrefill {
                         rank: tokens,
                         group: tokens * s.layout.dp.max(1) as f64,
+                        exchanged: tokens * s.layout.dp.max(1) as f64,
                     },
                     prefix,
                     c,

@@ -110,7 +110,10 @@ fn format_support(s: &Scenario) -> Option<Finding> {
 pub fn memory_rules(s: &Scenario, mem: &MemoryReport) -> Vec<Finding> {
     let mut out: Vec<Finding> = format_support(s).into_iter().collect();
     let st = mem.tightest();
-    if st.kv_cache <= 0.0 {
+    let short = st.kv_cache <= 0.0 || mem.kv_cache_tokens < s.engine.max_model_len;
+    if let Some(f) = deepep_buffers_rule(s, mem).filter(|_| short) {
+        out.push(f);
+    } else if st.kv_cache <= 0.0 {
         out.push(Finding::new(
             Code::DoesNotFit,
             Anchor::Layout,
@@ -145,7 +148,7 @@ pub fn memory_rules(s: &Scenario, mem: &MemoryReport) -> Vec<Finding> {
     out
 }
 
-/// E0506: a model with Mamba or linear-attention layers captures full CUDA graphs for
+/// E0507: a model with Mamba or linear-attention layers captures full CUDA graphs for
 /// decode (vLLM's default mode), each decode sequence needs one Mamba cache block, and the
 /// pool has fewer blocks than `max_num_seqs`
 /// (`CompilationConfig.resolve_cudagraph_mode_and_sizes`).
@@ -174,6 +177,65 @@ fn mamba_blocks_below_max_num_seqs(s: &Scenario, mem: &MemoryReport) -> Option<F
         Some(format!(
             "lower max_num_seqs to at most {blocks}, give the KV cache more memory (gpu_memory_utilization, more TP), or write `cudagraph_mode = piecewise`"
         )),
+    ))
+}
+
+/// E0506: DeepEP's buffers, sized from the token budget, leave no room for the KV cache
+/// (`crate::analysis::deepep`). The help names the largest budget that fits, halving
+/// down to vLLM's own default for the backend.
+fn deepep_buffers_rule(s: &Scenario, mem: &MemoryReport) -> Option<Finding> {
+    use crate::analysis::deepep::{deepep_buffer_bytes, BATCHED_DP_TOKEN_BUDGET};
+    let buffers = deepep_buffer_bytes(s);
+    if buffers <= 0.0 {
+        return None;
+    }
+    let st = mem.tightest();
+    let low_latency = s.engine.all2all_backend.as_deref() == Some("deepep_low_latency");
+    let budget = s.engine.max_num_batched_tokens;
+    let mut fix = None;
+    let mut b = budget / 2;
+    while low_latency && b >= BATCHED_DP_TOKEN_BUDGET.min(budget) && b > 0 {
+        let mut t = s.clone();
+        t.engine.max_num_batched_tokens = b;
+        t.engine.max_num_seqs = t.engine.max_num_seqs.min(b);
+        if fits(&t) {
+            fix = Some(b);
+            break;
+        }
+        b /= 2;
+    }
+    let help = match fix {
+        Some(b) => format!(
+            "lower `max_num_batched_tokens` to {b} (or leave it unset: vLLM's default with `deepep_low_latency` is {BATCHED_DP_TOKEN_BUDGET})"
+        ),
+        None if low_latency => format!(
+            "{}; lowering `max_num_batched_tokens` alone does not make room",
+            what_would_fit(s)
+        ),
+        None => what_would_fit(s),
+    };
+    Some(Finding::new(
+        Code::DeepEpBuffersDoNotFit,
+        Anchor::Engine(if low_latency {
+            "max_num_batched_tokens"
+        } else {
+            "all2all_backend"
+        }),
+        format!(
+            "DeepEP's buffers take {} per GPU ({}), leaving {} for the KV cache",
+            fmt_bytes(buffers),
+            if low_latency {
+                format!(
+                    "the low-latency RDMA buffer for {budget} tokens per rank × {} experts, plus 1 GiB over NVLink",
+                    s.model.experts
+                )
+            } else {
+                "VLLM_DEEPEP_BUFFER_SIZE_MB over NVLink and RDMA".to_string()
+            },
+            fmt_bytes(st.kv_cache.max(0.0))
+        ),
+        "CUDA out of memory at start-up",
+        Some(format!("{}\n{help}", breakdown(mem))),
     ))
 }
 

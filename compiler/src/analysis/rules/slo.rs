@@ -18,7 +18,8 @@ pub fn predicted(p: &Prediction, t: &SloTarget, output: f64) -> f64 {
     }
 }
 
-pub(super) fn fmt_metric(metric: SloMetric, v: f64) -> String {
+/// A value of an SLO metric as diagnostics write it (`12.5 ms`, `1.20 s`, `300 tokens/s`).
+pub fn fmt_metric(metric: SloMetric, v: f64) -> String {
     match metric {
         SloMetric::Throughput => format!("{v:.0} tokens/s"),
         SloMetric::RequestRate => format!("{v:.2} req/s"),

@@ -288,3 +288,92 @@ fn a_split_wins_the_auto_layout_only_on_the_aggregated_terms() {
     // The search itself says which family and why.
     assert!(found.family_choice.is_some());
 }
+
+/// A hybrid model's heterogeneous-TP splits, which E0410 refuses when written, are no
+/// candidates (issue 38: `dic plan` recommended them).
+#[test]
+fn the_family_of_a_hybrid_model_keeps_one_tp_on_both_pools() {
+    let src = "import std.nodes.dgx_h200\nimport std.models.qwen3_5_27b\n\
+cluster c { nodes = 1 × dgx_h200, price = $60/h }\n\
+workload w { prompt = 8k tokens, output = 500 tokens, rate = 2 req/s }\n\
+slo s { ttft.p95 <= 2 s, tpot.p95 <= 40 ms }\n\
+deploy d { model = qwen3_5_27b, cluster = c, workload = w, slo = s, layout = tp 2, engine = vllm { max_model_len = 16k tokens } }\n";
+    let world = MemoryWorld::new().with("p.dist", src);
+    let checked = driver::front_end(&world, "p.dist").unwrap();
+    let ds = scenarios_from_program(&checked.program).remove(0);
+    let family = disaggregated_family(&ds.scenario, &ds.slo);
+    assert!(!family.is_empty());
+    assert!(
+        family
+            .iter()
+            .all(|c| c.split.prefill.tp == c.split.decode.tp),
+        "{:?}",
+        family.iter().map(|c| &c.name).collect::<Vec<_>>()
+    );
+}
+
+/// Row 64: NixlConnector moves Mamba/GDN conv states only in the DS layout, so both pools
+/// of a hybrid model get `VLLM_SSM_CONV_STATE_LAYOUT=DS`; a full-attention model's do not.
+#[test]
+fn hybrid_pools_get_the_ds_conv_state_layout() {
+    let pools = |model: &str| {
+        let c = checked(&format!(
+            "import std.models.{model}\n\
+             cluster hopper {{ nodes = 1 × dgx_h200 }}\n\
+             workload w {{ prompt = 4k tokens, output = 500 tokens, rate = 1 req/s }}\n\
+             deploy pd {{ model = {model}, cluster = hopper, workload = w, layout = {{ prefill = tp 4, decode = tp 4 }}, engine = vllm {{ max_model_len = 16k tokens }} }}\n"
+        ));
+        assert!(!c.has_errors(), "{:?}", c.diagnostics);
+        c.plan
+            .deployments
+            .iter()
+            .map(|d| d.engine.env.clone())
+            .collect::<Vec<_>>()
+    };
+    let hybrid = pools("qwen3_5_27b");
+    assert_eq!(hybrid.len(), 2);
+    for env in &hybrid {
+        assert!(
+            env.contains(&("VLLM_SSM_CONV_STATE_LAYOUT".into(), "DS".into())),
+            "{env:?}"
+        );
+    }
+    for env in pools("llama_3_1_8b") {
+        assert!(!env.iter().any(|(k, _)| k == "VLLM_SSM_CONV_STATE_LAYOUT"));
+    }
+}
+
+/// Rows 66 and 67: NIXL pairs TPs that divide one another only (`TransferTopology.tp_ratio`),
+/// and its pull connector refuses PP with a hybrid KV layout.
+#[test]
+fn pools_pair_only_when_one_tp_divides_the_other_and_hybrid_pools_have_no_pp() {
+    use dic_compiler::analysis::pools_cannot_pair;
+    use dic_compiler::diagnostics::Code;
+    let (s, _) = scenario("fp8", "1 req/s");
+    let with = |tp: u64, pp: u64| {
+        let mut x = s.clone();
+        x.layout = Layout {
+            tp,
+            pp,
+            ..Layout::default()
+        };
+        x
+    };
+    let f = pools_cannot_pair(&with(2, 1), &with(3, 1)).unwrap();
+    assert_eq!(f.code, Code::PoolsCannotPair);
+    assert!(f.message.contains("not divisible"), "{}", f.message);
+    assert!(pools_cannot_pair(&with(4, 1), &with(2, 1)).is_none());
+    // A full-attention model's pools may use PP; a hybrid one's (gpt-oss: sliding + full)
+    // may not.
+    assert!(pools_cannot_pair(&with(4, 2), &with(4, 1)).is_none());
+    let mut hybrid = with(4, 2);
+    hybrid.model = dic_compiler::analysis::catalog::model("gpt_oss_120b").unwrap();
+    let mut other = with(4, 1);
+    other.model = hybrid.model.clone();
+    let f = pools_cannot_pair(&hybrid, &other).unwrap();
+    assert!(
+        f.message.contains("pipeline_parallel_size > 1"),
+        "{}",
+        f.message
+    );
+}

@@ -277,10 +277,12 @@ fn qwen3_5_linear_layers_hold_one_state_per_request() {
     // 16 × ceil(3,207,168 / (16 × 4,096)) = 784 tokens: page 3,211,264 B, the state padded to
     // it. 48 linear / 16 full → group size 16, groups 3 linear + 1 full; one block = 16 ×
     // 3,211,264 = 51,380,224 B. At max_model_len 32,768 a request needs ceil(32,768 / 784) =
-    // 42 full blocks + 3 state blocks = 45: with 1,000 blocks, 22.22 requests, 728,177 tokens.
+    // 42 full blocks + 3 state blocks = 45 with prefix caching off (one block per state
+    // group): with 1,000 blocks, 22.22 requests, 728,177 tokens.
     let m = catalog::model("qwen3_5_27b").unwrap();
     let mut s = hybrid_scenario(m.clone(), 32_768.0);
     s.engine.kv_cache_memory = Some(51_380_224.0 * 1_000.0);
+    s.engine.enable_prefix_caching = Some(false);
     let mem = memory(&s);
     assert_eq!(mem.block_size, 784);
     assert_eq!(mem.stages[0].num_blocks, 1_000);
@@ -299,6 +301,13 @@ fn qwen3_5_linear_layers_hold_one_state_per_request() {
         "{ratio}"
     );
     assert!(ratio > 3.6 && ratio < 4.0);
+    // Prefix caching on (vLLM 0.33's default, "align" mode) on a B200 with 128-wide keys
+    // (FlashInfer's GDN prefill exports a checkpoint): 2 + 1 blocks per state group,
+    // 42 + 3 × 3 = 51 blocks, 19.61 requests, ⌊32,768,000 / 51⌋ = 642,509 tokens.
+    s.engine.enable_prefix_caching = None;
+    let on = memory(&s);
+    assert!((on.max_concurrency - 1_000.0 / 51.0).abs() < 1e-9);
+    assert_eq!(on.kv_cache_tokens, 642_509);
 }
 
 #[test]
@@ -308,16 +317,62 @@ fn nemotron_mamba_layers_hold_one_fp32_state_per_request() {
     // SSM 64 × 64 × 128 × 4 B (fp32) = 2,097,152 B → 2,134,016 B. Block raised to
     // 16 × ceil(2,134,016 / 16,384) = 2,096 tokens, page 2,146,304 B. 23 Mamba / 6 attention
     // → group size 6: 1 attention group + 4 Mamba groups (one padding layer); one block =
-    // 6 × 2,146,304 = 12,877,824 B. At 32,768 tokens a request needs ceil(32,768 / 2,096) =
-    // 16 + 4 = 20 blocks: 1,000 blocks hold 50 requests, 1,638,400 tokens.
+    // 6 × 2,146,304 = 12,877,824 B. With prefix caching off each Mamba group holds one block
+    // per request: at 32,768 tokens a request needs ceil(32,768 / 2,096) = 16 + 4 = 20
+    // blocks, so 1,000 blocks hold 50 requests, 1,638,400 tokens.
     let m = catalog::model("nemotron_3_nano").unwrap();
     let mut s = hybrid_scenario(m, 32_768.0);
     s.engine.kv_cache_memory = Some(12_877_824.0 * 1_000.0);
+    s.engine.enable_prefix_caching = Some(false);
     let mem = memory(&s);
     assert_eq!(mem.block_size, 2_096);
     assert_eq!(mem.stages[0].num_blocks, 1_000);
     assert!((mem.max_concurrency - 50.0).abs() < 1e-9);
     assert_eq!(mem.kv_cache_tokens, 1_638_400);
+}
+
+#[test]
+fn nemotron_mamba_groups_hold_three_blocks_with_prefix_caching() {
+    // As above, with prefix caching on (vLLM 0.33's default): `mamba_cache_mode = "align"`,
+    // and `MambaSpec.max_memory_usage_bytes` is 2 + 0 speculative + 1 prefill-checkpoint
+    // block (`MambaMixer2.get_kv_cache_spec`) per Mamba group: 16 + 4 × 3 = 28 blocks per
+    // request, 1,000 / 28 = 35.71 requests, ⌊35.71 × 32,768⌋ = 1,170,285 tokens.
+    // At 16,384 tokens: 8 + 12 = 20 blocks instead of 8 + 4 = 12, so a pool that held 446
+    // requests holds 446 × 12 / 20 ≈ 268 (issue 38).
+    let m = catalog::model("nemotron_3_nano").unwrap();
+    let mut s = hybrid_scenario(m.clone(), 32_768.0);
+    s.engine.kv_cache_memory = Some(12_877_824.0 * 1_000.0);
+    let mem = memory(&s);
+    assert!((mem.max_concurrency - 1_000.0 / 28.0).abs() < 1e-9);
+    assert_eq!(mem.kv_cache_tokens, 1_170_285);
+    let mut short = hybrid_scenario(m, 16_384.0);
+    short.engine.kv_cache_memory = Some(12_877_824.0 * 446.0 * 12.0);
+    let on = memory(&short).max_concurrency;
+    short.engine.enable_prefix_caching = Some(false);
+    let off = memory(&short).max_concurrency;
+    assert!((off - 446.0).abs() < 1e-9, "{off}");
+    assert!((on - 446.0 * 12.0 / 20.0).abs() < 1e-9, "{on}");
+}
+
+#[test]
+fn dcp_grows_the_kv_tokens_linearly_not_squared() {
+    // Llama 3.1 8B on tp 8 × dcp 2 (8 KV heads: one per rank): 32 layers × 1 × (128 + 128)
+    // × 2 B = 16,384 B per token per rank, block 16 → 262,144 B a block. 1,000 blocks hold
+    // 16,000 token slots on each rank, and DCP spreads each request over 2 ranks: 32,000
+    // tokens (it said 64,000: the page was halved as well).
+    let m = catalog::model("llama_3_1_8b").unwrap();
+    let mut s = hybrid_scenario(m, 8_192.0);
+    s.layout = Layout {
+        tp: 8,
+        dcp: 2,
+        ..Layout::default()
+    };
+    s.engine.kv_cache_memory = Some(262_144.0 * 1_000.0);
+    let mem = memory(&s);
+    assert_eq!(mem.stages[0].num_blocks, 1_000);
+    assert_eq!(mem.kv_cache_tokens, 32_000);
+    // A request of 8,192 tokens keeps 4,096 per rank: 256 blocks, 1,000 / 256 requests.
+    assert!((mem.max_concurrency - 1_000.0 / 256.0).abs() < 1e-9);
 }
 
 /// Whole-checkpoint bytes on one GPU (TP 1, one stage).

@@ -45,3 +45,160 @@ fn a_16_bit_kv_cache_is_spelled_as_vllm_reads_it_and_must_be_the_models_dtype() 
     );
     assert!(other.plan.deployments.is_empty());
 }
+
+fn codes(c: &Checked) -> Vec<Code> {
+    c.diagnostics.iter().map(|d| d.code).collect()
+}
+
+/// The first diagnostic of `code`, or a failure listing the codes there are.
+fn first(c: &Checked, code: Code) -> &dic_compiler::diagnostics::Diagnostic {
+    c.diagnostics
+        .iter()
+        .find(|d| d.code == code)
+        .unwrap_or_else(|| panic!("no {code}: {:?}", codes(c)))
+}
+
+/// Row 2: TP and the KV heads must divide one another (`QKVParallelLinear`): Qwen3.5-27B
+/// (24 query heads, 4 KV heads) at `tp 6` checked clean, and A0401 proposed `tp 3`.
+#[test]
+fn tp_must_divide_the_kv_heads_or_replicate_them_evenly() {
+    let head = "import std.models.qwen3_5_27b\ncluster six { nodes = 1 × dgx_h100 }\n";
+    let six = compile(&format!(
+        "{head}deploy d {{ model = qwen3_5_27b, cluster = six, layout = tp 6 }}\n"
+    ));
+    let e = first(&six, Code::HeadsNotDivisible);
+    assert!(e.message.contains("4 KV heads"), "{}", e.message);
+    assert!(!codes(&six).contains(&Code::DpBeatsTp));
+    let four = compile(&format!(
+        "{head}deploy d {{ model = qwen3_5_27b, cluster = six, layout = tp 4 }}\n"
+    ));
+    assert!(!four.has_errors(), "{:?}", codes(&four));
+}
+
+/// Row 16: DCP is capped at tp / kv_heads (Llama 3.1 8B: 8 KV heads, `tp 16` allows dcp 2).
+#[test]
+fn dcp_is_capped_at_tp_over_the_kv_heads() {
+    let two = "cluster two { nodes = 2 × dgx_h100 }\n";
+    let c = compile(&format!(
+        "{two}deploy d {{ model = llama_3_1_8b, cluster = two, layout = tp 16 × dcp 4 }}\n"
+    ));
+    let e = first(&c, Code::InvalidDcp);
+    assert!(
+        e.message.contains("maximum supported value (2)"),
+        "{}",
+        e.message
+    );
+}
+
+/// Row 6: the experts' width splits over tp × dp without `ep` (`FusedMoEConfig`).
+#[test]
+fn expert_width_must_split_over_the_moe_tp() {
+    let c = compile(
+        "import std.models.qwen3_30b_a3b\n\
+         model narrow = qwen3_30b_a3b { moe_intermediate = 772 }\n\
+         deploy d { model = narrow, cluster = one, layout = tp 2 × dp 4 }\n",
+    );
+    assert!(
+        codes(&c).contains(&Code::WidthNotDivisible),
+        "{:?}",
+        codes(&c)
+    );
+    let ep = compile(
+        "import std.models.qwen3_30b_a3b\n\
+         model narrow = qwen3_30b_a3b { moe_intermediate = 772 }\n\
+         deploy d { model = narrow, cluster = one, layout = tp 2 × dp 4 × ep }\n",
+    );
+    assert!(
+        !codes(&ep).contains(&Code::WidthNotDivisible),
+        "{:?}",
+        codes(&ep)
+    );
+}
+
+/// Row 44: gpt-oss's MXFP4 experts need compute capability 8.0 (`Mxfp4Config`); a T4 is
+/// 7.5, and vLLM refuses to start.
+#[test]
+fn mxfp4_needs_compute_capability_8() {
+    let c = compile(
+        "import std.gpus.t4\nimport std.models.gpt_oss_20b\n\
+         node t4x4 { gpus = 4 × t4 }\ncluster old { nodes = 1 × t4x4 }\n\
+         deploy d { model = gpt_oss_20b, cluster = old, layout = tp 4 }\n",
+    );
+    let e = first(&c, Code::FormatNeedsNewerGpu);
+    assert!(
+        e.message.contains("Minimum capability: 80"),
+        "{}",
+        e.message
+    );
+    let a100 = compile(
+        "import std.nodes.dgx_a100\nimport std.models.gpt_oss_20b\n\
+         cluster amp { nodes = 1 × dgx_a100 }\n\
+         deploy d { model = gpt_oss_20b, cluster = amp, layout = tp 4 }\n",
+    );
+    assert!(
+        !codes(&a100).contains(&Code::FormatNeedsNewerGpu),
+        "{:?}",
+        codes(&a100)
+    );
+}
+
+/// Row 52: with full decode CUDA graphs each decode sequence of a Mamba model needs one
+/// cache block (`CompilationConfig.resolve_cudagraph_mode_and_sizes`); piecewise graphs
+/// lift the limit.
+#[test]
+fn max_num_seqs_must_fit_the_mamba_cache_blocks() {
+    let deploy = |mode: &str| {
+        compile(&format!(
+            "import std.nodes.dgx_h200\nimport std.models.nemotron_3_nano\n\
+             cluster h200 {{ nodes = 1 × dgx_h200 }}\n\
+             deploy d {{ model = nemotron_3_nano, cluster = h200, layout = tp 1, engine = vllm {{ max_model_len = 8k tokens, max_num_seqs = 8192, max_num_batched_tokens = 8192{mode} }} }}\n"
+        ))
+    };
+    let full = deploy("");
+    let e = first(&full, Code::SeqsAboveMambaBlocks);
+    assert!(
+        e.message.contains("max_num_seqs (8192) exceeds"),
+        "{}",
+        e.message
+    );
+    let piecewise = deploy(", cudagraph_mode = piecewise");
+    assert!(!codes(&piecewise).contains(&Code::SeqsAboveMambaBlocks));
+}
+
+/// Rows 54 and 57: the token budget must exceed the speculative tokens
+/// (`VllmConfig._set_max_num_scheduled_tokens`), and MTP drafts a multiple of its layers
+/// beyond them (`SpeculativeConfig.__post_init__`).
+#[test]
+fn speculative_tokens_fit_the_budget_and_the_mtp_layers() {
+    let c = compile(
+        "import std.models.qwen3_5_27b\n\
+         model two = qwen3_5_27b { mtp_layers = 2 }\n\
+         deploy d { model = two, cluster = one, layout = tp 4, engine = vllm { max_model_len = 8k tokens, speculative = { method = mtp, tokens = 3 } } }\n",
+    );
+    let e = first(&c, Code::SpecMethodUnavailable);
+    assert!(
+        e.message.contains("must be divisible by n_predict=2"),
+        "{}",
+        e.message
+    );
+    let budget = compile(
+        "import std.models.qwen3_5_27b\n\
+         deploy d { model = qwen3_5_27b, cluster = one, layout = tp 4, engine = vllm { max_model_len = 8k tokens, max_num_seqs = 2, max_num_batched_tokens = 2, speculative = { method = mtp, tokens = 2 } } }\n",
+    );
+    let e = first(&budget, Code::BatchBelowSeqs);
+    assert!(e.message.contains("not have enough slots"), "{}", e.message);
+}
+
+/// E0401's help proposes a layout on the same GPUs; it keeps `dcp` only where vLLM
+/// accepts it (it proposed `tp 1 × dp 16 × dcp 4`, which E0407 refuses).
+#[test]
+fn the_tp_across_nodes_help_proposes_no_dcp_vllm_refuses() {
+    let c = compile(
+        "cluster two { nodes = 2 × dgx_h100 }\n\
+         deploy d { model = llama_3_1_8b, cluster = two, layout = tp 16 × dcp 4 }\n",
+    );
+    let e = first(&c, Code::TpAcrossNodes);
+    let help = e.help.as_deref().unwrap_or_default();
+    assert!(help.contains("dp 16`"), "{help}");
+    assert!(!help.contains("dcp"), "{help}");
+}

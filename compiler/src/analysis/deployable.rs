@@ -11,7 +11,9 @@
 //! passes the others, so each layout has one first reason and lowering never meets a
 //! layout it cannot launch. What depends on the other deployments sharing a cluster
 //! (their GPUs, an autoscaler's reserve) and on the file (E0409's pin) is the driver's
-//! accounting; a layout refused here is refused there too.
+//! accounting; a layout refused here is refused there too. [`pools_cannot_pair`] is the
+//! rule a disaggregated pair of pools must pass (E0410), for written splits and the
+//! planner's alike.
 
 use super::allocation::{allocate, Demand, GroupCapacity};
 use super::memory::{memory, MemoryReport};
@@ -342,6 +344,66 @@ pub fn deployable(s: &Scenario) -> Result<(), Vec<Finding>> {
 /// placement): what the planner uses to skip replica counts before analysing them.
 pub fn launchable_and_placeable(s: &Scenario, l: Layout) -> bool {
     launch_shape(s, l).is_ok() && unplaced_alone(s, l) == 0
+}
+
+/// E0410: what vLLM's NIXL connector cannot transfer between the pools: TPs that do not
+/// divide one another (`TransferTopology.tp_ratio` asserts it at the handshake), a model
+/// with recurrent (Mamba, linear-attention) layers between engines of different TP (vLLM's
+/// compatibility matrix: heterogeneous TP for hybrid SSM models is work in progress), and
+/// pipeline stages in a pool of a model with a hybrid KV layout (`NixlBaseConnectorWorker.__init__`:
+/// the pull connector dic writes refuses PP with hybrid layouts). The planner's split
+/// candidates go through the same rule.
+pub fn pools_cannot_pair(ps: &Scenario, ds: &Scenario) -> Option<Finding> {
+    let m = &ds.model;
+    let (tp_p, tp_d) = (ps.layout.tp.max(1), ds.layout.tp.max(1));
+    let finding = |message: String, label: &str, help: String| {
+        Some(Finding::new(
+            Code::PoolsCannotPair,
+            Anchor::Layout,
+            message,
+            label,
+            Some(help),
+        ))
+    };
+    if !tp_p.is_multiple_of(tp_d) && !tp_d.is_multiple_of(tp_p) {
+        return finding(
+            format!(
+                "the prefill pool runs tp {tp_p} and the decode pool tp {tp_d}: vLLM's NIXL connector maps the KV heads of one pool's ranks onto the other's only when one TP divides the other (\"Local tensor parallel size … is not divisible by remote tensor parallel size …\")"
+            ),
+            "TPs that do not divide one another",
+            format!("make one pool's tp a multiple of the other's (e.g. `tp {}` on both)", tp_p.max(tp_d)),
+        );
+    }
+    let kinds: Vec<_> = (0..m.layers)
+        .map(|l| m.layer(l).mixer)
+        .filter(|k| *k != crate::layers::Mixer::None)
+        .collect();
+    let recurrent = kinds.iter().any(|k| k.is_recurrent());
+    if recurrent && tp_p != tp_d {
+        return finding(
+            format!(
+                "the prefill pool runs tp {tp_p} and the decode pool tp {tp_d}, and the model keeps recurrent states (Mamba or linear attention): vLLM's NIXL connector does not transfer those between engines of different TP"
+            ),
+            "heterogeneous TP for a hybrid model",
+            format!(
+                "give both pools the same tp (e.g. `tp {}` on each), or serve the model aggregated",
+                tp_p.max(tp_d)
+            ),
+        );
+    }
+    let hybrid = kinds.iter().any(|k| Some(k) != kinds.first());
+    let pp = ps.layout.pp.max(ds.layout.pp);
+    if hybrid && pp > 1 {
+        return finding(
+            format!(
+                "NixlConnector (pull) does not support pipeline_parallel_size > 1 with hybrid KV cache layouts (HMA): a pool runs pp {pp} and {} mixes layer kinds",
+                ds.model_name
+            ),
+            "pipeline stages in a pool of a hybrid model",
+            "drop `pp` from both pools (a wider tp, or more replicas)".into(),
+        );
+    }
+    None
 }
 
 #[cfg(test)]

@@ -241,11 +241,40 @@ pub struct KvPool {
     chunk: f64,
     /// DCP shards each request's tokens over this many ranks.
     dcp: f64,
+    /// Blocks each Mamba/linear-attention group holds per request
+    /// ([`state_blocks_per_request`]).
+    state_blocks: f64,
+}
+
+/// Blocks each Mamba or linear-attention group holds per request
+/// (`MambaSpec.max_memory_usage_bytes`): `1 + k` speculative tokens' states, or with prefix
+/// caching on (vLLM 0.33's default, which sets `mamba_cache_mode = "align"` for hybrid
+/// models, `MambaModelConfig.verify_and_update_config`) `2 + k` plus one prefill
+/// checkpoint block where the layer exports checkpoints (`MambaMixer2` always;
+/// `checkpoint`).
+pub fn state_blocks_per_request(align: bool, speculative_tokens: u64, checkpoint: bool) -> f64 {
+    let k = speculative_tokens as f64;
+    if align {
+        2.0 + k + if checkpoint { 1.0 } else { 0.0 }
+    } else {
+        1.0 + k
+    }
 }
 
 impl KvPool {
     /// Lays out the pool for the layers `specs` (one per layer with a cache) of a stage.
-    pub fn new(specs: &[CacheSpec], available: f64, block_size: u64, chunk: u64, dcp: u64) -> Self {
+    ///
+    /// With DCP each rank keeps its own KV heads' bytes per token (the page is not
+    /// smaller) for `1/dcp` of each request's tokens (`FullAttentionSpec.max_memory_usage_bytes`:
+    /// `cdiv(max_model_len, dcp)`); dividing the page as well counted DCP twice.
+    pub fn new(
+        specs: &[CacheSpec],
+        available: f64,
+        block_size: u64,
+        chunk: u64,
+        dcp: u64,
+        state_blocks: f64,
+    ) -> Self {
         let dcp_f = dcp.max(1) as f64;
         let bs = block_size.max(1) as f64;
         let growing: f64 = specs
@@ -268,6 +297,7 @@ impl KvPool {
             packed: None,
             chunk: chunk as f64,
             dcp: dcp_f,
+            state_blocks: state_blocks.max(1.0),
         };
         if specs.is_empty() {
             return pool;
@@ -310,7 +340,7 @@ impl KvPool {
         let mut kinds: Vec<(CacheSpecKey, f64, usize)> = Vec::new();
         for s in specs {
             let (key, size) = match *s {
-                CacheSpec::Full { per_token } => (CacheSpecKey::Full, per_token / dcp_f),
+                CacheSpec::Full { per_token } => (CacheSpecKey::Full, per_token),
                 CacheSpec::Sliding { per_token, window } => {
                     (CacheSpecKey::Sliding(window), per_token)
                 }
@@ -403,7 +433,7 @@ impl KvPool {
                             };
                             (held / g.block_tokens).ceil() + 1.0
                         }
-                        CacheSpecKey::State => 1.0,
+                        CacheSpecKey::State => self.state_blocks,
                     }
             })
             .sum()
@@ -445,7 +475,7 @@ mod tests {
     #[test]
     fn uniform_pool_is_layers_times_block() {
         let specs = vec![CacheSpec::Full { per_token: 4096.0 }; 32];
-        let p = KvPool::new(&specs, 32.0 * 4096.0 * 16.0 * 100.0, 16, 8192, 1);
+        let p = KvPool::new(&specs, 32.0 * 4096.0 * 16.0 * 100.0, 16, 8192, 1, 1.0);
         assert_eq!(p.num_blocks, 100);
         assert!((p.requests(1600.0, true) - 1.0).abs() < 1e-9);
         assert!(!p.hybrid);
@@ -462,10 +492,29 @@ mod tests {
             };
             18
         ]);
-        let p = KvPool::new(&specs, 18.0 * 2048.0 * 16.0 * 10_000.0, 16, 8192, 1);
+        let p = KvPool::new(&specs, 18.0 * 2048.0 * 16.0 * 10_000.0, 16, 8192, 1, 1.0);
         assert_eq!(p.num_blocks, 10_000);
         // 131072 tokens: full 8192 blocks; window min(127 + 8192, 131072) → 520 + 1.
         let need = 8192.0 + 521.0;
         assert!((p.requests(131_072.0, true) - 10_000.0 / need).abs() < 1e-9);
+    }
+
+    #[test]
+    fn dcp_shards_tokens_once_not_the_page_too() {
+        // 32 layers × 4,096 B per token per rank, block 16: 100 blocks of 2 MiB whatever
+        // the DCP. At dcp 2 a request of 3,200 tokens keeps 1,600 on each rank: 100 blocks,
+        // so the pool holds exactly one (it held two when the page was halved as well).
+        let specs = vec![CacheSpec::Full { per_token: 4096.0 }; 32];
+        let p = KvPool::new(&specs, 32.0 * 4096.0 * 16.0 * 100.0, 16, 8192, 2, 1.0);
+        assert_eq!(p.num_blocks, 100);
+        assert!((p.requests(3200.0, true) - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn mamba_groups_hold_three_blocks_per_request_with_prefix_caching() {
+        assert_eq!(state_blocks_per_request(true, 0, true), 3.0);
+        assert_eq!(state_blocks_per_request(true, 2, false), 4.0);
+        assert_eq!(state_blocks_per_request(false, 0, true), 1.0);
+        assert_eq!(state_blocks_per_request(false, 3, true), 4.0);
     }
 }

@@ -156,6 +156,25 @@ pub fn cuda_graph_captures(max_num_seqs: u64, mnbt: u64, architecture: Option<&s
     small + mid + big
 }
 
+/// Blocks each recurrent group holds per request on this scenario
+/// ([`kv_pool::state_blocks_per_request`]). Prefix caching is on unless turned off (vLLM
+/// 0.33's default), which puts a hybrid model's states in "align" mode. Mamba-2 layers
+/// always export a prefill checkpoint (`MambaMixer2.get_kv_cache_spec`); Gated DeltaNet
+/// layers only under FlashInfer's GDN prefill (`_resolve_gdn_prefill_backend`: Hopper, or
+/// Blackwell with 128-wide keys; [assumed: the CUDA 13 image 0.33 ships]).
+pub fn state_blocks(s: &Scenario) -> f64 {
+    let m = &s.model;
+    let align = s.engine.enable_prefix_caching != Some(false);
+    let k = s.engine.speculative.as_ref().map_or(0, |sp| sp.tokens);
+    let mamba = (0..m.layers).any(|x| m.layer(x).mixer == Mixer::Mamba);
+    let gdn_checkpoint = match s.topology.gpu.compute_capability() {
+        Some(cc) if (9.0..10.0).contains(&cc) => true,
+        Some(cc) if cc >= 10.0 => m.detail.linear.is_some_and(|la| la.key_dim == 128),
+        _ => false,
+    };
+    kv_pool::state_blocks_per_request(align, k, mamba || gdn_checkpoint)
+}
+
 pub fn memory(s: &Scenario) -> MemoryReport {
     let m = &s.model;
     let e = &s.engine;
@@ -224,6 +243,7 @@ pub fn memory(s: &Scenario) -> MemoryReport {
             e.block_size,
             e.max_num_batched_tokens,
             l.dcp,
+            state_blocks(s),
         );
         stages.push(StageMemory {
             stage: i as u64,

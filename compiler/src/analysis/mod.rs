@@ -30,6 +30,7 @@ pub mod weights;
 use crate::diagnostics::{Code, Diagnostic, Severity};
 use crate::program::{Body, DefId, FieldValue, LayoutSpec, Pool, PoolLayouts, Program, Value};
 use crate::span::FileSpan;
+pub use deployable::pools_cannot_pair;
 use memory::MemoryReport;
 use perf::{Prediction, FITTED};
 use rules::{Anchor, Finding, SloResult, SloTarget};
@@ -135,30 +136,6 @@ pub fn analyze_pool(s: &Scenario, part: &PoolPart, slo: &[SloTarget]) -> Analysi
         slo_break_concurrency: None,
         findings,
     }
-}
-
-/// E0410: what vLLM's NIXL connector cannot transfer between the pools: a model with
-/// recurrent (Mamba, linear-attention) layers between engines of different TP (vLLM's
-/// compatibility matrix: heterogeneous TP for hybrid SSM models is work in progress).
-fn pools_cannot_pair(ps: &Scenario, ds: &Scenario) -> Option<Finding> {
-    let m = &ds.model;
-    let recurrent = (0..m.layers).any(|l| m.layer(l).mixer.is_recurrent());
-    if !recurrent || ps.layout.tp == ds.layout.tp {
-        return None;
-    }
-    Some(Finding::new(
-        Code::PoolsCannotPair,
-        Anchor::Layout,
-        format!(
-            "the prefill pool runs tp {} and the decode pool tp {}, and the model keeps recurrent states (Mamba or linear attention): vLLM's NIXL connector does not transfer those between engines of different TP",
-            ps.layout.tp, ds.layout.tp
-        ),
-        "heterogeneous TP for a hybrid model",
-        Some(format!(
-            "give both pools the same tp (e.g. `tp {}` on each), or serve the model aggregated",
-            ps.layout.tp.max(ds.layout.tp)
-        )),
-    ))
 }
 
 /// W0407: moving a prompt's KV cache from the prefill pool to the decode pool takes

@@ -81,6 +81,29 @@ impl GpuSpec {
     pub fn is_large_for_vllm(&self) -> bool {
         self.memory >= 70.0 * GIB && self.architecture.as_deref() != Some("ampere")
     }
+
+    /// The CUDA compute capability vLLM compares with a quantization method's minimum
+    /// (`VllmConfig._get_quantization_config`), as NVIDIA publishes it per generation
+    /// (developer.nvidia.com/cuda-gpus): the generation's lowest part, which decides every
+    /// threshold vLLM 0.33 uses (6.0, 7.0, 7.5, 8.0, 8.9, 9.0, 10.0; ampere's 8.6 parts and
+    /// B300's 10.3 cross none of them). `None` for AMD and for a GPU without `architecture`.
+    pub fn compute_capability(&self) -> Option<f64> {
+        compute_capability(self.architecture.as_deref()?)
+    }
+}
+
+/// [`GpuSpec::compute_capability`] of a catalog `architecture`.
+pub fn compute_capability(architecture: &str) -> Option<f64> {
+    Some(match architecture {
+        "volta" => 7.0,
+        "turing" => 7.5,
+        "ampere" => 8.0,
+        "ada" => 8.9,
+        "hopper" => 9.0,
+        "blackwell" => 10.0,
+        "blackwell_rtx" => 12.0,
+        _ => return None,
+    })
 }
 
 pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;

@@ -93,6 +93,7 @@ codes! {
     ClusterOversubscribed = "E0408", Error, "deployments oversubscribe the cluster";
     NodeGroupNotInCluster = "E0409", Error, "node group not in the cluster";
     PoolsCannotPair = "E0410", Error, "disaggregated pools the KV connector cannot pair";
+    WidthNotDivisible = "E0411", Error, "an MLP or expert width TP cannot split";
 
     DoesNotFit = "E0501", Error, "model does not fit in GPU memory";
     RequestDoesNotFit = "E0502", Error, "one request of max_model_len does not fit the KV cache";
@@ -100,6 +101,7 @@ codes! {
     BatchBelowSeqs = "E0504", Error, "max_num_batched_tokens below max_num_seqs";
     RequestTooLong = "E0505", Error, "the workload's requests exceed max_model_len";
     DeepEpBuffersDoNotFit = "E0506", Error, "DeepEP's buffers do not fit beside the model";
+    SeqsAboveMambaBlocks = "E0507", Error, "max_num_seqs above the Mamba cache blocks";
 
     SloInfeasible = "E0601", Error, "SLO cannot be met";
     Overloaded = "E0602", Error, "the declared load exceeds what the layout serves";
@@ -107,6 +109,7 @@ codes! {
     NoLayout = "E0701", Error, "no layout to compile";
 
     UnsupportedLaunch = "E0801", Error, "deployment cannot be launched by the target";
+    FormatNeedsNewerGpu = "E0802", Error, "weight format this GPU or dtype cannot run";
 
     UnsupportedConfig = "E0901", Error, "Hugging Face config cannot be mapped";
 

@@ -84,6 +84,9 @@ pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, B
         kubernetes: kubernetes_plan(p, d, ds.group, planned.analysis, s, &shape),
         comm: super::comm::comm_plan(ds, planned.analysis),
     };
+    if plan.disaggregated.is_some() {
+        conv_state_layout_for_nixl(&s.model, &mut plan.engine.env);
+    }
     if !planned.slots.is_empty() {
         place_on_cluster(&mut plan, planned.slots, &ds.group_node);
     }
@@ -245,6 +248,20 @@ fn gpu_plan(
         product_labels,
         resource: if amd { "amd.com/gpu" } else { "nvidia.com/gpu" }.to_string(),
         memory_bytes: t.gpu.memory as u64,
+    }
+}
+
+/// The variable NixlConnector needs to move a hybrid model's recurrent states between the
+/// pools: `VLLM_SSM_CONV_STATE_LAYOUT=DS` on both (`NixlBaseConnectorWorker.__init__`
+/// asserts "3-read Mamba conv transfer requires DS conv state layout"; docs/vllm-rules.md
+/// row 64). Added to each pool's environment unless the user set the variable.
+pub const SSM_CONV_STATE_LAYOUT: (&str, &str) = ("VLLM_SSM_CONV_STATE_LAYOUT", "DS");
+
+fn conv_state_layout_for_nixl(m: &crate::program::Model, env: &mut Vec<(String, String)>) {
+    let recurrent = (0..m.layers).any(|l| m.layer(l).mixer.is_recurrent());
+    let (name, value) = SSM_CONV_STATE_LAYOUT;
+    if recurrent && !env.iter().any(|(k, _)| k == name) {
+        env.push((name.to_string(), value.to_string()));
     }
 }
 

@@ -68,6 +68,16 @@ pub fn disaggregated_family(base: &Scenario, slo: &[SloTarget]) -> Vec<DisaggCan
     let mut out = Vec::new();
     for &tp_p in &tps {
         for &tp_d in &tps {
+            // What a written split gets as E0410 (a hybrid model's heterogeneous TP)
+            // makes no candidate.
+            let with = |tp: u64| {
+                let mut one = base.clone();
+                one.layout = engine(tp);
+                one
+            };
+            if crate::analysis::pools_cannot_pair(&with(tp_p), &with(tp_d)).is_some() {
+                continue;
+            }
             for x in 1..=MAX_POOL_REPLICAS {
                 for y in 1..=MAX_POOL_REPLICAS {
                     let split = PoolSplit {

@@ -192,27 +192,17 @@ pub struct SearchSpace {
     pub kv_cache: Vec<String>,
 }
 
-/// The TP sizes the planner considers: powers of two dividing the attention heads, up to
-/// twice the scale-up domain (one TP group may not span more) and the cluster's GPUs.
+/// The TP sizes the planner considers: powers of two vLLM can split the model over (the
+/// checker's own rule, `rules::valid_tp_sizes`: query and KV heads, linear-attention and
+/// Mamba heads, MLP widths), up to twice the scale-up domain (one TP group may not span
+/// more) and the cluster's GPUs.
 fn tp_sizes(s: &Scenario) -> Vec<u64> {
     let t = &s.topology;
     let tp_max = t
         .total_gpus()
         .max(1)
         .min(t.scale_up_domain.max(t.gpus_per_node) * 2);
-    powers_of_two_dividing(s.model.heads, tp_max)
-}
-
-fn powers_of_two_dividing(n: u64, max: u64) -> Vec<u64> {
-    let mut v = Vec::new();
-    let mut t = 1;
-    while t <= max {
-        if n.is_multiple_of(t) {
-            v.push(t);
-        }
-        t *= 2;
-    }
-    v
+    crate::analysis::rules::valid_tp_sizes(&s.model, tp_max)
 }
 
 fn evaluate(

@@ -142,8 +142,42 @@ pub fn memory_rules(s: &Scenario, mem: &MemoryReport) -> Vec<Finding> {
             "vLLM refuses to start",
             Some(format!("{}\n{}", breakdown(mem), what_would_fit(s))),
         ));
+    } else if let Some(f) = mamba_blocks_below_max_num_seqs(s, mem) {
+        out.push(f);
     }
     out
+}
+
+/// E0507: a model with Mamba or linear-attention layers captures full CUDA graphs for
+/// decode (vLLM's default mode), each decode sequence needs one Mamba cache block, and the
+/// pool has fewer blocks than `max_num_seqs`
+/// (`CompilationConfig.resolve_cudagraph_mode_and_sizes`).
+fn mamba_blocks_below_max_num_seqs(s: &Scenario, mem: &MemoryReport) -> Option<Finding> {
+    use super::super::scenario::CudaGraphMode;
+    let m = &s.model;
+    let e = &s.engine;
+    let full_graphs = e.graphs()
+        && matches!(
+            e.cudagraph_mode,
+            CudaGraphMode::FullAndPiecewise | CudaGraphMode::FullDecodeOnly
+        );
+    let recurrent = (0..m.layers).any(|l| m.layer(l).mixer.is_recurrent());
+    let blocks = mem.stages.iter().map(|st| st.num_blocks).min()?;
+    if !(full_graphs && recurrent && e.max_num_seqs > blocks) {
+        return None;
+    }
+    Some(Finding::new(
+        Code::SeqsAboveMambaBlocks,
+        Anchor::Engine("max_num_seqs"),
+        format!(
+            "max_num_seqs ({}) exceeds available Mamba cache blocks ({blocks}). Each decode sequence requires one Mamba cache block, so CUDA graph capture cannot proceed.",
+            e.max_num_seqs
+        ),
+        "vLLM refuses to start",
+        Some(format!(
+            "lower max_num_seqs to at most {blocks}, give the KV cache more memory (gpu_memory_utilization, more TP), or write `cudagraph_mode = piecewise`"
+        )),
+    ))
 }
 
 /// E0506: DeepEP's buffers, sized from the token budget, leave no room for the KV cache

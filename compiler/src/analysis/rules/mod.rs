@@ -16,9 +16,11 @@ use crate::units::fmt_bytes;
 use serde::Serialize;
 
 mod memory_rules;
+mod shape;
 mod slo;
 mod structural;
 pub use memory_rules::memory_rules;
+pub use shape::{dcp_refusal, moe_refusal, tp_refusal, valid_tp_sizes};
 pub use slo::{fmt_metric, perf_rules, perf_rules_at, predicted};
 pub use structural::structural;
 
@@ -114,10 +116,4 @@ pub fn gpus_for_replicas(s: &Scenario, replica_gpus: u64, dp: u64) -> String {
             String::new()
         }
     )
-}
-
-fn valid_tp_sizes(heads: u64, max: u64) -> Vec<u64> {
-    (1..=max.max(1))
-        .filter(|t| heads.is_multiple_of(*t) && t.is_power_of_two())
-        .collect()
 }

@@ -13,9 +13,10 @@ const SLOW_EP_FABRIC_BYTES_PER_GPU: f64 = 25e9;
 pub fn structural(s: &Scenario) -> Vec<Finding> {
     let mut out = Vec::new();
     engine_options_the_model_or_workload_cannot_use(s, &mut out);
+    formats_against_the_gpu(s, &mut out);
     layout_against_the_model(s, &mut out);
     layout_against_the_cluster(s, &mut out);
-    decode_context_parallel(s, &mut out);
+    super::shape::decode_context_parallel(s, &mut out);
     tp_links(s, &mut out);
     moe_token_exchange(s, &mut out);
     lengths_and_batch(s, &mut out);
@@ -41,6 +42,26 @@ fn engine_options_the_model_or_workload_cannot_use(s: &Scenario, out: &mut Vec<F
         }
     }
     if let Some(sp) = &s.engine.speculative {
+        let n_predict = m.detail.mtp_layers;
+        if sp.method == "mtp"
+            && n_predict > 0
+            && sp.tokens > n_predict
+            && !sp.tokens.is_multiple_of(n_predict)
+        {
+            // `SpeculativeConfig.__post_init__`: the MTP modules are reused in turn.
+            out.push(Finding::new(
+                Code::SpecMethodUnavailable,
+                Anchor::Engine("speculative"),
+                format!(
+                    "num_speculative_tokens:{} must be divisible by n_predict={n_predict}: vLLM drafts with the checkpoint's {n_predict} MTP layers in turn",
+                    sp.tokens
+                ),
+                "MTP layers reused unevenly",
+                Some(format!(
+                    "draft at most {n_predict} tokens, or a multiple of {n_predict}"
+                )),
+            ));
+        }
         if sp.method == "mtp" && m.detail.mtp_layers == 0 {
             out.push(Finding::new(
                 Code::SpecMethodUnavailable,
@@ -67,22 +88,82 @@ fn engine_options_the_model_or_workload_cannot_use(s: &Scenario, out: &mut Vec<F
     }
 }
 
-/// vLLM's startup checks of the layout against the model: heads divisible by TP, no more
-/// stages than layers, EP only with experts and no wider than them.
+/// The lowest compute capability vLLM 0.33 serves a weight format on: each method's
+/// `get_min_capability()` as dic launches it — `fp8` (`Fp8Config`, also for
+/// `--quantization fp8` on the fly) 7.5, `mxfp4` (`Mxfp4Config`) 8.0, `nvfp4`
+/// (`ModelOptNvFp4Config`) 7.5, `awq` (`AWQConfig`) 7.5, `gptq` (`GPTQConfig`) 6.0,
+/// `int4`/`int8` (`CompressedTensorsConfig`, `MoeWNA16Config`) 7.0. ModelOpt's FP8 checkpoints
+/// ask 8.0; dic cannot tell them from other FP8 ones, so it applies the lower bound.
+pub fn min_compute_capability(format: &str) -> Option<f64> {
+    Some(match format {
+        "fp8" | "nvfp4" | "awq" => 7.5,
+        "mxfp4" => 8.0,
+        "gptq" => 6.0,
+        "int4" | "int8" => 7.0,
+        _ => return None,
+    })
+}
+
+/// E0802: a weight format whose quantization method needs a newer GPU
+/// (`VllmConfig._get_quantization_config`: "The quantization method … is not supported for
+/// the current GPU. Minimum capability: …").
+fn formats_against_the_gpu(s: &Scenario, out: &mut Vec<Finding>) {
+    use crate::program::Component;
+    let m = &s.model;
+    let gpu = &s.topology.gpu;
+    let Some(cc) = gpu.compute_capability() else {
+        return;
+    };
+    let too_new = [Component::Mixer, Component::Experts, Component::Mlp]
+        .iter()
+        .map(|c| m.format_of(*c, None))
+        .filter(|f| *f != m.dtype)
+        .find_map(|f| {
+            min_compute_capability(f)
+                .filter(|min| cc < *min)
+                .map(|min| (f, min))
+        });
+    // `get_supported_act_dtypes()`: MXFP4 (`Mxfp4Config`) runs only with BF16 activations;
+    // dic writes no `--dtype`, so vLLM uses the checkpoint's.
+    let mxfp4 = [Component::Mixer, Component::Experts, Component::Mlp]
+        .iter()
+        .any(|c| m.format_of(*c, None) == "mxfp4");
+    if too_new.is_none() && mxfp4 && m.dtype != "bf16" {
+        out.push(Finding::new(
+            Code::FormatNeedsNewerGpu,
+            Anchor::Model,
+            format!(
+                "{} activations are not supported for quantization method mxfp4. Supported dtypes: [bfloat16]",
+                m.dtype
+            ),
+            "vLLM refuses this checkpoint's dtype",
+            Some("serve the MXFP4 checkpoint with `dtype = bf16` (its published dtype)".into()),
+        ));
+    }
+    if let Some((format, min)) = too_new {
+        out.push(Finding::new(
+            Code::FormatNeedsNewerGpu,
+            Anchor::Model,
+            format!(
+                "The quantization method for `{format}` weights is not supported for the current GPU. Minimum capability: {:.0}. Current capability: {:.0} ({}).",
+                min * 10.0,
+                cc * 10.0,
+                gpu.name
+            ),
+            "vLLM refuses this checkpoint on this GPU",
+            Some(format!(
+                "serve it on a GPU of compute capability {min:.1} or newer, or serve a checkpoint in another format"
+            )),
+        ));
+    }
+}
+
+/// vLLM's startup checks of the layout against the model: every sliced dimension divisible
+/// by TP (`shape`), no more stages than layers, EP only with experts and no wider than them.
 fn layout_against_the_model(s: &Scenario, out: &mut Vec<Finding>) {
     let m = &s.model;
     let l = &s.layout;
-    let t = &s.topology;
-    if !m.heads.is_multiple_of(l.tp.max(1)) {
-        let valid = valid_tp_sizes(m.heads, l.tp.max(t.gpus_per_node) * 2);
-        out.push(Finding::new(
-            Code::HeadsNotDivisible,
-            Anchor::Layout,
-            format!("Total number of attention heads ({}) must be divisible by tensor parallel size ({})", m.heads, l.tp),
-            "vLLM refuses this TP size",
-            Some(format!("use tp {}", valid.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", tp "))),
-        ));
-    }
+    super::shape::shape_against_the_layout(s, out);
     if l.pp > m.layers {
         out.push(Finding::new(
             Code::TooManyStages,
@@ -172,32 +253,6 @@ fn layout_against_the_cluster(s: &Scenario, out: &mut Vec<Finding>) {
             "vLLM requires (dp × pp × tp) % nnodes == 0",
             Some(format!("use a multiple of {per_node} GPUs")),
         ));
-    }
-}
-
-/// Decode context parallelism: DCP must divide TP and, for GQA/MQA, TP must exceed the
-/// KV heads.
-fn decode_context_parallel(s: &Scenario, out: &mut Vec<Finding>) {
-    let m = &s.model;
-    let l = &s.layout;
-    if l.dcp > 1 {
-        if !l.tp.is_multiple_of(l.dcp) {
-            out.push(Finding::new(
-                Code::InvalidDcp,
-                Anchor::Layout,
-                format!("tp_size={} must be divisible by dcp_size={}.", l.tp, l.dcp),
-                "vLLM's rule",
-                Some("choose dcp dividing tp".into()),
-            ));
-        } else if m.attention != crate::program::Attention::Mla && l.tp <= m.kv_heads {
-            out.push(Finding::new(
-                Code::InvalidDcp,
-                Anchor::Layout,
-                format!("Decode context parallelism for GQA/MQA requires --tensor-parallel-size ({}) to be greater than the model's total number of KV heads ({})", l.tp, m.kv_heads),
-                "DCP shards KV heads that TP already split",
-                Some(format!("use tp > {} or drop dcp", m.kv_heads)),
-            ));
-        }
     }
 }
 
@@ -348,6 +403,20 @@ fn lengths_and_batch(s: &Scenario, out: &mut Vec<Finding>) {
             ));
         }
     }
+    let lookahead = s.engine.speculative.as_ref().map_or(0, |sp| sp.tokens);
+    if lookahead > 0 && s.engine.max_num_batched_tokens <= lookahead {
+        // `VllmConfig._set_max_num_scheduled_tokens`.
+        out.push(Finding::new(
+            Code::BatchBelowSeqs,
+            Anchor::Engine("max_num_batched_tokens"),
+            format!(
+                "VllmConfig does not have enough slots to schedule a token and support the speculative decoding settings: max_num_batched_tokens ({}) must exceed the {lookahead} speculative tokens",
+                s.engine.max_num_batched_tokens
+            ),
+            "vLLM's scheduler check",
+            Some(format!("raise max_num_batched_tokens above {lookahead}")),
+        ));
+    }
     if s.engine.max_num_batched_tokens < s.engine.max_num_seqs {
         out.push(Finding::new(
             Code::BatchBelowSeqs,
@@ -365,6 +434,19 @@ fn lengths_and_batch(s: &Scenario, out: &mut Vec<Finding>) {
     }
 }
 
+/// `l`, without its decode context parallelism when vLLM would refuse it at `l`'s TP
+/// (`shape::dcp_refusal`), so a help never proposes a layout E0407 refuses.
+fn keep_dcp_if_valid(
+    m: &crate::program::Model,
+    l: crate::program::Layout,
+) -> crate::program::Layout {
+    if super::shape::dcp_refusal(m, &l).is_some() {
+        crate::program::Layout { dcp: 1, ..l }
+    } else {
+        l
+    }
+}
+
 /// E0401's remedy in the escalation order, on the same GPUs: the smallest TP that divides
 /// the NVLink domain and the heads and fits in memory, the rest as DP replicas; or, when
 /// no such TP fits, the largest such TP with pipeline stages across the domains.
@@ -375,7 +457,10 @@ fn tp_inside_the_domain(s: &Scenario, domain: u64) -> String {
     let valid: Vec<u64> = (0..=16)
         .map(|k| 1u64 << k)
         .filter(|t| {
-            *t <= l.tp && *t <= domain && domain.is_multiple_of(*t) && m.heads.is_multiple_of(*t)
+            *t <= l.tp
+                && *t <= domain
+                && domain.is_multiple_of(*t)
+                && super::shape::tp_refusal(m, *t).is_none()
         })
         .collect();
     // A group that only straddles a domain boundary (tp ≤ domain): the nearest TP that
@@ -392,7 +477,7 @@ fn tp_inside_the_domain(s: &Scenario, domain: u64) -> String {
             continue;
         }
         let mut q = s.clone();
-        q.layout = crate::program::Layout { tp: t, dp, ..l };
+        q.layout = keep_dcp_if_valid(m, crate::program::Layout { tp: t, dp, ..l });
         if super::memory_rules::fits(&q) {
             return if l.tp <= domain {
                 format!(
@@ -412,7 +497,7 @@ fn tp_inside_the_domain(s: &Scenario, domain: u64) -> String {
             let pp = (l.tp * l.pp.max(1)).div_ceil(t);
             format!(
                 "keep TP inside the domain and cross domains with pipeline stages: `{}`",
-                crate::program::Layout { tp: t, pp, ..l }
+                keep_dcp_if_valid(m, crate::program::Layout { tp: t, pp, ..l })
             )
         }
         None => "keep each TP group inside one node".into(),

@@ -1,0 +1,404 @@
+//! vLLM 0.33's start-up checks of the model's shape against the layout: every dimension a
+//! tensor-parallel rank takes an even slice of (query heads, KV heads, the linear-attention
+//! and Mamba-2 heads, the MLP and expert widths) and decode context parallelism's limits.
+//! One function per question, so the checker (E0402, E0407, E0411), the planner's TP
+//! sizes and every help that proposes a TP read the same rule (docs/vllm-rules.md rows
+//! 1-6, 13-18).
+
+use super::*;
+use crate::layers::{Ffn, Mixer};
+use crate::program::{Attention, Layout, Model};
+
+/// Why vLLM cannot split model `m` over `tp` tensor-parallel ranks: the code and vLLM's
+/// condition, or `None` when every sliced dimension divides.
+pub fn tp_refusal(m: &Model, tp: u64) -> Option<(Code, String)> {
+    let tp = tp.max(1);
+    if tp == 1 {
+        return None;
+    }
+    let heads = |what: String| Some((Code::HeadsNotDivisible, what));
+    // `ModelConfig.verify_with_parallel_config`.
+    if !m.heads.is_multiple_of(tp) {
+        return heads(format!(
+            "Total number of attention heads ({}) must be divisible by tensor parallel size ({tp})",
+            m.heads
+        ));
+    }
+    let kinds = |pred: fn(Mixer) -> bool| (0..m.layers).any(|l| pred(m.layer(l).mixer));
+    // `QKVParallelLinear.__init__`: `divide(tp, kv_heads)` when tp ≥ kv_heads (each KV head
+    // replicated on tp / kv_heads ranks), else `divide(kv_heads, tp)`. MLA has one latent.
+    if m.attention != Attention::Mla {
+        let mut kv = Vec::new();
+        if kinds(|x| x == Mixer::Full) {
+            kv.push(("KV heads", m.kv_heads));
+        }
+        if kinds(|x| x == Mixer::Sliding) {
+            let sliding = m.detail.sliding_kv_heads;
+            kv.push((
+                "sliding-window KV heads",
+                if sliding > 0 { sliding } else { m.kv_heads },
+            ));
+        }
+        for (what, n) in kv {
+            let n = n.max(1);
+            let ok = if tp >= n {
+                tp.is_multiple_of(n)
+            } else {
+                n.is_multiple_of(tp)
+            };
+            if !ok {
+                return heads(format!(
+                    "tensor parallel size ({tp}) and the model's {n} {what} must divide one another: vLLM splits the KV heads over the TP ranks, or replicates each on tp / {n} of them (QKVParallelLinear)"
+                ));
+            }
+        }
+    }
+    // `QwenGatedDeltaNetAttention.__init__`: `divide(num_v_heads, tp)`, and each rank
+    // reshapes its projections into `num_k_heads // tp` key heads.
+    if let Some(la) = m.detail.linear.filter(|_| kinds(|x| x == Mixer::Linear)) {
+        for (what, n) in [("key", la.key_heads), ("value", la.value_heads)] {
+            if !n.is_multiple_of(tp) {
+                return heads(format!(
+                    "the linear-attention layers' {n} {what} heads are not divisible by tensor parallel size ({tp}) (Gated DeltaNet splits them over the TP ranks)"
+                ));
+            }
+        }
+    }
+    // `MambaMixer2.__init__`.
+    if let Some(mb) = m.detail.mamba.filter(|_| kinds(|x| x == Mixer::Mamba)) {
+        if !mb.heads.is_multiple_of(tp) {
+            return heads(format!(
+                "Tensor parallel world size must divide num heads: the Mamba-2 layers have {} heads, tp is {tp}",
+                mb.heads
+            ));
+        }
+        if !mb.groups.is_multiple_of(tp) && mb.groups != 1 {
+            return heads(format!(
+                "If tensor parallel world size does not divide num_groups, then num_groups must equal 1: the Mamba-2 layers have {} groups, tp is {tp}",
+                mb.groups
+            ));
+        }
+    }
+    if let Some(why) = quant_groups_refusal(m, tp) {
+        return Some((Code::WidthNotDivisible, why));
+    }
+    // `MergedColumnParallelLinear.__init__`: the gate/up outputs of every dense MLP (and
+    // of the shared experts, which run as a dense MLP over TP) split evenly.
+    let dense = kinds_ffn(m, Ffn::Dense);
+    let shared = if m.detail.shared_expert_intermediate > 0 {
+        m.detail.shared_expert_intermediate
+    } else {
+        m.moe_intermediate
+    } * m.shared_experts;
+    for (what, width, present) in [
+        ("MLP intermediate size", m.intermediate, dense),
+        (
+            "shared experts' intermediate size",
+            shared,
+            m.shared_experts > 0,
+        ),
+    ] {
+        if present && width > 0 && !width.is_multiple_of(tp) {
+            return Some((
+                Code::WidthNotDivisible,
+                format!("the {what} ({width}) is not divisible by tensor parallel size ({tp}) (MergedColumnParallelLinear)"),
+            ));
+        }
+    }
+    None
+}
+
+/// `verify_group_size_divides_partition` (`marlin_utils.check_marlin_supports_shape`,
+/// `CompressedTensorsWNA16`): a row-parallel layer of a group-quantized checkpoint (AWQ,
+/// GPTQ, INT4) holds whole quantization groups on each rank — the attention output
+/// projection's `heads × head_dim / tp` inputs and the MLP down projection's
+/// `intermediate / tp`. The group is the model's `quant_group`, else 128 (the formats'
+/// usual size, as the weights count it).
+fn quant_groups_refusal(m: &Model, tp: u64) -> Option<String> {
+    use crate::program::Component;
+    let grouped = |c: Component| matches!(m.format_of(c, None), "awq" | "gptq" | "int4");
+    let group = if m.detail.quant_group > 0 {
+        m.detail.quant_group
+    } else {
+        128
+    };
+    let attention = m.attention != Attention::Mla
+        && (0..m.layers).any(|l| matches!(m.layer(l).mixer, Mixer::Full | Mixer::Sliding));
+    let inputs = [
+        (
+            "attention output projection",
+            m.heads * m.head_dim,
+            grouped(Component::Mixer) && attention,
+        ),
+        (
+            "MLP down projection",
+            m.intermediate,
+            grouped(Component::Mlp) && kinds_ffn(m, Ffn::Dense),
+        ),
+    ];
+    inputs
+        .into_iter()
+        .filter(|(_, input, present)| *present && group < *input)
+        .find(|(_, input, _)| !(input / tp).is_multiple_of(group) || !input.is_multiple_of(tp))
+        .map(|(what, input, _)| {
+            format!(
+                "Weight input_size_per_partition={} of the {what} is not divisible by group_size={group}: tp {tp} splits its {input} inputs into shards that are not a whole number of quantization groups",
+                input / tp
+            )
+        })
+}
+
+fn kinds_ffn(m: &Model, ffn: Ffn) -> bool {
+    (0..m.layers).any(|l| m.layer(l).ffn == ffn)
+}
+
+/// The ranks each expert's width is split over (`FusedMoEParallelConfig.make`): with
+/// expert parallelism whole experts (1), else the TP group flattened across DP and PCP.
+pub fn moe_tp(l: &Layout) -> u64 {
+    if l.ep && l.tp.max(1) * l.dp.max(1) * l.pcp.max(1) > 1 {
+        1
+    } else {
+        l.tp.max(1) * l.dp.max(1) * l.pcp.max(1)
+    }
+}
+
+/// `FusedMoEConfig.__post_init__`: `assert intermediate_size % moe_tp == 0`. A dense
+/// model's DP replicas are separate engines, so only a MoE model's DP counts.
+pub fn moe_refusal(m: &Model, l: &Layout) -> Option<String> {
+    if !m.is_moe() {
+        return None;
+    }
+    let tp = moe_tp(l);
+    (m.moe_intermediate > 0 && !m.moe_intermediate.is_multiple_of(tp)).then(|| {
+        format!(
+            "the experts' intermediate size ({}) is not divisible by the {tp} ranks that split each expert (tp × dp{} without `ep`; FusedMoEConfig asserts it)",
+            m.moe_intermediate,
+            if l.pcp > 1 { " × pcp" } else { "" }
+        )
+    })
+}
+
+/// The TP sizes to propose: powers of two up to `max` that vLLM can split the model over.
+pub fn valid_tp_sizes(m: &Model, max: u64) -> Vec<u64> {
+    (0..=16)
+        .map(|k| 1u64 << k)
+        .take_while(|t| *t <= max.max(1))
+        .filter(|t| tp_refusal(m, *t).is_none())
+        .collect()
+}
+
+/// E0402/E0411: the layout's TP (and the experts' TP) against the model's dimensions.
+pub(super) fn shape_against_the_layout(s: &Scenario, out: &mut Vec<Finding>) {
+    let m = &s.model;
+    let l = &s.layout;
+    if let Some((code, message)) = tp_refusal(m, l.tp) {
+        let max = l.tp.max(s.topology.gpus_per_node) * 2;
+        let valid = valid_tp_sizes(m, max);
+        out.push(Finding::new(
+            code,
+            Anchor::Layout,
+            message,
+            "vLLM refuses this TP size",
+            Some(if valid.is_empty() {
+                format!("no TP size up to {max} splits this model; use tp 1")
+            } else {
+                format!(
+                    "use tp {}",
+                    valid
+                        .iter()
+                        .map(|v| v.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", tp ")
+                )
+            }),
+        ));
+    }
+    if let Some(message) = moe_refusal(m, l) {
+        out.push(Finding::new(
+            Code::WidthNotDivisible,
+            Anchor::Layout,
+            message,
+            "vLLM refuses this split of the experts",
+            Some("add `ep` (whole experts per rank), or choose tp × dp dividing the experts' intermediate size".into()),
+        ));
+    }
+}
+
+/// Why vLLM refuses decode context parallelism `dcp` on this layout, or `None`
+/// (`ParallelConfig._validate_parallel_config`, `ModelConfig.verify_with_parallel_config`,
+/// `SlidingWindowSpec.max_memory_usage_bytes`).
+pub fn dcp_refusal(m: &Model, l: &Layout) -> Option<(String, String)> {
+    let (tp, dcp, pcp) = (l.tp.max(1), l.dcp.max(1), l.pcp.max(1));
+    if dcp == 1 {
+        return None;
+    }
+    if pcp > 1 {
+        if dcp != pcp && dcp != tp * pcp {
+            return Some((
+                format!("When PCP is enabled, DCP must be disabled, span the PCP axis, or span the full TP x PCP axis: dcp {dcp} with tp {tp} × pcp {pcp}"),
+                format!("use dcp {pcp} or dcp {}, or drop dcp", tp * pcp),
+            ));
+        }
+    } else if !tp.is_multiple_of(dcp) {
+        return Some((
+            format!("tp_size={tp} must be divisible by dcp_size={dcp}."),
+            "choose dcp dividing tp".into(),
+        ));
+    }
+    if m.attention != Attention::Mla {
+        let kv = m.kv_heads.max(1);
+        if tp <= kv {
+            return Some((
+                format!("Decode context parallelism for GQA/MQA requires --tensor-parallel-size ({tp}) to be greater than the model's total number of KV heads ({kv})"),
+                format!("use tp > {kv} or drop dcp"),
+            ));
+        }
+        let max = tp / kv;
+        if dcp > max {
+            return Some((
+                format!("`--decode-context-parallel-size` ({dcp}) exceeds the maximum supported value ({max}) for `--tensor-parallel-size` ({tp}) and {kv} model KV heads."),
+                format!("use dcp ≤ tp / kv_heads = {max}, or raise tp"),
+            ));
+        }
+        let q_per_kv = m.heads / kv;
+        if !q_per_kv.is_multiple_of(dcp) {
+            return Some((
+                format!("The model's number of query heads per KV head ({q_per_kv}) must be divisible by `--decode-context-parallel-size` ({dcp}) for GQA/MQA."),
+                "choose a dcp dividing the query heads per KV head".into(),
+            ));
+        }
+    }
+    if (0..m.layers).any(|x| m.layer(x).mixer == Mixer::Sliding) {
+        return Some((
+            "DCP not support sliding window: the model's sliding-window layers cannot shard their KV cache over DCP ranks".into(),
+            "drop dcp for this model".into(),
+        ));
+    }
+    None
+}
+
+/// E0407: decode context parallelism vLLM refuses.
+pub(super) fn decode_context_parallel(s: &Scenario, out: &mut Vec<Finding>) {
+    if let Some((message, help)) = dcp_refusal(&s.model, &s.layout) {
+        out.push(Finding::new(
+            Code::InvalidDcp,
+            Anchor::Layout,
+            message,
+            "vLLM refuses this decode context parallelism",
+            Some(help),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::catalog;
+
+    fn model(name: &str) -> Model {
+        catalog::model(name).unwrap_or_else(|| panic!("{name} in the stdlib"))
+    }
+
+    #[test]
+    fn tp_must_divide_the_kv_heads_or_be_a_multiple_of_them() {
+        // Qwen3.5-27B: 24 query heads, 4 KV heads, 16/48 linear key/value heads.
+        let q = model("qwen3_5_27b");
+        assert!(tp_refusal(&q, 2).is_none());
+        assert!(tp_refusal(&q, 4).is_none());
+        assert!(tp_refusal(&q, 8).is_none());
+        // tp 6 ≥ 4 KV heads but 6 % 4 ≠ 0; tp 3 < 4 and 4 % 3 ≠ 0.
+        let (code, why) = tp_refusal(&q, 6).unwrap();
+        assert_eq!(code, Code::HeadsNotDivisible);
+        assert!(why.contains("4 KV heads"), "{why}");
+        assert!(tp_refusal(&q, 3).unwrap().1.contains("KV heads"));
+        assert_eq!(valid_tp_sizes(&q, 16), vec![1, 2, 4, 8]);
+    }
+
+    #[test]
+    fn linear_and_mamba_heads_split_over_tp() {
+        // Query and KV heads that split over tp 16, 16 linear key heads that do, 40 value
+        // heads that do not.
+        let mut q = model("qwen3_5_27b");
+        q.heads = 32;
+        q.kv_heads = 16;
+        q.detail.linear.as_mut().unwrap().value_heads = 40;
+        let why = tp_refusal(&q, 16).unwrap().1;
+        assert!(why.contains("40 value heads"), "{why}");
+        // Nemotron 3 Nano: 64 Mamba heads, 8 groups, 2 KV heads.
+        let n = model("nemotron_3_nano");
+        assert!(tp_refusal(&n, 8).is_none());
+        let mut n16 = n.clone();
+        n16.heads = 64;
+        let why = tp_refusal(&n16, 16).unwrap().1;
+        assert!(why.contains("num_groups"), "{why}");
+    }
+
+    #[test]
+    fn group_quantized_shards_hold_whole_groups() {
+        // Llama 3.1 8B as AWQ (group 128): intermediate 14,336 = 112 × 128. tp 4 gives
+        // 3,584 = 28 groups; tp 8 1,792 = 14 groups. A group of 1,024: tp 8's 1,792 inputs
+        // are not whole groups, tp 2's 7,168 are (and the 4,096-wide attention output's 2,048).
+        let mut m = model("llama_3_1_8b");
+        m.weights = "awq".into();
+        m.prequantized = true;
+        assert!(tp_refusal(&m, 8).is_none());
+        m.detail.quant_group = 1024;
+        let (code, why) = tp_refusal(&m, 8).unwrap();
+        assert_eq!(code, Code::WidthNotDivisible);
+        assert!(why.contains("group_size=1024"), "{why}");
+        assert!(tp_refusal(&m, 2).is_none());
+    }
+
+    #[test]
+    fn expert_width_splits_over_tp_times_dp_without_ep() {
+        let mut m = model("qwen3_30b_a3b");
+        m.moe_intermediate = 768 + 4; // 772 = 4 × 193
+        let l = Layout {
+            tp: 2,
+            dp: 4,
+            ..Layout::default()
+        };
+        assert!(moe_refusal(&m, &l).unwrap().contains("772"));
+        assert!(moe_refusal(&m, &Layout { ep: true, ..l }).is_none());
+        assert!(moe_refusal(&m, &Layout { dp: 2, ..l }).is_none());
+    }
+
+    #[test]
+    fn dcp_is_capped_at_tp_over_kv_heads() {
+        // Llama 3.1 70B: 64 heads, 8 KV heads. tp 16 allows dcp ≤ 2.
+        let m = model("llama_3_1_70b");
+        let l = |tp, dcp| Layout {
+            tp,
+            dcp,
+            ..Layout::default()
+        };
+        assert!(dcp_refusal(&m, &l(16, 2)).is_none());
+        let why = dcp_refusal(&m, &l(16, 4)).unwrap().0;
+        assert!(why.contains("maximum supported value (2)"), "{why}");
+        assert!(dcp_refusal(&m, &l(8, 2))
+            .unwrap()
+            .0
+            .contains("greater than"));
+        // 8 query heads per KV head: dcp 16 at tp 128 passes the cap (16) but 8 % 16 ≠ 0.
+        assert!(dcp_refusal(&m, &l(128, 16))
+            .unwrap()
+            .0
+            .contains("query heads per KV head"));
+        // With PCP, dcp must be 1, pcp or tp × pcp.
+        let p = Layout {
+            tp: 16,
+            pcp: 2,
+            dcp: 4,
+            ..Layout::default()
+        };
+        assert!(dcp_refusal(&m, &p).unwrap().0.contains("PCP"));
+        // Sliding-window layers refuse DCP.
+        let mut g = model("gpt_oss_120b");
+        g.kv_heads = 1;
+        g.heads = 64;
+        assert!(dcp_refusal(&g, &l(8, 2))
+            .unwrap()
+            .0
+            .contains("sliding window"));
+    }
+}

@@ -40,7 +40,6 @@ const LONG_FILES: &[(&str, usize)] = &[
 const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     // issue 35 item 4 named pod (split in issue 38: k8s/pod.rs); the
     // others were found by this test
-    ("compiler/src/driver.rs", "reanalyze", 158),
     ("compiler/src/planner/mod.rs", "search", 200),
     ("runtime/src/local.rs", "run_ranks", 188),
     ("runtime/src/plan.rs", "validate", 196),

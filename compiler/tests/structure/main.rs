@@ -41,10 +41,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     // issue 35 item 4 named pod (split in issue 38: k8s/pod.rs); the
     // others were found by this test
     ("compiler/src/planner/mod.rs", "search", 200),
-    ("runtime/src/local.rs", "run_ranks", 188),
-    ("runtime/src/plan.rs", "validate", 196),
-    ("src/cli_run.rs", "run", 188),
-    ("targets/src/k8s/jobs.rs", "preflight", 170),
 ];
 
 /// (a) Import cycles when this test was written: the sibling modules of each cycle, as

@@ -144,68 +144,20 @@ fn check_machine(
 }
 
 pub fn run(a: RunArgs) -> u8 {
-    if !(a.scale > 0.0 && a.scale.is_finite()) {
-        eprintln!("error: --scale must be a positive number");
-        return USAGE;
-    }
-    if a.iterations == 0 {
-        eprintln!("error: --iterations must be at least 1");
-        return USAGE;
-    }
-    if a.backend == Backend::Nccl && !cfg!(feature = "nccl") {
-        eprintln!("error: this dic was built without the NCCL backend; rebuild with `cargo build --release --features nccl`");
-        return USAGE;
-    }
-    if a.expect_transport.is_some() && (a.backend != Backend::Nccl || a.rank.is_some()) {
-        eprintln!("error: --expect-transport reads NCCL's own log: it needs --backend nccl and --local or --node (dic sets NCCL's logging for the ranks it starts)");
-        return USAGE;
-    }
-    if a.timeout
-        .is_some_and(|t| t == 0 || t > plan::MAX_TIMEOUT_SECONDS)
-    {
-        eprintln!(
-            "error: --timeout must be between 1 and {} seconds",
-            plan::MAX_TIMEOUT_SECONDS
-        );
-        return USAGE;
+    if let Err(code) = check_flags(&a) {
+        return code;
     }
     let plan = match read_plan(&a.plan) {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let largest = plan.largest_call_bytes() as f64 * a.scale;
-    if largest > plan::MAX_CALL_BYTES as f64 {
-        eprintln!(
-            "error: with --scale {} the largest message is {:.1} GiB; dic run sends at most {} GiB per call (lower --scale)",
-            a.scale,
-            largest / (1u64 << 30) as f64,
-            plan::MAX_CALL_BYTES >> 30
-        );
-        return USAGE;
+    if let Err(code) = check_scale(&a, &plan) {
+        return code;
     }
     let timeout = Duration::from_secs(a.timeout.unwrap_or(plan.rendezvous.timeout_seconds).max(1));
-    // The job's secret authenticates every handshake: `--local` makes one for its
-    // children; ranks on a cluster must all be given the same one.
-    let secret = match std::env::var(SECRET_ENV) {
-        Ok(s) => s,
-        Err(_) if a.local => match JobKey::generate() {
-            Ok((s, _)) => s,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ERRORS;
-            }
-        },
-        Err(_) => {
-            eprintln!("error: set {SECRET_ENV} to the job's secret on every node (the same value everywhere, e.g. from `openssl rand -hex 32`); ranks without it cannot join");
-            return USAGE;
-        }
-    };
-    let key = match JobKey::from_secret(&secret) {
+    let (secret, key) = match job_key(&a) {
         Ok(k) => k,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return USAGE;
-        }
+        Err(code) => return code,
     };
     if a.local {
         let all: Vec<usize> = (0..plan.world_size).collect();
@@ -216,37 +168,119 @@ pub fn run(a: RunArgs) -> u8 {
         return run_children(&a, &plan, &all, None, timeout, &secret);
     }
     if let Some(node) = a.node {
-        let ranks: Vec<usize> = plan
-            .ranks
-            .iter()
-            .filter(|r| r.node == node)
-            .map(|r| r.rank as usize)
-            .collect();
-        if ranks.is_empty() {
-            eprintln!("error: the plan places no rank on node {node}");
-            return USAGE;
-        }
-        let what = format!("--node {node} would start {} rank processes", ranks.len());
-        if let Err(code) = check_machine(&a, &plan, &ranks, true, &what) {
-            return code;
-        }
-        let rendezvous = match rendezvous_addr(&a, &plan, node == 0) {
-            Ok(r) => r,
-            Err(msg) => {
-                eprintln!("error: {msg}");
-                return USAGE;
-            }
-        };
-        if rendezvous.port() == 0 && node != 0 {
-            eprintln!("error: rendezvous port 0 (pick one) only works on the node of rank 0");
-            return USAGE;
-        }
-        return run_children(&a, &plan, &ranks, Some(rendezvous), timeout, &secret);
+        return run_node(&a, &plan, node, timeout, &secret);
     }
     let Some(rank) = a.rank else {
         eprintln!("error: say where to run: `--local` (every rank here), `--node N` (one node's ranks) or `--rank R` (one rank)");
         return USAGE;
     };
+    run_one_rank(&a, &plan, rank, key, timeout)
+}
+
+/// The flags that make sense without the plan.
+fn check_flags(a: &RunArgs) -> Result<(), u8> {
+    if !(a.scale > 0.0 && a.scale.is_finite()) {
+        eprintln!("error: --scale must be a positive number");
+        return Err(USAGE);
+    }
+    if a.iterations == 0 {
+        eprintln!("error: --iterations must be at least 1");
+        return Err(USAGE);
+    }
+    if a.backend == Backend::Nccl && !cfg!(feature = "nccl") {
+        eprintln!("error: this dic was built without the NCCL backend; rebuild with `cargo build --release --features nccl`");
+        return Err(USAGE);
+    }
+    if a.expect_transport.is_some() && (a.backend != Backend::Nccl || a.rank.is_some()) {
+        eprintln!("error: --expect-transport reads NCCL's own log: it needs --backend nccl and --local or --node (dic sets NCCL's logging for the ranks it starts)");
+        return Err(USAGE);
+    }
+    if a.timeout
+        .is_some_and(|t| t == 0 || t > plan::MAX_TIMEOUT_SECONDS)
+    {
+        eprintln!(
+            "error: --timeout must be between 1 and {} seconds",
+            plan::MAX_TIMEOUT_SECONDS
+        );
+        return Err(USAGE);
+    }
+    Ok(())
+}
+
+/// `--scale` against the plan's largest message.
+fn check_scale(a: &RunArgs, plan: &Plan) -> Result<(), u8> {
+    let largest = plan.largest_call_bytes() as f64 * a.scale;
+    if largest > plan::MAX_CALL_BYTES as f64 {
+        eprintln!(
+            "error: with --scale {} the largest message is {:.1} GiB; dic run sends at most {} GiB per call (lower --scale)",
+            a.scale,
+            largest / (1u64 << 30) as f64,
+            plan::MAX_CALL_BYTES >> 30
+        );
+        return Err(USAGE);
+    }
+    Ok(())
+}
+
+/// The job's secret and its key: the secret authenticates every handshake; `--local`
+/// makes one for its children, ranks on a cluster must all be given the same one.
+fn job_key(a: &RunArgs) -> Result<(String, JobKey), u8> {
+    let secret = match std::env::var(SECRET_ENV) {
+        Ok(s) => s,
+        Err(_) if a.local => match JobKey::generate() {
+            Ok((s, _)) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Err(ERRORS);
+            }
+        },
+        Err(_) => {
+            eprintln!("error: set {SECRET_ENV} to the job's secret on every node (the same value everywhere, e.g. from `openssl rand -hex 32`); ranks without it cannot join");
+            return Err(USAGE);
+        }
+    };
+    let key = match JobKey::from_secret(&secret) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Err(USAGE);
+        }
+    };
+    Ok((secret, key))
+}
+
+/// `--node N`: the ranks the plan puts on node `node`, as children of this process.
+fn run_node(a: &RunArgs, plan: &Plan, node: u64, timeout: Duration, secret: &str) -> u8 {
+    let ranks: Vec<usize> = plan
+        .ranks
+        .iter()
+        .filter(|r| r.node == node)
+        .map(|r| r.rank as usize)
+        .collect();
+    if ranks.is_empty() {
+        eprintln!("error: the plan places no rank on node {node}");
+        return USAGE;
+    }
+    let what = format!("--node {node} would start {} rank processes", ranks.len());
+    if let Err(code) = check_machine(a, plan, &ranks, true, &what) {
+        return code;
+    }
+    let rendezvous = match rendezvous_addr(a, plan, node == 0) {
+        Ok(r) => r,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            return USAGE;
+        }
+    };
+    if rendezvous.port() == 0 && node != 0 {
+        eprintln!("error: rendezvous port 0 (pick one) only works on the node of rank 0");
+        return USAGE;
+    }
+    run_children(a, plan, &ranks, Some(rendezvous), timeout, secret)
+}
+
+/// `--rank R`: one rank in this process (a child of `--local`/`--node`, or run by hand).
+fn run_one_rank(a: &RunArgs, plan: &Plan, rank: usize, key: JobKey, timeout: Duration) -> u8 {
     if rank >= plan.world_size {
         eprintln!(
             "error: rank {rank} is outside the plan's world (ranks 0–{} of deployment {})",
@@ -256,15 +290,15 @@ pub fn run(a: RunArgs) -> u8 {
         return USAGE;
     }
     if let Err(code) = check_machine(
-        &a,
-        &plan,
+        a,
+        plan,
         &[rank],
         false,
         &format!("rank {rank} cannot run here"),
     ) {
         return code;
     }
-    let rendezvous = match rendezvous_addr(&a, &plan, rank == 0) {
+    let rendezvous = match rendezvous_addr(a, plan, rank == 0) {
         Ok(r) => r,
         Err(msg) => {
             eprintln!("error: {msg}");
@@ -282,7 +316,7 @@ pub fn run(a: RunArgs) -> u8 {
         },
         key,
         timeout,
-        replay: replay_options(&a),
+        replay: replay_options(a),
         calibrate: if a.calibrate.is_some() {
             calibration_sizes(a.scale)
         } else {
@@ -309,13 +343,13 @@ pub fn run(a: RunArgs) -> u8 {
             }
         }
     };
-    match session::run_rank(&plan, &opts, &mut events) {
+    match session::run_rank(plan, &opts, &mut events) {
         Ok(Some(summary)) => {
             if child {
                 emit(&ChildEvent::Summary(Box::new(summary)));
                 OK
             } else {
-                finish(&a, &plan, &summary)
+                finish(a, plan, &summary)
             }
         }
         Ok(None) => OK,

@@ -14,7 +14,7 @@ use crate::analysis::{self, Analysis, DeploymentScenario, Scenario};
 use crate::diagnostics::{self, Diagnostic, Severity};
 use crate::front::{self, FrontEnd};
 use crate::planner::{self, Search};
-use crate::program::Program;
+use crate::program::{Pool, Program};
 use crate::resolve::Session;
 use crate::source::{ReadError, SourceDb, World};
 use std::sync::Arc;
@@ -175,12 +175,61 @@ impl AnalysisCache {
     }
 }
 
+/// A deployment's scenario with its cache key (the full debug text of everything its
+/// analysis and search read).
+type Keyed = (String, DeploymentScenario);
+
 /// (Re)does everything after the front end — analysis, planner, lowering — for a checked
 /// program's deployments (e.g. with the planner after a first pass without it), and
 /// rebuilds `diagnostics` from the front end's and theirs.
 pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advice) {
     let p = &checked.program;
-    let scenarios: Vec<(String, DeploymentScenario)> = analysis::scenarios_from_program(p)
+    let scenarios = keyed_scenarios(p);
+    for (key, _) in &scenarios {
+        cache.entries.entry(key.clone()).or_default();
+    }
+    // 1. Analysis of written layouts; 2. one search per deployment (what the cache lacks).
+    cache.analyze_written(&scenarios);
+    if advice != Advice::Skip {
+        cache.search(&scenarios, advice);
+    }
+    // 3. Diagnostics and decided deployments, in program order.
+    let mut diags = checked.front_diagnostics.clone();
+    let mut decided = decide(p, &scenarios, cache, &mut diags);
+    // 4. The cluster's accounting over every decided layout (the planner's included).
+    let order = |d: &Decided| p.user_defs.iter().position(|id| *id == d.scenario.deploy);
+    decided.sort_by_key(|d| (order(d), d.scenario.group));
+    let parts: Vec<_> = decided
+        .iter()
+        .map(|d| d.scenario.to_place(&d.analysis))
+        .collect();
+    let placed = analysis::place_deployments(p, &parts);
+    diags.extend(placed.diagnostics);
+    for (d, slots) in decided.iter_mut().zip(placed.slots) {
+        d.slots = slots;
+    }
+    // 5. Lowering of the decided deployments that were placed.
+    let lowered: Vec<&Decided> = decided
+        .iter()
+        .filter(|d| !placed.unplaced.contains(&d.scenario.deploy))
+        .collect();
+    let (mut plan, forecast, lowering_diags) = lower(p, &lowered);
+    plan.inputs = crate::ir::input_digests(&checked.db);
+    diags.extend(lowering_diags);
+    diagnostics::sort(&mut diags);
+    diags.dedup();
+    diagnostics::cap(&mut diags);
+    let used: std::collections::HashSet<&String> = scenarios.iter().map(|(k, _)| k).collect();
+    cache.entries.retain(|k, _| used.contains(k));
+    checked.diagnostics = diags;
+    checked.deployments = decided;
+    checked.plan = plan;
+    checked.forecast = forecast;
+}
+
+/// The program's deployments as scenarios, each with its cache key.
+fn keyed_scenarios(p: &Program) -> Vec<Keyed> {
+    analysis::scenarios_from_program(p)
         .into_iter()
         .map(|ds| {
             let key = format!(
@@ -194,36 +243,36 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
             );
             (key, ds)
         })
-        .collect();
-    for (key, _) in &scenarios {
-        cache.entries.entry(key.clone()).or_default();
-    }
-    // 1. Analysis of written layouts (what the cache lacks, in parallel).
-    let missing: Vec<&(String, DeploymentScenario)> = scenarios
-        .iter()
-        .filter(|(k, ds)| !ds.auto_layout && cache.entries[k].analysis.is_none())
-        .collect();
-    let done = parallel_map(&missing, |(_, ds)| analyze_written(ds));
-    for ((key, _), a) in missing.iter().copied().zip(done) {
-        if let Some(e) = cache.entries.get_mut(key) {
-            e.analysis = Some(a);
+        .collect()
+}
+
+impl AnalysisCache {
+    /// Analyses the written layouts the cache lacks, in parallel.
+    fn analyze_written(&mut self, scenarios: &[Keyed]) {
+        let missing: Vec<&Keyed> = scenarios
+            .iter()
+            .filter(|(k, ds)| !ds.auto_layout && self.entries[k].analysis.is_none())
+            .collect();
+        let done = parallel_map(&missing, |(_, ds)| analyze_written(ds));
+        for ((key, _), a) in missing.iter().copied().zip(done) {
+            if let Some(e) = self.entries.get_mut(key) {
+                e.analysis = Some(a);
+            }
         }
     }
-    // 2. One search per deployment: every auto layout, and every written layout with
-    // SLOs (the report's alternatives, A0701: a cheaper layout, or one that works).
-    if advice != Advice::Skip {
-        let to_search: Vec<&(String, DeploymentScenario)> = scenarios
+
+    /// One search per deployment, of those the cache lacks, in parallel: every auto
+    /// layout, and every written layout with SLOs (the report's alternatives, A0701: a
+    /// cheaper layout, or one that works), or every written layout for the report.
+    fn search(&mut self, scenarios: &[Keyed], advice: Advice) {
+        let to_search: Vec<&Keyed> = scenarios
             .iter()
             .filter(|(k, ds)| {
-                let e = &cache.entries[k];
+                let e = &self.entries[k];
                 let wanted = advice == Advice::Report || !ds.slo.is_empty();
                 // A disaggregated deployment is compared with the aggregated search once,
                 // on its decode pool.
-                let wanted = wanted
-                    && ds
-                        .pool
-                        .as_ref()
-                        .is_none_or(|pp| pp.pool == crate::program::Pool::Decode);
+                let wanted = wanted && ds.pool.as_ref().is_none_or(|pp| pp.pool == Pool::Decode);
                 // A written layout that fails is searched too: the search knows a layout
                 // that works (A0701 says which).
                 e.search.is_none() && (ds.auto_layout || (wanted && e.analysis.is_some()))
@@ -236,27 +285,33 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
             (Arc::new(search), chosen)
         });
         for ((key, _), (search, chosen)) in to_search.iter().copied().zip(found) {
-            if let Some(e) = cache.entries.get_mut(key) {
+            if let Some(e) = self.entries.get_mut(key) {
                 e.search = Some(search);
                 e.chosen = chosen;
             }
         }
     }
-    // 3. Diagnostics and decided deployments, in program order.
-    let mut diags = checked.front_diagnostics.clone();
+}
+
+/// The decided deployments from the cache: each written layout with the planner's advice
+/// on it (its findings added to `diags`), then the planner's choices for `layout = auto`
+/// (E0701 in `diags` where there is none), which add no diagnostics (the planner chose
+/// them for meeting every SLO) and are lowered after the written layouts.
+fn decide(
+    p: &Program,
+    scenarios: &[Keyed],
+    cache: &AnalysisCache,
+    diags: &mut Vec<Diagnostic>,
+) -> Vec<Decided> {
     let mut decided = Vec::new();
     let mut auto_decided = Vec::new();
     // A disaggregated deployment's one search (on its decode pool) is both pools'.
     let pair_search: std::collections::HashMap<crate::program::DefId, Arc<Search>> = scenarios
         .iter()
-        .filter(|(_, ds)| {
-            ds.pool
-                .as_ref()
-                .is_some_and(|x| x.pool == crate::program::Pool::Decode)
-        })
+        .filter(|(_, ds)| ds.pool.as_ref().is_some_and(|x| x.pool == Pool::Decode))
         .filter_map(|(k, ds)| Some((ds.deploy, cache.entries[k].search.clone()?)))
         .collect();
-    for (key, ds) in &scenarios {
+    for (key, ds) in scenarios {
         let e = &cache.entries[key];
         if ds.auto_layout {
             match (&e.search, &e.chosen) {
@@ -296,18 +351,15 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
             slots: Vec::new(),
         });
     }
-    // The planner's choices are lowered after the written layouts; their analyses add no
-    // diagnostics (the planner chose them for meeting every SLO).
     decided.extend(auto_decided);
-    // 4. The cluster's accounting over every decided layout (the planner's included).
-    let order = |d: &Decided| p.user_defs.iter().position(|id| *id == d.scenario.deploy);
-    decided.sort_by_key(|d| (order(d), d.scenario.group));
-    let unplaced = account_clusters(p, &mut decided, &mut diags);
-    // 5. Lowering of the decided deployments, with the figures their forecasts need.
-    let lowered: Vec<&Decided> = decided
-        .iter()
-        .filter(|d| !unplaced.contains(&d.scenario.deploy))
-        .collect();
+    decided
+}
+
+/// Lowers the placed deployments, with the figures their forecasts need.
+fn lower(
+    p: &Program,
+    lowered: &[&Decided],
+) -> (crate::ir::LaunchPlan, crate::ir::Forecast, Vec<Diagnostic>) {
     let figures: Vec<analysis::forecast::ForecastFigures> = lowered
         .iter()
         .map(|d| analysis::forecast::figures(&d.scenario, &d.analysis))
@@ -323,259 +375,7 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
             slots: &d.slots,
         })
         .collect();
-    let (mut plan, forecast, lowering_diags) = crate::ir::lower(p, &planned);
-    plan.inputs = crate::ir::input_digests(&checked.db);
-    diags.extend(lowering_diags);
-    diagnostics::sort(&mut diags);
-    diags.dedup();
-    diagnostics::cap(&mut diags);
-    let used: std::collections::HashSet<&String> = scenarios.iter().map(|(k, _)| k).collect();
-    cache.entries.retain(|k, _| used.contains(k));
-    checked.diagnostics = diags;
-    checked.deployments = decided;
-    checked.plan = plan;
-    checked.forecast = forecast;
-}
-
-/// Places every decided deployment of each cluster ([`analysis::account_clusters`],
-/// program order), gives each its slots, and reports what does not fit: E0409 for a
-/// `node_group` its cluster lacks, E0408 naming the deployments that share the group and
-/// the numbers. Returns the deployments left unplaced (not lowered).
-fn account_clusters(
-    p: &Program,
-    decided: &mut [Decided],
-    diags: &mut Vec<Diagnostic>,
-) -> std::collections::HashSet<crate::program::DefId> {
-    use crate::program::Body;
-    let deploy_of = |id| match p.def(id).map(|d| (d, &d.body)) {
-        Some((def, Body::Deploy(d))) => Some((def, d.as_ref())),
-        _ => None,
-    };
-    // Each deployment (each pool of a disaggregated one) once, its parts' replicas
-    // summed; a layout that fails its own checks is not launched and takes no GPUs.
-    let unit_of = |d: &Decided| -> analysis::Unit {
-        (
-            d.scenario.deploy,
-            d.scenario.pool.as_ref().map(|pp| pp.pool),
-        )
-    };
-    let mut demands: Vec<(analysis::Unit, analysis::allocation::Demand)> = Vec::new();
-    for x in decided.iter().filter(|d| {
-        !d.analysis
-            .findings
-            .iter()
-            .any(|f| f.severity == Severity::Error)
-    }) {
-        let unit = unit_of(x);
-        if demands.iter().any(|(seen, _)| *seen == unit) {
-            continue;
-        }
-        let Some((def, d)) = deploy_of(unit.0) else {
-            continue;
-        };
-        let demand = match (&d.layout, unit.1) {
-            (crate::program::LayoutSpec::Disaggregated(pl), Some(pool)) => {
-                if pl.group(pool).is_some() && analysis::pool_pin(p, d, pl, pool).is_none() {
-                    diags.push(node_group_not_in_cluster(p, def, d, pool_pin_field(pool)));
-                }
-                let group = analysis::written_pool_group(p, d, pl, pool);
-                analysis::pool_demand(def, d, pl.layout(pool), pool, group)
-            }
-            // The planner's split for `layout = auto`: on the deployment's pin, if any.
-            (_, Some(pool)) => {
-                let group = d
-                    .node_group
-                    .map(|_| analysis::pinned_group(p, d).unwrap_or(usize::MAX));
-                analysis::pool_demand(def, d, x.scenario.scenario.layout, pool, group)
-            }
-            _ => {
-                let mut layout = x.scenario.scenario.layout;
-                layout.dp = decided
-                    .iter()
-                    .filter(|y| unit_of(y) == unit)
-                    .map(|y| y.scenario.scenario.layout.dp.max(1))
-                    .sum();
-                analysis::demand_of(p, def, d, &layout)
-            }
-        };
-        let first_unit = !demands.iter().any(|((id, _), _)| *id == unit.0);
-        if first_unit && d.node_group.is_some() && analysis::pinned_group(p, d).is_none() {
-            diags.push(node_group_not_in_cluster(p, def, d, "node_group"));
-        }
-        demands.push((unit, demand));
-    }
-    let mut unplaced = std::collections::HashSet::new();
-    for account in analysis::account_clusters(p, &demands) {
-        for (i, (unit, _, placement)) in account.members.iter().enumerate() {
-            if placement.unplaced > 0 {
-                unplaced.insert(unit.0);
-                // A pin to a group the cluster lacks already has its own error.
-                if placement.slots.is_empty() && account.members[i].1.group == Some(usize::MAX) {
-                    continue;
-                }
-                if let Some((def, _)) = deploy_of(unit.0) {
-                    diags.push(oversubscribed(p, def, &account, i));
-                }
-                continue;
-            }
-            for x in decided.iter_mut().filter(|x| unit_of(x) == *unit) {
-                x.slots = placement
-                    .slots
-                    .iter()
-                    .filter(|s| x.scenario.share.is_none() || s.group == x.scenario.group)
-                    .copied()
-                    .collect();
-            }
-        }
-    }
-    unplaced
-}
-
-/// The field that pins `pool` to a node group.
-fn pool_pin_field(pool: crate::program::Pool) -> &'static str {
-    match pool {
-        crate::program::Pool::Prefill => "prefill_node_group",
-        crate::program::Pool::Decode => "decode_node_group",
-    }
-}
-
-/// E0409: `node_group` names a node that is not one of the cluster's groups.
-fn node_group_not_in_cluster(
-    p: &Program,
-    def: &crate::program::Def,
-    d: &crate::program::Deploy,
-    field: &str,
-) -> Diagnostic {
-    let at = match (field, def.fields.get("layout").map(|f| &f.value)) {
-        ("node_group", _) => def.fields.get("node_group").map(|f| f.at),
-        (_, Some(crate::program::Value::Layout(_))) => def.fields.get("layout").map(|f| f.at),
-        _ => None,
-    }
-    .unwrap_or(def.location());
-    let cluster = d.cluster.and_then(|c| p.def(c));
-    let groups = d
-        .cluster
-        .and_then(|c| analysis::group_capacities(p, c))
-        .unwrap_or_default();
-    Diagnostic::new(
-        crate::diagnostics::Code::NodeGroupNotInCluster,
-        format!(
-            "deploy `{}`: cluster `{}` has no group of this node",
-            def.name,
-            cluster.map(|c| c.name.as_str()).unwrap_or_default()
-        ),
-    )
-    .primary(
-        at.file,
-        at.span,
-        match field {
-            "node_group" => "not one of the cluster's node groups".to_string(),
-            _ => format!("`{field}` is not one of the cluster's node groups"),
-        },
-    )
-    .help(format!(
-        "the cluster's groups are {}",
-        groups
-            .iter()
-            .map(|g| format!("`{}` ({} × {} GPUs)", g.node, g.nodes, g.gpus_per_node))
-            .collect::<Vec<_>>()
-            .join(", ")
-    ))
-}
-
-/// E0408 for the `i`-th deployment of a cluster's account: what it asks (its
-/// autoscaler's reserve included), what the deployments placed before it took, and what
-/// the cluster has.
-fn oversubscribed(
-    p: &Program,
-    def: &crate::program::Def,
-    account: &analysis::ClusterAccount,
-    i: usize,
-) -> Diagnostic {
-    let cluster_name = p
-        .def(account.cluster)
-        .map(|x| x.name.clone())
-        .unwrap_or_default();
-    let groups = &account.groups;
-    let (_, d, placement) = &account.members[i];
-    let want = d.replica_gpus * (d.launch_units() + d.reserved);
-    let before: Vec<String> = account.members[..i]
-        .iter()
-        .filter(|(_, _, pl)| !pl.slots.is_empty())
-        .map(|(_, x, pl)| {
-            let gpus = x.replica_gpus * (pl.slots.len() + pl.reserved.len()) as u64;
-            format!("`{}` takes {gpus}", x.name)
-        })
-        .collect();
-    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-    let capacity: Vec<String> = groups
-        .iter()
-        .map(|g| {
-            format!(
-                "{} × {} ({} GPUs)",
-                g.nodes,
-                g.node,
-                g.nodes * g.gpus_per_node
-            )
-        })
-        .collect();
-    let (unit, missing) = if d.whole && d.reserved == 0 {
-        (
-            format!(
-                "one data-parallel group of {} GPUs on whole nodes",
-                d.replica_gpus
-            ),
-            "it does not fit".to_string(),
-        )
-    } else if d.whole {
-        let n = placement.unplaced.min(d.reserved);
-        (
-            format!(
-                "{} wide-EP engines of {} GPUs",
-                1 + d.reserved,
-                d.replica_gpus
-            ),
-            if placement.slots.is_empty() {
-                "it does not fit".to_string()
-            } else {
-                format!("{} not fit", plural(n, "group does", "groups do"))
-            },
-        )
-    } else {
-        let n = placement.unplaced;
-        (
-            format!(
-                "{} × {} GPUs",
-                plural(d.replicas + d.reserved, "replica", "replicas"),
-                d.replica_gpus
-            ),
-            format!(
-                "{} {} not fit",
-                plural(n, "replica", "replicas"),
-                if n == 1 { "does" } else { "do" }
-            ),
-        )
-    };
-    let reserved = if d.reserved > 0 {
-        ", its autoscaler's `max`"
-    } else {
-        ""
-    };
-    let mut message = format!(
-        "deploy `{}`: cluster `{cluster_name}` has no room for it: it needs {want} GPUs ({unit}{reserved}) and {missing}",
-        def.name,
-    );
-    if !before.is_empty() {
-        message.push_str(&format!(" ({} GPUs first)", before.join(", ")));
-    }
-    let at = def
-        .fields
-        .get("cluster")
-        .map(|f| f.at)
-        .unwrap_or(def.location());
-    Diagnostic::new(crate::diagnostics::Code::ClusterOversubscribed, message)
-        .primary(at.file, at.span, format!("{} in all", capacity.join(" + ")))
-        .help("deployments sharing a cluster are placed in file order, each replica on GPUs no other uses (a replica inside one node group): add nodes, shrink a layout, or give a deployment a cluster of its own".to_string())
+    crate::ir::lower(p, &planned)
 }
 
 /// The planner's choice for `layout = auto`, analysed in full: the chosen layout, or the

@@ -193,6 +193,18 @@ pub enum Attention {
     Mla,
 }
 
+impl Attention {
+    /// The schema's word for it (`attention = mla`).
+    pub fn parse(s: &str) -> Option<Attention> {
+        Some(match s {
+            "mha" => Attention::Mha,
+            "gqa" => Attention::Gqa,
+            "mla" => Attention::Mla,
+            _ => return None,
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Model {
     pub hf: Option<String>,

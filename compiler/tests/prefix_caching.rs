@@ -65,7 +65,8 @@ fn the_planner_sees_the_saving_and_the_launch_turns_caching_on() {
     assert_eq!(d.engine.enable_prefix_caching, Some(true));
     // The schema's engine table turns this into `--enable-prefix-caching`.
     assert_eq!(
-        d.engine.flag_value("enable_prefix_caching"),
+        d.engine
+            .flag_value(dic_compiler::schema::EngineOption::EnablePrefixCaching),
         Some(dic_compiler::ir::FlagValue::Switch(true))
     );
     // No reuse, no flag: vLLM's default stands.

@@ -181,7 +181,7 @@ impl Handshakes {
         let mut message = format!(
             "rank{} {} never {did} within {} s",
             if ranks.len() > 1 { "s" } else { "" },
-            crate::cpu::list(ranks),
+            rank_list(ranks),
             timeout.as_secs()
         );
         if let Some(failures) = self.failures() {
@@ -270,6 +270,15 @@ impl Pending {
             Progress::Waiting
         }
     }
+}
+
+/// Ranks as "2, 5", for messages.
+fn rank_list(ranks: &[usize]) -> String {
+    ranks
+        .iter()
+        .map(|r| r.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

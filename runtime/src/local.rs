@@ -114,31 +114,74 @@ pub fn run_ranks(
     progress: &mut dyn FnMut(usize, usize),
     listening: &mut dyn FnMut(u16),
 ) -> Result<Option<RunSummary>, LocalError> {
-    let world = ranks.len();
     let (tx, rx) = mpsc::channel::<(usize, Option<ChildEvent>)>();
-    let mut children: Vec<Child> = Vec::with_capacity(world);
-    let mut stderr_readers = Vec::new();
-    let mut early: Vec<(usize, Option<ChildEvent>)> = Vec::new();
-    let first_is_zero = ranks.first() == Some(&0);
-    let mut rendezvous = rendezvous;
-    let kill_all = |children: &mut Vec<Child>| {
-        for c in children.iter_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+    let started = start_ranks(command, ranks, rendezvous, timeout, &tx, &rx, listening)?;
+    drop(tx);
+    let Started {
+        mut children,
+        stderr_readers,
+        early,
+    } = started;
+    let mut heard = listen(ranks, children.len(), early, &rx, timeout, progress);
+    let exits = reap(&mut children, stderr_readers, heard.failed_at.is_some());
+    heard
+        .failures
+        .extend(unreported_failures(ranks, &exits, &heard.failures));
+    if !heard.failures.is_empty() {
+        heard.failures.sort_by_key(|f| f.rank);
+        return Err(LocalError::Ranks(heard.failures));
+    }
+    if ranks.contains(&0) && heard.summary.is_none() {
+        return Err(LocalError::Ranks(vec![RankFailure {
+            rank: 0,
+            message: "rank 0 finished without a summary".into(),
+            culprit: Some(0),
+        }]));
+    }
+    Ok(heard.summary)
+}
+
+/// The ranks' children as started, with what rank 0 said before the others started.
+struct Started {
+    children: Vec<Child>,
+    stderr_readers: Vec<std::thread::JoinHandle<String>>,
+    early: Vec<(usize, Option<ChildEvent>)>,
+}
+
+/// Starts one child per rank, in order. Without a `rendezvous` address and with rank 0
+/// first, waits for rank 0's port before starting the others (and starts none of them if
+/// rank 0 ended or timed out first: its error is in `early`). A rank that cannot be
+/// started kills those already running.
+fn start_ranks(
+    command: &RankCommand<'_>,
+    ranks: &[usize],
+    mut rendezvous: Option<String>,
+    timeout: Duration,
+    tx: &Events,
+    rx: &mpsc::Receiver<(usize, Option<ChildEvent>)>,
+    listening: &mut dyn FnMut(u16),
+) -> Result<Started, LocalError> {
+    let mut started = Started {
+        children: Vec::with_capacity(ranks.len()),
+        stderr_readers: Vec::new(),
+        early: Vec::new(),
     };
+    let first_is_zero = ranks.first() == Some(&0);
     for (slot, &rank) in ranks.iter().enumerate() {
         let addr = rendezvous
             .clone()
             .unwrap_or_else(|| "127.0.0.1:0".to_string());
         let exe = command.exe;
-        match spawn_rank(exe, (command.args)(rank, &addr), command.env, slot, &tx) {
+        match spawn_rank(exe, (command.args)(rank, &addr), command.env, slot, tx) {
             Ok((child, stderr)) => {
-                children.push(child);
-                stderr_readers.push(stderr);
+                started.children.push(child);
+                started.stderr_readers.push(stderr);
             }
             Err(e) => {
-                kill_all(&mut children);
+                for c in started.children.iter_mut() {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
                 return Err(LocalError::Spawn(format!(
                     "cannot start rank {rank} ({}): {e}",
                     exe.display()
@@ -146,63 +189,94 @@ pub fn run_ranks(
             }
         }
         if rendezvous.is_none() && slot == 0 && first_is_zero {
-            // Wait for rank 0's port; keep whatever else it says for the main loop.
-            let deadline = Instant::now() + timeout;
-            loop {
-                match rx.recv_timeout(Duration::from_millis(100)) {
-                    Ok((0, Some(ChildEvent::Listening { port }))) => {
-                        listening(port);
-                        rendezvous = Some(format!("127.0.0.1:{port}"));
-                        break;
-                    }
-                    Ok(ev) => {
-                        let ended = ev.1.is_none();
-                        early.push(ev);
-                        if ended {
-                            break; // rank 0 ended before listening: its error is in `early`
-                        }
-                    }
-                    Err(_) if Instant::now() < deadline => {}
-                    Err(_) => {
-                        let _ = children[0].kill();
-                        early.push((
-                            0,
-                            Some(ChildEvent::Error {
-                                message: format!(
-                                    "rank 0 did not open its rendezvous port within {} s",
-                                    timeout.as_secs()
-                                ),
-                                culprit: Some(0),
-                            }),
-                        ));
-                        break;
-                    }
-                }
-            }
+            rendezvous = rank_zero_port(&mut started, rx, timeout, listening);
             if rendezvous.is_none() {
                 break;
             }
         }
     }
-    drop(tx);
+    Ok(started)
+}
+
+/// Waits for rank 0's rendezvous port: its address, or `None` when rank 0 ended before
+/// listening or did not listen within `timeout` (then killed). Whatever else rank 0 says
+/// meanwhile is kept in `started.early` for the main loop.
+fn rank_zero_port(
+    started: &mut Started,
+    rx: &mpsc::Receiver<(usize, Option<ChildEvent>)>,
+    timeout: Duration,
+    listening: &mut dyn FnMut(u16),
+) -> Option<String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok((0, Some(ChildEvent::Listening { port }))) => {
+                listening(port);
+                return Some(format!("127.0.0.1:{port}"));
+            }
+            Ok(ev) => {
+                let ended = ev.1.is_none();
+                started.early.push(ev);
+                if ended {
+                    return None; // rank 0 ended before listening: its error is in `early`
+                }
+            }
+            Err(_) if Instant::now() < deadline => {}
+            Err(_) => {
+                if let Some(c) = started.children.first_mut() {
+                    let _ = c.kill();
+                }
+                started.early.push((
+                    0,
+                    Some(ChildEvent::Error {
+                        message: format!(
+                            "rank 0 did not open its rendezvous port within {} s",
+                            timeout.as_secs()
+                        ),
+                        culprit: Some(0),
+                    }),
+                ));
+                return None;
+            }
+        }
+    }
+}
+
+/// What the ranks reported: rank 0's summary, the failures, and when the first came.
+struct Heard {
+    summary: Option<RunSummary>,
+    failures: Vec<RankFailure>,
+    failed_at: Option<Instant>,
+}
+
+/// Reads the ranks' events (`early` first) until every started rank has ended, adding up
+/// progress. After the first failure the others have [`REPORT_GRACE`] (capped by
+/// `timeout`) to say their part (an abort reaches every rank in milliseconds); a rank
+/// that every report blames and that has not exited (stopped, hung) is not waited for
+/// at all.
+fn listen(
+    ranks: &[usize],
+    started: usize,
+    early: Vec<(usize, Option<ChildEvent>)>,
+    rx: &mpsc::Receiver<(usize, Option<ChildEvent>)>,
+    timeout: Duration,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Heard {
+    let world = ranks.len();
     let mut totals = vec![0usize; world];
     let mut dones = vec![0usize; world];
-    let mut finished = vec![false; world];
-    let mut summary = None;
-    let mut failures: Vec<RankFailure> = Vec::new();
-    let mut failed_at: Option<Instant> = None;
-    let mut early = early.into_iter();
     // Ranks never started (rank 0 failed first) count as finished.
-    for f in finished.iter_mut().skip(children.len()) {
-        *f = true;
-    }
-    // After the first failure the others have REPORT_GRACE to say their part (an abort
-    // reaches every rank in milliseconds); a rank that every report blames and that has
-    // not exited (stopped, hung) is not waited for at all.
+    let mut finished: Vec<bool> = (0..world).map(|slot| slot >= started).collect();
+    let mut heard = Heard {
+        summary: None,
+        failures: Vec::new(),
+        failed_at: None,
+    };
+    let mut early = early.into_iter();
     let grace = REPORT_GRACE.min(timeout);
     while finished.iter().any(|f| !f) {
-        if let Some(t) = failed_at {
-            let blamed: Vec<usize> = failures.iter().filter_map(|f| f.culprit).collect();
+        if let Some(t) = heard.failed_at {
+            let blamed: Vec<usize> = heard.failures.iter().filter_map(|f| f.culprit).collect();
             let only_blamed_left = finished
                 .iter()
                 .zip(ranks)
@@ -222,10 +296,10 @@ pub fn run_ranks(
                 totals[slot] = total;
                 progress(dones.iter().sum(), totals.iter().sum());
             }
-            Ok((_, Some(ChildEvent::Summary(s)))) => summary = Some(*s),
+            Ok((_, Some(ChildEvent::Summary(s)))) => heard.summary = Some(*s),
             Ok((slot, Some(ChildEvent::Error { message, culprit }))) => {
-                failed_at.get_or_insert_with(Instant::now);
-                failures.push(RankFailure {
+                heard.failed_at.get_or_insert_with(Instant::now);
+                heard.failures.push(RankFailure {
                     rank: ranks[slot],
                     message,
                     culprit,
@@ -236,61 +310,75 @@ pub fn run_ranks(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
-    let mut statuses = Vec::with_capacity(world);
-    let mut killed = vec![false; world];
-    for (slot, c) in children.iter_mut().enumerate() {
-        if failed_at.is_some() {
-            if let Ok(None) = c.try_wait() {
-                killed[slot] = c.kill().is_ok();
-            }
-        }
-        statuses.push(c.wait());
-    }
-    let stderrs: Vec<String> = stderr_readers
-        .into_iter()
-        .map(|h| h.join().unwrap_or_default())
+    heard
+}
+
+/// How one started rank's process ended: its exit status, whether the launcher killed
+/// it, and its stderr.
+struct Exit {
+    status: std::io::Result<std::process::ExitStatus>,
+    killed: bool,
+    stderr: String,
+}
+
+/// Waits for every child, first killing those still running when the job `failed`.
+fn reap(
+    children: &mut [Child],
+    stderr_readers: Vec<std::thread::JoinHandle<String>>,
+    failed: bool,
+) -> Vec<Exit> {
+    let ended: Vec<_> = children
+        .iter_mut()
+        .map(|c| {
+            let killed = failed && matches!(c.try_wait(), Ok(None)) && c.kill().is_ok();
+            (c.wait(), killed)
+        })
         .collect();
-    for (slot, st) in statuses.iter().enumerate() {
+    ended
+        .into_iter()
+        .zip(stderr_readers)
+        .map(|((status, killed), h)| Exit {
+            status,
+            killed,
+            stderr: h.join().unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// A failure for each rank that did not exit cleanly and reported nothing itself: killed,
+/// or its exit status with the last line of its stderr.
+fn unreported_failures(
+    ranks: &[usize],
+    exits: &[Exit],
+    reported: &[RankFailure],
+) -> Vec<RankFailure> {
+    let mut out = Vec::new();
+    for (slot, exit) in exits.iter().enumerate() {
         let rank = ranks[slot];
-        let ok = matches!(st, Ok(s) if s.success());
-        if !ok && !failures.iter().any(|f| f.rank == rank) {
-            let last = stderrs[slot]
-                .lines()
-                .last()
-                .unwrap_or("")
-                .trim()
-                .to_string();
-            failures.push(RankFailure {
-                rank,
-                message: match st {
-                    _ if killed[slot] => {
-                        "had not exited when the job failed (stopped or hung?): dic run killed it"
-                            .to_string()
-                    }
-                    Ok(s) => format!(
-                        "exited with {s}{}",
-                        if last.is_empty() {
-                            String::new()
-                        } else {
-                            format!(": {last}")
-                        }
-                    ),
-                    Err(e) => e.to_string(),
-                },
-                culprit: None,
-            });
+        let ok = matches!(&exit.status, Ok(s) if s.success());
+        if ok || reported.iter().any(|f| f.rank == rank) {
+            continue;
         }
+        let last = exit.stderr.lines().last().unwrap_or("").trim().to_string();
+        out.push(RankFailure {
+            rank,
+            message: match &exit.status {
+                _ if exit.killed => {
+                    "had not exited when the job failed (stopped or hung?): dic run killed it"
+                        .to_string()
+                }
+                Ok(s) => format!(
+                    "exited with {s}{}",
+                    if last.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {last}")
+                    }
+                ),
+                Err(e) => e.to_string(),
+            },
+            culprit: None,
+        });
     }
-    if !failures.is_empty() {
-        failures.sort_by_key(|f| f.rank);
-        return Err(LocalError::Ranks(failures));
-    }
-    if ranks.contains(&0) && summary.is_none() {
-        return Err(LocalError::Ranks(vec![RankFailure {
-            rank: 0,
-            message: "rank 0 finished without a summary".into(),
-            culprit: Some(0),
-        }]));
-    }
-    Ok(summary)
+    out
 }

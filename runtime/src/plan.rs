@@ -406,169 +406,15 @@ fn validate(raw: RawPlan, digest: u64) -> Result<Plan, PlanError> {
     let world = world as usize;
     let rendezvous_span = raw.rendezvous.span();
     let rendezvous = raw.rendezvous.into_inner();
-    if let Err(why) = check_address_env(&rendezvous.address_env) {
-        return Err(PlanError::at(
-            rendezvous_span,
-            format!(
-                "rendezvous.address_env `{}` {why}",
-                printable(&rendezvous.address_env)
-            ),
-        )
-        .help(ADDRESS_ENV_HELP));
-    }
-    if rendezvous.timeout_seconds == 0 || rendezvous.timeout_seconds > MAX_TIMEOUT_SECONDS {
-        return Err(PlanError {
-            message: format!(
-                "rendezvous.timeout_seconds must be between 1 and {MAX_TIMEOUT_SECONDS}"
-            ),
-            span: None,
-            help: None,
-        });
-    }
-    // Ranks: exactly 0..world, each once.
-    let mut seen = vec![false; world];
-    for r in &raw.ranks {
-        let rank = r.get_ref().rank;
-        if rank >= world as u64 {
-            return Err(PlanError::at(
-                r.span(),
-                format!("rank {rank} is outside the world (world_size = {world})"),
-            ));
-        }
-        if std::mem::replace(&mut seen[rank as usize], true) {
-            return Err(PlanError::at(
-                r.span(),
-                format!("rank {rank} is listed twice"),
-            ));
-        }
-    }
-    if let Some(missing) = seen.iter().position(|s| !s) {
-        return Err(PlanError {
-            message: format!(
-                "world_size is {world} but rank {missing} has no [[ranks]] entry ({} listed)",
-                raw.ranks.len()
-            ),
-            span: Some(raw.world_size.span()),
-            help: None,
-        });
-    }
-    let mut ranks: Vec<RankPlacement> = raw.ranks.iter().map(|r| r.get_ref().clone()).collect();
-    ranks.sort_by_key(|r| r.rank);
+    check_rendezvous(&rendezvous, rendezvous_span)?;
+    let ranks = checked_ranks(&raw.ranks, world, raw.world_size.span())?;
     let stages: BTreeSet<u64> = ranks.iter().map(|r| r.pp_stage).collect();
-
-    // Groups: known kinds, unique names, members inside the world and distinct; every
-    // rank in exactly one TP group.
     let mut groups = Vec::new();
     let mut names = BTreeSet::new();
     for g in &raw.groups {
-        let span = g.span();
-        let raw_group = g.get_ref();
-        // Names reach terminals, reports and messages: control characters escaped here,
-        // once, so no output path can forget.
-        let name = printable(&raw_group.name);
-        let kind = GroupKind::parse(&raw_group.kind).ok_or_else(|| {
-            PlanError::at(
-                span.clone(),
-                format!(
-                    "group `{}` has unknown kind `{}`",
-                    name,
-                    printable(&raw_group.kind)
-                ),
-            )
-            .help("kinds are tp, pp, ep, dcp, pcp and dp")
-        })?;
-        if !names.insert(name.clone()) {
-            return Err(PlanError::at(
-                span,
-                format!("group `{name}` is defined twice"),
-            ));
-        }
-        if raw_group.members.is_empty() {
-            return Err(PlanError::at(
-                span,
-                format!("group `{name}` has no members"),
-            ));
-        }
-        let mut members = Vec::new();
-        for &m in &raw_group.members {
-            if m >= world as u64 {
-                return Err(PlanError::at(
-                    span,
-                    format!(
-                        "group `{name}` names rank {m}, outside the world (world_size = {world})"
-                    ),
-                ));
-            }
-            if members.contains(&(m as usize)) {
-                return Err(PlanError::at(
-                    span,
-                    format!("group `{name}` lists rank {m} twice"),
-                ));
-            }
-            members.push(m as usize);
-        }
-        // A link name becomes a `.dist` identifier under `--calibrate`.
-        let link = match &raw_group.link {
-            Some(l) if !is_identifier(l) => {
-                return Err(PlanError::at(
-                    span,
-                    format!(
-                        "group `{name}` has link `{}`, which is not a name (letters, digits and `_`, up to 64)",
-                        printable(l)
-                    ),
-                )
-                .help("link names are the catalog's (`nvlink4`, `ib_ndr`); recompile the plan"))
-            }
-            l => l.clone(),
-        };
-        if kind == GroupKind::Pp && members.len() != 2 {
-            return Err(PlanError::at(
-                span,
-                format!(
-                    "PP group `{name}` must be a pair (sender, receiver), not {} ranks",
-                    members.len()
-                ),
-            ));
-        }
-        groups.push(Group {
-            name,
-            kind,
-            link,
-            members,
-        });
+        groups.push(checked_group(g, world, &mut names)?);
     }
-    for kind in [GroupKind::Tp, GroupKind::Ep, GroupKind::Dcp, GroupKind::Pcp] {
-        let of_kind: Vec<&Group> = groups.iter().filter(|g| g.kind == kind).collect();
-        if of_kind.is_empty() {
-            continue;
-        }
-        let mut owner: BTreeMap<usize, &str> = BTreeMap::new();
-        for g in &of_kind {
-            for &m in &g.members {
-                if let Some(other) = owner.insert(m, &g.name) {
-                    return Err(PlanError {
-                        message: format!(
-                            "rank {m} is in two {} groups, `{other}` and `{}`",
-                            kind.name(),
-                            g.name
-                        ),
-                        span: raw_span(&raw.groups, &g.name),
-                        help: None,
-                    });
-                }
-            }
-        }
-        if kind == GroupKind::Tp {
-            if let Some(r) = (0..world).find(|r| !owner.contains_key(r)) {
-                return Err(PlanError {
-                    message: format!("rank {r} is in no tp group"),
-                    span: None,
-                    help: Some("every rank needs a TP group, of size 1 without TP".into()),
-                });
-            }
-        }
-    }
-
+    check_partitions(&groups, &raw.groups, world)?;
     let decode = schedule(&raw.decode_step, "decode_step", &ranks, &groups, &stages)?;
     let prefill = schedule(
         &raw.prefill_chunk,
@@ -589,6 +435,190 @@ fn validate(raw: RawPlan, digest: u64) -> Result<Plan, PlanError> {
         prefill,
         digest,
     })
+}
+
+/// The rendezvous: an environment variable's name for the address, a timeout in range.
+fn check_rendezvous(rendezvous: &Rendezvous, span: Range<usize>) -> Result<(), PlanError> {
+    if let Err(why) = check_address_env(&rendezvous.address_env) {
+        return Err(PlanError::at(
+            span,
+            format!(
+                "rendezvous.address_env `{}` {why}",
+                printable(&rendezvous.address_env)
+            ),
+        )
+        .help(ADDRESS_ENV_HELP));
+    }
+    if rendezvous.timeout_seconds == 0 || rendezvous.timeout_seconds > MAX_TIMEOUT_SECONDS {
+        return Err(PlanError {
+            message: format!(
+                "rendezvous.timeout_seconds must be between 1 and {MAX_TIMEOUT_SECONDS}"
+            ),
+            span: None,
+            help: None,
+        });
+    }
+    Ok(())
+}
+
+/// The ranks, sorted: exactly 0..world, each once.
+fn checked_ranks(
+    raw: &[Spanned<RankPlacement>],
+    world: usize,
+    world_span: Range<usize>,
+) -> Result<Vec<RankPlacement>, PlanError> {
+    let mut seen = vec![false; world];
+    for r in raw {
+        let rank = r.get_ref().rank;
+        if rank >= world as u64 {
+            return Err(PlanError::at(
+                r.span(),
+                format!("rank {rank} is outside the world (world_size = {world})"),
+            ));
+        }
+        if std::mem::replace(&mut seen[rank as usize], true) {
+            return Err(PlanError::at(
+                r.span(),
+                format!("rank {rank} is listed twice"),
+            ));
+        }
+    }
+    if let Some(missing) = seen.iter().position(|s| !s) {
+        return Err(PlanError {
+            message: format!(
+                "world_size is {world} but rank {missing} has no [[ranks]] entry ({} listed)",
+                raw.len()
+            ),
+            span: Some(world_span),
+            help: None,
+        });
+    }
+    let mut ranks: Vec<RankPlacement> = raw.iter().map(|r| r.get_ref().clone()).collect();
+    ranks.sort_by_key(|r| r.rank);
+    Ok(ranks)
+}
+
+/// One group: a known kind, a name not in `names` (added), members inside the world and
+/// distinct, a link that is a name, a PP group a pair.
+fn checked_group(
+    g: &Spanned<RawGroup>,
+    world: usize,
+    names: &mut BTreeSet<String>,
+) -> Result<Group, PlanError> {
+    let span = g.span();
+    let raw_group = g.get_ref();
+    // Names reach terminals, reports and messages: control characters escaped here,
+    // once, so no output path can forget.
+    let name = printable(&raw_group.name);
+    let kind = GroupKind::parse(&raw_group.kind).ok_or_else(|| {
+        PlanError::at(
+            span.clone(),
+            format!(
+                "group `{}` has unknown kind `{}`",
+                name,
+                printable(&raw_group.kind)
+            ),
+        )
+        .help("kinds are tp, pp, ep, dcp, pcp and dp")
+    })?;
+    if !names.insert(name.clone()) {
+        return Err(PlanError::at(
+            span,
+            format!("group `{name}` is defined twice"),
+        ));
+    }
+    if raw_group.members.is_empty() {
+        return Err(PlanError::at(
+            span,
+            format!("group `{name}` has no members"),
+        ));
+    }
+    let mut members = Vec::new();
+    for &m in &raw_group.members {
+        if m >= world as u64 {
+            return Err(PlanError::at(
+                span,
+                format!("group `{name}` names rank {m}, outside the world (world_size = {world})"),
+            ));
+        }
+        if members.contains(&(m as usize)) {
+            return Err(PlanError::at(
+                span,
+                format!("group `{name}` lists rank {m} twice"),
+            ));
+        }
+        members.push(m as usize);
+    }
+    // A link name becomes a `.dist` identifier under `--calibrate`.
+    let link = match &raw_group.link {
+        Some(l) if !is_identifier(l) => {
+            return Err(PlanError::at(
+                span,
+                format!(
+                    "group `{name}` has link `{}`, which is not a name (letters, digits and `_`, up to 64)",
+                    printable(l)
+                ),
+            )
+            .help("link names are the catalog's (`nvlink4`, `ib_ndr`); recompile the plan"))
+        }
+        l => l.clone(),
+    };
+    if kind == GroupKind::Pp && members.len() != 2 {
+        return Err(PlanError::at(
+            span,
+            format!(
+                "PP group `{name}` must be a pair (sender, receiver), not {} ranks",
+                members.len()
+            ),
+        ));
+    }
+    Ok(Group {
+        name,
+        kind,
+        link,
+        members,
+    })
+}
+
+/// Every rank in at most one group of each partitioning kind (TP, EP, DCP, PCP), and in
+/// exactly one TP group.
+fn check_partitions(
+    groups: &[Group],
+    raw: &[Spanned<RawGroup>],
+    world: usize,
+) -> Result<(), PlanError> {
+    for kind in [GroupKind::Tp, GroupKind::Ep, GroupKind::Dcp, GroupKind::Pcp] {
+        let of_kind: Vec<&Group> = groups.iter().filter(|g| g.kind == kind).collect();
+        if of_kind.is_empty() {
+            continue;
+        }
+        let mut owner: BTreeMap<usize, &str> = BTreeMap::new();
+        for g in &of_kind {
+            for &m in &g.members {
+                if let Some(other) = owner.insert(m, &g.name) {
+                    return Err(PlanError {
+                        message: format!(
+                            "rank {m} is in two {} groups, `{other}` and `{}`",
+                            kind.name(),
+                            g.name
+                        ),
+                        span: raw_span(raw, &g.name),
+                        help: None,
+                    });
+                }
+            }
+        }
+        if kind == GroupKind::Tp {
+            if let Some(r) = (0..world).find(|r| !owner.contains_key(r)) {
+                return Err(PlanError {
+                    message: format!("rank {r} is in no tp group"),
+                    span: None,
+                    help: Some("every rank needs a TP group, of size 1 without TP".into()),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 fn raw_span(groups: &[Spanned<RawGroup>], name: &str) -> Option<Range<usize>> {

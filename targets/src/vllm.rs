@@ -492,7 +492,7 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
     {
         use crate::pd_router::{router_script, FRONT, FRONT_FILE};
         out.insert(format!("vllm/{FRONT_FILE}"), FRONT.to_string());
-        out.insert("vllm/router.sh".into(), router_script(d, x));
+        out.insert("vllm/router.sh".into(), router_script(d, x)?);
     }
     Ok(out)
 }

@@ -22,7 +22,8 @@
 use super::memory::memory;
 use super::memory::MemoryReport;
 use super::perf::{
-    open_loop_prefill, prefix_of, running_cap, PerfConstants, Prediction, StepModel, TtftParts,
+    open_loop_prefill, prefix_of, running_cap, PerfConstants, Prediction, StepModel, Throughput,
+    TtftParts,
 };
 use super::scenario::{Load, Scenario};
 use crate::program::Layout;
@@ -338,21 +339,14 @@ pub fn predict_pools(
     } else {
         rate * output
     };
-    let gpus = gpus.max(1) as f64;
+    let throughput = Throughput {
+        served: out_tps,
+        saturated: max_rps * output,
+        gpus: gpus.max(1) as f64,
+        output,
+    };
     Some(DisaggPrediction {
-        prediction: Prediction {
-            running,
-            ttft: parts.total(),
-            ttft_parts: parts,
-            tpot: step.tpot,
-            output_tokens_per_s: out_tps,
-            output_tokens_per_s_per_gpu: out_tps / gpus,
-            requests_per_s: out_tps / output,
-            overloaded,
-            step,
-            running_cap: cap,
-            max_output_tokens_per_s: max_rps * output,
-        },
+        prediction: Prediction::at(running, cap, parts, step, overloaded, throughput),
         prefill,
         prefill_wait: wait,
         transfer,

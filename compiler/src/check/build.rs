@@ -261,8 +261,7 @@ fn gpu(r: &Reader<'_>) -> Gpu {
 fn link(r: &Reader<'_>) -> Link {
     Link {
         link_type: r
-            .word("type")
-            .and_then(|w| LinkType::parse(&w))
+            .keyword("type", LinkType::parse)
             .unwrap_or(LinkType::Ethernet),
         bandwidth: r.num("bandwidth").unwrap_or(0.0),
         latency: r.num("latency").unwrap_or(0.0),
@@ -317,10 +316,8 @@ fn model(r: &Reader<'_>) -> Model {
     let heads = r.uint("heads").unwrap_or(1).max(1);
     let hidden = r.uint("hidden").unwrap_or(0);
     let kv_heads = r.uint("kv_heads").unwrap_or(heads);
-    let attention = match r.word("attention").as_deref() {
-        Some("mla") => Attention::Mla,
-        Some("mha") => Attention::Mha,
-        Some(_) => Attention::Gqa,
+    let attention = match r.keyword("attention", Attention::parse) {
+        Some(written) => written,
         None if r.uint("kv_lora_rank").is_some() => Attention::Mla,
         None if kv_heads == heads => Attention::Mha,
         None => Attention::Gqa,

@@ -110,6 +110,10 @@ impl Reader<'_> {
     pub(super) fn word(&self, k: &str) -> Option<String> {
         self.get(k).and_then(word)
     }
+    /// One of an enum's bare words as the Rust enum `parse` maps it to (`LinkType::parse`).
+    pub(super) fn keyword<T>(&self, k: &str, parse: impl Fn(&str) -> Option<T>) -> Option<T> {
+        self.word(k).and_then(|w| parse(&w))
+    }
     pub(super) fn string(&self, k: &str) -> Option<String> {
         self.get(k).and_then(string)
     }

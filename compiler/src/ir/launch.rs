@@ -402,7 +402,7 @@ fn first_share_group(p: &Program, ds: &DeploymentScenario) -> usize {
     let Some(Body::Deploy(d)) = p.def(ds.deploy).map(|d| &d.body) else {
         return ds.group;
     };
-    crate::analysis::pinned_group(p, d)
+    crate::analysis::cluster::pinned_group(p, d)
         .unwrap_or(0)
         .min(ds.group)
 }

@@ -17,6 +17,7 @@
 use crate::analysis::{Analysis, DeploymentScenario};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::program::{Body, Program};
+use crate::schema::EngineOption;
 use serde::{Deserialize, Serialize};
 
 mod comm;
@@ -206,24 +207,27 @@ pub enum FlagValue {
 }
 
 impl EnginePlan {
-    /// What engine option `name` (a row of the schema's engine table) puts on vLLM's
-    /// command line; `None` when nothing (unset, or the option is dic's own).
-    pub fn flag_value(&self, name: &str) -> Option<FlagValue> {
+    /// What engine option `option` (a row of the schema's engine table) puts on vLLM's
+    /// command line; `None` when nothing (unset, or the option is dic's own). Exhaustive:
+    /// an option added to the table is given its flag here or the build fails.
+    pub fn flag_value(&self, option: EngineOption) -> Option<FlagValue> {
         let text = |v: String| Some(FlagValue::Text(v));
-        match name {
-            "port" => text(self.port.to_string()),
-            "gpu_memory_utilization" => text(format!("{}", self.gpu_memory_utilization)),
-            "max_model_len" => text(self.max_model_len.to_string()),
-            "max_num_seqs" => text(self.max_num_seqs.to_string()),
-            "max_num_batched_tokens" => text(self.max_num_batched_tokens.to_string()),
-            "block_size" => text(self.block_size.to_string()),
-            "enforce_eager" => self.enforce_eager.then_some(FlagValue::Switch(true)),
-            "cudagraph_mode" => self.cudagraph_mode.clone().and_then(text),
-            "kv_cache_memory" => self.kv_cache_memory_bytes.and_then(|b| text(b.to_string())),
-            "enable_prefix_caching" => self.enable_prefix_caching.map(FlagValue::Switch),
-            "cpu_offload" => self.cpu_offload_gib.and_then(|g| text(format!("{g}"))),
-            "all2all_backend" => self.all2all_backend.clone().and_then(text),
-            "speculative" => self.speculative.as_ref().map(|sp| {
+        match option {
+            EngineOption::Port => text(self.port.to_string()),
+            EngineOption::GpuMemoryUtilization => text(format!("{}", self.gpu_memory_utilization)),
+            EngineOption::MaxModelLen => text(self.max_model_len.to_string()),
+            EngineOption::MaxNumSeqs => text(self.max_num_seqs.to_string()),
+            EngineOption::MaxNumBatchedTokens => text(self.max_num_batched_tokens.to_string()),
+            EngineOption::BlockSize => text(self.block_size.to_string()),
+            EngineOption::EnforceEager => self.enforce_eager.then_some(FlagValue::Switch(true)),
+            EngineOption::CudagraphMode => self.cudagraph_mode.clone().and_then(text),
+            EngineOption::KvCacheMemory => {
+                self.kv_cache_memory_bytes.and_then(|b| text(b.to_string()))
+            }
+            EngineOption::EnablePrefixCaching => self.enable_prefix_caching.map(FlagValue::Switch),
+            EngineOption::CpuOffload => self.cpu_offload_gib.and_then(|g| text(format!("{g}"))),
+            EngineOption::All2allBackend => self.all2all_backend.clone().and_then(text),
+            EngineOption::Speculative => self.speculative.as_ref().map(|sp| {
                 let mut flags = vec![("--spec-method", sp.method.clone())];
                 if let Some(m) = &sp.model {
                     flags.push(("--spec-model", m.clone()));
@@ -231,7 +235,13 @@ impl EnginePlan {
                 flags.push(("--spec-tokens", sp.tokens.to_string()));
                 FlagValue::Flags(flags)
             }),
-            _ => None,
+            // dic's own: how it launches, what it passes through, what it estimates.
+            EngineOption::Launcher
+            | EngineOption::ExtraArgs
+            | EngineOption::Env
+            | EngineOption::ActivationMemory
+            | EngineOption::NonTorchMemory
+            | EngineOption::CudaGraphMemory => None,
         }
     }
 
@@ -246,7 +256,7 @@ impl EnginePlan {
             words.push(v);
         };
         for option in VLLM_OPTIONS {
-            match (option.vllm, self.flag_value(option.name)) {
+            match (option.vllm, option.engine.and_then(|e| self.flag_value(e))) {
                 (Some(VllmFlag::Value(f) | VllmFlag::WhenSet(f)), Some(FlagValue::Text(v))) => {
                     flag(&mut words, f, v)
                 }

@@ -479,14 +479,6 @@ fn read_full(
     Ok(())
 }
 
-pub fn list(ranks: &[usize]) -> String {
-    ranks
-        .iter()
-        .map(|r| r.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -135,7 +135,7 @@ pub(super) fn preflight(
     image: &str,
 ) -> Result<Vec<(String, String)>, String> {
     use k8s_openapi::api::batch::v1::{Job, JobSpec};
-    use k8s_openapi::api::core::v1::{ConfigMap, ConfigMapVolumeSource};
+    use k8s_openapi::api::core::v1::ConfigMap;
     let name = format!("{}-preflight", dns_name(&d.name));
     let yaml = |v: &dyn erased::Yaml| v.to_yaml();
     let plan = crate::nccl::plan_toml(d)?;
@@ -152,8 +152,42 @@ pub(super) fn preflight(
             "preflight".to_string(),
         ),
     ]);
-    let svc = Service {
+    let svc = preflight_service(d, &name, &selector);
+    let nodes = d.nodes.max(1);
+    let (template, extra) = preflight_pod(d, cmd, image, &name, &selector)?;
+    let job = Job {
         metadata: meta(d, name.clone()),
+        spec: Some(JobSpec {
+            completion_mode: Some("Indexed".into()),
+            completions: Some(nodes as i32),
+            parallelism: Some(nodes as i32),
+            backoff_limit: Some(0),
+            // every rank gives up after the plan's timeout; leave room for image pulls
+            active_deadline_seconds: Some(1800),
+            ttl_seconds_after_finished: Some(86_400),
+            template,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut out = vec![
+        ("k8s/preflight/configmap.yaml".into(), yaml(&cm)?),
+        ("k8s/preflight/service.yaml".into(), yaml(&svc)?),
+        ("k8s/preflight/job.yaml".into(), yaml(&job)?),
+    ];
+    out.extend(extra);
+    Ok(out)
+}
+
+/// The headless Service that gives the preflight pods their DNS names (pod 0's serves
+/// the rendezvous), ready before they are.
+fn preflight_service(
+    d: &DeploymentPlan,
+    name: &str,
+    selector: &BTreeMap<String, String>,
+) -> Service {
+    Service {
+        metadata: meta(d, name.to_string()),
         spec: Some(ServiceSpec {
             cluster_ip: Some("None".into()),
             selector: Some(selector.clone()),
@@ -167,8 +201,21 @@ pub(super) fn preflight(
             ..Default::default()
         }),
         ..Default::default()
-    };
-    let nodes = d.nodes.max(1);
+    }
+}
+
+/// The preflight Job's pod: the vLLM pod's GPUs, affinity, tolerations and NCCL
+/// environment, one NVLink domain by its own labels, the plan mounted, and the container
+/// running `dic run --node`; with the objects it needs of its own (an IMEX domain's
+/// ComputeDomain on multi-node NVLink).
+fn preflight_pod(
+    d: &DeploymentPlan,
+    cmd: &NodeCommand,
+    image: &str,
+    name: &str,
+    selector: &BTreeMap<String, String>,
+) -> Result<(PodTemplateSpec, Vec<(String, String)>), String> {
+    use k8s_openapi::api::core::v1::ConfigMapVolumeSource;
     let gpus = d.comm.world_size.min(d.gpus_per_node.max(1));
     let mut template = pod(d, cmd, &[], false, None);
     let labels = template.metadata.get_or_insert_with(Default::default);
@@ -193,16 +240,68 @@ pub(super) fn preflight(
             ..Default::default()
         });
     }
-    spec.subdomain = Some(name.clone());
+    spec.subdomain = Some(name.to_string());
     spec.volumes.get_or_insert_with(Vec::new).push(Volume {
         name: "plan".into(),
         config_map: Some(ConfigMapVolumeSource {
-            name: name.clone(),
+            name: name.to_string(),
             ..Default::default()
         }),
         ..Default::default()
     });
     let c = spec.containers.first_mut().ok_or("pod without container")?;
+    preflight_container(c, d, image, name, gpus);
+    // The preflight runs before the serving objects exist: it joins an IMEX domain of its
+    // own, in its own folder.
+    let mut extra = Vec::new();
+    if multi_node_nvlink(d) {
+        if let Some(r) = c.resources.as_mut() {
+            r.claims = Some(vec![k8s_openapi::api::core::v1::ResourceClaim {
+                name: IMEX_CLAIM.into(),
+                request: None,
+            }]);
+        }
+        spec.resource_claims = Some(vec![PodResourceClaim {
+            name: IMEX_CLAIM.into(),
+            resource_claim_template_name: Some(channel_of(name)),
+            ..Default::default()
+        }]);
+        extra.push((
+            "k8s/preflight/computedomain.yaml".to_string(),
+            crate::yaml::to_string(&compute_domain(d, name)),
+        ));
+    }
+    c.ports = Some(vec![ContainerPort {
+        name: Some("rendezvous".into()),
+        container_port: crate::nccl::RENDEZVOUS_PORT as i32,
+        ..Default::default()
+    }]);
+    c.volume_mounts
+        .get_or_insert_with(Vec::new)
+        .retain(|m| m.name == "dshm");
+    if let Some(v) = c.volume_mounts.as_mut() {
+        v.push(VolumeMount {
+            name: "plan".into(),
+            mount_path: PLAN_DIR.into(),
+            read_only: Some(true),
+            ..Default::default()
+        });
+    }
+    spec.volumes
+        .get_or_insert_with(Vec::new)
+        .retain(|v| v.name != "hf-cache");
+    Ok((template, extra))
+}
+
+/// The preflight container: `dic run --node $JOB_COMPLETION_INDEX` with the NCCL backend,
+/// the rendezvous at pod 0, the job's secret, and the pod's GPUs.
+fn preflight_container(
+    c: &mut k8s_openapi::api::core::v1::Container,
+    d: &DeploymentPlan,
+    image: &str,
+    name: &str,
+    gpus: u64,
+) {
     c.name = "preflight".into();
     c.image = Some(image.to_string());
     // The NCCL backend on the deployment's GPUs, and NCCL's own log checked for the
@@ -235,67 +334,6 @@ pub(super) fn preflight(
     // referenced, never generated into the manifest: create it once per namespace with
     // `kubectl create secret generic <name> --from-literal=secret=$(openssl rand -hex 32)`.
     // Not optional: without it the pods do not start, which is the failure to want.
-    env.push(secret_env(dic_runtime_secret_env(), &name, "secret", false));
+    env.push(secret_env(dic_runtime_secret_env(), name, "secret", false));
     c.resources = Some(pod_resources(d, gpus, false));
-    // The preflight runs before the serving objects exist: it joins an IMEX domain of its
-    // own, in its own folder.
-    let mut extra = Vec::new();
-    if multi_node_nvlink(d) {
-        if let Some(r) = c.resources.as_mut() {
-            r.claims = Some(vec![k8s_openapi::api::core::v1::ResourceClaim {
-                name: IMEX_CLAIM.into(),
-                request: None,
-            }]);
-        }
-        spec.resource_claims = Some(vec![PodResourceClaim {
-            name: IMEX_CLAIM.into(),
-            resource_claim_template_name: Some(channel_of(&name)),
-            ..Default::default()
-        }]);
-        extra.push((
-            "k8s/preflight/computedomain.yaml".to_string(),
-            crate::yaml::to_string(&compute_domain(d, &name)),
-        ));
-    }
-    c.ports = Some(vec![ContainerPort {
-        name: Some("rendezvous".into()),
-        container_port: crate::nccl::RENDEZVOUS_PORT as i32,
-        ..Default::default()
-    }]);
-    c.volume_mounts
-        .get_or_insert_with(Vec::new)
-        .retain(|m| m.name == "dshm");
-    if let Some(v) = c.volume_mounts.as_mut() {
-        v.push(VolumeMount {
-            name: "plan".into(),
-            mount_path: PLAN_DIR.into(),
-            read_only: Some(true),
-            ..Default::default()
-        });
-    }
-    spec.volumes
-        .get_or_insert_with(Vec::new)
-        .retain(|v| v.name != "hf-cache");
-    let job = Job {
-        metadata: meta(d, name.clone()),
-        spec: Some(JobSpec {
-            completion_mode: Some("Indexed".into()),
-            completions: Some(nodes as i32),
-            parallelism: Some(nodes as i32),
-            backoff_limit: Some(0),
-            // every rank gives up after the plan's timeout; leave room for image pulls
-            active_deadline_seconds: Some(1800),
-            ttl_seconds_after_finished: Some(86_400),
-            template,
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let mut out = vec![
-        ("k8s/preflight/configmap.yaml".into(), yaml(&cm)?),
-        ("k8s/preflight/service.yaml".into(), yaml(&svc)?),
-        ("k8s/preflight/job.yaml".into(), yaml(&job)?),
-    ];
-    out.extend(extra);
-    Ok(out)
 }

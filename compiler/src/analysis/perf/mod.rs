@@ -334,6 +334,45 @@ pub struct Prediction {
     pub max_output_tokens_per_s: f64,
 }
 
+/// A deployment's output throughput at its operating point, as [`Prediction::at`] reads
+/// it: tokens/s served and saturated (every replica), over `gpus` GPUs, at `output`
+/// tokens per request.
+pub(crate) struct Throughput {
+    pub served: f64,
+    pub saturated: f64,
+    pub gpus: f64,
+    pub output: f64,
+}
+
+impl Prediction {
+    /// The prediction at an operating point: `running` requests per replica (of at most
+    /// `running_cap`) stepping at `step`, TTFT by its `parts`, and the throughput; the
+    /// headline figures are derived here, once, for the aggregated and the disaggregated
+    /// models.
+    pub(crate) fn at(
+        running: f64,
+        running_cap: f64,
+        parts: TtftParts,
+        step: TokenStep,
+        overloaded: bool,
+        t: Throughput,
+    ) -> Prediction {
+        Prediction {
+            running,
+            ttft: parts.total(),
+            ttft_parts: parts,
+            tpot: step.tpot,
+            output_tokens_per_s: t.served,
+            output_tokens_per_s_per_gpu: t.served / t.gpus,
+            requests_per_s: t.served / t.output,
+            overloaded,
+            step,
+            running_cap,
+            max_output_tokens_per_s: t.saturated,
+        }
+    }
+}
+
 /// The workload's prompt tokens held by the prefix cache, and the part every request
 /// shares (both 0 without a workload or without prefix reuse), at most `prompt` − 1.
 pub(crate) fn prefix_of(s: &Scenario, prompt: f64) -> (f64, f64) {
@@ -519,17 +558,11 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
         }
         _ => out_tps,
     };
-    Prediction {
-        running,
-        ttft: parts.total(),
-        ttft_parts: parts,
-        tpot: step.tpot,
-        output_tokens_per_s: out_tps,
-        output_tokens_per_s_per_gpu: out_tps / gpus,
-        requests_per_s: out_tps / output,
-        overloaded,
-        step,
-        running_cap: cap,
-        max_output_tokens_per_s: max_tps,
-    }
+    let throughput = Throughput {
+        served: out_tps,
+        saturated: max_tps,
+        gpus,
+        output,
+    };
+    Prediction::at(running, cap, parts, step, overloaded, throughput)
 }

@@ -686,6 +686,19 @@ pub enum ModelCache {
     HostPath(String),
 }
 
+/// A deployment's `routing = { … }`: a Gateway API inference pool in front of its pods.
+/// Weights left unset are `None` (lowering fills dic's defaults, which depend on the
+/// workload).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GatewayRouting {
+    pub gateway: String,
+    pub gateway_namespace: Option<String>,
+    pub queue_weight: Option<u64>,
+    pub kv_weight: Option<u64>,
+    pub prefix_weight: Option<u64>,
+    pub epp_image: Option<String>,
+}
+
 /// A deployment's `autoscale = { … }`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Autoscale {
@@ -724,6 +737,8 @@ pub struct Deploy {
     pub monitoring: Option<String>,
     /// The node the deployment is pinned to (one of its cluster's groups).
     pub node_group: Option<DefId>,
+    /// `routing = { gateway = … }`; `None`: a plain Service.
+    pub routing: Option<GatewayRouting>,
 }
 
 /// Every definition that was checked: the user's files and the stdlib definitions

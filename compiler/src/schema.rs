@@ -589,6 +589,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("node_group", Ty::Ref(Kind::Node), "the cluster's node group the deployment runs on (by its node); default: the first group with room"),
             f!("allowed_weights", Ty::List(&Ty::Enum(WEIGHT_DTYPES)), "weight formats the planner may choose (default: the model's own)"),
             f!("allowed_kv_cache", Ty::List(&Ty::Enum(KV_DTYPES)), "KV-cache dtypes the planner may choose (default: the model's own)"),
+            f!("routing", Ty::Block(ROUTING_FIELDS), "on Kubernetes, route through a Gateway API inference pool: `{ gateway = \"inference-gateway\" }` emits an InferencePool over the model-server pods, llm-d's endpoint picker scoring them (queue, KV-cache use, prefix-cache hits) and an HTTPRoute from the Gateway; default: a plain Service"),
         ],
     },
 ];
@@ -642,6 +643,17 @@ pub static AUTOSCALE_FIELDS: &[Field] = &[
     f!("waiting", Ty::Int { min: 1, max: 1 << 20 }, concat!("requests waiting per replica (vllm:num_requests_waiting) that add a replica (default ", dic_default!(autoscale_waiting), ", production-stack's)")),
     f!("via", Ty::Enum(&["hpa", "keda"]), "HorizontalPodAutoscaler on a custom pod metric (needs a metrics adapter such as prometheus-adapter) or a KEDA ScaledObject querying Prometheus (default hpa)"),
     f!("prometheus", Ty::Str(TextRule::Url), "Prometheus server KEDA queries, e.g. \"http://prometheus.monitoring:9090\""),
+];
+
+/// The fields of a deployment's `routing = { … }` block (the Gateway API Inference
+/// Extension's InferencePool and llm-d's endpoint picker; `ir::gateway`).
+pub static ROUTING_FIELDS: &[Field] = &[
+    f!("gateway", Ty::Str(TextRule::DnsLabel), req, "the Gateway (gateway.networking.k8s.io) whose HTTPRoute sends traffic to the deployment's InferencePool; dic does not create it"),
+    f!("gateway_namespace", Ty::Str(TextRule::DnsLabel), "the Gateway's namespace, when not the deployment's (it must allow routes from the deployment's namespace)"),
+    f!("queue_weight", Ty::Int { min: 0, max: 100 }, concat!("weight of the endpoint picker's `queue-scorer` (fewest waiting requests; default ", dic_default!(queue_weight), ")")),
+    f!("kv_weight", Ty::Int { min: 0, max: 100 }, concat!("weight of its `kv-cache-utilization-scorer` (most free KV cache; default ", dic_default!(kv_weight), ")")),
+    f!("prefix_weight", Ty::Int { min: 0, max: 100 }, concat!("weight of its `prefix-cache-scorer` (the server likeliest to hold the prompt's prefix; default ", dic_default!(prefix_weight), " when the workload sets `prefix_reuse` or `shared_prefix`, else 0: not loaded)")),
+    f!("epp_image", Ty::Str(TextRule::Image), concat!("the endpoint picker's image (default ", dic_default!(epp_image), ", llm-d's)")),
 ];
 
 /// The network profile kind (kept after the main table for readability).

@@ -51,6 +51,8 @@ impl Checker<'_, '_> {
             );
             ok = false;
         }
+        let routing = r.block("routing").map(super::routing::gateway_routing);
+        ok &= self.routing_rules(f, routing.as_ref(), &layout);
         let deploy = Deploy {
             model: r.reference("model"),
             cluster: r.reference("cluster"),
@@ -73,6 +75,7 @@ impl Checker<'_, '_> {
             autoscale,
             monitoring: r.word("monitoring").filter(|m| m != "none"),
             node_group: r.reference("node_group"),
+            routing,
         };
         (deploy, ok)
     }

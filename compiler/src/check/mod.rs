@@ -23,6 +23,7 @@ mod entries;
 mod layout;
 mod model_rules;
 mod reader;
+mod routing;
 mod values;
 
 #[derive(Clone, Copy, PartialEq)]

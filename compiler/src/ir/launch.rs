@@ -306,6 +306,10 @@ fn kubernetes_plan(
         model_cache: d.model_cache.clone(),
         autoscale: d.autoscale.clone(),
         monitoring: d.monitoring.clone(),
+        gateway: d
+            .routing
+            .as_ref()
+            .map(|r| super::gateway::gateway_plan(r, s)),
     }
 }
 

@@ -21,11 +21,13 @@ use serde::{Deserialize, Serialize};
 
 mod comm;
 mod forecast;
+mod gateway;
 mod launch;
 mod report;
 mod safety;
 
 pub use forecast::*;
+pub use gateway::{GatewayPlan, ScorerWeight, KV_CACHE_SCORER, PREFIX_CACHE_SCORER, QUEUE_SCORER};
 
 /// The types of the analysis and the program that are part of the contract as they are
 /// (plain data, serialized the same way in both).
@@ -305,6 +307,10 @@ pub struct KubernetesPlan {
     pub autoscale: Option<crate::program::Autoscale>,
     /// `podmonitor` or `servicemonitor`.
     pub monitoring: Option<String>,
+    /// An InferencePool and endpoint picker in front of the pods (`routing`); absent: a
+    /// plain Service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<GatewayPlan>,
 }
 
 /// CPU cores a vLLM pod requests: 4 for the API server, tokenizer and scheduler plus 4 per

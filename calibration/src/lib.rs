@@ -240,6 +240,7 @@ pub fn scenario(row: &Row) -> Option<Scenario> {
         all2all_backend: None,
         overrides: MemoryOverrides::default(),
         speculative: None,
+        lora: None,
     };
     let workload = row.rate.map(|r| {
         WorkloadSpec::new(

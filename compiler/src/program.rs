@@ -699,6 +699,17 @@ pub struct GatewayRouting {
     pub epp_image: Option<String>,
 }
 
+/// A deployment's `lora = { … }`: adapters served beside the base model.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LoraSettings {
+    /// (name, path) pairs for `--lora-modules`, in source order.
+    pub adapters: Vec<(String, String)>,
+    pub max_loras: u64,
+    pub max_rank: u64,
+    /// `None`: vLLM's default, `max_loras`.
+    pub max_cpu_loras: Option<u64>,
+}
+
 /// A deployment's `autoscale = { … }`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Autoscale {
@@ -739,6 +750,8 @@ pub struct Deploy {
     pub node_group: Option<DefId>,
     /// `routing = { gateway = … }`; `None`: a plain Service.
     pub routing: Option<GatewayRouting>,
+    /// `lora = { … }`; `None`: no adapters.
+    pub lora: Option<LoraSettings>,
 }
 
 /// Every definition that was checked: the user's files and the stdlib definitions

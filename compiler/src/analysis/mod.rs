@@ -18,6 +18,7 @@ pub mod forecast;
 pub mod fused_moe;
 pub mod gemm;
 pub mod kv_pool;
+pub mod lora;
 pub mod memory;
 pub mod perf;
 pub mod rules;
@@ -724,6 +725,10 @@ fn scenario_on(
                 .or_else(|| draft.and_then(|m| m.hf.clone())),
             draft: draft.map(|m| Box::new(m.clone())),
         }
+    });
+    engine.lora = d.lora.as_ref().map(|l| lora::LoraSpec {
+        max_loras: l.max_loras,
+        max_rank: l.max_rank,
     });
     let workload = d
         .workload

@@ -233,6 +233,8 @@ pub struct EngineSettings {
     pub overrides: MemoryOverrides,
     /// Speculative decoding, with the draft model resolved.
     pub speculative: Option<SpecDecode>,
+    /// LoRA slots vLLM reserves (`lora = { … }`); `None`: no LoRA.
+    pub lora: Option<super::lora::LoraSpec>,
 }
 
 impl EngineSettings {
@@ -385,5 +387,6 @@ pub fn engine_settings(
             cuda_graphs: o.cuda_graph_memory,
         },
         speculative: None,
+        lora: None,
     }
 }

@@ -53,6 +53,8 @@ impl Checker<'_, '_> {
         }
         let routing = r.block("routing").map(super::routing::gateway_routing);
         ok &= self.routing_rules(f, routing.as_ref(), &layout);
+        let lora = self.lora(f, &r);
+        ok &= lora.is_some() || !f.contains_key("lora");
         let deploy = Deploy {
             model: r.reference("model"),
             cluster: r.reference("cluster"),
@@ -76,6 +78,7 @@ impl Checker<'_, '_> {
             monitoring: r.word("monitoring").filter(|m| m != "none"),
             node_group: r.reference("node_group"),
             routing,
+            lora,
         };
         (deploy, ok)
     }

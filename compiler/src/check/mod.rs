@@ -21,6 +21,7 @@ mod deploy;
 mod engine;
 mod entries;
 mod layout;
+mod lora;
 mod model_rules;
 mod reader;
 mod routing;

@@ -261,6 +261,7 @@ fn engine_plan(
             model: sp.source.clone(),
             tokens: sp.tokens,
         }),
+        lora: d.lora.clone(),
         extra_args: d.engine.extra_args.clone(),
         env: d.engine.env.clone(),
     }

@@ -23,11 +23,13 @@ mod comm;
 mod forecast;
 mod gateway;
 mod launch;
+mod lora;
 mod report;
 mod safety;
 
 pub use forecast::*;
 pub use gateway::{GatewayPlan, ScorerWeight, KV_CACHE_SCORER, PREFIX_CACHE_SCORER, QUEUE_SCORER};
+pub use lora::{lora_words, LoraSettings};
 
 /// The types of the analysis and the program that are part of the contract as they are
 /// (plain data, serialized the same way in both).
@@ -175,6 +177,9 @@ pub struct EnginePlan {
     /// Speculative decoding (`--spec-method`, `--spec-model`, `--spec-tokens`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speculative: Option<SpeculativePlan>,
+    /// LoRA adapters (`lora = { … }`): `--enable-lora` and its flags, after the table's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<LoraSettings>,
     /// The user's own `vllm serve` words, appended after dic's (checked by `vllm_args`).
     pub extra_args: Vec<String>,
     /// The user's environment for the vLLM processes.
@@ -262,6 +267,7 @@ impl EnginePlan {
                 _ => {}
             }
         }
+        words.extend(self.lora.as_ref().map(lora_words).unwrap_or_default());
         words
     }
 }

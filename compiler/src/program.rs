@@ -710,6 +710,15 @@ pub struct LoraSettings {
     pub max_cpu_loras: Option<u64>,
 }
 
+/// A deployment's `kv_offload = { … }`: KV blocks kept in CPU memory.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct KvOffload {
+    /// Bytes per engine, summed over its TP ranks.
+    pub size: f64,
+    /// `native` or `lmcache`.
+    pub backend: String,
+}
+
 /// A deployment's `autoscale = { … }`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Autoscale {
@@ -752,6 +761,8 @@ pub struct Deploy {
     pub routing: Option<GatewayRouting>,
     /// `lora = { … }`; `None`: no adapters.
     pub lora: Option<LoraSettings>,
+    /// `kv_offload = { … }`; `None`: the KV cache stays on the GPUs.
+    pub kv_offload: Option<KvOffload>,
 }
 
 /// Every definition that was checked: the user's files and the stdlib definitions

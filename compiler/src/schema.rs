@@ -590,6 +590,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("allowed_weights", Ty::List(&Ty::Enum(WEIGHT_DTYPES)), "weight formats the planner may choose (default: the model's own)"),
             f!("allowed_kv_cache", Ty::List(&Ty::Enum(KV_DTYPES)), "KV-cache dtypes the planner may choose (default: the model's own)"),
             f!("lora", Ty::Block(LORA_FIELDS), "serve LoRA adapters beside the base model (`--enable-lora`): `{ adapters = [\"sql=org/sql-lora\"], max_loras = 4, max_rank = 16 }`; vLLM reserves room for `max_loras` adapters of `max_rank` on every linear layer at start-up, which the memory check counts"),
+            f!("kv_offload", Ty::Block(KV_OFFLOAD_FIELDS), "offload KV blocks the GPU evicts to CPU memory, where a later prompt with the same prefix finds them (`--kv-offloading-size`): `{ size = 200 GiB, backend = native }`; more prefix-cache room for long shared prefixes and multi-turn chat, at a PCIe transfer per hit"),
             f!("routing", Ty::Block(ROUTING_FIELDS), "on Kubernetes, route through a Gateway API inference pool: `{ gateway = \"inference-gateway\" }` emits an InferencePool over the model-server pods, llm-d's endpoint picker scoring them (queue, KV-cache use, prefix-cache hits) and an HTTPRoute from the Gateway; default: a plain Service"),
         ],
     },
@@ -644,26 +645,6 @@ pub static AUTOSCALE_FIELDS: &[Field] = &[
     f!("waiting", Ty::Int { min: 1, max: 1 << 20 }, concat!("requests waiting per replica (vllm:num_requests_waiting) that add a replica (default ", dic_default!(autoscale_waiting), ", production-stack's)")),
     f!("via", Ty::Enum(&["hpa", "keda"]), "HorizontalPodAutoscaler on a custom pod metric (needs a metrics adapter such as prometheus-adapter) or a KEDA ScaledObject querying Prometheus (default hpa)"),
     f!("prometheus", Ty::Str(TextRule::Url), "Prometheus server KEDA queries, e.g. \"http://prometheus.monitoring:9090\""),
-];
-
-/// The fields of a deployment's `routing = { … }` block (the Gateway API Inference
-/// Extension's InferencePool and llm-d's endpoint picker; `ir::gateway`).
-pub static ROUTING_FIELDS: &[Field] = &[
-    f!("gateway", Ty::Str(TextRule::DnsLabel), req, "the Gateway (gateway.networking.k8s.io) whose HTTPRoute sends traffic to the deployment's InferencePool; dic does not create it"),
-    f!("gateway_namespace", Ty::Str(TextRule::DnsLabel), "the Gateway's namespace, when not the deployment's (it must allow routes from the deployment's namespace)"),
-    f!("queue_weight", Ty::Int { min: 0, max: 100 }, concat!("weight of the endpoint picker's `queue-scorer` (fewest waiting requests; default ", dic_default!(queue_weight), ")")),
-    f!("kv_weight", Ty::Int { min: 0, max: 100 }, concat!("weight of its `kv-cache-utilization-scorer` (most free KV cache; default ", dic_default!(kv_weight), ")")),
-    f!("prefix_weight", Ty::Int { min: 0, max: 100 }, concat!("weight of its `prefix-cache-scorer` (the server likeliest to hold the prompt's prefix; default ", dic_default!(prefix_weight), " when the workload sets `prefix_reuse` or `shared_prefix`, else 0: not loaded)")),
-    f!("epp_image", Ty::Str(TextRule::Image), concat!("the endpoint picker's image (default ", dic_default!(epp_image), ", llm-d's)")),
-];
-
-/// The fields of a deployment's `lora = { … }` block (vLLM 0.33's `LoRAConfig`,
-/// `vllm/config/lora.py`).
-pub static LORA_FIELDS: &[Field] = &[
-    f!("adapters", Ty::List(&Ty::Str(TextRule::Argument)), "adapters loaded at start-up, as \"name=path\" (a Hugging Face repository or a folder): `--lora-modules`; clients ask for one by its name as the model"),
-    f!("max_loras", Ty::Int { min: 1, max: 256 }, "adapters one batch may mix (`--max-loras`, vLLM's default 1): each takes a slot of GPU memory on every linear layer"),
-    f!("max_rank", Ty::Int { min: 1, max: 512 }, "the largest adapter rank served (`--max-lora-rank`, vLLM's default 16): one of 1, 8, 16, 32, 64, 128, 256, 320, 512; the slots are sized for it"),
-    f!("max_cpu_loras", Ty::Int { min: 1, max: 4096 }, "adapters kept in CPU memory, at least `max_loras` (`--max-cpu-loras`, default `max_loras`)"),
 ];
 
 /// The network profile kind (kept after the main table for readability).
@@ -892,3 +873,6 @@ pub static LAYOUT_FACTORS: &[(&str, &str)] = &[
     ),
     ("pcp", "prefill context parallel size: adds ranks"),
 ];
+
+mod deploy_blocks;
+pub use deploy_blocks::{KV_OFFLOAD_FIELDS, LORA_FIELDS, ROUTING_FIELDS};

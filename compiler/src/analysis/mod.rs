@@ -17,6 +17,7 @@ pub mod estimate;
 pub mod forecast;
 pub mod fused_moe;
 pub mod gemm;
+pub mod kv_offload;
 pub mod kv_pool;
 pub mod lora;
 pub mod memory;

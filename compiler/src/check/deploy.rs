@@ -79,6 +79,13 @@ impl Checker<'_, '_> {
             node_group: r.reference("node_group"),
             routing,
             lora,
+            kv_offload: r.block("kv_offload").map(|b| {
+                let k = Reader(b);
+                KvOffload {
+                    size: k.num("size").unwrap_or(0.0),
+                    backend: k.word("backend").unwrap_or_else(|| "native".into()),
+                }
+            }),
         };
         (deploy, ok)
     }

@@ -262,6 +262,7 @@ fn engine_plan(
             tokens: sp.tokens,
         }),
         lora: d.lora.clone(),
+        kv_offload: d.kv_offload.clone(),
         extra_args: d.engine.extra_args.clone(),
         env: d.engine.env.clone(),
     }
@@ -298,7 +299,12 @@ fn kubernetes_plan(
             pod_memory(
                 gpus_per_pod,
                 shm,
-                s.engine.cpu_offload as u64,
+                // Host memory per GPU: offloaded weights and the engine's offloaded KV
+                // blocks, spread over its GPUs.
+                s.engine.cpu_offload as u64
+                    + d.kv_offload.as_ref().map_or(0, |k| {
+                        (k.size / (s.layout.tp * s.layout.pp).max(1) as f64) as u64
+                    }),
                 node_memory.map(|m| (m * gpus_per_pod as f64 / shape.per_node as f64) as u64),
             )
         }),

@@ -1,8 +1,20 @@
-//! LoRA adapters as launched: the `lora = { … }` block's flags on `vllm serve`, in vLLM
-//! 0.33's spelling (`engine/arg_utils.py`: the LoRA group, and the OpenAI server's
-//! `--lora-modules name=path …`).
+//! LoRA adapters and KV offloading as launched: the `lora = { … }` and `kv_offload = { … }`
+//! blocks' flags on `vllm serve`, in vLLM 0.33's spelling (`engine/arg_utils.py`: the
+//! LoRA group and the OpenAI server's `--lora-modules name=path …`; the cache group's
+//! `--kv-offloading-size`/`--kv-offloading-backend`).
 
-pub use crate::program::LoraSettings;
+pub use crate::program::{KvOffload, LoraSettings};
+
+/// The words `kv_offload` adds to `vllm serve` (`engine/arg_utils.py`: the size in GiB,
+/// summed over the engine's TP ranks, and the backend).
+pub fn kv_offload_words(k: &KvOffload) -> Vec<String> {
+    vec![
+        "--kv-offloading-size".to_string(),
+        format!("{}", k.size / (1u64 << 30) as f64),
+        "--kv-offloading-backend".into(),
+        k.backend.clone(),
+    ]
+}
 
 /// The words `lora` adds to `vllm serve`: `--enable-lora`, the slots and rank the memory
 /// check counted, the CPU cache when written, and the adapters loaded at start-up.

@@ -29,7 +29,7 @@ mod safety;
 
 pub use forecast::*;
 pub use gateway::{GatewayPlan, ScorerWeight, KV_CACHE_SCORER, PREFIX_CACHE_SCORER, QUEUE_SCORER};
-pub use lora::{lora_words, LoraSettings};
+pub use lora::{kv_offload_words, lora_words, KvOffload, LoraSettings};
 
 /// The types of the analysis and the program that are part of the contract as they are
 /// (plain data, serialized the same way in both).
@@ -180,6 +180,9 @@ pub struct EnginePlan {
     /// LoRA adapters (`lora = { … }`): `--enable-lora` and its flags, after the table's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lora: Option<LoraSettings>,
+    /// KV offloading to CPU memory (`kv_offload = { … }`), after LoRA's flags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_offload: Option<KvOffload>,
     /// The user's own `vllm serve` words, appended after dic's (checked by `vllm_args`).
     pub extra_args: Vec<String>,
     /// The user's environment for the vLLM processes.
@@ -268,6 +271,12 @@ impl EnginePlan {
             }
         }
         words.extend(self.lora.as_ref().map(lora_words).unwrap_or_default());
+        words.extend(
+            self.kv_offload
+                .as_ref()
+                .map(kv_offload_words)
+                .unwrap_or_default(),
+        );
         words
     }
 }

@@ -304,6 +304,18 @@ impl Schema {
                 i += 1;
                 continue;
             }
+            if opt["nargs"] == "+" {
+                // One value or more, up to the next flag (`--lora-modules a=x b=y`).
+                let values = argv[i + 1..]
+                    .iter()
+                    .take_while(|w| !w.starts_with("--"))
+                    .count();
+                if values == 0 {
+                    problems.push(format!("{flag} needs a value"));
+                }
+                i += 1 + values;
+                continue;
+            }
             let Some(value) = argv.get(i + 1) else {
                 problems.push(format!("{flag} needs a value"));
                 break;

@@ -242,6 +242,7 @@ pub fn scenario(row: &Row) -> Option<Scenario> {
         speculative: None,
         calibration: Default::default(),
         batch: Default::default(),
+        lora: None,
     };
     let workload = row.rate.map(|r| {
         WorkloadSpec::new(

@@ -711,6 +711,39 @@ pub enum ModelCache {
     HostPath(String),
 }
 
+/// A deployment's `routing = { … }`: a Gateway API inference pool in front of its pods.
+/// Weights left unset are `None` (lowering fills dic's defaults, which depend on the
+/// workload).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GatewayRouting {
+    pub gateway: String,
+    pub gateway_namespace: Option<String>,
+    pub queue_weight: Option<u64>,
+    pub kv_weight: Option<u64>,
+    pub prefix_weight: Option<u64>,
+    pub epp_image: Option<String>,
+}
+
+/// A deployment's `lora = { … }`: adapters served beside the base model.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LoraSettings {
+    /// (name, path) pairs for `--lora-modules`, in source order.
+    pub adapters: Vec<(String, String)>,
+    pub max_loras: u64,
+    pub max_rank: u64,
+    /// `None`: vLLM's default, `max_loras`.
+    pub max_cpu_loras: Option<u64>,
+}
+
+/// A deployment's `kv_offload = { … }`: KV blocks kept in CPU memory.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct KvOffload {
+    /// Bytes per engine, summed over its TP ranks.
+    pub size: f64,
+    /// `native` or `lmcache`.
+    pub backend: String,
+}
+
 /// A deployment's `autoscale = { … }`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Autoscale {
@@ -749,6 +782,12 @@ pub struct Deploy {
     pub monitoring: Option<String>,
     /// The node the deployment is pinned to (one of its cluster's groups).
     pub node_group: Option<DefId>,
+    /// `routing = { gateway = … }`; `None`: a plain Service.
+    pub routing: Option<GatewayRouting>,
+    /// `lora = { … }`; `None`: no adapters.
+    pub lora: Option<LoraSettings>,
+    /// `kv_offload = { … }`; `None`: the KV cache stays on the GPUs.
+    pub kv_offload: Option<KvOffload>,
     /// Factors fitted on the deployment's own engines (`calibration { … }`).
     pub calibration: Calibration,
 }

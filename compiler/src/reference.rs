@@ -41,7 +41,7 @@ pub fn example(ty: &Ty) -> String {
         Ty::Engine => "vllm { max_model_len = 8k tokens }".into(),
         Ty::Block(fields) => fields
             .first()
-            .map(|f| format!("{{ {} = {} }}", f.name, example(&f.ty)))
+            .map(|f| format!("{{ {} }}", entry_example(f)))
             .unwrap_or_else(|| "{ }".into()),
     }
 }
@@ -50,6 +50,9 @@ pub fn example(ty: &Ty) -> String {
 /// `latency = 2 us`, a model's `parameters = 70.6B`), and a bound in the bound's own form
 /// (`ttft.p95 <= 800 ms`, `throughput >= 2000 tokens/s`).
 pub fn entry_example(f: &Field) -> String {
+    if let Some((_, value)) = FIELD_EXAMPLES.iter().find(|(name, _)| *name == f.name) {
+        return format!("{} = {value}", f.name);
+    }
     match f.ty {
         Ty::Bound(Dimension::Time) => format!(
             "{}.p95 <= {}",
@@ -81,6 +84,9 @@ pub fn entry_example(f: &Field) -> String {
         _ => format!("{} = {}", f.name, example(&f.ty)),
     }
 }
+
+/// Fields whose type's generic example would not check: text with a shape of its own.
+const FIELD_EXAMPLES: &[(&str, &str)] = &[("adapters", "[\"sql=org/sql-lora\"]")];
 
 /// The units line of a quantity's reference text: its symbols, or how an amount of money
 /// or a plain number is written (they have no unit symbols).

@@ -591,6 +591,9 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("allowed_weights", Ty::List(&Ty::Enum(WEIGHT_DTYPES)), "weight formats the planner may choose (default: the model's own)"),
             f!("allowed_kv_cache", Ty::List(&Ty::Enum(KV_DTYPES)), "KV-cache dtypes the planner may choose (default: the model's own)"),
             f!("calibration", Ty::Block(CALIBRATION_FIELDS), "correction factors fitted on this deployment's own engines by `dic observe --calibrate`: `{ step_time = 1.12, prefill_time = 0.95 }` multiply dic's predicted decode step and prompt prefill (each 0.5 to 2; see docs/observe.md)"),
+            f!("lora", Ty::Block(LORA_FIELDS), "serve LoRA adapters beside the base model (`--enable-lora`): `{ adapters = [\"sql=org/sql-lora\"], max_loras = 4, max_rank = 16 }`; vLLM reserves room for `max_loras` adapters of `max_rank` on every linear layer at start-up, which the memory check counts"),
+            f!("kv_offload", Ty::Block(KV_OFFLOAD_FIELDS), "offload KV blocks the GPU evicts to CPU memory, where a later prompt with the same prefix finds them (`--kv-offloading-size`): `{ size = 200 GiB, backend = native }`; more prefix-cache room for long shared prefixes and multi-turn chat, at a PCIe transfer per hit"),
+            f!("routing", Ty::Block(ROUTING_FIELDS), "on Kubernetes, route through a Gateway API inference pool: `{ gateway = \"inference-gateway\" }` emits an InferencePool over the model-server pods, llm-d's endpoint picker scoring them (queue, KV-cache use, prefix-cache hits) and an HTTPRoute from the Gateway; default: a plain Service"),
         ],
     },
 ];
@@ -886,3 +889,6 @@ pub static LAYOUT_FACTORS: &[(&str, &str)] = &[
     ),
     ("pcp", "prefill context parallel size: adds ranks"),
 ];
+
+mod deploy_blocks;
+pub use deploy_blocks::{KV_OFFLOAD_FIELDS, LORA_FIELDS, ROUTING_FIELDS};

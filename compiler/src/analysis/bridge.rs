@@ -316,6 +316,10 @@ fn scenario_on(p: &Program, def: &Def, d: &Deploy, group: usize) -> Option<Deplo
             draft: draft.map(|m| Box::new(m.clone())),
         }
     });
+    engine.lora = d.lora.as_ref().map(|l| super::lora::LoraSpec {
+        max_loras: l.max_loras,
+        max_rank: l.max_rank,
+    });
     let workload = d
         .workload
         .and_then(|id| p.workload(id))

@@ -198,11 +198,19 @@ pub fn memory(s: &Scenario) -> MemoryReport {
             .as_ref()
             .filter(|_| is_last)
             .map_or(0.0, |d| d.weight_bytes);
-        let weights = (w.bytes + draft_bytes - e.cpu_offload).max(0.0);
+        let (lora_weights, lora_activations) = super::lora::stage_bytes(
+            m,
+            l.tp,
+            e.lora,
+            e.max_num_batched_tokens,
+            first..first + count,
+            (is_first, is_last),
+        );
+        let weights = (w.bytes + draft_bytes + lora_weights - e.cpu_offload).max(0.0);
         let activations = e
             .overrides
             .activation
-            .unwrap_or_else(|| activation_peak(s, is_last));
+            .unwrap_or_else(|| activation_peak(s, is_last) + lora_activations);
         // DeepEP's buffers are allocated outside PyTorch's pool, as non-torch memory; they
         // are exact, so an override of the estimated part leaves them counted.
         let non_torch = e.overrides.non_torch.unwrap_or(

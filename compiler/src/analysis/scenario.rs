@@ -268,6 +268,8 @@ pub struct EngineSettings {
     /// The batch limits as written and vLLM's defaults for them before the layout is
     /// known (`super::deepep::apply_layout_defaults` settles them for a layout).
     pub batch: BatchLimits,
+    /// LoRA slots vLLM reserves (`lora = { … }`); `None`: no LoRA.
+    pub lora: Option<super::lora::LoraSpec>,
 }
 
 /// `max_num_seqs` and `max_num_batched_tokens` as written (`None`: unset) and the
@@ -461,5 +463,6 @@ pub fn engine_settings(
         speculative: None,
         calibration: Calibration::default(),
         batch,
+        lora: None,
     }
 }

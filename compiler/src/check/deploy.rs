@@ -51,6 +51,10 @@ impl Checker<'_, '_> {
             );
             ok = false;
         }
+        let routing = r.block("routing").map(super::routing::gateway_routing);
+        ok &= self.routing_rules(f, routing.as_ref(), &layout);
+        let lora = self.lora(f, &r);
+        ok &= lora.is_some() || !f.contains_key("lora");
         let deploy = Deploy {
             model: r.reference("model"),
             cluster: r.reference("cluster"),
@@ -84,6 +88,15 @@ impl Checker<'_, '_> {
                     }
                 })
                 .unwrap_or_default(),
+            routing,
+            lora,
+            kv_offload: r.block("kv_offload").map(|b| {
+                let k = Reader(b);
+                KvOffload {
+                    size: k.num("size").unwrap_or(0.0),
+                    backend: k.word("backend").unwrap_or_else(|| "native".into()),
+                }
+            }),
         };
         (deploy, ok)
     }

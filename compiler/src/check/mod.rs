@@ -21,8 +21,10 @@ mod deploy;
 mod engine;
 mod entries;
 mod layout;
+mod lora;
 mod model_rules;
 mod reader;
+mod routing;
 mod values;
 
 #[derive(Clone, Copy, PartialEq)]

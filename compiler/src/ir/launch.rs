@@ -293,6 +293,8 @@ fn engine_plan(
             model: sp.source.clone(),
             tokens: sp.tokens,
         }),
+        lora: d.lora.clone(),
+        kv_offload: d.kv_offload.clone(),
         extra_args: d.engine.extra_args.clone(),
         env: d.engine.env.clone(),
     }
@@ -337,7 +339,12 @@ fn kubernetes_plan(
             pod_memory(
                 gpus_per_pod,
                 shm,
-                s.engine.cpu_offload as u64,
+                // Host memory per GPU: offloaded weights and the engine's offloaded KV
+                // blocks, spread over its GPUs.
+                s.engine.cpu_offload as u64
+                    + d.kv_offload.as_ref().map_or(0, |k| {
+                        (k.size / (s.layout.tp * s.layout.pp).max(1) as f64) as u64
+                    }),
                 node_memory.map(|m| (m * gpus_per_pod as f64 / shape.per_node as f64) as u64),
             )
         }),
@@ -346,6 +353,10 @@ fn kubernetes_plan(
         model_cache: d.model_cache.clone(),
         autoscale: d.autoscale.clone(),
         monitoring: d.monitoring.clone(),
+        gateway: d
+            .routing
+            .as_ref()
+            .map(|r| super::gateway::gateway_plan(r, s)),
     }
 }
 

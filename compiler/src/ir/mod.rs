@@ -22,11 +22,15 @@ use serde::{Deserialize, Serialize};
 
 mod comm;
 mod forecast;
+mod gateway;
 mod launch;
+mod lora;
 mod report;
 mod safety;
 
 pub use forecast::*;
+pub use gateway::{GatewayPlan, ScorerWeight, KV_CACHE_SCORER, PREFIX_CACHE_SCORER, QUEUE_SCORER};
+pub use lora::{kv_offload_words, lora_words, KvOffload, LoraSettings};
 
 /// The types of the analysis and the program that are part of the contract as they are
 /// (plain data, serialized the same way in both).
@@ -178,6 +182,12 @@ pub struct EnginePlan {
     /// Speculative decoding (`--spec-method`, `--spec-model`, `--spec-tokens`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speculative: Option<SpeculativePlan>,
+    /// LoRA adapters (`lora = { … }`): `--enable-lora` and its flags, after the table's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<LoraSettings>,
+    /// KV offloading to CPU memory (`kv_offload = { … }`), after LoRA's flags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_offload: Option<KvOffload>,
     /// The user's own `vllm serve` words, appended after dic's (checked by `vllm_args`).
     pub extra_args: Vec<String>,
     /// The user's environment for the vLLM processes.
@@ -274,6 +284,13 @@ impl EnginePlan {
                 _ => {}
             }
         }
+        words.extend(self.lora.as_ref().map(lora_words).unwrap_or_default());
+        words.extend(
+            self.kv_offload
+                .as_ref()
+                .map(kv_offload_words)
+                .unwrap_or_default(),
+        );
         words
     }
 }
@@ -321,6 +338,10 @@ pub struct KubernetesPlan {
     pub autoscale: Option<crate::program::Autoscale>,
     /// `podmonitor` or `servicemonitor`.
     pub monitoring: Option<String>,
+    /// An InferencePool and endpoint picker in front of the pods (`routing`); absent: a
+    /// plain Service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<GatewayPlan>,
 }
 
 /// CPU cores a vLLM pod requests: 4 for the API server, tokenizer and scheduler plus 4 per

@@ -95,6 +95,21 @@ macro_rules! dic_default {
     (acceptance_ngram) => {
         30
     };
+    // The endpoint picker's scorer weights and image: llm-d-inference-scheduler v0.8.0's
+    // `deploy/config/epp-precise-prefix-cache-config.yaml` (prefix 2, KV use 1, queue 1)
+    // and its Makefile's image (`ghcr.io/llm-d/` + PROJECT_NAME, tagged by release).
+    (queue_weight) => {
+        1
+    };
+    (kv_weight) => {
+        1
+    };
+    (prefix_weight) => {
+        2
+    };
+    (epp_image) => {
+        "ghcr.io/llm-d/llm-d-inference-scheduler:v0.8.0"
+    };
 }
 
 /// dic's own defaults (the values: `dic_default!`).
@@ -105,6 +120,13 @@ pub mod dic_defaults {
     pub const ROCM_IMAGE: &str = dic_default!(rocm_image);
     /// Requests waiting per replica that add one (production-stack's threshold).
     pub const AUTOSCALE_WAITING: u64 = dic_default!(autoscale_waiting);
+    /// The endpoint picker's scorer weights when `routing` leaves them unset.
+    pub const QUEUE_WEIGHT: u64 = dic_default!(queue_weight);
+    pub const KV_WEIGHT: u64 = dic_default!(kv_weight);
+    /// Only when the workload declares prefix reuse; otherwise the scorer is not loaded.
+    pub const PREFIX_WEIGHT: u64 = dic_default!(prefix_weight);
+    /// llm-d's endpoint picker (EPP) image.
+    pub const EPP_IMAGE: &str = dic_default!(epp_image);
 
     /// The chance each drafted token is accepted, by method (one of
     /// [`crate::schema::SPEC_METHODS`]). [heuristic: typical chat-traffic rates that EAGLE-3,

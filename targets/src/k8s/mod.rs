@@ -41,6 +41,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+mod gateway;
 mod jobs;
 mod nvlink;
 mod pod;
@@ -357,6 +358,19 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
     if let Some(m) = &d.kubernetes.monitoring {
         let (file, text) = monitor(d, m, &name, single_node_pods);
         out.insert(file, text);
+    }
+    if let (Some(g), true) = (
+        &d.kubernetes.gateway,
+        d.part_of.as_ref().is_none_or(|p| p.first),
+    ) {
+        let pool_selector = svc
+            .spec
+            .as_ref()
+            .and_then(|s| s.selector.clone())
+            .unwrap_or_default();
+        for (file, text) in gateway::gateway_objects(d, g, pool_selector)? {
+            out.insert(file, text);
+        }
     }
     if let ModelCache::Pvc {
         claim,

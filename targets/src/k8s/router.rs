@@ -36,7 +36,7 @@ fn client_service(name: &str, single_node_pods: bool) -> String {
 
 /// A container's security context without privilege: no escalation (setuid binaries gain
 /// nothing), every capability dropped, and, with `read_only`, a read-only root filesystem.
-fn unprivileged(read_only: bool) -> SecurityContext {
+pub(super) fn unprivileged(read_only: bool) -> SecurityContext {
     SecurityContext {
         allow_privilege_escalation: Some(false),
         capabilities: Some(Capabilities {

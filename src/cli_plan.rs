@@ -5,15 +5,23 @@
 use dic::disk::DiskWorld;
 use dic::exit::{ERRORS, OK, USAGE};
 use dic::render;
-use dic_compiler::planner::{best_aggregated_within, search, space_of, Candidate, DisaggCandidate};
+use dic_compiler::planner::{
+    best_aggregated_within, carried, search, space_of, Candidate, DisaggCandidate,
+};
 
 fn ms(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "—".into())
 }
 
+/// Requests per second carried within the SLOs (`planner::Goodput`), or `—`.
+fn in_slo(g: Option<&dic_compiler::planner::Goodput>) -> String {
+    g.map(|g| format!("{:.2}", g.requests_per_s))
+        .unwrap_or_else(|| "—".into())
+}
+
 fn row(i: usize, c: &Candidate) -> String {
     format!(
-        "{:>3}  {:<34} {:>5} {:>10} {:>9} {:>9} {:>8} {:>9}",
+        "{:>3}  {:<34} {:>5} {:>10} {:>9} {:>9} {:>8} {:>9} {:>9}",
         i,
         c.describe(),
         c.gpus,
@@ -30,11 +38,12 @@ fn row(i: usize, c: &Candidate) -> String {
         c.output_tokens_per_s
             .map(|v| format!("{v:.0}"))
             .unwrap_or_else(|| "—".into()),
+        in_slo(c.goodput.as_ref()),
     )
 }
 
 /// The disaggregated family beside the aggregated one: its best splits, and which family
-/// serves more output tokens per GPU within the SLOs at no higher cost, by how much (the
+/// carries more load within the SLOs per GPU at no higher cost (the
 /// planner's own comparison), then the planner's choice.
 fn print_disaggregated(
     result: &dic_compiler::planner::Search,
@@ -46,12 +55,12 @@ fn print_disaggregated(
     }
     println!("disaggregated prefill/decode (predicted; deploy one with the `layout` shown under the table):");
     println!(
-        "{:>3}  {:<34} {:>5} {:>10} {:>9} {:>8} {:>11} {:>9}",
-        "#", "pools", "GPUs", "$/h", "TTFT ms", "TPOT ms", "max/GPU", "KV ms"
+        "{:>3}  {:<34} {:>5} {:>10} {:>9} {:>8} {:>11} {:>9} {:>9}",
+        "#", "pools", "GPUs", "$/h", "TTFT ms", "TPOT ms", "max/GPU", "KV ms", "SLO r/s"
     );
     for (i, d) in disagg.iter().take(top.min(5)).enumerate() {
         println!(
-            "{:>3}  {:<34} {:>5} {:>10} {:>9} {:>8.1} {:>11.0} {:>9.2}{}",
+            "{:>3}  {:<34} {:>5} {:>10} {:>9} {:>8.1} {:>11.0} {:>9.2} {:>9}{}",
             i + 1,
             d.name,
             d.gpus,
@@ -64,6 +73,7 @@ fn print_disaggregated(
             d.tpot_ms,
             d.capacity_per_gpu,
             d.transfer_ms,
+            in_slo(d.goodput.as_ref()),
             if d.meets_slo { "" } else { "  (misses an SLO)" }
         );
     }
@@ -71,27 +81,28 @@ fn print_disaggregated(
         println!("  #1 as a layout: `layout = {}`", first.split.as_layout());
     }
     // The comparison the planner's choice makes: the best split against the aggregated
-    // layout serving the most per GPU at no higher cost (`planner::choose_family`).
+    // layout carrying the most load within the SLOs per GPU at no
+    // higher cost (`planner::choose_family`); saturated capacity is shown, not compared.
     let best_dis = disagg.first().filter(|d| d.meets_slo);
     let best_agg = match best_dis {
         Some(d) => best_aggregated_within(&result.ranked, d.cost_per_hour),
         None => best_aggregated_within(&result.ranked, f64::INFINITY),
     };
+    if let Some((a, _)) = best_agg {
+        println!(
+            "  goodput, aggregated {}: {}",
+            a.describe(),
+            carried(a.goodput.as_ref())
+        );
+    }
+    if let Some(d) = best_dis {
+        println!(
+            "  goodput, disaggregated {}: {}",
+            d.name,
+            carried(d.goodput.as_ref())
+        );
+    }
     match (best_agg, best_dis) {
-        (Some((a, at)), Some(d)) => {
-            let (winner, by) = if d.capacity_per_gpu > at {
-                ("disaggregated", d.capacity_per_gpu / at - 1.0)
-            } else {
-                ("aggregated", at / d.capacity_per_gpu.max(1e-9) - 1.0)
-            };
-            println!(
-                "  saturated output per GPU at no higher cost, layouts that meet the SLOs: aggregated {} {at:.0} tok/s/GPU, disaggregated {} {:.0} tok/s/GPU: {winner} by {:.0}%",
-                a.describe(),
-                d.name,
-                d.capacity_per_gpu,
-                by * 100.0
-            );
-        }
         (Some(_), None) => {
             println!("  no disaggregated split meets every SLO: aggregated wins")
         }
@@ -99,7 +110,7 @@ fn print_disaggregated(
             "  no aggregated layout meets every SLO at no higher cost than {}",
             d.name
         ),
-        (None, None) => {}
+        _ => {}
     }
     if let Some(why) = &result.family_choice {
         println!("  `layout = auto` deploys {why}");
@@ -209,8 +220,8 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
         }
         if !result.ranked.is_empty() && top > 0 {
             println!(
-                "{:>3}  {:<34} {:>5} {:>10} {:>9} {:>9} {:>8} {:>9}",
-                "#", "layout", "GPUs", "$/h", "$/Mtok", "TTFT ms", "TPOT ms", "tok/s"
+                "{:>3}  {:<34} {:>5} {:>10} {:>9} {:>9} {:>8} {:>9} {:>9}",
+                "#", "layout", "GPUs", "$/h", "$/Mtok", "TTFT ms", "TPOT ms", "tok/s", "SLO r/s"
             );
             for (i, c) in result.ranked.iter().take(top).enumerate() {
                 println!("{}", row(i + 1, c));

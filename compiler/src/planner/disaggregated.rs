@@ -43,8 +43,9 @@ pub struct DisaggCandidate {
     pub goodput: Option<Goodput>,
 }
 
-/// Splits meeting the SLOs whose goodput is computed and ranks them (twice those kept).
-const GOODPUT_RANKED: usize = 2 * super::SPLITS_KEPT;
+/// Most splits whose goodput is computed: those that meet the SLOs at the cheapest
+/// split's cost, in order of saturated capacity.
+const GOODPUT_RANKED: usize = 64;
 
 /// Every split that fits, best first: those meeting the SLOs by cost then saturated
 /// tokens/s per GPU, then the rest by tokens/s per GPU.
@@ -148,10 +149,11 @@ pub fn disaggregated_family(base: &Scenario, slo: &[SloTarget]) -> Vec<DisaggCan
     });
     // The cheapest splits that meet the SLOs, re-ranked by the load they carry within
     // them per GPU at equal cost: saturated capacity is information only.
+    let cheapest = out.first().map_or(0.0, |c| c.cost_per_hour);
     let head = out
         .iter()
         .take(GOODPUT_RANKED)
-        .take_while(|c| c.meets_slo)
+        .take_while(|c| c.meets_slo && c.cost_per_hour <= cheapest + 1e-9)
         .count();
     for c in &mut out[..head] {
         c.goodput = goodput::split(base, &c.split, slo, c.cost_per_hour, c.priced);

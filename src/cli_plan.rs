@@ -118,6 +118,49 @@ fn print_disaggregated(
     println!();
 }
 
+/// N−1 for the deployment as it runs: its written layout, or the planner's choice for
+/// `layout = auto` (an aggregated one; a split's pools are not checked).
+fn failure_of(
+    ds: &dic_compiler::analysis::DeploymentScenario,
+    result: &dic_compiler::planner::Search,
+) -> Option<dic_compiler::planner::Failure> {
+    if ds.pool.is_some() {
+        return None;
+    }
+    let mut s = ds.scenario.clone();
+    if ds.auto_layout {
+        let c = result.chosen.as_ref()?;
+        s.layout = c.layout;
+        s.model.weights = c.weights.clone();
+        s.model.kv_cache = c.kv_cache.clone();
+    }
+    dic_compiler::planner::failure(&s, &ds.slo)
+}
+
+/// One line per event: what the replicas left carry within the SLOs (W0410's figures).
+fn print_failure(f: &dic_compiler::planner::Failure) {
+    let verdict = |holds: bool| if holds { "holds" } else { "breaks the SLOs" };
+    println!(
+        "N−1: one replica carries {:.2} req/s within the SLOs, {:.2} offered; {} down for a rollout: {:.2} req/s ({}){}; {} replicas hold through both, a disruption budget of {} down keeps the SLOs, surge {}",
+        f.per_replica,
+        f.offered,
+        f.rollout_unavailable,
+        f.during_rollout,
+        verdict(f.rollout_holds()),
+        match (f.node_replicas, f.after_node_loss) {
+            (Some(n), Some(left)) => format!(
+                "; the node with {n} replica(s) lost: {left:.2} req/s ({})",
+                verdict(f.node_loss_holds())
+            ),
+            _ => "; one node: a lost node is not checked".into(),
+        },
+        f.replicas_needed,
+        f.disruption_budget,
+        f.surge
+    );
+    println!();
+}
+
 pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 {
     let checked = match dic_compiler::driver::front_end(&DiskWorld, file) {
         Ok(c) => c,
@@ -166,10 +209,11 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
         if result.chosen.is_none() {
             code = ERRORS;
         }
+        let failure = failure_of(&ds, &result);
         if json {
             // The disaggregated family (in the chosen formats) comes with the search.
             let shown: Vec<&DisaggCandidate> = result.splits.iter().take(top.max(1)).collect();
-            all.push(serde_json::json!({ "deployment": ds.name, "search": result, "disaggregated": shown, "written_split": written_split }));
+            all.push(serde_json::json!({ "deployment": ds.name, "search": result, "disaggregated": shown, "written_split": written_split, "failure": failure }));
             continue;
         }
         let t = &ds.scenario.topology;
@@ -217,6 +261,9 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
                 }
                 println!();
             }
+        }
+        if let Some(f) = &failure {
+            print_failure(f);
         }
         if !result.ranked.is_empty() && top > 0 {
             println!(

@@ -52,11 +52,21 @@ fn plan_ranks_by_cost_and_explains_rejections() {
         .iter()
         .filter(|d| d["meets_slo"] == true)
         .all(|d| d["goodput"]["requests_per_s"].as_f64().is_some()));
+    // N−1: both figures, with one replica's goodput behind them (8 replicas, 4 per node)
+    let f = &v[0]["failure"];
+    let g = f["per_replica"].as_f64().unwrap();
+    assert_eq!(f["replicas"], 8);
+    assert!((f["during_rollout"].as_f64().unwrap() - 7.0 * g).abs() < 1e-6);
+    assert!((f["after_node_loss"].as_f64().unwrap() - 4.0 * g).abs() < 1e-6);
     // the human table
     let text =
         String::from_utf8(dic(&["plan", "examples/prod.dist", "--top", "3"]).stdout).unwrap();
     assert!(
-        text.contains("chosen: ") && text.contains("rejected:") && text.contains("scaling"),
+        text.contains("chosen: ")
+            && text.contains("rejected:")
+            && text.contains("scaling")
+            && text.contains("N−1: ")
+            && text.contains("lost"),
         "{text}"
     );
     assert!(

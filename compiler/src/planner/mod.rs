@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 mod advice;
 mod disaggregated;
+pub mod failure;
 pub mod goodput;
 mod scaling;
 pub use advice::{advise, cheaper_layout, no_layout, working_layout};
@@ -25,6 +26,7 @@ pub use disaggregated::{
     aggregated_wins, best_aggregated_within, carried, choose_family, disaggregated_family,
     DisaggCandidate,
 };
+pub use failure::{failure, Failure};
 pub use goodput::{Binding, Goodput};
 
 #[derive(Debug, Clone, Serialize)]

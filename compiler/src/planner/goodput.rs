@@ -256,6 +256,27 @@ pub fn aggregated(
     ))
 }
 
+/// The goodput of two pools costing `cost_per_hour` on `gpus` GPUs: `predict_at(None)`
+/// predicts them at the declared load, `predict_at(Some(r))` at `r` req/s.
+fn of_pools(
+    output: f64,
+    slo: &[SloTarget],
+    (gpus, cost_per_hour, priced): (u64, f64, bool),
+    predict_at: impl Fn(Option<f64>) -> Option<Prediction>,
+) -> Option<Goodput> {
+    let bounds = latency_bounds(slo);
+    let saturated = predict_at(None)?.max_output_tokens_per_s / output;
+    let (rate, past) = edge(saturated, &bounds, output, |r| predict_at(Some(r)))?;
+    // A decode pool runs decode-only steps: no prompt chunk interferes.
+    let binding = binding_of(past.as_ref(), &bounds, output, |_| None);
+    Some(goodput(rate, output, gpus, cost_per_hour, priced, binding))
+}
+
+/// `s` at `rate` req/s, or as declared.
+fn loaded(s: &Scenario, rate: Option<f64>) -> Scenario {
+    rate.map_or_else(|| s.clone(), |r| at_rate(s, r))
+}
+
 /// The goodput of a split of `base`'s cluster (`base`: the scenario whose model, formats
 /// and workload both pools share).
 pub fn split(
@@ -265,25 +286,10 @@ pub fn split(
     cost_per_hour: f64,
     priced: bool,
 ) -> Option<Goodput> {
-    let w = base.workload?;
-    let output = w.output.max(1.0);
-    let bounds = latency_bounds(slo);
-    let saturated = predict(base, split, &FITTED)?
-        .prediction
-        .max_output_tokens_per_s
-        / output;
-    let predict_at = |r: f64| predict(&at_rate(base, r), split, &FITTED).map(|d| d.prediction);
-    let (rate, past) = edge(saturated, &bounds, output, predict_at)?;
-    // A decode pool runs decode-only steps: no prompt chunk interferes.
-    let binding = binding_of(past.as_ref(), &bounds, output, |_| None);
-    Some(goodput(
-        rate,
-        output,
-        split.gpus(),
-        cost_per_hour,
-        priced,
-        binding,
-    ))
+    let output = base.workload?.output.max(1.0);
+    of_pools(output, slo, (split.gpus(), cost_per_hour, priced), |r| {
+        predict(&loaded(base, r), split, &FITTED).map(|d| d.prediction)
+    })
 }
 
 /// The goodput of a written pair (`ps`, `ds`: the pools as written, `dp` their replicas).
@@ -295,20 +301,11 @@ pub fn written_pair(
     cost_per_hour: f64,
     priced: bool,
 ) -> Option<Goodput> {
-    let w = ds.workload?;
-    let output = w.output.max(1.0);
-    let bounds = latency_bounds(slo);
-    let pair_at = |r: f64| {
-        predict_written(&at_rate(ps, r), &at_rate(ds, r), same_group, &FITTED).map(|d| d.prediction)
-    };
-    let saturated = predict_written(ps, ds, same_group, &FITTED)?
-        .prediction
-        .max_output_tokens_per_s
-        / output;
-    let (rate, past) = edge(saturated, &bounds, output, pair_at)?;
-    let binding = binding_of(past.as_ref(), &bounds, output, |_| None);
+    let output = ds.workload?.output.max(1.0);
     let gpus = ps.layout.gpus() + ds.layout.gpus();
-    Some(goodput(rate, output, gpus, cost_per_hour, priced, binding))
+    of_pools(output, slo, (gpus, cost_per_hour, priced), |r| {
+        predict_written(&loaded(ps, r), &loaded(ds, r), same_group, &FITTED).map(|d| d.prediction)
+    })
 }
 
 #[cfg(test)]

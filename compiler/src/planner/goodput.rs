@@ -326,9 +326,11 @@ slo s {{ {slo} }}\n\
 deploy d {{ model = m, cluster = c, workload = w, slo = s, layout = tp 4 × dp 4, engine = vllm {{ max_model_len = 16k tokens }} }}\n"
         );
         let world = crate::source::MemoryWorld::new().with("p.dist", &src);
-        let checked = crate::driver::front_end(&world, "p.dist").expect("readable");
-        assert!(!checked.has_errors());
-        let ds = crate::analysis::scenarios_from_program(&checked.program).remove(0);
+        let mut session = crate::resolve::Session::new(&world);
+        session.load_root("p.dist").expect("readable");
+        let front = crate::front::check_session(session);
+        assert!(front.diagnostics.is_empty(), "{:?}", front.diagnostics);
+        let ds = crate::analysis::scenarios_from_program(&front.program).remove(0);
         (ds.scenario, ds.slo)
     }
 

@@ -154,6 +154,9 @@ pub struct Search {
     pub split_wins: bool,
     /// Which family the planner chose and why, in words.
     pub family_choice: Option<String>,
+    /// N−1 for the layout searched from (a written layout), and for the chosen one.
+    pub failure: Option<Failure>,
+    pub chosen_failure: Option<Failure>,
 }
 
 /// Splits a search keeps (the report's and `dic plan`'s).
@@ -175,6 +178,8 @@ impl Search {
             splits: Vec::new(),
             split_wins: false,
             family_choice: None,
+            failure: None,
+            chosen_failure: None,
         }
     }
 }
@@ -425,7 +430,16 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
     let mut splits = disaggregated_family(&in_formats, slo);
     splits.truncate(SPLITS_KEPT);
     let (split_wins, family_choice) = disaggregated::choose_family(&feasible, splits.first());
+    let chosen_failure = feasible.first().and_then(|c| {
+        let mut s = base.clone();
+        s.layout = c.layout;
+        s.model.weights = c.weights.clone();
+        s.model.kv_cache = c.kv_cache.clone();
+        failure(&s, slo)
+    });
     Search {
+        failure: failure(base, slo),
+        chosen_failure,
         splits,
         split_wins,
         family_choice,

@@ -6,7 +6,8 @@ use dic::disk::InputWorld;
 use dic::exit::{ERRORS, OK, USAGE};
 use dic::render;
 use dic_compiler::planner::{
-    best_aggregated_within, search_fitting_context, space_of, Candidate, DisaggCandidate,
+    best_aggregated_within, carried, search_fitting_context, space_of, Candidate,
+    DisaggCandidate,
 };
 
 fn ms(v: Option<f64>) -> String {
@@ -32,9 +33,15 @@ fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
     }
 }
 
+/// Requests per second carried within the SLOs (`planner::Goodput`), or `—`.
+fn in_slo(g: Option<&dic_compiler::planner::Goodput>) -> String {
+    g.map(|g| format!("{:.2}", g.requests_per_s))
+        .unwrap_or_else(|| "—".into())
+}
+
 fn row(i: usize, c: &Candidate, width: usize) -> String {
     format!(
-        "{:>3}  {:<width$} {:>5} {:>10} {:>9} {:>9} {:>8} {:>9}",
+        "{:>3}  {:<width$} {:>5} {:>10} {:>9} {:>9} {:>8} {:>9} {:>9}",
         i,
         c.describe(),
         c.gpus,
@@ -51,11 +58,12 @@ fn row(i: usize, c: &Candidate, width: usize) -> String {
         c.output_tokens_per_s
             .map(|v| format!("{v:.0}"))
             .unwrap_or_else(|| "—".into()),
+        in_slo(c.goodput.as_ref()),
     )
 }
 
 /// The disaggregated family beside the aggregated one: its best splits, and which family
-/// serves more output tokens per GPU within the SLOs at no higher cost, by how much (the
+/// carries more load within the SLOs per GPU at no higher cost (the
 /// planner's own comparison), then the planner's choice.
 fn print_disaggregated(
     result: &dic_compiler::planner::Search,
@@ -67,12 +75,12 @@ fn print_disaggregated(
     }
     println!("disaggregated prefill/decode (predicted; deploy one with the `layout` shown under the table):");
     println!(
-        "{:>3}  {:<34} {:>5} {:>10} {:>9} {:>8} {:>11} {:>9}",
-        "#", "pools", "GPUs", "$/h", "TTFT ms", "TPOT ms", "max/GPU", "KV ms"
+        "{:>3}  {:<34} {:>5} {:>10} {:>9} {:>8} {:>11} {:>9} {:>9}",
+        "#", "pools", "GPUs", "$/h", "TTFT ms", "TPOT ms", "max/GPU", "KV ms", "SLO r/s"
     );
     for (i, d) in disagg.iter().take(top.min(5)).enumerate() {
         println!(
-            "{:>3}  {:<34} {:>5} {:>10} {:>9} {:>8.1} {:>11.0} {:>9.2}{}",
+            "{:>3}  {:<34} {:>5} {:>10} {:>9} {:>8.1} {:>11.0} {:>9.2} {:>9}{}",
             i + 1,
             d.name,
             d.gpus,
@@ -85,6 +93,7 @@ fn print_disaggregated(
             d.tpot_ms,
             d.capacity_per_gpu,
             d.transfer_ms,
+            in_slo(d.goodput.as_ref()),
             if d.meets_slo { "" } else { "  (misses an SLO)" }
         );
     }
@@ -92,27 +101,28 @@ fn print_disaggregated(
         println!("  #1 as a layout: `layout = {}`", first.split.as_layout());
     }
     // The comparison the planner's choice makes: the best split against the aggregated
-    // layout serving the most per GPU at no higher cost (`planner::choose_family`).
+    // layout carrying the most load within the SLOs per GPU at no
+    // higher cost (`planner::choose_family`); saturated capacity is shown, not compared.
     let best_dis = disagg.first().filter(|d| d.meets_slo);
     let best_agg = match best_dis {
         Some(d) => best_aggregated_within(&result.ranked, d.cost_per_hour),
         None => best_aggregated_within(&result.ranked, f64::INFINITY),
     };
+    if let Some((a, _)) = best_agg {
+        println!(
+            "  goodput, aggregated {}: {}",
+            a.describe(),
+            carried(a.goodput.as_ref())
+        );
+    }
+    if let Some(d) = best_dis {
+        println!(
+            "  goodput, disaggregated {}: {}",
+            d.name,
+            carried(d.goodput.as_ref())
+        );
+    }
     match (best_agg, best_dis) {
-        (Some((a, at)), Some(d)) => {
-            let (winner, by) = if d.capacity_per_gpu > at {
-                ("disaggregated", d.capacity_per_gpu / at - 1.0)
-            } else {
-                ("aggregated", at / d.capacity_per_gpu.max(1e-9) - 1.0)
-            };
-            println!(
-                "  saturated output per GPU at no higher cost, layouts that meet the SLOs: aggregated {} {at:.0} tok/s/GPU, disaggregated {} {:.0} tok/s/GPU: {winner} by {:.0}%",
-                a.describe(),
-                d.name,
-                d.capacity_per_gpu,
-                by * 100.0
-            );
-        }
         (Some(_), None) => {
             println!("  no disaggregated split meets every SLO: aggregated wins")
         }
@@ -120,11 +130,54 @@ fn print_disaggregated(
             "  no aggregated layout meets every SLO at no higher cost than {}",
             d.name
         ),
-        (None, None) => {}
+        _ => {}
     }
     if let Some(why) = &result.family_choice {
         println!("  `layout = auto` deploys {why}");
     }
+    println!();
+}
+
+/// N−1 for the deployment as it runs: its written layout, or the planner's choice for
+/// `layout = auto` (an aggregated one; a split's pools are not checked).
+fn failure_of(
+    ds: &dic_compiler::analysis::DeploymentScenario,
+    result: &dic_compiler::planner::Search,
+) -> Option<dic_compiler::planner::Failure> {
+    if ds.pool.is_some() {
+        return None;
+    }
+    let mut s = ds.scenario.clone();
+    if ds.auto_layout {
+        let c = result.chosen.as_ref()?;
+        s.layout = c.layout;
+        s.model.weights = c.weights.clone();
+        s.model.kv_cache = c.kv_cache.clone();
+    }
+    dic_compiler::planner::failure(&s, &ds.slo)
+}
+
+/// One line per event: what the replicas left carry within the SLOs (W0410's figures).
+fn print_failure(f: &dic_compiler::planner::Failure) {
+    let verdict = |holds: bool| if holds { "holds" } else { "breaks the SLOs" };
+    println!(
+        "N−1: one replica carries {:.2} req/s within the SLOs, {:.2} offered; {} down for a rollout: {:.2} req/s ({}){}; {} replicas hold through both, a disruption budget of {} down keeps the SLOs, surge {}",
+        f.per_replica,
+        f.offered,
+        f.rollout_unavailable,
+        f.during_rollout,
+        verdict(f.rollout_holds()),
+        match (f.node_replicas, f.after_node_loss) {
+            (Some(n), Some(left)) => format!(
+                "; the node with {n} replica(s) lost: {left:.2} req/s ({})",
+                verdict(f.node_loss_holds())
+            ),
+            _ => "; one node: a lost node is not checked".into(),
+        },
+        f.replicas_needed,
+        f.disruption_budget,
+        f.surge
+    );
     println!();
 }
 
@@ -180,13 +233,14 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
         if result.chosen.is_none() {
             code = ERRORS;
         }
+        let failure = failure_of(&ds, &result);
         if json {
             // The disaggregated family (in the chosen formats) comes with the search.
             let shown: Vec<&DisaggCandidate> = result.splits.iter().take(top.max(1)).collect();
-            all.push(serde_json::json!({ "deployment": ds.name, "search": result, "disaggregated": shown, "written_split": written_split }));
+            all.push(serde_json::json!({ "deployment": ds.name, "search": result, "disaggregated": shown, "written_split": written_split, "failure": failure }));
             continue;
         }
-        print_search(&ds, &result, elapsed, written_split.as_ref(), top);
+        print_search(&ds, &result, elapsed, written_split.as_ref(), top, failure.as_ref());
     }
     if json {
         let mut all = serde_json::Value::Array(all);
@@ -205,6 +259,7 @@ fn print_search(
     elapsed: std::time::Duration,
     written_split: Option<&serde_json::Value>,
     top: usize,
+    failure: Option<&dic_compiler::planner::Failure>,
 ) {
     let t = &ds.scenario.topology;
     println!(
@@ -260,11 +315,14 @@ fn print_search(
             println!();
         }
     }
+    if let Some(f) = failure {
+        print_failure(f);
+    }
     if !result.ranked.is_empty() && top > 0 {
         let width = layout_width(result.ranked.iter().take(top));
         println!(
-            "{:>3}  {:<width$} {:>5} {:>10} {:>9} {:>9} {:>8} {:>9}",
-            "#", "layout", "GPUs", "$/h", "$/Mtok", "TTFT ms", "TPOT ms", "tok/s"
+            "{:>3}  {:<width$} {:>5} {:>10} {:>9} {:>9} {:>8} {:>9} {:>9}",
+            "#", "layout", "GPUs", "$/h", "$/Mtok", "TTFT ms", "TPOT ms", "tok/s", "SLO r/s"
         );
         for (i, c) in result.ranked.iter().take(top).enumerate() {
             println!("{}", row(i + 1, c, width));

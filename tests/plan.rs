@@ -42,16 +42,36 @@ fn plan_ranks_by_cost_and_explains_rejections() {
     assert!(dis.iter().all(|d| d["gpus"].as_u64().unwrap() <= 16));
     let meets: Vec<bool> = dis.iter().map(|d| d["meets_slo"] == true).collect();
     assert!(meets.windows(2).all(|w| w[0] >= w[1]), "{meets:?}");
+    // Every aggregated layout and split that meets the SLOs says the load it carries
+    // within them (goodput) and what stops it there.
+    assert!(ranked
+        .iter()
+        .all(|c| c["goodput"]["requests_per_s"].as_f64().unwrap() > 0.0
+            && c["goodput"]["binding"].is_string()));
+    assert!(dis
+        .iter()
+        .filter(|d| d["meets_slo"] == true)
+        .all(|d| d["goodput"]["requests_per_s"].as_f64().is_some()));
+    // N−1: both figures, with one replica's goodput behind them (8 replicas, 4 per node)
+    let f = &v[0]["failure"];
+    let g = f["per_replica"].as_f64().unwrap();
+    assert_eq!(f["replicas"], 8);
+    assert!((f["during_rollout"].as_f64().unwrap() - 7.0 * g).abs() < 1e-6);
+    assert!((f["after_node_loss"].as_f64().unwrap() - 4.0 * g).abs() < 1e-6);
     // the human table
     let text =
         String::from_utf8(dic(&["plan", "examples/prod.dist", "--top", "3"]).stdout).unwrap();
     assert!(
-        text.contains("chosen: ") && text.contains("rejected:") && text.contains("scaling"),
+        text.contains("chosen: ")
+            && text.contains("rejected:")
+            && text.contains("scaling")
+            && text.contains("N−1: ")
+            && text.contains("lost"),
         "{text}"
     );
     assert!(
         text.contains("disaggregated prefill/decode")
-            && (text.contains("saturated output per GPU") || text.contains("aggregated wins")),
+            && (text.contains("goodput, aggregated") || text.contains("aggregated wins")),
         "{text}"
     );
 }

@@ -266,17 +266,27 @@ fn a_split_wins_the_auto_layout_only_on_the_aggregated_terms() {
     let rival = ranked
         .iter()
         .filter(|c| c.cost_per_hour <= cheapest + 1e-9)
-        .map(|c| c.max_output_tokens_per_s.unwrap() / c.gpus as f64)
+        .map(|c| c.goodput.as_ref().unwrap().requests_per_s_per_gpu)
         .fold(0.0, f64::max);
-    // At the cheapest aggregated cost: 6% more tokens per GPU than the best aggregated
-    // layout of that cost wins, 4% more does not.
+    // At the cheapest aggregated cost: 6% more load within the SLOs per $/h than the best
+    // aggregated layout of that cost wins, 4% more does not — whatever the saturated
+    // capacity says (information only).
     split.cost_per_hour = cheapest;
-    split.capacity_per_gpu = rival * 1.06;
+    let mut g = split
+        .goodput
+        .clone()
+        .or_else(|| ranked[0].goodput.clone())
+        .unwrap();
+    g.requests_per_s_per_gpu = rival * 1.06;
+    split.goodput = Some(g.clone());
+    split.capacity_per_gpu = 0.0;
     assert!(choose_family(ranked, Some(&split)).0);
-    split.capacity_per_gpu = rival * 1.04;
+    g.requests_per_s_per_gpu = rival * 1.04;
+    split.goodput = Some(g);
+    split.capacity_per_gpu = 1e9;
     let (wins, why) = choose_family(ranked, Some(&split));
     assert!(!wins);
-    assert!(why.unwrap().contains("does not serve 5% more"));
+    assert!(why.unwrap().contains("+4% load within the SLOs"));
     // Cheaper wins whatever it serves; a split missing an SLO never wins; with no
     // aggregated layout meeting the SLOs, a split that meets them does.
     split.cost_per_hour = cheapest * 0.5;

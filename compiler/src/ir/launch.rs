@@ -81,7 +81,10 @@ pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, B
         nodes_per_dp_rank: shape.nodes_per_dp_rank,
         engine: engine_plan(d, &s.engine),
         network: t_network(p, d.cluster, ds.group),
-        kubernetes: kubernetes_plan(p, d, ds.group, planned.analysis, s, &shape),
+        kubernetes: KubernetesPlan {
+            disruption: disruption_of(planned, s, cluster_shared(p, d)),
+            ..kubernetes_plan(p, d, ds.group, planned.analysis, s, &shape)
+        },
         comm: super::comm::comm_plan(ds, planned.analysis),
     };
     if plan.disaggregated.is_some() {
@@ -357,7 +360,48 @@ fn kubernetes_plan(
             .routing
             .as_ref()
             .map(|r| super::gateway::gateway_plan(r, s)),
+        disruption: None,
     }
+}
+
+/// The disruption budget and rollout from the search's N−1 figures for the layout
+/// deployed: the chosen one's when it is the planner's choice, else the written one's (`shared`:
+/// another deployment runs on its cluster).
+fn disruption_of(
+    planned: &Planned<'_>,
+    s: &crate::analysis::Scenario,
+    shared: bool,
+) -> Option<super::Disruption> {
+    // A split's pools are predicted as a pair, not as independent replicas.
+    if planned.scenario.pool.is_some() {
+        return None;
+    }
+    let search = planned.search?;
+    let chosen = search.chosen.as_ref().is_some_and(|c| {
+        c.layout == s.layout && c.weights == s.model.weights && c.kv_cache == s.model.kv_cache
+    });
+    let f = if chosen {
+        search.chosen_failure.as_ref()
+    } else {
+        search.failure.as_ref()
+    }?;
+    // N−1 counts the GPUs spare beside this deployment only: on a cluster other
+    // deployments share, a surge replica may find none, so none is planned.
+    let f = crate::planner::Failure {
+        surge: if shared { 0 } else { f.surge },
+        ..f.clone()
+    };
+    (f.replicas == s.layout.dp.max(1)).then(|| super::Disruption::from_failure(&f))
+}
+
+/// Whether another deployment of the program runs on `d`'s cluster.
+fn cluster_shared(p: &Program, d: &crate::program::Deploy) -> bool {
+    p.defs
+        .iter()
+        .flatten()
+        .filter(|def| matches!(&def.body, Body::Deploy(o) if o.cluster == d.cluster))
+        .count()
+        > 1
 }
 
 /// A pool's launch facts: its role, its peer, the connector and the router's port.
@@ -518,5 +562,37 @@ pub(super) fn t_network(
             socket_ifname: None,
             host_network: false,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Disruption;
+    use crate::planner::Failure;
+
+    fn failure(replicas: u64, budget: u64, surge: u64) -> Failure {
+        Failure {
+            replicas,
+            offered: 20.0,
+            per_replica: 2.74,
+            rollout_unavailable: 1,
+            during_rollout: 2.74 * (replicas - 1) as f64,
+            node_replicas: Some(4),
+            after_node_loss: Some(2.74 * replicas.saturating_sub(4) as f64),
+            replicas_needed: 12,
+            disruption_budget: budget,
+            surge,
+        }
+    }
+
+    /// The budget is N−1's; a rollout takes as many down, or surges one when none may go
+    /// and the GPUs are spare, else takes one down (Kubernetes refuses 0 and 0).
+    #[test]
+    fn the_rollout_and_budget_follow_n_minus_1() {
+        let d = |r, b, s| Disruption::from_failure(&failure(r, b, s));
+        let at = |x: Disruption| (x.budget, x.rollout_max_unavailable, x.rollout_max_surge);
+        assert_eq!(at(d(12, 4, 1)), (4, 4, 0));
+        assert_eq!(at(d(8, 0, 1)), (0, 0, 1));
+        assert_eq!(at(d(8, 0, 0)), (0, 1, 0));
     }
 }

@@ -342,6 +342,41 @@ pub struct KubernetesPlan {
     /// plain Service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<GatewayPlan>,
+    /// The disruption budget and rollout sized from N−1 (`planner::failure`); `None`:
+    /// dic's defaults (one replica down, no surge).
+    #[serde(default)]
+    pub disruption: Option<Disruption>,
+}
+
+/// How many replicas may be down at once with the SLOs held, and how a rollout replaces
+/// them (`planner::Failure`): the PodDisruptionBudget's `maxUnavailable`, and the rolling
+/// update's `maxUnavailable` / `maxSurge`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Disruption {
+    /// Most replicas voluntarily evicted at once (0: a drain waits rather than break the
+    /// SLOs).
+    pub budget: u64,
+    pub rollout_max_unavailable: u64,
+    /// 1 only where the cluster has a replica's GPUs spare.
+    pub rollout_max_surge: u64,
+}
+
+impl Disruption {
+    /// From N−1's figures: the budget as computed; the rollout takes that many down, or,
+    /// when none may go, surges one where the GPUs are spare, else takes one down anyway
+    /// (Kubernetes refuses both at 0; W0410 said the SLOs break then).
+    pub fn from_failure(f: &crate::planner::Failure) -> Disruption {
+        let surge = f.surge.min(1);
+        Disruption {
+            budget: f.disruption_budget,
+            rollout_max_unavailable: if f.disruption_budget > 0 || surge == 0 {
+                f.disruption_budget.max(1)
+            } else {
+                0
+            },
+            rollout_max_surge: if f.disruption_budget == 0 { surge } else { 0 },
+        }
+    }
 }
 
 /// CPU cores a vLLM pod requests: 4 for the API server, tokenizer and scheduler plus 4 per

@@ -2,7 +2,8 @@
 //! evaluating those layouts through the same models as the search. A0701 (a cheaper layout
 //! meets the SLOs), E0701 (no layout does), and for a written layout that works, the
 //! escalation order: W0404 (more GPUs make it worse), A0501 (FP8 would fit on half the
-//! TP), A0401 (DP replicas would beat the wider TP).
+//! TP), A0401 (DP replicas would beat the wider TP); and W0410 (the SLOs do not survive a
+//! replica down or a node lost, `failure`).
 
 use super::scaling::more_gpus_worse;
 use super::{evaluate, Search};
@@ -12,8 +13,8 @@ use crate::analysis::{Analysis, DeploymentScenario, Scenario};
 use crate::diagnostics::{Code, Diagnostic, Severity};
 use crate::program::{Body, Program};
 
-/// The advice on a written layout that analysed without error: W0404, A0501, A0401, in
-/// that order. Nothing for a layout that does not fit (its errors say what would).
+/// The advice on a written layout that analysed without error: W0404, A0501, A0401,
+/// W0410, in that order. Nothing for a layout that does not fit (its errors say what would).
 pub fn advise(s: &Scenario, a: &Analysis) -> Vec<Finding> {
     let Some(p) = &a.prediction else {
         return Vec::new();
@@ -22,6 +23,7 @@ pub fn advise(s: &Scenario, a: &Analysis) -> Vec<Finding> {
     out.extend(more_gpus_worse(s, p));
     out.extend(quantize_to_fit(s, p));
     out.extend(dp_beats_tp(s, p.max_output_tokens_per_s));
+    out.extend(super::failure::capacity_under_failure(s, a));
     out
 }
 

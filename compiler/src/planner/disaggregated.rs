@@ -1,10 +1,11 @@
 //! The disaggregated family: every split of the cluster into a prefill pool and a decode
 //! pool (TP of each inside a node, up to 8 replicas each), predicted by
 //! [`crate::analysis::disagg`], kept when it meets every SLO, ranked like the aggregated
-//! family (cost, then output tokens/s per GPU). `dic plan` shows it beside the aggregated
+//! family (cost, then the load carried within the SLOs per $: `goodput`). `dic plan` shows it beside the aggregated
 //! search; a split is deployed by writing it as the layout (`PoolSplit::as_layout`). W0406
 //! says when the aggregated search beats a written split.
 
+use super::goodput::{self, Binding, Goodput};
 use super::tp_sizes;
 use crate::analysis::deployable;
 use crate::analysis::disagg::{predict, PoolSplit};
@@ -37,7 +38,14 @@ pub struct DisaggCandidate {
     pub transfer_ms: f64,
     pub prefill_utilization: f64,
     pub meets_slo: bool,
+    /// The load it carries within the SLOs (the best splits that meet them only).
+    #[serde(default)]
+    pub goodput: Option<Goodput>,
 }
+
+/// Most splits whose goodput is computed: those that meet the SLOs at the cheapest
+/// split's cost, in order of saturated capacity.
+const GOODPUT_RANKED: usize = 64;
 
 /// Every split that fits, best first: those meeting the SLOs by cost then saturated
 /// tokens/s per GPU, then the rest by tokens/s per GPU.
@@ -132,6 +140,7 @@ pub fn disaggregated_family(base: &Scenario, slo: &[SloTarget]) -> Vec<DisaggCan
                         transfer_ms: d.transfer * 1e3,
                         prefill_utilization: d.prefill_utilization,
                         meets_slo: meets,
+                        goodput: None,
                     });
                 }
             }
@@ -148,13 +157,75 @@ pub fn disaggregated_family(base: &Scenario, slo: &[SloTarget]) -> Vec<DisaggCan
             .then(b.capacity_per_gpu.total_cmp(&a.capacity_per_gpu))
             .then(a.gpus.cmp(&b.gpus))
     });
+    // The cheapest splits that meet the SLOs, re-ranked by the load they carry within
+    // them per GPU at equal cost: saturated capacity is information only.
+    let cheapest = out.first().map_or(0.0, |c| c.cost_per_hour);
+    let head = out
+        .iter()
+        .take(GOODPUT_RANKED)
+        .take_while(|c| c.meets_slo && c.cost_per_hour <= cheapest + 1e-9)
+        .count();
+    for c in &mut out[..head] {
+        c.goodput = goodput::split(base, &c.split, slo, c.cost_per_hour, c.priced);
+    }
+    out[..head].sort_by(|a, b| {
+        a.cost_per_hour
+            .total_cmp(&b.cost_per_hour)
+            .then(per_gpu(b.goodput.as_ref()).total_cmp(&per_gpu(a.goodput.as_ref())))
+            .then(a.gpus.cmp(&b.gpus))
+    });
     out
+}
+
+/// Requests per second within the SLOs per GPU, the families' measure (among layouts of
+/// no higher cost, so money is held equal); 0 without a goodput.
+fn per_gpu(g: Option<&Goodput>) -> f64 {
+    g.map_or(0.0, |g| g.requests_per_s_per_gpu)
+}
+
+/// What one goodput says: `6.0 req/s (1,536 output tok/s, 0.60 req/s per GPU) within
+/// the SLOs, stopped by the TPOT bound (tpot.p99 ≤ 20 ms)`.
+pub fn carried(g: Option<&Goodput>) -> String {
+    let Some(g) = g else {
+        return "no load within the SLOs".into();
+    };
+    let bound = if g.bound.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", g.bound)
+    };
+    format!(
+        "{:.2} req/s ({:.0} output tok/s, {:.2} req/s per GPU) within the SLOs, stopped by {}{bound}",
+        g.requests_per_s,
+        g.output_tokens_per_s,
+        g.requests_per_s_per_gpu,
+        g.binding.words()
+    )
+}
+
+/// Why the split carries more: what stops the aggregated layout, against what stops the
+/// split (the binding constraint DistServe and Splitwise name: TTFT, TPOT, or prefills
+/// interfering with decodes in one engine).
+fn why_split(agg: Option<&Goodput>, split: Option<&Goodput>) -> String {
+    match (agg.map(|g| g.binding), split.map(|g| g.binding)) {
+        (Some(Binding::Interference), _) => {
+            "long prefills interfere with decodes in one engine; the split's decode pool runs decode-only steps".into()
+        }
+        (Some(a), Some(b)) if a != b => format!(
+            "the aggregated layout is stopped by {}, the split only by {}",
+            a.words(),
+            b.words()
+        ),
+        (Some(a), _) => format!("both are stopped by {}; the split's pools are sized to it", a.words()),
+        _ => "no aggregated layout of no higher cost carries load within the SLOs".into(),
+    }
 }
 
 /// W0406, on a disaggregated deployment's decode pool: the aggregated search over the same
 /// cluster found a layout that meets every SLO for less than both pools cost, or one that
-/// meets bounds this split misses, or, at no higher cost, serves more tokens/s per GPU
-/// (by 5% or more). Says which and by how much, with the layout as the quick fix.
+/// meets bounds this split misses, or, at no higher cost, carries more load within the
+/// SLOs per GPU (by 5% or more). Says which and by how much, with the
+/// layout as the quick fix.
 pub fn aggregated_wins(
     ds: &DeploymentScenario,
     a: &Analysis,
@@ -174,8 +245,6 @@ pub fn aggregated_wins(
         .find(|c| c.weights == s.model.weights && c.kv_cache == s.model.kv_cache)?;
     let pair_cost = price.unwrap_or(gpus as f64);
     let meets = !p.overloaded && a.slo.iter().all(|r| r.met);
-    let per_gpu = |tps: f64, g: u64| tps / g.max(1) as f64;
-    let pair_capacity = per_gpu(p.max_output_tokens_per_s, gpus);
     let money = |v: f64| {
         if best.priced && price.is_some() {
             format!("${v:.2}/h")
@@ -200,19 +269,32 @@ pub fn aggregated_wins(
             best.layout,
             money(best.cost_per_hour)
         )
-    } else if let Some((rival, capacity)) = best_aggregated_within(&search.ranked, pair_cost)
-        .filter(|(_, capacity)| *capacity > pair_capacity * FAMILY_MARGIN)
-    {
-        best = rival;
-        format!(
-            "`{}` serves {:.0} output tokens/s per GPU saturated against {:.0} for this split ({:.0}% more) at no higher cost, and meets every SLO",
-            rival.layout,
-            capacity,
-            pair_capacity,
-            (capacity / pair_capacity.max(1e-9) - 1.0) * 100.0
-        )
     } else {
-        return None;
+        let pair = goodput::written_pair(
+            ps,
+            dsc,
+            part.same_group,
+            &ds.slo,
+            pair_cost,
+            price.is_some(),
+        );
+        let (rival, theirs) = best_aggregated_within(&search.ranked, pair_cost)
+            .filter(|(_, g)| *g > per_gpu(pair.as_ref()) * FAMILY_MARGIN)?;
+        best = rival;
+        let ours = per_gpu(pair.as_ref());
+        format!(
+            "`{}` carries {:.3} req/s per GPU within the SLOs against {:.3} for this split ({}) at no higher cost: it carries {}; the split carries {}",
+            rival.layout,
+            theirs,
+            ours,
+            if ours > 0.0 {
+                format!("{:.0}% more", (theirs / ours - 1.0) * 100.0)
+            } else {
+                "the split carries none".into()
+            },
+            carried(rival.goodput.as_ref()),
+            carried(pair.as_ref())
+        )
     };
     Some(Finding {
         replacement: Some(best.layout.to_string()),
@@ -229,14 +311,14 @@ pub fn aggregated_wins(
     })
 }
 
-/// How much more output per GPU (saturated) one family must serve at no higher cost to win
-/// over the other (W0406 and `choose_family` alike): 5%, which covers what a split adds
-/// that dic does not model (the router hop, a second set of engines to run).
+/// How much more load within the SLOs per GPU one family must carry at no higher cost to win over the other (W0406 and `choose_family` alike): 5%, which
+/// covers what a split adds that dic does not model (the router hop, a second set of
+/// engines to run).
 pub const FAMILY_MARGIN: f64 = 1.05;
 
-/// The most output tokens per GPU (saturated) an aggregated layout that meets every SLO
-/// serves for at most `cost` $/h (GPUs when unpriced): the aggregated side of every
-/// comparison with a split, with the layout.
+/// The aggregated layout that meets every SLO for at most `cost` $/h (GPUs when unpriced)
+/// and carries the most load within the SLOs per GPU: the aggregated
+/// side of every comparison with a split, with that figure.
 pub fn best_aggregated_within(
     ranked: &[super::Candidate],
     cost: f64,
@@ -244,27 +326,22 @@ pub fn best_aggregated_within(
     ranked
         .iter()
         .filter(|c| c.cost_per_hour <= cost + 1e-9)
-        .map(|c| {
-            (
-                c,
-                c.max_output_tokens_per_s.unwrap_or(0.0) / c.gpus.max(1) as f64,
-            )
-        })
+        .map(|c| (c, per_gpu(c.goodput.as_ref())))
         .max_by(|a, b| a.1.total_cmp(&b.1))
 }
 
 /// Which family a search deploys (`ranked`: the aggregated layouts meeting every SLO,
 /// best first; `split`: the best split): the split wins when it meets every SLO and is
-/// cheaper than any aggregated layout, or meets them where none does, or serves 5% or more
-/// output tokens per GPU at saturation than the best aggregated layout of no higher cost
-/// (the margin covers what a split adds that dic does not model: the router hop, a second
-/// set of engines to run). Returns (split wins, why in words).
+/// cheaper than any aggregated layout, or meets them where none does, or carries 5% or
+/// more load within the SLOs per GPU than the best aggregated layout
+/// of no higher cost (the margin covers what a split adds that dic does not model: the
+/// router hop, a second set of engines to run). Returns (split wins, why in words: both
+/// goodputs, the margin, and the binding constraint).
 pub fn choose_family(
     ranked: &[super::Candidate],
     split: Option<&DisaggCandidate>,
 ) -> (bool, Option<String>) {
     let split = split.filter(|s| s.meets_slo);
-    let cheapest = ranked.first();
     let money = |priced: bool, v: f64| {
         if priced {
             format!("${v:.2}/h")
@@ -272,52 +349,80 @@ pub fn choose_family(
             format!("{v:.0} GPUs")
         }
     };
-    match (cheapest, split) {
-        (None, None) => (false, None),
-        (Some(a), None) => (
-            false,
-            Some(format!(
-                "aggregated `{}`: no disaggregated split meets every SLO",
-                a.layout
-            )),
-        ),
-        (None, Some(s)) => (
+    let (a, s) = match (ranked.first(), split) {
+        (None, None) => return (false, None),
+        (Some(a), None) => {
+            return (
+                false,
+                Some(format!(
+                    "aggregated `{}`: no disaggregated split meets every SLO",
+                    a.layout
+                )),
+            )
+        }
+        (None, Some(s)) => {
+            return (
+                true,
+                Some(format!(
+                    "disaggregated {}: no aggregated layout meets every SLO; the split carries {}",
+                    s.name,
+                    carried(s.goodput.as_ref())
+                )),
+            )
+        }
+        (Some(a), Some(s)) => (a, s),
+    };
+    let cheaper = s.cost_per_hour < a.cost_per_hour - 1e-9;
+    let rival = best_aggregated_within(ranked, s.cost_per_hour);
+    let ours = per_gpu(s.goodput.as_ref());
+    let more = rival.is_none_or(|(_, theirs)| ours >= theirs * FAMILY_MARGIN);
+    let (b, theirs) = rival.unwrap_or((a, 0.0));
+    let margin = if theirs > 0.0 {
+        format!("{:+.0}%", (ours / theirs - 1.0) * 100.0)
+    } else {
+        "—".into()
+    };
+    let split_words = format!(
+        "disaggregated {} ({}) carries {}",
+        s.name,
+        money(s.priced, s.cost_per_hour),
+        carried(s.goodput.as_ref())
+    );
+    let agg_words = format!(
+        "aggregated `{}` ({}) carries {}",
+        b.layout,
+        money(b.priced, b.cost_per_hour),
+        carried(b.goodput.as_ref())
+    );
+    if cheaper {
+        (
             true,
             Some(format!(
-                "disaggregated {}: no aggregated layout meets every SLO",
-                s.name
-            )),
-        ),
-        (Some(a), Some(s)) => {
-            let cheaper = s.cost_per_hour < a.cost_per_hour - 1e-9;
-            let rival = best_aggregated_within(ranked, s.cost_per_hour);
-            let more = rival.is_none_or(|(_, cap)| s.capacity_per_gpu >= cap * FAMILY_MARGIN);
-            let (b, cap) = rival.unwrap_or((a, 0.0));
-            let say = |first: String, second: String| Some(format!("{first} over {second}"));
-            let split_words = format!(
-                "disaggregated {} ({}, {:.0} tok/s per GPU saturated)",
+                "disaggregated {}: it meets every SLO for {} where the cheapest aggregated layout `{}` costs {}; {split_words}; {agg_words}",
                 s.name,
                 money(s.priced, s.cost_per_hour),
-                s.capacity_per_gpu
-            );
-            if cheaper || more {
-                let agg = format!(
-                    "aggregated `{}` ({}, {cap:.0})",
-                    b.layout,
-                    money(b.priced, b.cost_per_hour)
-                );
-                (true, say(split_words, agg))
-            } else {
-                (
-                    false,
-                    Some(format!(
-                        "aggregated `{}` ({}): {split_words} is not cheaper and does not serve 5% more per GPU than `{}` ({cap:.0})",
-                        a.layout,
-                        money(a.priced, a.cost_per_hour),
-                        b.layout
-                    )),
-                )
-            }
-        }
+                a.layout,
+                money(a.priced, a.cost_per_hour)
+            )),
+        )
+    } else if more {
+        (
+            true,
+            Some(format!(
+                "disaggregated {}: {margin} load within the SLOs per GPU over the best aggregated layout of no higher cost, because {}; {split_words}; {agg_words}",
+                s.name,
+                why_split(b.goodput.as_ref(), s.goodput.as_ref())
+            )),
+        )
+    } else {
+        (
+            false,
+            Some(format!(
+                "aggregated `{}` ({}): the best split is not cheaper and carries {margin} load within the SLOs per GPU against `{}` (a split needs +5%); {split_words}; {agg_words}",
+                a.layout,
+                money(a.priced, a.cost_per_hour),
+                b.layout
+            )),
+        )
     }
 }

@@ -19,12 +19,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 mod advice;
 mod context;
 mod disaggregated;
+pub mod failure;
+pub mod goodput;
 mod scaling;
 pub use advice::{advise, cheaper_layout, no_layout, working_layout};
 pub use context::{search_fitting_context, thousands, ContextFit};
 pub use disaggregated::{
-    aggregated_wins, best_aggregated_within, choose_family, disaggregated_family, DisaggCandidate,
+    aggregated_wins, best_aggregated_within, carried, choose_family, disaggregated_family,
+    DisaggCandidate,
 };
+pub use failure::{failure, Failure};
+pub use goodput::{Binding, Goodput};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Candidate {
@@ -64,6 +69,8 @@ pub struct Candidate {
     /// and its token budget for wide EP across the trays of one NVLink domain.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub engine: Option<crate::analysis::deepep::EngineChoice>,
+    /// The load it carries within the SLOs (feasible candidates only).
+    pub goodput: Option<Goodput>,
 }
 
 impl Candidate {
@@ -160,6 +167,9 @@ pub struct Search {
     /// When nothing was chosen: a shorter `max_model_len` at which a layout meets every
     /// SLO ([`search_fitting_context`]).
     pub context: Option<ContextFit>,
+    /// N−1 for the layout searched from (a written layout), and for the chosen one.
+    pub failure: Option<Failure>,
+    pub chosen_failure: Option<Failure>,
 }
 
 /// Splits a search keeps (the report's and `dic plan`'s).
@@ -182,6 +192,8 @@ impl Search {
             split_wins: false,
             family_choice: None,
             context: None,
+            failure: None,
+            chosen_failure: None,
         }
     }
 }
@@ -331,6 +343,7 @@ fn evaluate_with(
         running: p.map(|p| p.running),
         shortfall,
         engine,
+        goodput: None,
     }
 }
 
@@ -346,175 +359,126 @@ fn whole_nodes(replica: u64, dp: u64, per_node: u64) -> bool {
     }
 }
 
-pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search {
-    SEARCHES.fetch_add(1, Ordering::Relaxed);
-    let t = &base.topology;
-    let total = t.total_gpus().max(1);
-    let m = &base.model;
-    let tps = tp_sizes(base);
-    let max_pp = m.layers.min(8u64.max(t.nodes));
-    let eps: Vec<bool> = if m.is_moe() {
-        vec![false, true]
+/// One family of layouts: weights, KV cache, EP, TP, PP (DP is searched inside it).
+#[derive(Clone, Copy)]
+struct Family<'a> {
+    weights: &'a str,
+    kv: &'a str,
+    ep: bool,
+    tp: u64,
+    pp: u64,
+}
+
+/// What the search has found so far, shared by every family's search.
+struct Tally {
+    evaluated: usize,
+    pruned: usize,
+    feasible: Vec<Candidate>,
+    rejected: Vec<Rejection>,
+    closest: Option<Candidate>,
+    /// The cheapest feasible candidate's $/h (GPUs unpriced): the bound that prunes.
+    best_cost: f64,
+}
+
+impl Tally {
+    /// Keep `c` as the closest to meeting the bounds when it is closer than the last.
+    fn consider(&mut self, c: &Candidate) {
+        let better = match (
+            &c.shortfall,
+            self.closest.as_ref().and_then(|b| b.shortfall),
+        ) {
+            (Some(x), Some(y)) => {
+                (x.0, x.1, c.gpus) < (y.0, y.1, self.closest.as_ref().map_or(0, |b| b.gpus))
+            }
+            (Some(_), None) => true,
+            _ => false,
+        };
+        if better {
+            self.closest = Some(c.clone());
+        }
+    }
+
+    fn accept(&mut self, c: Candidate) {
+        self.best_cost = self.best_cost.min(c.cost_per_hour);
+        self.feasible.push(c);
+    }
+}
+
+/// Families (format × EP × TP × PP), cheapest first, so that a feasible candidate is
+/// found early and bounds the rest; with the count of those over the cluster's GPUs.
+fn families<'a>(
+    base: &Scenario,
+    space: &'a SearchSpace,
+    tps: &[u64],
+    max_pp: u64,
+) -> (Vec<Family<'a>>, usize) {
+    let total = base.topology.total_gpus().max(1);
+    let eps: &[bool] = if base.model.is_moe() {
+        &[false, true]
     } else {
-        vec![false]
+        &[false]
     };
-    let mut evaluated = 0;
     let mut pruned = 0;
-    let mut feasible = Vec::new();
-    let mut rejected: Vec<Rejection> = Vec::new();
-    let mut closest: Option<Candidate> = None;
-    // Families (format × EP × TP × PP), cheapest first, so that a feasible candidate is
-    // found early and bounds the rest: a family whose single replica already costs more
-    // than twice the best feasible candidate cannot be cheaper, nor a close alternative.
-    let mut families = Vec::new();
-    for w in &space.weights {
+    let mut out = Vec::new();
+    for weights in &space.weights {
         for kv in &space.kv_cache {
-            for &ep in &eps {
-                for &tp in &tps {
+            for &ep in eps {
+                for &tp in tps {
                     for pp in 1..=max_pp {
                         if tp * pp > total {
                             pruned += 1;
                             continue;
                         }
-                        families.push((w, kv, ep, tp, pp));
+                        out.push(Family {
+                            weights,
+                            kv,
+                            ep,
+                            tp,
+                            pp,
+                        });
                     }
                 }
             }
         }
     }
-    families.sort_by_key(|(_, _, _, tp, pp)| tp * pp);
-    // A lower bound: a layout of `gpus` GPUs occupies at least this many nodes.
-    let family_cost = |gpus: u64| t.price_for(gpus).unwrap_or(gpus as f64);
-    let mut best_cost = f64::INFINITY;
-    for (w, kv, ep, tp, pp) in families {
-        let max_dp = total / (tp * pp);
-        if family_cost(tp * pp) > 2.0 * best_cost {
-            pruned += max_dp as usize;
-            let layout = Layout {
-                tp,
-                pp,
-                ep,
-                ..Layout::default()
-            };
-            rejected.push(Rejection {
-                family: family_name(layout, w, kv, &m.weights, space.weights.len()),
-                reason: if t.price_per_node_hour.is_some() {
-                    format!("costs at least ${:.2}/h, over twice the cheapest layout that meets the SLOs (${best_cost:.2}/h)", family_cost(tp * pp))
-                } else {
-                    format!("needs {} GPUs, over twice the fewest that meet the SLOs ({best_cost:.0})", tp * pp)
-                },
-            });
-            continue;
-        }
-        // Replica counts that can launch, ascending. Meeting the bounds is monotone in DP
-        // (more replicas carry more load, a MoE model's experts spread thinner), so the
-        // smallest DP that meets them is found by bisection: at most 2 + log2(N)
-        // evaluations per family instead of one per replica count.
-        let per_node = t.gpus_per_node.max(1);
-        let layout_at = |dp: u64| Layout {
-            tp,
-            pp,
-            dp,
-            ep,
-            ..Layout::default()
-        };
-        // An EP group past one rank per expert leaves ranks without experts (W0409).
-        // Only replica counts vLLM can launch and the cluster can place (the checker's
-        // own rules, E0801 and E0408): meeting the bounds is monotone in DP, launching
-        // is not (a MoE engine's DP must fill whole nodes).
-        let shaped: Vec<u64> = (1..=max_dp)
-            .filter(|dp| whole_nodes(tp * pp, *dp, per_node))
-            .filter(|dp| layout_at(*dp).ep_ranks_without_experts(m.experts) == 0)
-            .collect();
-        let dps: Vec<u64> = shaped
-            .iter()
-            .copied()
-            .filter(|dp| deployable::launchable_and_placeable(base, layout_at(*dp)))
-            .take_while(|dp| family_cost(tp * pp * dp) <= 2.0 * best_cost)
-            .collect();
-        pruned += (max_dp as usize).saturating_sub(dps.len());
-        let family = family_name(layout_at(1), w, kv, &m.weights, space.weights.len());
-        let Some(&first_dp) = dps.first() else {
-            rejected.push(Rejection {
-                family,
-                reason: match shaped.first() {
-                    Some(&dp) => unlaunchable_reason(base, layout_at(dp)),
-                    None => format!(
-                        "{} GPUs per replica are neither inside one {per_node}-GPU node nor whole nodes",
-                        tp * pp
-                    ),
-                },
-            });
-            continue;
-        };
-        let consider = |c: &Candidate, closest: &mut Option<Candidate>| {
-            let better = match (&c.shortfall, closest.as_ref().and_then(|b| b.shortfall)) {
-                (Some(x), Some(y)) => {
-                    (x.0, x.1, c.gpus) < (y.0, y.1, closest.as_ref().map_or(0, |b| b.gpus))
-                }
-                (Some(_), None) => true,
-                _ => false,
-            };
-            if better {
-                *closest = Some(c.clone());
-            }
-        };
-        // The largest affordable replica count first: if it misses, no smaller one meets
-        // (meeting the bounds is taken as monotone in DP: more replicas carry more load,
-        // a MoE model's experts spread thinner; its DP-coupled expert traffic could in
-        // principle make the largest DP slower again — the examples choose as a scan of
-        // every DP does). Then the smallest, then bisection between them: at most
-        // 2 + log2(N) evaluations per family, one for a family that cannot work.
-        let top_idx = dps.len() - 1;
-        let top = evaluate(base, slo, layout_at(dps[top_idx]), w, kv);
-        evaluated += 1;
-        if !top.meets_slo {
-            consider(&top, &mut closest);
-            rejected.push(Rejection {
-                family,
-                reason: rejection_reason(&top),
-            });
-            continue;
-        }
-        if top_idx == 0 {
-            best_cost = best_cost.min(top.cost_per_hour);
-            feasible.push(top);
-            continue;
-        }
-        let first = evaluate(base, slo, layout_at(first_dp), w, kv);
-        evaluated += 1;
-        if first.meets_slo {
-            best_cost = best_cost.min(first.cost_per_hour);
-            feasible.push(first);
-            continue;
-        }
-        consider(&first, &mut closest);
-        let mut lo = 0;
-        let mut hi = top_idx;
-        let mut best = top;
-        while hi - lo > 1 {
-            let mid = (lo + hi) / 2;
-            let c = evaluate(base, slo, layout_at(dps[mid]), w, kv);
-            evaluated += 1;
-            if c.meets_slo {
-                hi = mid;
-                best = c;
-            } else {
-                consider(&c, &mut closest);
-                lo = mid;
-            }
-        }
-        best_cost = best_cost.min(best.cost_per_hour);
-        feasible.push(best);
+    out.sort_by_key(|f| f.tp * f.pp);
+    (out, pruned)
+}
+
+pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search {
+    SEARCHES.fetch_add(1, Ordering::Relaxed);
+    let tps = tp_sizes(base);
+    let max_pp = base.model.layers.min(8u64.max(base.topology.nodes));
+    let (families, pruned) = families(base, space, &tps, max_pp);
+    let mut tally = Tally {
+        evaluated: 0,
+        pruned,
+        feasible: Vec::new(),
+        rejected: Vec::new(),
+        closest: None,
+        best_cost: f64::INFINITY,
+    };
+    for family in families {
+        search_family(base, slo, space, family, &mut tally);
     }
+    let Tally {
+        evaluated,
+        pruned,
+        mut feasible,
+        rejected,
+        closest,
+        ..
+    } = tally;
+    // The load each carries within the SLOs, which ranks layouts of equal cost (at the
+    // declared load they serve the same tokens, so $/M tokens cannot tell them apart).
+    for c in &mut feasible {
+        c.goodput = goodput_of(base, slo, c);
+    }
+    let per_gpu = |c: &Candidate| c.goodput.as_ref().map_or(0.0, |g| g.requests_per_s_per_gpu);
     feasible.sort_by(|a, b| {
         a.cost_per_hour
             .total_cmp(&b.cost_per_hour)
-            .then(
-                a.cost_per_million_output
-                    .unwrap_or(f64::MAX)
-                    .total_cmp(&b.cost_per_million_output.unwrap_or(f64::MAX)),
-            )
+            .then(per_gpu(b).total_cmp(&per_gpu(a)))
             .then(a.escalation().cmp(&b.escalation()))
             .then(a.gpus.cmp(&b.gpus))
     });
@@ -526,7 +490,16 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
     let mut splits = disaggregated_family(&in_formats, slo);
     splits.truncate(SPLITS_KEPT);
     let (split_wins, family_choice) = disaggregated::choose_family(&feasible, splits.first());
+    let chosen_failure = feasible.first().and_then(|c| {
+        let mut s = base.clone();
+        s.layout = c.layout;
+        s.model.weights = c.weights.clone();
+        s.model.kv_cache = c.kv_cache.clone();
+        failure(&s, slo)
+    });
     Search {
+        failure: failure(base, slo),
+        chosen_failure,
         splits,
         split_wins,
         family_choice,
@@ -541,6 +514,133 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
         max_pp,
         context: None,
     }
+}
+
+/// A candidate's goodput, in its own layout and formats.
+fn goodput_of(base: &Scenario, slo: &[SloTarget], c: &Candidate) -> Option<Goodput> {
+    let mut s = base.clone();
+    s.layout = c.layout;
+    s.model.weights = c.weights.clone();
+    s.model.kv_cache = c.kv_cache.clone();
+    goodput::aggregated(&s, slo, c.cost_per_hour, c.priced)
+}
+
+/// Search one family: the cheapest replica count that meets the bounds joins the
+/// feasible, or the family is rejected with why.
+fn search_family(
+    base: &Scenario,
+    slo: &[SloTarget],
+    space: &SearchSpace,
+    f: Family,
+    tally: &mut Tally,
+) {
+    let t = &base.topology;
+    let m = &base.model;
+    let Family {
+        weights: w,
+        kv,
+        ep,
+        tp,
+        pp,
+    } = f;
+    let max_dp = t.total_gpus().max(1) / (tp * pp);
+    // A lower bound: a layout of `gpus` GPUs occupies at least this many nodes.
+    let family_cost = |gpus: u64| t.price_for(gpus).unwrap_or(gpus as f64);
+    let best_cost = tally.best_cost;
+    let layout_at = |dp: u64| Layout {
+        tp,
+        pp,
+        dp,
+        ep,
+        ..Layout::default()
+    };
+    // A family whose single replica already costs more than twice the best feasible
+    // candidate cannot be cheaper, nor a close alternative.
+    if family_cost(tp * pp) > 2.0 * best_cost {
+        tally.pruned += max_dp as usize;
+        tally.rejected.push(Rejection {
+            family: family_name(layout_at(1), w, kv, &m.weights, space.weights.len()),
+            reason: if t.price_per_node_hour.is_some() {
+                format!("costs at least ${:.2}/h, over twice the cheapest layout that meets the SLOs (${best_cost:.2}/h)", family_cost(tp * pp))
+            } else {
+                format!("needs {} GPUs, over twice the fewest that meet the SLOs ({best_cost:.0})", tp * pp)
+            },
+        });
+        return;
+    }
+    let per_node = t.gpus_per_node.max(1);
+    // Replica counts that can launch, ascending: only those vLLM can launch and the
+    // cluster can place (the checker's own rules, E0801 and E0408) — meeting the bounds
+    // is monotone in DP, launching is not (a MoE engine's DP must fill whole nodes). An
+    // EP group past one rank per expert leaves ranks without experts (W0409).
+    let shaped: Vec<u64> = (1..=max_dp)
+        .filter(|dp| whole_nodes(tp * pp, *dp, per_node))
+        .filter(|dp| layout_at(*dp).ep_ranks_without_experts(m.experts) == 0)
+        .collect();
+    let dps: Vec<u64> = shaped
+        .iter()
+        .copied()
+        .filter(|dp| deployable::launchable_and_placeable(base, layout_at(*dp)))
+        .take_while(|dp| family_cost(tp * pp * dp) <= 2.0 * best_cost)
+        .collect();
+    tally.pruned += (max_dp as usize).saturating_sub(dps.len());
+    let family = family_name(layout_at(1), w, kv, &m.weights, space.weights.len());
+    let Some(&first_dp) = dps.first() else {
+        tally.rejected.push(Rejection {
+            family,
+            reason: match shaped.first() {
+                Some(&dp) => unlaunchable_reason(base, layout_at(dp)),
+                None => format!(
+                    "{} GPUs per replica are neither inside one {per_node}-GPU node nor whole nodes",
+                    tp * pp
+                ),
+            },
+        });
+        return;
+    };
+    // The largest affordable replica count first: if it misses, no smaller one meets
+    // (meeting the bounds is taken as monotone in DP: more replicas carry more load,
+    // a MoE model's experts spread thinner; its DP-coupled expert traffic could in
+    // principle make the largest DP slower again — the examples choose as a scan of
+    // every DP does). Then the smallest, then bisection between them: at most
+    // 2 + log2(N) evaluations per family, one for a family that cannot work.
+    let top_idx = dps.len() - 1;
+    let top = evaluate(base, slo, layout_at(dps[top_idx]), w, kv);
+    tally.evaluated += 1;
+    if !top.meets_slo {
+        tally.consider(&top);
+        tally.rejected.push(Rejection {
+            family,
+            reason: rejection_reason(&top),
+        });
+        return;
+    }
+    if top_idx == 0 {
+        tally.accept(top);
+        return;
+    }
+    let first = evaluate(base, slo, layout_at(first_dp), w, kv);
+    tally.evaluated += 1;
+    if first.meets_slo {
+        tally.accept(first);
+        return;
+    }
+    tally.consider(&first);
+    let (mut lo, mut hi) = (0, top_idx);
+    let mut best = top;
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        let c = evaluate(base, slo, layout_at(dps[mid]), w, kv);
+        tally.evaluated += 1;
+        if c.meets_slo {
+            hi = mid;
+            best = c;
+        } else {
+            tally.consider(&c);
+            lo = mid;
+        }
+    }
+    tally.accept(best);
 }
 
 /// Why no replica count of a family can be launched or placed, from the first that

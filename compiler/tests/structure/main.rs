@@ -40,7 +40,6 @@ const LONG_FILES: &[(&str, usize)] = &[
 const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     // issue 35 item 4 named pod (split in issue 38: k8s/pod.rs); the
     // others were found by this test
-    ("compiler/src/planner/mod.rs", "search", 200),
 ];
 
 /// (a) Import cycles when this test was written: the sibling modules of each cycle, as

@@ -429,8 +429,8 @@ fn workload(
                 strategy: Some(DeploymentStrategy {
                     type_: Some("RollingUpdate".into()),
                     rolling_update: Some(RollingUpdateDeployment {
-                        max_surge: Some(IntOrString::Int(0)),
-                        max_unavailable: Some(IntOrString::Int(1)),
+                        max_surge: Some(IntOrString::Int(rollout(d).1)),
+                        max_unavailable: Some(IntOrString::Int(rollout(d).0)),
                     }),
                 }),
                 template: pod(d, &cmd, &[], true, None),
@@ -552,7 +552,18 @@ fn api_service(d: &DeploymentPlan, name: &str, single_node_pods: bool) -> Servic
     }
 }
 
-/// A PodDisruptionBudget over the serving pods (a LeaderWorkerSet's whole groups).
+/// The rolling update's (maxUnavailable, maxSurge): as N−1 sized them in the plan
+/// (`ir::Disruption`), else one down and no surge.
+fn rollout(d: &DeploymentPlan) -> (i32, i32) {
+    let int = |v: u64| i32::try_from(v).unwrap_or(i32::MAX);
+    d.kubernetes.disruption.map_or((1, 0), |x| {
+        (int(x.rollout_max_unavailable), int(x.rollout_max_surge))
+    })
+}
+
+/// A PodDisruptionBudget over the serving pods (a LeaderWorkerSet's whole groups), as
+/// many down at once as N−1 allows with the SLOs held (`ir::Disruption::budget`; 1
+/// without the figures).
 fn disruption_budget(
     d: &DeploymentPlan,
     name: &str,
@@ -568,7 +579,11 @@ fn disruption_budget(
     PodDisruptionBudget {
         metadata: meta(d, name.clone()),
         spec: Some(PodDisruptionBudgetSpec {
-            max_unavailable: Some(IntOrString::Int(1)),
+            max_unavailable: Some(IntOrString::Int(
+                d.kubernetes
+                    .disruption
+                    .map_or(1, |x| i32::try_from(x.budget).unwrap_or(i32::MAX)),
+            )),
             selector: Some(LabelSelector {
                 match_labels: Some(pdb_selector),
                 ..Default::default()

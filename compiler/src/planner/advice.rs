@@ -237,7 +237,22 @@ pub fn no_layout(p: &Program, ds: &DeploymentScenario, search: &Search) -> Optio
                         String::new()
                     }
                 ),
-                None => String::new(),
+                // Its family cannot meet the bounds at any count: the planner's own choice
+                // on a cluster large enough for the load (the figure `dic init` reads).
+                None => match layout_that_carries(ds, r, served) {
+                    Some((other, nodes)) => format!(
+                        "; `{}` would carry the load: {} GPUs ({nodes} {}){}",
+                        other.describe(),
+                        other.gpus,
+                        plural(nodes as usize, "node", "nodes"),
+                        if nodes > s.topology.nodes {
+                            format!(", the cluster has {}", s.topology.nodes)
+                        } else {
+                            String::new()
+                        }
+                    ),
+                    None => String::new(),
+                },
             };
             format!(
                 "; the closest, `{}`, serves {served:.2} of the {r:.2} req/s offered{carry}",
@@ -342,6 +357,23 @@ fn replicas_that_meet(
         let x = evaluate(&bigger, &ds.slo, layout, &c.weights, &c.kv_cache);
         (x.meets_slo && !x.overloaded).then(|| (layout, bigger.topology.nodes_for_layout(&layout)))
     })
+}
+
+/// The planner's choice for the deployment on a cluster of the same nodes, enough of them
+/// to carry `rate` where the closest layout serves `served` (twice the ratio, at most 128
+/// times the nodes), with the nodes it takes; `None` when even that meets no SLO.
+fn layout_that_carries(
+    ds: &DeploymentScenario,
+    rate: f64,
+    served: f64,
+) -> Option<(super::Candidate, u64)> {
+    let s = &ds.scenario;
+    let factor = (rate / served.max(1e-9)).ceil().clamp(1.0, 64.0) as u64 * 2;
+    let mut bigger = s.clone();
+    bigger.topology.nodes = s.topology.nodes.saturating_mul(factor);
+    let chosen = super::search(&bigger, &ds.slo, &super::space_of(ds)).chosen?;
+    let nodes = bigger.topology.nodes_for_layout(&chosen.layout);
+    Some((chosen, nodes))
 }
 
 /// `1 candidate`, `2 candidates`: the word for a count.

@@ -432,6 +432,7 @@ deploy d {{ model = m, cluster = c, workload = w, slo = s, layout = tp 4 × dp 4
             running: None,
             shortfall: None,
             goodput: Some(g),
+            engine: None,
         }
     }
 

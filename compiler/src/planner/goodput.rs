@@ -431,6 +431,7 @@ deploy d {{ model = m, cluster = c, workload = w, slo = s, layout = tp 4 × dp 4
             overloaded: false,
             running: None,
             shortfall: None,
+            engine: None,
             goodput: Some(g),
         }
     }

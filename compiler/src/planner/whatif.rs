@@ -37,15 +37,12 @@ pub struct WhatIf {
     pub price_from: Option<String>,
     /// The cheapest layout meeting every SLO on this GPU (the planner's choice).
     pub chosen: Option<Candidate>,
+    /// $/h and $ per million output tokens of the chosen layout, when it is priced: the
+    /// ranking's measure.
+    pub cost_per_hour: Option<f64>,
+    pub cost_per_million_output: Option<f64>,
     /// Why nothing meets the SLOs on this GPU, when nothing does.
     pub why_none: Option<String>,
-}
-
-impl WhatIf {
-    /// $ per million output tokens of the chosen layout, when it is priced.
-    pub fn cost_per_million_output(&self) -> Option<f64> {
-        self.chosen.as_ref()?.cost_per_million_output
-    }
 }
 
 /// The stdlib's GPU names, in definition order (for a usage error).
@@ -94,6 +91,9 @@ pub fn what_if(ds: &DeploymentScenario, gpus: &[String]) -> Vec<WhatIf> {
             let (scenario, mut row) = on_gpu(&ds.scenario, gpu)?;
             let found = search_fitting_context(&scenario, &ds.slo, &space);
             row.why_none = found.chosen.is_none().then(|| why_none(&found));
+            let priced = found.chosen.as_ref().filter(|c| c.priced);
+            row.cost_per_hour = priced.map(|c| c.cost_per_hour);
+            row.cost_per_million_output = priced.and_then(|c| c.cost_per_million_output);
             row.chosen = found.chosen;
             Some(row)
         })
@@ -105,7 +105,7 @@ pub fn what_if(ds: &DeploymentScenario, gpus: &[String]) -> Vec<WhatIf> {
 /// Priced by $/M output tokens (then $/h), then unpriced by GPUs, then nothing chosen;
 /// the given order among equals.
 pub fn rank(rows: &mut [WhatIf]) {
-    let key = |r: &WhatIf| match (&r.chosen, r.cost_per_million_output()) {
+    let key = |r: &WhatIf| match (&r.chosen, r.cost_per_million_output) {
         (Some(c), Some(m)) => (0, m, c.cost_per_hour),
         (Some(c), None) => (1, c.gpus as f64, 0.0),
         (None, _) => (2, 0.0, 0.0),
@@ -175,6 +175,8 @@ pub fn on_gpu(base: &Scenario, gpu: &str) -> Option<(Scenario, WhatIf)> {
         list_price: list.is_some(),
         price_from: list,
         chosen: None,
+        cost_per_hour: None,
+        cost_per_million_output: None,
         why_none: None,
     };
     Some((s, row))
@@ -335,7 +337,7 @@ deploy d { model = m, cluster = c, workload = w, slo = s, layout = auto, engine 
                 "{gpu}: {}",
                 c.cost_per_hour
             );
-            let m = r.cost_per_million_output().unwrap();
+            let m = r.cost_per_million_output.unwrap();
             assert!((m - per_million).abs() < 1e-4, "{gpu}: {m}");
             assert!((m - c.cost_per_hour / (tokens * 3600.0) * 1e6).abs() < 1e-12);
         }

@@ -41,12 +41,10 @@ fn in_slo(g: Option<&dic_compiler::planner::Goodput>) -> String {
         .unwrap_or_else(|| "—".into())
 }
 
-fn row(i: usize, c: &Candidate, width: usize) -> String {
-    format!(
-        "{:>3}  {:<width$} {:>5} {:>10} {:>9} {:>9} {:>8} {:>9} {:>9}",
-        i,
-        c.describe(),
-        c.gpus,
+/// A candidate's $/h, $/M output tokens, TTFT, TPOT and output tok/s as printed (`—`
+/// where unknown or unpriced).
+fn figures(c: &Candidate) -> [String; 5] {
+    [
         if c.priced {
             format!("${:.2}", c.cost_per_hour)
         } else {
@@ -60,6 +58,21 @@ fn row(i: usize, c: &Candidate, width: usize) -> String {
         c.output_tokens_per_s
             .map(|v| format!("{v:.0}"))
             .unwrap_or_else(|| "—".into()),
+    ]
+}
+
+fn row(i: usize, c: &Candidate, width: usize) -> String {
+    let [per_hour, per_million, ttft, tpot, tokens] = figures(c);
+    format!(
+        "{:>3}  {:<width$} {:>5} {:>10} {:>9} {:>9} {:>8} {:>9} {:>9}",
+        i,
+        c.describe(),
+        c.gpus,
+        per_hour,
+        per_million,
+        ttft,
+        tpot,
+        tokens,
         in_slo(c.goodput.as_ref()),
     )
 }
@@ -463,26 +476,18 @@ fn print_what_if(ds: &dic_compiler::analysis::DeploymentScenario, rows: Option<&
             );
             continue;
         };
+        let [per_hour, per_million, ttft, tpot, tokens] = figures(c);
         println!(
-            "{:>3}  {:<9} {:>7} {:<width$} {:>10} {:>8} {:>8} {:>8} {:>8}  {}",
+            "{:>3}  {:<9} {:>7} {:<width$} {:>10} {:>8} {:>8} {:>8} {:>8}  {price}",
             i + 1,
             r.gpu,
             shape,
             c.describe(),
-            if c.priced {
-                format!("${:.2}", c.cost_per_hour)
-            } else {
-                "—".into()
-            },
-            c.cost_per_million_output
-                .map(|v| format!("${v:.2}"))
-                .unwrap_or_else(|| "—".into()),
-            ms(c.ttft_ms),
-            ms(c.tpot_ms),
-            c.output_tokens_per_s
-                .map(|v| format!("{v:.0}"))
-                .unwrap_or_else(|| "—".into()),
-            price
+            per_hour,
+            per_million,
+            ttft,
+            tpot,
+            tokens,
         );
     }
     println!();

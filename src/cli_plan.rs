@@ -1,12 +1,15 @@
 //! `dic plan FILE [--json] [--top N]`: the layout search for every deployment — the
 //! chosen layout, the ranked alternatives, why each rejected family was rejected, and the
-//! scaling curve with the point where more GPUs make it worse.
+//! scaling curve with the point where more GPUs make it worse. With `--gpus A,B,…`, the
+//! what-if instead (`planner::whatif`): per GPU type, the cheapest layout meeting the SLOs
+//! and its $/h and $/M tokens, ranked.
 
 use dic::disk::InputWorld;
 use dic::exit::{ERRORS, OK, USAGE};
 use dic::render;
 use dic_compiler::planner::{
-    best_aggregated_within, carried, search_fitting_context, space_of, Candidate, DisaggCandidate,
+    best_aggregated_within, carried, search_fitting_context, space_of, whatif, Candidate,
+    DisaggCandidate,
 };
 
 fn ms(v: Option<f64>) -> String {
@@ -38,12 +41,10 @@ fn in_slo(g: Option<&dic_compiler::planner::Goodput>) -> String {
         .unwrap_or_else(|| "—".into())
 }
 
-fn row(i: usize, c: &Candidate, width: usize) -> String {
-    format!(
-        "{:>3}  {:<width$} {:>5} {:>10} {:>9} {:>9} {:>8} {:>9} {:>9}",
-        i,
-        c.describe(),
-        c.gpus,
+/// A candidate's $/h, $/M output tokens, TTFT, TPOT and output tok/s as printed (`—`
+/// where unknown or unpriced).
+fn figures(c: &Candidate) -> [String; 5] {
+    [
         if c.priced {
             format!("${:.2}", c.cost_per_hour)
         } else {
@@ -57,6 +58,21 @@ fn row(i: usize, c: &Candidate, width: usize) -> String {
         c.output_tokens_per_s
             .map(|v| format!("{v:.0}"))
             .unwrap_or_else(|| "—".into()),
+    ]
+}
+
+fn row(i: usize, c: &Candidate, width: usize) -> String {
+    let [per_hour, per_million, ttft, tpot, tokens] = figures(c);
+    format!(
+        "{:>3}  {:<width$} {:>5} {:>10} {:>9} {:>9} {:>8} {:>9} {:>9}",
+        i,
+        c.describe(),
+        c.gpus,
+        per_hour,
+        per_million,
+        ttft,
+        tpot,
+        tokens,
         in_slo(c.goodput.as_ref()),
     )
 }
@@ -180,7 +196,21 @@ fn print_failure(f: &dic_compiler::planner::Failure) {
     println!();
 }
 
-pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 {
+pub fn run(
+    file: &str,
+    json: bool,
+    top: usize,
+    gpus: Option<&str>,
+    color: bool,
+    width: usize,
+) -> u8 {
+    let gpus = match gpus.map(whatif::resolve_gpus).transpose() {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return USAGE;
+        }
+    };
     // `-` is standard input, named `<stdin>` as in `dic check -`.
     let read = InputWorld::for_path(file).and_then(|(world, path)| {
         dic_compiler::driver::front_end(&world, &path).map_err(|e| e.to_string())
@@ -209,6 +239,21 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
             .as_ref()
             .is_some_and(|x| x.pool == dic_compiler::program::Pool::Prefill)
         {
+            continue;
+        }
+        if let Some(gpus) = &gpus {
+            let rows = (ds.pool.is_none()).then(|| whatif::what_if(&ds, gpus));
+            if rows
+                .as_ref()
+                .is_some_and(|r| r.iter().all(|w| w.chosen.is_none()))
+            {
+                code = ERRORS;
+            }
+            if json {
+                all.push(serde_json::json!({ "deployment": ds.name, "whatif": rows }));
+            } else {
+                print_what_if(&ds, rows.as_deref());
+            }
             continue;
         }
         let written_split = ds.pool.as_ref().map(|part| {
@@ -388,4 +433,62 @@ fn unpriced_costs_absent(v: &mut serde_json::Value) {
         serde_json::Value::Array(a) => a.iter_mut().for_each(unpriced_costs_absent),
         _ => {}
     }
+}
+
+/// The what-if for one deployment: per GPU type, best first, the planner's choice with its
+/// $/h and $/M output tokens, list prices marked; `None`: a disaggregated deployment, which
+/// the what-if does not plan.
+fn print_what_if(ds: &dic_compiler::analysis::DeploymentScenario, rows: Option<&[whatif::WhatIf]>) {
+    let t = &ds.scenario.topology;
+    println!(
+        "deploy {}: {} on {} GPUs ({} × {} {}), what-if by GPU type (the planner's choice on each, cheapest $/M output tokens first)",
+        ds.name,
+        ds.scenario.model_name,
+        t.total_gpus(),
+        t.nodes,
+        t.gpus_per_node,
+        t.gpu.name
+    );
+    let Some(rows) = rows else {
+        println!("  disaggregated as written: the what-if plans aggregated deployments only\n");
+        return;
+    };
+    let chosen = rows.iter().filter_map(|r| r.chosen.as_ref());
+    let width = layout_width(chosen);
+    println!(
+        "{:>3}  {:<9} {:>7} {:<width$} {:>10} {:>8} {:>8} {:>8} {:>8}  price",
+        "#", "GPU", "nodes", "layout", "$/h", "$/Mtok", "TTFT ms", "TPOT ms", "tok/s"
+    );
+    for (i, r) in rows.iter().enumerate() {
+        let shape = format!("{} × {}", r.nodes, r.gpus_per_node);
+        let price = match (&r.price_from, r.price_per_node_hour) {
+            (Some(from), Some(p)) => format!("${p:.2}/node/h (list price, {from})"),
+            (None, Some(p)) => format!("${p:.2}/node/h (the cluster's)"),
+            _ => "no list price: set the cluster's `price`".into(),
+        };
+        let Some(c) = &r.chosen else {
+            println!(
+                "{:>3}  {:<9} {:>7} nothing meets the SLOs: {}",
+                "—",
+                r.gpu,
+                shape,
+                r.why_none.as_deref().unwrap_or("")
+            );
+            continue;
+        };
+        let [per_hour, per_million, ttft, tpot, tokens] = figures(c);
+        println!(
+            "{:>3}  {:<9} {:>7} {:<width$} {:>10} {:>8} {:>8} {:>8} {:>8}  {price}",
+            i + 1,
+            r.gpu,
+            shape,
+            c.describe(),
+            per_hour,
+            per_million,
+            ttft,
+            tpot,
+            tokens,
+        );
+    }
+    println!();
 }

@@ -77,6 +77,10 @@ enum Command {
         /// How many alternatives, and rejected families, to list.
         #[arg(long, default_value_t = 10)]
         top: usize,
+        /// What-if: plan each deployment on these GPU types instead (stdlib names, comma
+        /// separated: `h100_sxm,h200_sxm,b200,mi300x`), ranked by $ per million tokens.
+        #[arg(long, value_name = "GPU,GPU,…")]
+        gpus: Option<String>,
     },
     /// Explain a diagnostic code (`dic explain E0201`); without a code, list them all.
     Explain {
@@ -213,7 +217,15 @@ fn main() -> ExitCode {
             json,
             format,
             top,
-        } => cli_plan::run(&file, Format::json(format, json), top, color(), width()),
+            gpus,
+        } => cli_plan::run(
+            &file,
+            Format::json(format, json),
+            top,
+            gpus.as_deref(),
+            color(),
+            width(),
+        ),
         Command::Compile {
             file,
             out,

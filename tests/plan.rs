@@ -152,3 +152,80 @@ fn an_unpriced_plan_has_no_cost_per_hour() {
         assert!(c["cost_per_hour"].is_null(), "{c}");
     }
 }
+
+/// `--gpus`: prod.dist (Llama 3.1 70B FP8 on 16 H100s, $55.04/h per node negotiated) on
+/// four GPU types, ranked by $/M output tokens; the cluster's price stays with its own GPU,
+/// the others take the catalog's list price, marked.
+#[test]
+fn what_if_ranks_gpu_types_by_cost_per_million_tokens() {
+    let o = dic(&[
+        "plan",
+        "examples/prod.dist",
+        "--gpus",
+        "h100_sxm,h200_sxm,b200,mi300x",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v[0]["whatif"].as_array().unwrap();
+    let gpus: Vec<&str> = rows.iter().map(|r| r["gpu"].as_str().unwrap()).collect();
+    assert_eq!(gpus.len(), 4);
+    let mut sorted = gpus.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, ["b200", "h100_sxm", "h200_sxm", "mi300x"]);
+    // Priced rows first, by $/M tokens; MI300X has no list price in the stdlib: last.
+    let per_million: Vec<f64> = rows[..3]
+        .iter()
+        .map(|r| r["cost_per_million_output"].as_f64().unwrap())
+        .collect();
+    assert!(
+        per_million.windows(2).all(|w| w[0] <= w[1]),
+        "{per_million:?}"
+    );
+    assert_eq!(gpus[3], "mi300x");
+    assert!(rows[3]["cost_per_million_output"].is_null());
+    for r in rows {
+        let own = r["gpu"] == "h100_sxm";
+        assert_eq!(r["list_price"], !own && r["gpu"] != "mi300x", "{r}");
+        if own {
+            assert_eq!(r["price_per_node_hour"], 55.04);
+        }
+        assert_eq!(
+            r["nodes"].as_u64().unwrap() * r["gpus_per_node"].as_u64().unwrap(),
+            16
+        );
+        assert_eq!(r["chosen"]["meets_slo"], true, "{r}");
+    }
+    // The table says the same, marking list prices.
+    let o = dic(&[
+        "plan",
+        "examples/prod.dist",
+        "--gpus",
+        "h100_sxm,h200_sxm,b200,mi300x",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("(list price, p5e_48xlarge)"), "{text}");
+    assert!(
+        text.contains("mi300x") && text.contains("no list price"),
+        "{text}"
+    );
+}
+
+#[test]
+fn what_if_with_an_unknown_gpu_is_a_usage_error() {
+    let o = dic(&["plan", "examples/prod.dist", "--gpus", "h100_sxm,h900"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("`h900`") && err.contains("h200_sxm") && err.contains("mi300x"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+}

@@ -3,6 +3,8 @@
 //! At scale, with the load growing with the cluster (2.5 req/s per node): 70B over 512
 //! and 4,096 GPUs, DeepSeek-V3 over 4,096. Goal: 4,096 GPUs under 100 ms, cost linear or
 //! better in GPUs. Prints the number of candidates evaluated and pruned once before timing.
+//! The what-if (`dic plan --gpus`): 70B on 16 H100s replanned on H100, H200, B200 and
+//! MI300X. Goal: under 200 ms for the four.
 
 #![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
 
@@ -44,6 +46,35 @@ fn slo() -> Vec<SloTarget> {
             value: 0.05,
         },
     ]
+}
+
+/// Llama 3.1 70B FP8 on two DGX H100 nodes at 20 req/s, as a deployment (`layout = auto`).
+fn deployment_70b() -> dic_compiler::analysis::DeploymentScenario {
+    let src = "import std.nodes.dgx_h100\nimport std.models.llama_3_1_70b\n\
+model m = llama_3_1_70b { weights = fp8, kv_cache = fp8 }\n\
+cluster c { nodes = 2 × dgx_h100, price = $55.04/h }\n\
+workload w { prompt = 2k tokens, output = 512 tokens, rate = 20 req/s }\n\
+slo s { ttft.p95 <= 800 ms, tpot.p95 <= 40 ms }\n\
+deploy d { model = m, cluster = c, workload = w, slo = s, layout = auto, engine = vllm { max_model_len = 8k tokens } }\n";
+    let world = dic_compiler::source::MemoryWorld::new().with("p.dist", src);
+    let front = dic_compiler::driver::front_end(&world, "p.dist").unwrap();
+    dic_compiler::analysis::scenarios_from_program(&front.program).remove(0)
+}
+
+fn bench_what_if(c: &mut Criterion) {
+    let ds = deployment_70b();
+    let gpus =
+        dic_compiler::planner::whatif::resolve_gpus("h100_sxm,h200_sxm,b200,mi300x").unwrap();
+    let rows = dic_compiler::planner::whatif::what_if(&ds, &gpus);
+    eprintln!(
+        "what-if 70B / 16 GPUs: {:?}",
+        rows.iter()
+            .map(|r| (r.gpu.as_str(), r.cost_per_million_output))
+            .collect::<Vec<_>>()
+    );
+    c.bench_function("whatif Llama-3.1-70B over 16 GPUs on 4 GPU types", |b| {
+        b.iter(|| dic_compiler::planner::whatif::what_if(black_box(&ds), &gpus))
+    });
 }
 
 fn bench(c: &mut Criterion) {
@@ -121,6 +152,6 @@ fn bench(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(10).measurement_time(std::time::Duration::from_secs(3)).warm_up_time(std::time::Duration::from_millis(500));
-    targets = bench
+    targets = bench_what_if, bench
 }
 criterion_main!(benches);

@@ -431,8 +431,8 @@ deploy d {{ model = m, cluster = c, workload = w, slo = s, layout = tp 4 × dp 4
             overloaded: false,
             running: None,
             shortfall: None,
-            goodput: Some(g),
             engine: None,
+            goodput: Some(g),
         }
     }
 

@@ -22,6 +22,7 @@ mod disaggregated;
 pub mod failure;
 pub mod goodput;
 mod scaling;
+pub mod whatif;
 pub use advice::{advise, cheaper_layout, no_layout, working_layout};
 pub use context::{search_fitting_context, thousands, ContextFit};
 pub use disaggregated::{

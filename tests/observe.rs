@@ -40,16 +40,13 @@ fn codes(v: &serde_json::Value) -> Vec<String> {
 }
 
 fn observe(metrics: &str, extra: &[&str]) -> Output {
-    let file = format!("{DIR}/chat.dist");
+    observe_file(&format!("{DIR}/chat.dist"), metrics, extra)
+}
+
+/// `dic observe FILE --metrics DIR/METRICS --window 300s EXTRA…`.
+fn observe_file(file: &str, metrics: &str, extra: &[&str]) -> Output {
     let m = format!("{DIR}/{metrics}");
-    let mut args = vec![
-        "observe",
-        file.as_str(),
-        "--metrics",
-        m.as_str(),
-        "--window",
-        "300s",
-    ];
+    let mut args = vec!["observe", file, "--metrics", m.as_str(), "--window", "300s"];
     args.extend_from_slice(extra);
     dic(&args)
 }
@@ -237,15 +234,7 @@ fn write_round_trips_through_fmt_and_check() {
     let before = std::fs::read_to_string(format!("{DIR}/chat.dist")).unwrap();
     std::fs::write(&file, &before).unwrap();
     let f = file.to_str().unwrap();
-    let o = dic(&[
-        "observe",
-        f,
-        "--metrics",
-        "tests/data/observe/prompt_drift.prom",
-        "--window",
-        "300s",
-        "--write",
-    ]);
+    let o = observe_file(f, "prompt_drift.prom", &["--write"]);
     assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
     let after = std::fs::read_to_string(&file).unwrap();
     // Only the measured field and the provenance comment differ.
@@ -273,16 +262,7 @@ fn write_round_trips_through_fmt_and_check() {
     assert_eq!(code(&dic(&["fmt", "--check", f])), 0);
     assert_eq!(code(&dic(&["check", f])), 0);
     // Observed again, nothing drifts and nothing is written.
-    let o = dic(&[
-        "observe",
-        f,
-        "--metrics",
-        "tests/data/observe/prompt_drift.prom",
-        "--window",
-        "300s",
-        "--write",
-        "--check",
-    ]);
+    let o = observe_file(f, "prompt_drift.prom", &["--write", "--check"]);
     assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(std::fs::read_to_string(&file).unwrap(), after);
 }

@@ -172,13 +172,7 @@ workload w {{ prompt = 2k tokens, output = 512 tokens, rate = {rate} req/s }}\n\
 slo s {{ ttft.p95 <= 800 ms, tpot.p95 <= 40 ms }}\n\
 deploy d {{ model = m, cluster = c, workload = w, slo = s, layout = {layout}, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
         );
-        let world = crate::source::MemoryWorld::new().with("p.dist", &src);
-        let mut session = crate::resolve::Session::new(&world);
-        session.load_root("p.dist").expect("readable");
-        let front = crate::front::check_session(session);
-        assert!(front.diagnostics.is_empty(), "{:?}", front.diagnostics);
-        let ds = crate::analysis::scenarios_from_program(&front.program).remove(0);
-        (ds.scenario, ds.slo)
+        crate::planner::scenario_of_text(&src)
     }
 
     /// One replica's goodput, from a deployment of one replica.

@@ -325,13 +325,7 @@ workload w {{ prompt = {prompt}, output = {output}, rate = 4 req/s }}\n\
 slo s {{ {slo} }}\n\
 deploy d {{ model = m, cluster = c, workload = w, slo = s, layout = tp 4 × dp 4, engine = vllm {{ max_model_len = 16k tokens }} }}\n"
         );
-        let world = crate::source::MemoryWorld::new().with("p.dist", &src);
-        let mut session = crate::resolve::Session::new(&world);
-        session.load_root("p.dist").expect("readable");
-        let front = crate::front::check_session(session);
-        assert!(front.diagnostics.is_empty(), "{:?}", front.diagnostics);
-        let ds = crate::analysis::scenarios_from_program(&front.program).remove(0);
-        (ds.scenario, ds.slo)
+        crate::planner::scenario_of_text(&src)
     }
 
     fn holds(s: &Scenario, slo: &[SloTarget], rate: f64) -> bool {

@@ -753,6 +753,19 @@ pub fn space_of(ds: &DeploymentScenario) -> SearchSpace {
     }
 }
 
+/// The first deployment of `.dist` text as the planner sees it (tests of the planner's
+/// modules write their cases as text).
+#[cfg(test)]
+pub(crate) fn scenario_of_text(src: &str) -> (Scenario, Vec<SloTarget>) {
+    let world = crate::source::MemoryWorld::new().with("p.dist", src);
+    let mut session = crate::resolve::Session::new(&world);
+    session.load_root("p.dist").expect("readable");
+    let front = crate::front::check_session(session);
+    assert!(front.diagnostics.is_empty(), "{:?}", front.diagnostics);
+    let ds = crate::analysis::scenarios_from_program(&front.program).remove(0);
+    (ds.scenario, ds.slo)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

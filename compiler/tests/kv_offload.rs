@@ -166,3 +166,62 @@ fn the_checker_refuses_300_gib_and_warns_on_offload_without_reuse() {
     let codes: Vec<Code> = c.diagnostics.iter().map(|d| d.code).collect();
     assert!(codes.contains(&Code::OffloadWithoutReuse), "{codes:?}");
 }
+
+use dic_compiler::analysis::kv_offload::offloaded_share;
+use dic_compiler::analysis::perf::{predict, FITTED};
+use dic_compiler::analysis::{Load, WorkloadSpec};
+
+/// The offload tier's share by hand: 600k tokens of idle prefixes, 200k of free GPU
+/// room, a 1.3M-token buffer: 400k spill, all held by the buffer, 2/3 of the prefixes.
+/// A buffer of 100k holds 1/6; nothing spills when the GPU has room for all.
+#[test]
+fn the_offload_tier_holds_what_the_gpu_cache_cannot() {
+    assert!((offloaded_share(600e3, 200e3, 1.3e6) - 2.0 / 3.0).abs() < 1e-12);
+    assert!((offloaded_share(600e3, 200e3, 100e3) - 1.0 / 6.0).abs() < 1e-12);
+    assert_eq!(offloaded_share(600e3, 700e3, 1.3e6), 0.0);
+    assert_eq!(offloaded_share(0.0, 0.0, 1.3e6), 0.0);
+}
+
+/// A TTFT with hits from the CPU tier: Llama 3.1 8B (BF16 KV) at TP 1 on an H100, 200
+/// clients of 8k-token conversations whose earlier 6k tokens are cached. One GPU holds
+/// 2 × 32 layers × 8 KV heads × 128 × 2 B = 131,072 B a token, so 100 GiB holds
+/// 819,200 tokens, and a 6k-token prefix loads in 6,000 × 131,072 B / 63 GB/s + 2.5 µs
+/// = 12.4855 ms. The running requests fill the GPU cache; the waiting clients' prefixes
+/// ((200 − running) × 6,000 tokens) spill past its free room into the buffer, and that
+/// share of requests pays the load in TTFT — the only part that moves.
+#[test]
+fn a_closed_loop_pays_the_pcie_load_for_prefixes_the_cpu_tier_holds() {
+    let req = EstimateRequest {
+        gpu: "h100_sxm".into(),
+        gpus_per_node: Some(8),
+        nodes: Some(1),
+        max_model_len: Some(16384.0),
+        ..EstimateRequest::default()
+    };
+    let m = catalog::model("llama_3_1_8b").unwrap();
+    let mut s = estimate::scenario("llama_3_1_8b", m, &req).unwrap();
+    let mut w = WorkloadSpec::new(8000.0, 200.0, Load::Concurrency(200), None);
+    w.cached_prompt = 6000.0;
+    w.declared_reuse = 6000.0;
+    s.workload = Some(w);
+    let mem = memory(&s);
+    assert_eq!(mem.stages[0].kv_bytes_per_token, 131_072.0);
+    let without = predict(&s, &mem, &FITTED);
+    assert_eq!(without.ttft_parts.kv_offload_load, 0.0);
+    s.engine.kv_offload = 100.0 * GIB;
+    let with = predict(&s, &mem, &FITTED);
+    let running = with.running;
+    assert!(running < 200.0, "{running}");
+    let idle = (200.0 - running) * 6000.0;
+    let free = mem.kv_cache_tokens as f64 - running * 8100.0;
+    let share = (idle - free.max(0.0)).clamp(0.0, 819_200.0) / idle;
+    assert!(share > 0.5, "{share}");
+    let load = share * 0.012_485_547_6;
+    assert!(
+        (with.ttft_parts.kv_offload_load - load).abs() < 1e-9,
+        "{} vs {load}",
+        with.ttft_parts.kv_offload_load
+    );
+    assert!((with.ttft - without.ttft - load).abs() < 1e-9);
+    assert_eq!(with.tpot, without.tpot);
+}

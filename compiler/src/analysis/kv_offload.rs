@@ -13,6 +13,8 @@
 //! requests carry it ([`pod_host_memory`]) and the node must hold it (E0508, checked
 //! against the node's `cpu_memory` with the same cap the pod requests obey).
 
+use super::memory::MemoryReport;
+use super::perf::prefix_of;
 use super::rules::{Anchor, Finding};
 use super::scenario::Scenario;
 use crate::diagnostics::Code;
@@ -184,4 +186,64 @@ fn largest_buffer(s: &Scenario, h: &HostMemory) -> u64 {
     let without = h.per_pod - h.buffer_per_pod;
     let per_gpu = cap.saturating_sub(without) / h.gpus_per_pod.max(1);
     per_gpu * (s.layout.tp * s.layout.pp).max(1)
+}
+
+/// The share of the idle prefixes (`idle_tokens`, cached prompt tokens of requests not
+/// running) that live in the offload tier: what exceeds the GPU cache's free room
+/// (`gpu_free_tokens`), up to the buffer's capacity (`offload_tokens`). The rest is in the
+/// GPU's own prefix cache (a hit with no transfer) or beyond both tiers.
+pub fn offloaded_share(idle_tokens: f64, gpu_free_tokens: f64, offload_tokens: f64) -> f64 {
+    if idle_tokens <= 0.0 {
+        return 0.0;
+    }
+    let spill = (idle_tokens - gpu_free_tokens.max(0.0)).max(0.0);
+    spill.min(offload_tokens.max(0.0)) / idle_tokens
+}
+
+/// TTFT a closed loop's requests spend, on average, loading their cached prefix from the
+/// CPU tier. Assumption (stated, not measured): each of the `in_flight` clients per replica
+/// is one conversation whose private cached prefix (the cached prompt less the prefix
+/// every request shares) is its reused working set; the `running` requests hold theirs in
+/// their own blocks, and the waiting clients' prefixes must survive in the GPU cache's
+/// free room (the KV cache less the shared prefix and the running requests' mean
+/// context, as [`super::perf::running_cap`] counts them). What does not fit spills to the
+/// CPU buffer ([`offloaded_tokens`]); that share of requests pays
+/// [`hit_transfer_seconds`] for its private prefix instead of a GPU hit. The declared
+/// reuse stays a hit either way (the perf model already prefills only the fresh
+/// tokens); an open loop names no conversations, so it charges nothing here.
+pub fn closed_loop_offload_load(
+    s: &Scenario,
+    mem: &MemoryReport,
+    in_flight: f64,
+    running: f64,
+    prompt: f64,
+    output: f64,
+) -> f64 {
+    if s.engine.kv_offload <= 0.0 {
+        return 0.0;
+    }
+    let (cached, shared) = prefix_of(s, prompt);
+    let private = cached - shared;
+    let idle = (in_flight - running).max(0.0) * private;
+    let held = shared + running * (prompt + output / 2.0 - shared);
+    let free = mem.kv_cache_tokens as f64 - held;
+    // Each stage's GPUs load their own layers' shard at once: the widest shard sets the time.
+    let per_gpu = mem
+        .stages
+        .iter()
+        .map(|st| st.kv_bytes_per_token)
+        .fold(0.0, f64::max);
+    let per_engine: f64 = mem
+        .stages
+        .iter()
+        .map(|st| st.kv_bytes_per_token)
+        .sum::<f64>()
+        * s.layout.tp as f64;
+    let share = offloaded_share(
+        idle,
+        free,
+        offloaded_tokens(s.engine.kv_offload, per_engine),
+    );
+    let pcie = &s.topology.gpu.pcie;
+    share * hit_transfer_seconds(private, per_gpu, pcie.bandwidth, pcie.latency)
 }

@@ -297,6 +297,14 @@ pub struct TtftParts {
     /// Moving the prompt's KV cache from the prefill pool to the decode pool
     /// (disaggregated serving).
     pub kv_transfer: f64,
+    /// Loading cached prefixes back from the CPU offload tier over PCIe (`kv_offload`),
+    /// averaged over requests ([`super::kv_offload::closed_loop_offload_load`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub kv_offload_load: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl TtftParts {
@@ -309,6 +317,7 @@ impl TtftParts {
             + self.admission
             + self.first_wave
             + self.kv_transfer
+            + self.kv_offload_load
     }
 }
 
@@ -535,6 +544,9 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
             if in_flight > running {
                 parts.admission = (in_flight - running) / running * (pf + output * step.tpot);
             }
+            parts.kv_offload_load = super::kv_offload::closed_loop_offload_load(
+                s, mem, in_flight, running, prompt, output,
+            );
             // A benchmark run of `requests` starts with one request per slot at once:
             // that first wave passes the front end one request at a time and queues its
             // prefills behind each other.

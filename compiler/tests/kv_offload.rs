@@ -46,6 +46,7 @@ fn llama_3_1_70b_tp4_offloads_655k_tokens_and_a_hit_takes_10_7_ms() {
     assert!(!hit_pays(t, 8192.0, 1e-6));
 }
 
+use dic_compiler::analysis::deployable::deployability_findings;
 use dic_compiler::analysis::kv_offload::{host_memory, pod_memory_cap};
 use dic_compiler::diagnostics::Code;
 use dic_compiler::source::MemoryWorld;
@@ -78,19 +79,19 @@ fn eight_engines_on_a_dgx(size_gib: f64) -> dic_compiler::analysis::Scenario {
 /// with 200 GiB fits, 326 GiB with 300 GiB does not.
 #[test]
 fn eight_one_gpu_engines_fit_200_gib_each_on_a_2_tib_node_but_not_300() {
-    let h = host_memory(&eight_engines_on_a_dgx(200.0)).unwrap();
+    let h = host_memory(&eight_engines_on_a_dgx(200.0), 1).unwrap();
     assert_eq!((h.gpus_per_pod, h.pods_per_node), (1, 8));
     assert_eq!(h.buffer_per_pod, 200 * (1 << 30));
     assert_eq!(h.per_pod, 226 * (1 << 30));
     assert_eq!(h.cap_per_pod, Some(247_390_116_246));
     assert!(h.fits());
-    let h = host_memory(&eight_engines_on_a_dgx(300.0)).unwrap();
+    let h = host_memory(&eight_engines_on_a_dgx(300.0), 1).unwrap();
     assert_eq!(h.per_pod, 326 * (1 << 30));
     assert!(!h.fits());
     // Without cpu_memory on the node there is nothing to check against.
     let mut s = eight_engines_on_a_dgx(300.0);
     s.topology.cpu_memory = None;
-    assert!(host_memory(&s).unwrap().fits());
+    assert!(host_memory(&s, 1).unwrap().fits());
 }
 
 /// The check and the pod memory rule agree: wherever the check passes, the pod's memory
@@ -101,7 +102,7 @@ fn pod_memory_never_drops_below_the_buffer_where_the_check_passes() {
     let mut passed = 0;
     for size in 190..=220 {
         let s = eight_engines_on_a_dgx(size as f64);
-        let h = host_memory(&s).unwrap();
+        let h = host_memory(&s, 1).unwrap();
         let requested = dic_compiler::ir::pod_memory(
             1,
             2 * (1 << 30),
@@ -109,7 +110,7 @@ fn pod_memory_never_drops_below_the_buffer_where_the_check_passes() {
             Some(pod_memory_cap(2048.0 * GIB, 1, 8)),
         );
         let m = memory(&s);
-        let codes: Vec<Code> = dic_compiler::analysis::rules::memory_rules(&s, &m)
+        let codes: Vec<Code> = deployability_findings(&s, &m)
             .iter()
             .map(|f| f.code)
             .collect();

@@ -145,7 +145,6 @@ pub fn memory_rules(s: &Scenario, mem: &MemoryReport) -> Vec<Finding> {
     } else if let Some(f) = mamba_blocks_below_max_num_seqs(s, mem) {
         out.push(f);
     }
-    out.extend(crate::analysis::kv_offload::kv_offload_findings(s));
     out
 }
 

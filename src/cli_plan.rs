@@ -6,7 +6,8 @@ use dic::disk::InputWorld;
 use dic::exit::{ERRORS, OK, USAGE};
 use dic::render;
 use dic_compiler::planner::{
-    best_aggregated_within, carried, search_fitting_context, space_of, Candidate, DisaggCandidate,
+    best_aggregated_within, carried, search_fitting_context, space_of, Candidate,
+    DisaggCandidate,
 };
 
 fn ms(v: Option<f64>) -> String {
@@ -239,14 +240,7 @@ pub fn run(file: &str, json: bool, top: usize, color: bool, width: usize) -> u8 
             all.push(serde_json::json!({ "deployment": ds.name, "search": result, "disaggregated": shown, "written_split": written_split, "failure": failure }));
             continue;
         }
-        print_search(
-            &ds,
-            &result,
-            elapsed,
-            written_split.as_ref(),
-            top,
-            failure.as_ref(),
-        );
+        print_search(&ds, &result, elapsed, written_split.as_ref(), top, failure.as_ref());
     }
     if json {
         let mut all = serde_json::Value::Array(all);

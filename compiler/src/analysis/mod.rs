@@ -44,8 +44,8 @@ pub use bridge::{
     diagnostics_for, scenarios_from_program, split_into_pools, DeploymentScenario, PoolPart, Share,
 };
 pub use cluster::{place_deployments, Placements};
-pub use deployable::pools_cannot_pair;
 pub use findings::slo_break_concurrency;
+pub use deployable::pools_cannot_pair;
 use findings::{speculation_loss, transfer_dominates};
 use memory::MemoryReport;
 use perf::{Prediction, FITTED};

@@ -278,6 +278,7 @@ fn ttft_parts_line(t: &dic_compiler::analysis::perf::TtftParts) -> String {
         ("step waited on", t.step_wait),
         ("prefill", t.prefill),
         ("KV transfer", t.kv_transfer),
+        ("offloaded prefix load", t.kv_offload_load),
         ("first wave", t.first_wave),
     ];
     let mut line = String::new();

@@ -455,6 +455,14 @@ pub fn predictions(checked: &dic_compiler::driver::Checked) -> (String, Value) {
             gib(weights),
             gib(kv),
         ));
+        // The CPU tier `kv_offload` adds to the prefix cache.
+        if let (Some(tokens), Some(k)) = (p.offloaded_kv_tokens, &d.engine.kv_offload) {
+            text.push_str(&format!(
+                "  KV offload  {tokens} tokens of prefix cache in {:.0} GiB of CPU memory per engine (beside {} on the GPUs)\n",
+                k.size / (1u64 << 30) as f64,
+                p.kv_cache_tokens
+            ));
+        }
         rows.push(serde_json::json!({
             "deployment": f.name,
             "layout": d.layout.to_string(),
@@ -466,6 +474,7 @@ pub fn predictions(checked: &dic_compiler::driver::Checked) -> (String, Value) {
             "gpu_memory_bytes": d.gpu.memory_bytes,
             "weights_per_gpu_bytes": weights,
             "kv_cache_per_gpu_bytes": kv,
+            "offloaded_kv_tokens": p.offloaded_kv_tokens,
         }));
     }
     (text, Value::Array(rows))

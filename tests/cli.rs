@@ -533,3 +533,26 @@ fn snapshots_redact_forecast_figures_only() {
          # s. $#/h on 8 GPUs, 80 GiB, at example.dist:12:3, # req/s, qwen3_32b."
     );
 }
+
+/// `dic check` names the prefix-cache capacity `kv_offload` adds: 200 GiB over the engine's
+/// 4 × 40,960 B of FP8 KV per token (Llama 3.1 70B at TP 4) = 1,310,720 tokens.
+#[test]
+fn check_predictions_name_the_offloaded_kv_capacity() {
+    let o = dic(&["check", "examples/kv_offload.dist"]);
+    assert_eq!(code(&o), 0);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        text.contains(
+            "KV offload  1310720 tokens of prefix cache in 200 GiB of CPU memory per engine"
+        ),
+        "{text}"
+    );
+    let o = dic(&["check", "--format", "json", "examples/kv_offload.dist"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json on stdout");
+    let s = v.to_string();
+    assert!(s.contains("\"offloaded_kv_tokens\":1310720"), "{s}");
+}

@@ -300,6 +300,7 @@ fn scenario_on(p: &Program, def: &Def, d: &Deploy, group: usize) -> Option<Deplo
         scale_up_domain: node.scale_up_domain.max(1),
         scale_out,
         price_per_node_hour: cluster.price.or(node.price),
+        cpu_memory: node.cpu_memory,
     };
     let mut engine = engine_settings(model, &topology.gpu, &d.engine);
     engine.calibration = d.calibration;
@@ -320,6 +321,7 @@ fn scenario_on(p: &Program, def: &Def, d: &Deploy, group: usize) -> Option<Deplo
         max_loras: l.max_loras,
         max_rank: l.max_rank,
     });
+    engine.kv_offload = d.kv_offload.as_ref().map_or(0.0, |k| k.size);
     let workload = d
         .workload
         .and_then(|id| p.workload(id))
@@ -450,6 +452,7 @@ pub fn diagnostics_for(
                 },
                 Anchor::Slo(i) => ds.slo_spans.get(i).copied().unwrap_or(at_name),
                 Anchor::Deploy => at_name,
+                Anchor::Field(name) => field_span(&def.fields, name).unwrap_or(at_name),
             };
             // A node group's part of a deployment: say which part, and offer no rewrite
             // of the layout (the part's layout is not the one written).

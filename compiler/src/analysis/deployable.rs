@@ -16,11 +16,13 @@
 //! planner's alike.
 
 use super::allocation::{allocate, Demand, GroupCapacity};
+use super::kv_offload::{host_memory, HostMemory};
 use super::memory::{memory, MemoryReport};
 use super::rules::{self, Anchor, Finding};
 use super::Scenario;
 use crate::diagnostics::{Code, Severity};
 use crate::program::Layout;
+use crate::units::fmt_bytes;
 
 /// How vLLM starts one deployment's processes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -319,6 +321,7 @@ fn placement_rule(s: &Scenario) -> Option<Finding> {
 pub fn deployability_findings(s: &Scenario, mem: &MemoryReport) -> Vec<Finding> {
     let mut findings = rules::structural(s);
     findings.extend(rules::memory_rules(s, mem));
+    findings.extend(kv_offload_findings(s));
     if !findings.iter().any(|f| f.severity == Severity::Error) {
         findings.extend(launch_rule(s));
         findings.extend(placement_rule(s));
@@ -445,4 +448,74 @@ mod alone_tests {
             }
         }
     }
+}
+
+/// The findings on `kv_offload`: E0508 when the buffer and vLLM's own host memory do not
+/// fit the node's `cpu_memory`, W0505 when the node states none; W0504 when the workload declares no prefix reuse, so no
+/// later prompt can hit what the buffer keeps.
+pub fn kv_offload_findings(s: &Scenario) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if s.engine.kv_offload <= 0.0 {
+        return out;
+    }
+    let host = launch_shape(s, s.layout)
+        .ok()
+        .and_then(|shape| host_memory(s, shape.gpus_per_pod));
+    if let Some(h) = host.filter(|h| !h.fits()) {
+        let cap = h.cap_per_pod.unwrap_or(0);
+        out.push(Finding::new(
+            Code::HostMemoryShort,
+            Anchor::Field("kv_offload"),
+            format!(
+                "the KV offload buffer does not fit the node's CPU memory: each {}-GPU pod needs {} ({} of offloaded KV + {} for vLLM, its workers and /dev/shm), {} such pods on a node need {}, but 90% of the node's cpu_memory is {} ({} a pod)",
+                h.gpus_per_pod,
+                fmt_bytes(h.per_pod as f64),
+                fmt_bytes(h.buffer_per_pod as f64),
+                fmt_bytes((h.per_pod - h.buffer_per_pod) as f64),
+                h.pods_per_node,
+                fmt_bytes((h.per_pod * h.pods_per_node) as f64),
+                fmt_bytes(s.topology.cpu_memory.unwrap_or(0.0) * 0.9),
+                fmt_bytes(cap as f64),
+            ),
+            "host memory short",
+            Some(format!(
+                "lower `kv_offload.size` to at most {} per engine, or use nodes with more CPU memory",
+                fmt_bytes(largest_buffer(s, &h) as f64)
+            )),
+        ));
+    }
+    if s.topology.cpu_memory.is_none() {
+        out.push(Finding::new(
+            Code::HostMemoryUnchecked,
+            Anchor::Field("kv_offload"),
+            format!(
+                "the node states no cpu_memory: dic cannot check that {} of KV offload buffer per engine fits beside vLLM's own host memory",
+                fmt_bytes(s.engine.kv_offload)
+            ),
+            "host memory not checked",
+            Some("state the node's host memory (`cpu_memory = 2 TiB` on the node) so dic checks the buffer and caps the pods' memory requests by it".into()),
+        ));
+    }
+    if s.workload.is_some_and(|w| w.declared_reuse <= 0.0) {
+        out.push(Finding::new(
+            Code::OffloadWithoutReuse,
+            Anchor::Field("kv_offload"),
+            format!(
+                "kv_offload keeps {} of evicted KV blocks in CPU memory per engine, but the workload declares no prefix reuse: no later prompt loads them back",
+                fmt_bytes(s.engine.kv_offload)
+            ),
+            "offload buffer no prompt hits",
+            Some("remove `kv_offload`, or state the reuse on the workload (`prefix_reuse`, `shared_prefix`) if prompts share prefixes (multi-turn chat, repeated documents)".into()),
+        ));
+    }
+    out
+}
+
+/// The largest buffer per engine that fits the pod's cap: the cap less what the pod
+/// needs without a buffer, over the pod's GPUs, times the engine's ranks.
+fn largest_buffer(s: &Scenario, h: &HostMemory) -> u64 {
+    let cap = h.cap_per_pod.unwrap_or(0);
+    let without = h.per_pod - h.buffer_per_pod;
+    let per_gpu = cap.saturating_sub(without) / h.gpus_per_pod.max(1);
+    per_gpu * (s.layout.tp * s.layout.pp).max(1)
 }

@@ -148,6 +148,7 @@ pub fn scenario(
         scale_up,
         scale_out,
         price_per_node_hour: req.price_per_node_hour,
+        cpu_memory: None,
         gpu,
     };
     let options = crate::program::VllmOptions {

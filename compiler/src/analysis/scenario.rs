@@ -126,6 +126,8 @@ pub struct Topology {
     pub scale_up_domain: u64,
     pub scale_out: Option<ScaleOut>,
     pub price_per_node_hour: Option<f64>,
+    /// Host memory per node (the node's `cpu_memory`); `None` where it is not stated.
+    pub cpu_memory: Option<f64>,
 }
 
 impl Topology {
@@ -270,6 +272,9 @@ pub struct EngineSettings {
     pub batch: BatchLimits,
     /// LoRA slots vLLM reserves (`lora = { … }`); `None`: no LoRA.
     pub lora: Option<super::lora::LoraSpec>,
+    /// Bytes of the KV offload buffer per engine, summed over its ranks (`kv_offload =
+    /// { size }`; 0: none).
+    pub kv_offload: f64,
 }
 
 /// `max_num_seqs` and `max_num_batched_tokens` as written (`None`: unset) and the
@@ -464,5 +469,6 @@ pub fn engine_settings(
         calibration: Calibration::default(),
         batch,
         lora: None,
+        kv_offload: 0.0,
     }
 }

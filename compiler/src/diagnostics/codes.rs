@@ -102,6 +102,7 @@ codes! {
     RequestTooLong = "E0505", Error, "the workload's requests exceed max_model_len";
     DeepEpBuffersDoNotFit = "E0506", Error, "DeepEP's buffers do not fit beside the model";
     SeqsAboveMambaBlocks = "E0507", Error, "max_num_seqs above the Mamba cache blocks";
+    HostMemoryShort = "E0508", Error, "the KV offload buffer does not fit the node's CPU memory";
 
     SloInfeasible = "E0601", Error, "SLO cannot be met";
     Overloaded = "E0602", Error, "the declared load exceeds what the layout serves";
@@ -131,6 +132,8 @@ codes! {
     LoadNotAdmitted = "W0501", Warning, "the declared load cannot be admitted";
     FormatNotNative = "W0502", Warning, "weight format not native on this GPU";
     PrefixCachingOff = "W0503", Warning, "the workload reuses prefixes but prefix caching is off";
+    OffloadWithoutReuse = "W0504", Warning, "KV offloading under a workload without prefix reuse";
+    HostMemoryUnchecked = "W0505", Warning, "KV offloading on a node that states no CPU memory";
     NoProductLabel = "W0801", Warning, "GPU without a product label: no node affinity";
     KvCapacityDiffers = "W1001", Warning, "the engines' KV cache differs from the prediction";
     WorkloadDrift = "W1002", Warning, "the measured workload differs from the declared one";

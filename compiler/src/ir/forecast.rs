@@ -71,6 +71,10 @@ pub struct PredictedPlan {
     pub output_tokens_per_s: Option<f64>,
     pub kv_cache_tokens: u64,
     pub weights_bytes_per_gpu: u64,
+    /// Tokens of KV cache the CPU offload buffer holds per engine (`kv_offload`); absent
+    /// without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offloaded_kv_tokens: Option<u64>,
 }
 
 /// Memory of one GPU of a PP stage, in bytes; `free` is what gpu_memory_utilization leaves.
@@ -245,6 +249,8 @@ pub(super) fn deployment_forecast(
             output_tokens_per_s: pred.map(|p| p.output_tokens_per_s),
             kv_cache_tokens: a.memory.kv_cache_tokens,
             weights_bytes_per_gpu: a.memory.tightest().weights as u64,
+            offloaded_kv_tokens: crate::analysis::kv_offload::buffer_tokens(s, &a.memory)
+                .map(|t| t as u64),
         },
         price_per_hour: s.topology.price_per_node_hour,
         speculative: s.engine.speculative.as_ref().map(|sp| SpeculativeForecast {

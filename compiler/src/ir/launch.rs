@@ -316,7 +316,7 @@ fn kubernetes_plan(
     let gpus_per_pod = shape.gpus_per_pod;
     let weights_total =
         a.memory.stages.iter().map(|st| st.weights).sum::<f64>() * s.layout.tp as f64;
-    let shm = (gpus_per_pod * GIB).clamp(2 * GIB, 32 * GIB);
+    let shm = crate::analysis::kv_offload::pod_shm_bytes(gpus_per_pod);
     let node = group_node(p, d.cluster, group);
     let node_memory = node.and_then(|n| n.cpu_memory);
     // The CUDA image finds no device on an AMD GPU: vLLM's ROCm build is its own image.
@@ -348,7 +348,9 @@ fn kubernetes_plan(
                     + d.kv_offload.as_ref().map_or(0, |k| {
                         (k.size / (s.layout.tp * s.layout.pp).max(1) as f64) as u64
                     }),
-                node_memory.map(|m| (m * gpus_per_pod as f64 / shape.per_node as f64) as u64),
+                node_memory.map(|m| {
+                    crate::analysis::kv_offload::pod_memory_cap(m, gpus_per_pod, shape.per_node)
+                }),
             )
         }),
         checkpoint_bytes: checkpoint_bytes(&s.model),

@@ -388,20 +388,17 @@ pub fn pod_cpu(gpus: u64) -> u64 {
     4 + 4 * gpus
 }
 
-/// Memory a vLLM pod requests and is limited to: 16 GiB for the API server and Python,
-/// 8 GiB per GPU worker (CUDA context, pinned staging buffers, loader), the memory-backed
-/// `/dev/shm` (its pages count against the pod's memory), and weights offloaded to CPU
-/// memory. Capped at 90% of the pod's share of the node's `cpu_memory` when the node
-/// states it, so the rule never asks more than the node has. [rule; reference/kubernetes.md §2.1–2.2]
-pub fn pod_memory(
-    gpus: u64,
-    shm_bytes: u64,
-    cpu_offload_bytes_per_gpu: u64,
-    node_share_bytes: Option<u64>,
-) -> u64 {
-    let want = 16 * GIB + 8 * GIB * gpus + shm_bytes + cpu_offload_bytes_per_gpu * gpus;
-    match node_share_bytes {
-        Some(share) if share > 0 => want.min(share / 10 * 9),
+/// Memory a vLLM pod requests and is limited to
+/// ([`crate::analysis::kv_offload::pod_host_memory`]: the API server, the GPU workers,
+/// `/dev/shm` and what each GPU keeps in CPU memory). Capped at `cap` (90% of the pod's
+/// share of the node's `cpu_memory`, [`crate::analysis::kv_offload::pod_memory_cap`]) when
+/// the node states it, so the rule never asks more than the node has; with `kv_offload`
+/// the checker refuses a buffer that would be cut by the cap (E0508), so the request
+/// always holds it. [rule; reference/kubernetes.md §2.1–2.2]
+pub fn pod_memory(gpus: u64, shm_bytes: u64, host_bytes_per_gpu: u64, cap: Option<u64>) -> u64 {
+    let want = crate::analysis::kv_offload::pod_host_memory(gpus, shm_bytes, host_bytes_per_gpu);
+    match cap {
+        Some(cap) if cap > 0 => want.min(cap),
         _ => want,
     }
 }

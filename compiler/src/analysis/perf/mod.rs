@@ -297,6 +297,14 @@ pub struct TtftParts {
     /// Moving the prompt's KV cache from the prefill pool to the decode pool
     /// (disaggregated serving).
     pub kv_transfer: f64,
+    /// Loading cached prefixes back from the CPU offload tier over PCIe (`kv_offload`),
+    /// averaged over requests ([`closed_loop_offload_load`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub kv_offload_load: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl TtftParts {
@@ -309,6 +317,7 @@ impl TtftParts {
             + self.admission
             + self.first_wave
             + self.kv_transfer
+            + self.kv_offload_load
     }
 }
 
@@ -535,6 +544,8 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
             if in_flight > running {
                 parts.admission = (in_flight - running) / running * (pf + output * step.tpot);
             }
+            parts.kv_offload_load =
+                closed_loop_offload_load(s, mem, in_flight, running, prompt, output);
             // A benchmark run of `requests` starts with one request per slot at once:
             // that first wave passes the front end one request at a time and queues its
             // prefills behind each other.
@@ -565,4 +576,46 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
         output,
     };
     Prediction::at(running, cap, parts, step, overloaded, throughput)
+}
+
+/// TTFT a closed loop's requests spend, on average, loading their cached prefix from the
+/// CPU tier. Assumption (stated, not measured): each of the `in_flight` clients per replica
+/// is one conversation whose private cached prefix (the cached prompt less the prefix
+/// every request shares) is its reused working set; the `running` requests hold theirs in
+/// their own blocks, and the waiting clients' prefixes must survive in the GPU cache's
+/// free room (the KV cache less the shared prefix and the running requests' mean
+/// context, as [`running_cap`] counts them). What does not fit spills to the
+/// CPU buffer ([`super::kv_offload::offloaded_tokens`]); that share of requests pays
+/// [`super::kv_offload::hit_transfer_seconds`] for its private prefix instead of a GPU hit. The declared
+/// reuse stays a hit either way (the perf model already prefills only the fresh
+/// tokens); an open loop names no conversations, so it charges nothing here.
+pub fn closed_loop_offload_load(
+    s: &Scenario,
+    mem: &MemoryReport,
+    in_flight: f64,
+    running: f64,
+    prompt: f64,
+    output: f64,
+) -> f64 {
+    if s.engine.kv_offload <= 0.0 {
+        return 0.0;
+    }
+    let (cached, shared) = prefix_of(s, prompt);
+    let private = cached - shared;
+    let idle = (in_flight - running).max(0.0) * private;
+    let held = shared + running * (prompt + output / 2.0 - shared);
+    let free = mem.kv_cache_tokens as f64 - held;
+    // Each stage's GPUs load their own layers' shard at once: the widest shard sets the time.
+    let per_gpu = mem
+        .stages
+        .iter()
+        .map(|st| st.kv_bytes_per_token)
+        .fold(0.0, f64::max);
+    let share = super::kv_offload::offloaded_share(
+        idle,
+        free,
+        super::kv_offload::buffer_tokens(s, mem).unwrap_or(0.0),
+    );
+    let pcie = &s.topology.gpu.pcie;
+    share * super::kv_offload::hit_transfer_seconds(private, per_gpu, pcie.bandwidth, pcie.latency)
 }

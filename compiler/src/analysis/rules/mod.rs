@@ -34,6 +34,8 @@ pub enum Anchor {
     /// The n-th SLO bound.
     Slo(usize),
     Deploy,
+    /// A field of the deployment (`kv_offload`), or its name where the field is absent.
+    Field(&'static str),
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -219,6 +219,7 @@ pub fn scenario(row: &Row) -> Option<Scenario> {
         scale_up,
         scale_out: None,
         price_per_node_hour: None,
+        cpu_memory: None,
         gpu,
     };
     let max_len = (row.isl + row.osl) as u64;
@@ -242,6 +243,7 @@ pub fn scenario(row: &Row) -> Option<Scenario> {
         speculative: None,
         calibration: Default::default(),
         batch: Default::default(),
+        kv_offload: 0.0,
         lora: None,
     };
     let workload = row.rate.map(|r| {

@@ -413,6 +413,7 @@ pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
         scale_up,
         scale_out: None,
         price_per_node_hour: None,
+        cpu_memory: None,
         gpu,
     };
     if inferencex && matches!(model.weights.as_str(), "fp8" | "nvfp4") {

@@ -409,50 +409,9 @@ pub fn pools_cannot_pair(ps: &Scenario, ds: &Scenario) -> Option<Finding> {
     None
 }
 
-#[cfg(test)]
-mod alone_tests {
-    use super::*;
-
-    /// The counted placement agrees with the allocator on every small shape.
-    #[test]
-    fn alone_matches_the_allocator() {
-        for nodes in 0..6u64 {
-            for gpn in [1u64, 2, 4, 8] {
-                for gpus in 1..=20u64 {
-                    for replicas in 1..=12u64 {
-                        for whole in [false, true] {
-                            let group = GroupCapacity {
-                                node: "n".into(),
-                                nodes,
-                                gpus_per_node: gpn,
-                            };
-                            let d = Demand {
-                                name: String::new(),
-                                replica_gpus: gpus,
-                                replicas,
-                                reserved: 0,
-                                whole,
-                                group: None,
-                                port: 0,
-                            };
-                            let got = unplaced_on_empty(nodes, gpn, &d);
-                            let placed = allocate(&[group], &[d]);
-                            let want = placed.first().map_or(0, |p| p.unplaced);
-                            assert_eq!(
-                                got, want,
-                                "{nodes} × {gpn}, {gpus} GPUs × {replicas} (whole {whole})"
-                            );
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// The findings on `kv_offload`: E0508 when the buffer and vLLM's own host memory do not
-/// fit the node's `cpu_memory`, W0505 when the node states none; W0504 when the workload declares no prefix reuse, so no
-/// later prompt can hit what the buffer keeps.
+/// fit the node's `cpu_memory`, W0505 when the node states none; W0504 when the workload
+/// declares no prefix reuse, so no later prompt can hit what the buffer keeps.
 pub fn kv_offload_findings(s: &Scenario) -> Vec<Finding> {
     let mut out = Vec::new();
     if s.engine.kv_offload <= 0.0 {
@@ -518,4 +477,45 @@ fn largest_buffer(s: &Scenario, h: &HostMemory) -> u64 {
     let without = h.per_pod - h.buffer_per_pod;
     let per_gpu = cap.saturating_sub(without) / h.gpus_per_pod.max(1);
     per_gpu * (s.layout.tp * s.layout.pp).max(1)
+}
+
+#[cfg(test)]
+mod alone_tests {
+    use super::*;
+
+    /// The counted placement agrees with the allocator on every small shape.
+    #[test]
+    fn alone_matches_the_allocator() {
+        for nodes in 0..6u64 {
+            for gpn in [1u64, 2, 4, 8] {
+                for gpus in 1..=20u64 {
+                    for replicas in 1..=12u64 {
+                        for whole in [false, true] {
+                            let group = GroupCapacity {
+                                node: "n".into(),
+                                nodes,
+                                gpus_per_node: gpn,
+                            };
+                            let d = Demand {
+                                name: String::new(),
+                                replica_gpus: gpus,
+                                replicas,
+                                reserved: 0,
+                                whole,
+                                group: None,
+                                port: 0,
+                            };
+                            let got = unplaced_on_empty(nodes, gpn, &d);
+                            let placed = allocate(&[group], &[d]);
+                            let want = placed.first().map_or(0, |p| p.unplaced);
+                            assert_eq!(
+                                got, want,
+                                "{nodes} × {gpn}, {gpus} GPUs × {replicas} (whole {whole})"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

@@ -216,6 +216,8 @@ fn retargeted(
         scale_up,
         scale_out,
         price_per_node_hour: None,
+        // The new node's host memory where the stdlib states it; else the cluster's.
+        cpu_memory: node.map_or(t.cpu_memory, |n| n.cpu_memory),
         gpu: spec,
     }
 }

@@ -122,6 +122,13 @@ fn deepseek_v3_on_one_nvl72_rack_checks_and_compiles_as_written() {
     );
     assert_eq!(code, 0, "{err}");
     compiles(&dir, "b.dist");
+    // The planner's own choice gets no advice proposing another layout of its space
+    // (A0401 once said `tp 4 × dp 2 × ep` would beat the `tp 8 × ep` it had chosen).
+    let said = std::fs::read_to_string(dir.join("b.dist.out/chat/report.md")).unwrap();
+    assert!(
+        !said.contains("A0401") && !said.contains("W0404"),
+        "advice against the planner's own choice: {said}"
+    );
 }
 
 /// Qwen3-32B on 2 × 8 L40S at 20 req/s: more than 16 L40S carry. `dic init` writes the

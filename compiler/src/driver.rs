@@ -431,7 +431,17 @@ fn choice_of(ds: &DeploymentScenario, search: &Search) -> Vec<(DeploymentScenari
                 e.apply(&mut chosen.scenario);
             }
             crate::analysis::deepep::apply_layout_defaults(&mut chosen.scenario);
-            let a = analyze_and_advise(&chosen.scenario, &chosen.slo);
+            let mut a = analyze_and_advise(&chosen.scenario, &chosen.slo);
+            // The planner chose this layout over every other in its space: advice that
+            // proposes another layout of that space (A0401's wider DP, W0404's fewer
+            // GPUs) would contradict its own choice. Advice beyond the space stays
+            // (A0501's formats the file does not allow, W0410's N−1).
+            a.findings.retain(|f| {
+                !matches!(
+                    f.code,
+                    diagnostics::Code::DpBeatsTp | diagnostics::Code::MoreGpusWorse
+                )
+            });
             (chosen, a)
         })
         .collect()

@@ -5,7 +5,7 @@
 //!   fixtures, so a refit of the performance model cannot move them;
 //! - the forecast's headline figures sit within a tolerance of one table
 //!   (`tests/fixtures/forecast.md`), and the reports rendered from the frozen forecasts
-//!   are snapshotted with their figures as `#` (their words and structure; the figures
+//!   are snapshotted with their numbers as `#` (their words and structure; the numbers
 //!   live in the fixtures and the table, so a refit or a refreeze does not rewrite them).
 //!
 //! And every emitted vLLM flag checked against vLLM 0.33's own option schema; shell
@@ -163,39 +163,13 @@ fn every_examples_report_is_snapshotted_from_its_frozen_forecast() {
     }
 }
 
-/// Units after which a number in a report is one of the forecast's figures.
-const REPORT_UNITS: [&str; 22] = [
-    "tokens/s",
-    "tok/s",
-    "req/s",
-    "requests/s",
-    "ms",
-    "s ",
-    "s)",
-    "s,",
-    "s.",
-    "s\n",
-    "s<",
-    "s |",
-    "%",
-    "/h",
-    "GiB",
-    "MiB",
-    "GB",
-    "MB",
-    "tokens",
-    "µs",
-    "output tokens",
-    "requests of",
-];
-
-/// A report as its snapshot holds it: the renderer's words, sections, layouts and codes,
-/// with the frozen forecast's figures as `#` (every number of the JSON report, the figures
-/// of the Markdown and HTML ones, the charts' geometry). The figures are the frozen
-/// forecast's own (`tests/fixtures/forecast/`, the renderer's input) and the headline ones
-/// are checked against the pipeline in `tests/fixtures/forecast.md`; here they would only
-/// make every refreeze of the forecasts rewrite every report. The charts are checked
-/// where they are drawn, in headless Chromium (`tests/report_html.rs`).
+/// A report as its snapshot holds it: the renderer's words, sections and codes, with every
+/// number as `#` (the JSON report's values; the Markdown and HTML reports' figures, counts
+/// and the charts' geometry). The numbers are the frozen forecast's own
+/// (`tests/fixtures/forecast/`, the renderer's input; the headline ones checked against the
+/// pipeline in `tests/fixtures/forecast.md`, the layouts in the launch snapshots): here they
+/// would make every refit's refreeze rewrite every report. The charts are checked where
+/// they are drawn, in headless Chromium (`tests/report_html.rs`).
 fn report_shape(name: &str, text: &str) -> String {
     if name.ends_with(".json") {
         fn redact(v: &mut serde_json::Value) {
@@ -210,34 +184,27 @@ fn report_shape(name: &str, text: &str) -> String {
         redact(&mut v);
         return serde_json::to_string_pretty(&v).unwrap() + "\n";
     }
-    let figures = common::redact_figures_before(text, &REPORT_UNITS);
-    // Inside a chart every number is geometry or a value drawn: `#`.
-    let mut out = String::with_capacity(figures.len());
-    let mut rest = figures.as_str();
-    while let Some(start) = rest.find("<svg") {
-        let end = rest[start..]
-            .find("</svg>")
-            .map_or(rest.len(), |e| start + e);
-        out.push_str(&rest[..start]);
-        // A number starts at a digit after a non-word character (`w3.org` stays).
-        let (mut in_number, mut prev) = (false, ' ');
-        for c in rest[start..end].chars() {
-            let digit = if in_number {
-                c.is_ascii_digit() || c == '.'
-            } else {
-                c.is_ascii_digit() && !(prev.is_alphanumeric() || prev == '_')
-            };
-            if digit && !in_number {
-                out.push('#');
-            } else if !digit {
-                out.push(c);
-            }
-            in_number = digit;
-            prev = c;
+    // A number starts at a digit after a non-word character (`h100_sxm`, `W0410` and
+    // `w3.org` stay) and runs over digits and the `.` or `,` between two of them.
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let after_word = i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_');
+        if !chars[i].is_ascii_digit() || after_word {
+            out.push(chars[i]);
+            i += 1;
+            continue;
         }
-        rest = &rest[end..];
+        out.push('#');
+        while i < chars.len()
+            && (chars[i].is_ascii_digit()
+                || (matches!(chars[i], '.' | ',')
+                    && chars.get(i + 1).is_some_and(char::is_ascii_digit)))
+        {
+            i += 1;
+        }
     }
-    out.push_str(rest);
     out
 }
 

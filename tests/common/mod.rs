@@ -73,17 +73,9 @@ pub fn rendered(checked: &Checked) -> String {
 /// layouts and spans, so they change when a verdict or a message changes, not when a figure
 /// moves within one.
 pub fn redact_forecast_figures(text: &str) -> String {
-    redact_figures_before(text, &FORECAST_UNITS)
-}
-
-/// The units after which a number is a forecast figure in diagnostics.
-const FORECAST_UNITS: [&str; 11] = [
-    "tokens/s", "tok/s", "req/s", "ms", "s ", "s)", "s,", "s.", "s\n", "%", "/h",
-];
-
-/// `text` with `#` for every number (or price) directly before one of `units`, a space
-/// between allowed; numbers inside names (`h100`, `llama_3_1_70b`) and bare counts stay.
-pub fn redact_figures_before(text: &str, units: &[&str]) -> String {
+    const UNITS: [&str; 11] = [
+        "tokens/s", "tok/s", "req/s", "ms", "s ", "s)", "s,", "s.", "s\n", "%", "/h",
+    ];
     let b = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
@@ -104,7 +96,7 @@ pub fn redact_figures_before(text: &str, units: &[&str]) -> String {
             let rest = &text[end..];
             let unit = rest.strip_prefix(' ').unwrap_or(rest);
             let priced = i > 0 && b[i - 1] == b'$';
-            if priced || units.iter().any(|u| unit.starts_with(u)) {
+            if priced || UNITS.iter().any(|u| unit.starts_with(u)) {
                 out.push('#');
                 i = end;
                 continue;

@@ -175,6 +175,7 @@ fn report_shape(name: &str, text: &str) -> String {
         fn redact(v: &mut serde_json::Value) {
             match v {
                 serde_json::Value::Number(_) => *v = "#".into(),
+                serde_json::Value::String(t) => *t = redact_numbers(t),
                 serde_json::Value::Array(a) => a.iter_mut().for_each(redact),
                 serde_json::Value::Object(o) => o.values_mut().for_each(redact),
                 _ => {}
@@ -184,8 +185,12 @@ fn report_shape(name: &str, text: &str) -> String {
         redact(&mut v);
         return serde_json::to_string_pretty(&v).unwrap() + "\n";
     }
-    // A number starts at a digit after a non-word character (`h100_sxm`, `W0410` and
-    // `w3.org` stay) and runs over digits and the `.` or `,` between two of them.
+    redact_numbers(text)
+}
+
+/// `text` with `#` for every number: a digit after a non-word character (`h100_sxm`,
+/// `W0410` and `w3.org` stay), running over digits and the `.` or `,` between two of them.
+fn redact_numbers(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;

@@ -104,7 +104,8 @@ pub fn read_source(source: &str) -> Result<Vec<Sample>, String> {
     let text = if source.starts_with("http://") || source.starts_with("https://") {
         http_get(source)?
     } else {
-        crate::disk::read_text(std::path::Path::new(source))?
+        crate::disk::read_text(std::path::Path::new(source))
+            .map_err(|e| format!("cannot read `{source}`: {e}"))?
     };
     exposition::parse(&text).map_err(|e| format!("`{source}`: {e}"))
 }

@@ -144,6 +144,18 @@ fn usage_errors_exit_2() {
             "{args:?}"
         );
     }
+    // A missing file is named.
+    let o = dic(&[
+        "observe",
+        file.as_str(),
+        "--metrics",
+        "tests/data/observe/none.prom",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("`tests/data/observe/none.prom`"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // A file that is not an exposition: the line is named.
     let bad = std::env::temp_dir().join(format!("dic-observe-bad-{}.prom", std::process::id()));
     std::fs::write(&bad, "vllm:num_requests_running{engine=\"0\" 3\n").unwrap();

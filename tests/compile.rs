@@ -158,59 +158,9 @@ fn every_examples_report_is_snapshotted_from_its_frozen_forecast() {
             .collect();
         assert!(!reports.is_empty(), "{path}");
         for (name, text) in snapshotted(&path, &reports) {
-            insta::assert_snapshot!(name.clone(), report_shape(&name, &text));
+            insta::assert_snapshot!(name.clone(), common::report_shape(&name, &text));
         }
     }
-}
-
-/// A report as its snapshot holds it: the renderer's words, sections and codes, with every
-/// number as `#` (the JSON report's values; the Markdown and HTML reports' figures, counts
-/// and the charts' geometry). The numbers are the frozen forecast's own
-/// (`tests/fixtures/forecast/`, the renderer's input; the headline ones checked against the
-/// pipeline in `tests/fixtures/forecast.md`, the layouts in the launch snapshots): here they
-/// would make every refit's refreeze rewrite every report. The charts are checked where
-/// they are drawn, in headless Chromium (`tests/report_html.rs`).
-fn report_shape(name: &str, text: &str) -> String {
-    if name.ends_with(".json") {
-        fn redact(v: &mut serde_json::Value) {
-            match v {
-                serde_json::Value::Number(_) => *v = "#".into(),
-                serde_json::Value::String(t) => *t = redact_numbers(t),
-                serde_json::Value::Array(a) => a.iter_mut().for_each(redact),
-                serde_json::Value::Object(o) => o.values_mut().for_each(redact),
-                _ => {}
-            }
-        }
-        let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
-        redact(&mut v);
-        return serde_json::to_string_pretty(&v).unwrap() + "\n";
-    }
-    redact_numbers(text)
-}
-
-/// `text` with `#` for every number: a digit after a non-word character (`h100_sxm`,
-/// `W0410` and `w3.org` stay), running over digits and the `.` or `,` between two of them.
-fn redact_numbers(text: &str) -> String {
-    let chars: Vec<char> = text.chars().collect();
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while i < chars.len() {
-        let after_word = i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_');
-        if !chars[i].is_ascii_digit() || after_word {
-            out.push(chars[i]);
-            i += 1;
-            continue;
-        }
-        out.push('#');
-        while i < chars.len()
-            && (chars[i].is_ascii_digit()
-                || (matches!(chars[i], '.' | ',')
-                    && chars.get(i + 1).is_some_and(char::is_ascii_digit)))
-        {
-            i += 1;
-        }
-    }
-    out
 }
 
 /// The forecast table's tolerance: a figure that moved less than this (relative) keeps

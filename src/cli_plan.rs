@@ -350,7 +350,13 @@ fn print_search(
         );
     }
     match &result.chosen {
-        Some(c) => println!("chosen: {}\n", c.describe()),
+        Some(c) => {
+            println!("chosen: {}", c.describe());
+            if let Some(sp) = &c.speculation {
+                println!("{}", sp.sentence());
+            }
+            println!();
+        }
         None => {
             println!("no layout meets every SLO");
             if let Some(c) = &result.closest {

@@ -430,6 +430,11 @@ fn choice_of(ds: &DeploymentScenario, search: &Search) -> Vec<(DeploymentScenari
             if let Some(e) = &c.engine {
                 e.apply(&mut chosen.scenario);
             }
+            // The planner weighed the declared draft on this layout (`planner::speculation`):
+            // off, the launch has no `--speculative-config`.
+            if c.speculation_off() {
+                chosen.scenario.engine.speculative = None;
+            }
             crate::analysis::deepep::apply_layout_defaults(&mut chosen.scenario);
             let mut a = analyze_and_advise(&chosen.scenario, &chosen.slo);
             // The planner chose this layout over every other in its space: advice that

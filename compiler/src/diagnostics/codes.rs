@@ -129,6 +129,7 @@ codes! {
     All2AllUnused = "W0408", Warning, "all2all_backend has no effect on this layout";
     EpBeyondExperts = "W0409", Warning, "expert parallelism over more ranks than experts";
     CapacityUnderFailure = "W0410", Warning, "the SLOs break with a replica down or a node lost";
+    SpeculationCostsGoodput = "W0411", Warning, "turning speculative decoding off carries more load within the SLOs";
     LoadNotAdmitted = "W0501", Warning, "the declared load cannot be admitted";
     FormatNotNative = "W0502", Warning, "weight format not native on this GPU";
     PrefixCachingOff = "W0503", Warning, "the workload reuses prefixes but prefix caching is off";

@@ -2,8 +2,9 @@
 //! evaluating those layouts through the same models as the search. A0701 (a cheaper layout
 //! meets the SLOs), E0701 (no layout does), and for a written layout that works, the
 //! escalation order: W0404 (more GPUs make it worse), A0501 (FP8 would fit on half the
-//! TP), A0401 (DP replicas would beat the wider TP); and W0410 (the SLOs do not survive a
-//! replica down or a node lost, `failure`).
+//! TP), A0401 (DP replicas would beat the wider TP); W0410 (the SLOs do not survive a
+//! replica down or a node lost, `failure`); and W0411 (the declared draft costs goodput,
+//! `speculation`).
 
 use super::scaling::more_gpus_worse;
 use super::{evaluate, Search};
@@ -14,7 +15,7 @@ use crate::diagnostics::{Code, Diagnostic, Severity};
 use crate::program::{Body, Program};
 
 /// The advice on a written layout that analysed without error: W0404, A0501, A0401,
-/// W0410, in that order. Nothing for a layout that does not fit (its errors say what would).
+/// W0410, W0411, in that order. Nothing for a layout that does not fit (its errors say what would).
 pub fn advise(s: &Scenario, a: &Analysis) -> Vec<Finding> {
     let Some(p) = &a.prediction else {
         return Vec::new();
@@ -24,6 +25,7 @@ pub fn advise(s: &Scenario, a: &Analysis) -> Vec<Finding> {
     out.extend(quantize_to_fit(s, p));
     out.extend(dp_beats_tp(s, p.max_output_tokens_per_s));
     out.extend(super::failure::capacity_under_failure(s, a));
+    out.extend(super::speculation::speculation_costs_goodput(s, a));
     out
 }
 

@@ -373,18 +373,26 @@ deploy d {{ model = llama_3_1_8b, cluster = c, workload = w, slo = s, layout = {
     /// exactly where the search turned the draft off — never on a variant it keeps.
     #[test]
     fn the_checker_warns_exactly_where_the_planner_drops_the_draft() {
-        for (s, slo) in [
-            short_and_loose("auto"),
+        for (some_off, (s, slo)) in [
+            (true, short_and_loose("auto")),
             // Close: 4 drafts at 40% on 512-token outputs carry about as much either way.
-            eagle3(
-                "prompt = 128 tokens, output = 512 tokens, rate = 2 req/s",
-                "ttft.p95 <= 2 s, tpot.p95 <= 40 ms",
-                "tokens = 4, acceptance = 40%",
-                "auto",
+            (
+                false,
+                eagle3(
+                    "prompt = 128 tokens, output = 512 tokens, rate = 2 req/s",
+                    "ttft.p95 <= 2 s, tpot.p95 <= 40 ms",
+                    "tokens = 4, acceptance = 40%",
+                    "auto",
+                ),
             ),
         ] {
             let found = search(&s, &slo, &space(&s));
             assert!(!found.ranked.is_empty());
+            // Not vacuous: the first case drops the draft somewhere, the second keeps it.
+            assert_eq!(
+                found.ranked.iter().take(4).any(|c| c.speculation_off()),
+                some_off
+            );
             for c in found.ranked.iter().take(4) {
                 let mut written = s.clone();
                 written.layout = c.layout;

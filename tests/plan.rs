@@ -229,3 +229,28 @@ fn what_if_with_an_unknown_gpu_is_a_usage_error() {
     );
     assert!(o.stdout.is_empty());
 }
+
+/// A declared draft is weighed on and off: `dic plan` prints the verdict under the
+/// chosen layout, and `--json` carries it on each candidate. The `eagle3_8b` example's
+/// 7.5 ms TPOT bound is missed without the draft, so it stays on.
+#[test]
+fn plan_says_whether_the_draft_stays_and_why() {
+    let o = dic(&["plan", "examples/eagle3_8b.dist"]);
+    assert_eq!(o.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("speculation "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        line.starts_with("speculation on (eagle3 drafting 3 tokens at 70% acceptance)")
+            && line.contains("without it the SLOs are missed")
+            && line.contains("req/s"),
+        "{line}"
+    );
+    let o = dic(&["plan", "examples/eagle3_8b.dist", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sp = &v[0]["search"]["chosen"]["speculation"];
+    assert_eq!(sp["on"], true, "{sp}");
+    assert_eq!(sp["method"], "eagle3");
+}

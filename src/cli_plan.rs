@@ -168,6 +168,9 @@ fn failure_of(
         s.layout = c.layout;
         s.model.weights = c.weights.clone();
         s.model.kv_cache = c.kv_cache.clone();
+        if c.speculation_off() {
+            s.engine.speculative = None;
+        }
     }
     dic_compiler::planner::failure(&s, &ds.slo)
 }

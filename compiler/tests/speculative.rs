@@ -284,3 +284,18 @@ deploy d { model = llama_3_1_8b, cluster = c, workload = w, slo = s, layout = au
     let sp = kept.plan.deployments[0].engine.speculative.as_ref();
     assert_eq!(sp.map(|s| s.method.as_str()), Some("eagle3"));
 }
+
+/// A0701 proposes only what the checker accepts: `tp 1` carries this load on one GPU
+/// only without the draft (with it, W0411), so a written `tp 2` is not told to use it.
+#[test]
+fn a_cheaper_layout_is_proposed_only_with_the_engine_as_written() {
+    let c = short_and_loose("tp 2");
+    assert!(!c.has_errors(), "{:?}", c.diagnostics);
+    assert!(
+        !c.diagnostics
+            .iter()
+            .any(|d| d.code == Code::CheaperLayout && d.message.contains("`tp 1 × pp 1 × dp 1`")),
+        "{:?}",
+        c.diagnostics
+    );
+}

@@ -110,10 +110,11 @@ fn dp_beats_tp(s: &Scenario, max_output_tokens_per_s: f64) -> Option<Finding> {
 /// such candidate of the deployment's one search.
 pub fn cheaper_layout(ds: &DeploymentScenario, search: &Search) -> Option<Finding> {
     let s = &ds.scenario;
-    let best = search
-        .ranked
-        .iter()
-        .find(|c| c.weights == s.model.weights && c.kv_cache == s.model.kv_cache)?;
+    // Only a layout that meets the SLOs with the engine as written: one that needs the
+    // declared draft dropped would, written back with it, draw W0411 or miss an SLO.
+    let best = search.ranked.iter().find(|c| {
+        c.weights == s.model.weights && c.kv_cache == s.model.kv_cache && !c.speculation_off()
+    })?;
     let current = s
         .topology
         .price_for_layout(&s.layout)
@@ -193,11 +194,20 @@ pub fn working_layout(ds: &DeploymentScenario, search: &Search) -> Option<Findin
     if best.kv_cache != ds.scenario.model.kv_cache {
         formats.push(format!("kv_cache = {}", best.kv_cache));
     }
+    // A layout that works only without the declared draft says so too (the planner's
+    // verdict, `speculation::judge`).
+    let mut with = Vec::new();
     if !formats.is_empty() {
+        with.push(format!("`{}` on the model", formats.join(", ")));
+    }
+    if best.speculation_off() {
+        with.push("no `speculative` in the engine".to_string());
+    }
+    if !with.is_empty() {
         fix.help = Some(format!(
-            "use `layout = {}` with `{}` on the model; `dic plan` shows the alternatives",
+            "use `layout = {}` with {}; `dic plan` shows the alternatives",
             best.layout,
-            formats.join(", ")
+            with.join(" and ")
         ));
     }
     Some(Finding {

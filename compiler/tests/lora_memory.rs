@@ -28,6 +28,7 @@ fn llama_3_1_8b_tp1_at_rank_16_and_64() {
             LoraSpec {
                 max_loras: L,
                 max_rank: r,
+                adapters: 0,
             },
         )
     };
@@ -53,6 +54,7 @@ fn llama_3_1_70b_tp4_at_rank_16_and_64() {
             LoraSpec {
                 max_loras: L,
                 max_rank: r,
+                adapters: 0,
             },
         )
     };
@@ -62,6 +64,7 @@ fn llama_3_1_70b_tp4_at_rank_16_and_64() {
     let spec = LoraSpec {
         max_loras: L,
         max_rank: 16,
+        adapters: 0,
     };
     let split = adapter_bytes(&m, 4, 0..40, true, false, spec)
         + adapter_bytes(&m, 4, 40..80, false, true, spec);
@@ -95,6 +98,7 @@ fn the_memory_check_counts_the_slots_beside_the_weights() {
     s.engine.lora = Some(LoraSpec {
         max_loras: L,
         max_rank: 16,
+        adapters: 0,
     });
     let after = memory(&s);
     let (b, a) = (&before.stages[0], &after.stages[0]);

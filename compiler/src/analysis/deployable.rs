@@ -322,6 +322,7 @@ pub fn deployability_findings(s: &Scenario, mem: &MemoryReport) -> Vec<Finding> 
     let mut findings = rules::structural(s);
     findings.extend(rules::memory_rules(s, mem));
     findings.extend(kv_offload_findings(s));
+    findings.extend(super::lora_rules::lora_findings(s));
     if !findings.iter().any(|f| f.severity == Severity::Error) {
         findings.extend(launch_rule(s));
         findings.extend(placement_rule(s));

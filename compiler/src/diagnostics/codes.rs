@@ -82,6 +82,7 @@ codes! {
     InvalidExtraArg = "E0314", Error, "vLLM option or variable dic cannot pass through";
     SpecMethodUnavailable = "E0315", Error, "speculative method the model cannot run";
     InlineSecret = "E0316", Error, "credential written in plain text";
+    LoraUnsupported = "E0317", Error, "LoRA adapters on a model vLLM cannot serve them on";
 
     TpAcrossNodes = "E0401", Error, "tensor parallelism across nodes";
     HeadsNotDivisible = "E0402", Error, "attention heads not divisible by TP";

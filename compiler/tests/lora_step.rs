@@ -143,8 +143,8 @@ fn qwen3_30b_a3b_counts_its_experts_lora_slots() {
     assert_eq!(added - rest, 6_643_777_536.0);
 }
 
-/// E0317: vLLM 0.33 refuses LoRA on MiMo-V2-Flash (`MiMoV2FlashForCausalLM` implements no
-/// `SupportsLoRA`) and on a vocabulary over 258,048 where the class wraps its LM head
+/// E0317: vLLM 0.33 refuses LoRA on MiMo-V2-Flash and Kimi K2.6 (`MiMoV2FlashForCausalLM`,
+/// `KimiK25ForConditionalGeneration` implement no `SupportsLoRA`) and on a vocabulary over 258,048 where the class wraps its LM head
 /// (Llama's); Gemma 4's class wraps none, so its 262,144 tokens pass.
 #[test]
 fn vllms_model_level_lora_refusals_are_e0317() {
@@ -172,6 +172,13 @@ fn vllms_model_level_lora_refusals_are_e0317() {
             "dgx_h200",
             "tp 8",
             "LoRA is not supported for MiMoV2FlashForCausalLM",
+        ),
+        (
+            "import std.models.kimi_k2_6_nvfp4",
+            "kimi_k2_6_nvfp4",
+            "dgx_b200",
+            "tp 8",
+            "LoRA is not supported for KimiK25ForConditionalGeneration",
         ),
         (
             "import std.models.llama_3_1_8b\nmodel wide = llama_3_1_8b { vocab = 262144 }",

@@ -28,14 +28,30 @@ pub struct LoraClass {
     pub wraps_lm_head: bool,
 }
 
-/// The catalog's families that vLLM 0.33 does not serve like Llama. The others (Llama,
-/// Mistral, Mixtral, Qwen3, Qwen3-MoE, Qwen3.5, DeepSeek V2/V3/V3.2/V4, GLM-MoE-DSA,
-/// gpt-oss, MiniMax-M2, Nemotron-H, Llama 4, Qwen3-VL) implement `SupportsLoRA`.
+/// The catalog's families that vLLM 0.33 does not serve like Llama, by the architecture
+/// their config.json names (../shared/models/hf). The others (Llama, Mistral, Mixtral,
+/// Qwen3, Qwen3-MoE, Qwen3.5, DeepSeek V2/V3/V3.2/V4 on NVIDIA, Kimi K2 (DeepSeek V3's
+/// class), GLM-MoE-DSA, gpt-oss, MiniMax-M2, Nemotron-H, Llama 4, Qwen3-VL) implement
+/// `SupportsLoRA`.
 pub const LORA_CLASSES: &[LoraClass] = &[
     LoraClass {
         hf: "mimo-v2",
         class: "MiMoV2FlashForCausalLM",
         source: "model_executor/models/mimo_v2.py:MiMoV2FlashForCausalLM",
+        supports_lora: false,
+        wraps_lm_head: false,
+    },
+    LoraClass {
+        hf: "kimi-k2.6",
+        class: "KimiK25ForConditionalGeneration",
+        source: "model_executor/models/kimi_k25.py:KimiK25ForConditionalGeneration",
+        supports_lora: false,
+        wraps_lm_head: false,
+    },
+    LoraClass {
+        hf: "kimi-k2.5",
+        class: "KimiK25ForConditionalGeneration",
+        source: "model_executor/models/kimi_k25.py:KimiK25ForConditionalGeneration",
         supports_lora: false,
         wraps_lm_head: false,
     },

@@ -11,7 +11,9 @@
 //!   `slices × L × r × in` (the whole input), B = `L × r × out/t` (its output shard);
 //! - a row-parallel layer (o, down): A = `L × r × in/t`, B = `L × r × out` (whole);
 //! - the embedding (`vocab_parallel_embedding.py`): `L × r × (vocab + hidden)`; the LM
-//!   head (`logits_processor.py`): `L × r × (hidden + vocab)`.
+//!   head (`logits_processor.py`): `L × r × (hidden + vocab)` — only where the model's
+//!   class names them in `embedding_modules` (Llama's, Qwen3's; not Mistral's, DeepSeek's,
+//!   gpt-oss's, Gemma 4's: [`LORA_CLASSES`]).
 //!
 //! The punica kernels' workspace (`lora/punica_wrapper/punica_base.py`, `punica_gpu.py`):
 //! four int64 index tensors and two `LoRAKernelMeta`s of two int32 tensors, each of
@@ -62,6 +64,120 @@ impl LoraSpec {
         };
         (served as f64).min(sequences.max(1.0))
     }
+}
+
+/// How vLLM 0.33's model class for a family takes LoRA, where it differs from Llama's
+/// (`SupportsLoRA`, with `embedding_modules` naming `embed_tokens` and `lm_head`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoraClass {
+    /// A piece of the family's Hugging Face repository names (lower case).
+    pub hf: &'static str,
+    pub class: &'static str,
+    /// file:class of vLLM 0.33 that says so.
+    pub source: &'static str,
+    pub supports_lora: bool,
+    /// Whether a module of the model declares `embedding_modules` (`embed_tokens`,
+    /// `lm_head`): then the embedding and the LM head get LoRA slots
+    /// (`lora/utils.py:get_supported_lora_modules`), and the LM head's wrapper
+    /// (`LogitsProcessorWithLoRA`) its vocabulary limit. A class without them leaves both
+    /// as they are (`SupportsLoRA.embedding_modules` is empty).
+    pub wraps_embeddings: bool,
+}
+
+/// The catalog's families that vLLM 0.33 does not serve like Llama, by the architecture
+/// their config.json names (../shared/models/hf), first match first. The others (Llama,
+/// Mixtral, Qwen3, Qwen3-MoE, Qwen3.5, Nemotron-H, and Llama 4 and Qwen3-VL
+/// through their Llama and Qwen3 language models) implement `SupportsLoRA` with
+/// `embedding_modules`.
+pub const LORA_CLASSES: &[LoraClass] = &[
+    LoraClass {
+        hf: "mimo-v2",
+        class: "MiMoV2FlashForCausalLM",
+        source: "model_executor/models/mimo_v2.py:MiMoV2FlashForCausalLM",
+        supports_lora: false,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "kimi-k2.6",
+        class: "KimiK25ForConditionalGeneration",
+        source: "model_executor/models/kimi_k25.py:KimiK25ForConditionalGeneration",
+        supports_lora: false,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "kimi-k2.5",
+        class: "KimiK25ForConditionalGeneration",
+        source: "model_executor/models/kimi_k25.py:KimiK25ForConditionalGeneration",
+        supports_lora: false,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "gemma-4",
+        class: "Gemma4ForConditionalGeneration",
+        source: "model_executor/models/gemma4_mm.py:Gemma4ForConditionalGeneration",
+        supports_lora: true,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "deepseek-v4",
+        class: "DeepseekV4ForCausalLM",
+        source: "models/deepseek_v4/nvidia/model.py:DeepseekV4ForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "deepseek-",
+        class: "DeepseekV3ForCausalLM",
+        source: "model_executor/models/deepseek_v2.py:DeepseekV2ForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "kimi-k2",
+        class: "DeepseekV3ForCausalLM",
+        source: "model_executor/models/deepseek_v2.py:DeepseekV2ForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "glm-5",
+        class: "GlmMoeDsaForCausalLM",
+        source: "models/deepseek_v32/nvidia/model.py:DeepseekV32ForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "mistral-7b",
+        class: "MistralForCausalLM",
+        source: "model_executor/models/mistral.py:MistralForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "gpt-oss",
+        class: "GptOssForCausalLM",
+        source: "model_executor/models/gpt_oss.py:GptOssForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "minimax-m2",
+        class: "MiniMaxM2ForCausalLM",
+        source: "model_executor/models/minimax_m2.py:MiniMaxM2ForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+    },
+];
+
+/// `m`'s entry in [`LORA_CLASSES`], by its `hf` repository; `None`: taken as Llama's.
+pub fn lora_class(m: &Model) -> Option<&'static LoraClass> {
+    let hf = m.hf.as_deref()?.to_ascii_lowercase();
+    LORA_CLASSES.iter().find(|c| hf.contains(c.hf))
+}
+
+/// Whether vLLM gives `m`'s embedding and LM head LoRA slots ([`LoraClass::wraps_embeddings`]).
+fn wraps_embeddings(m: &Model) -> bool {
+    lora_class(m).is_none_or(|c| c.wraps_embeddings)
 }
 
 /// Bytes of one LoRA element: the model's dtype (vLLM's `lora_dtype = auto`).
@@ -133,7 +249,11 @@ pub fn adapter_bytes(
     last: bool,
     spec: LoraSpec,
 ) -> f64 {
-    let heads = (first as u8 + last as u8) as f64;
+    let heads = if wraps_embeddings(m) {
+        (first as u8 + last as u8) as f64
+    } else {
+        0.0
+    };
     let per_rank_slot = layer_elements(m, tp, layers) + heads * head_elements(m);
     per_rank_slot * (spec.max_loras * spec.max_rank) as f64 * element_bytes(m)
 }
@@ -194,7 +314,11 @@ impl StageLora {
         StageLora {
             spec,
             token_elements: layer_elements(m, tp, layers),
-            sequence_elements: if last { head_elements(m) } else { 0.0 },
+            sequence_elements: if last && wraps_embeddings(m) {
+                head_elements(m)
+            } else {
+                0.0
+            },
             expert_elements: expert_elements(m, 1.0, experts.width),
             experts,
             element_bytes: element_bytes(m),

@@ -153,5 +153,8 @@ fn mistral_7b_gives_its_embedding_and_lm_head_no_slots() {
         adapters: 0,
     };
     assert_eq!(adapter_bytes(&m, 1, 0..32, true, true, spec), 335_544_320.0);
-    assert_eq!(adapter_bytes(&m, 1, 0..32, false, false, spec), 335_544_320.0);
+    assert_eq!(
+        adapter_bytes(&m, 1, 0..32, false, false, spec),
+        335_544_320.0
+    );
 }

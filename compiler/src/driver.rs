@@ -326,8 +326,19 @@ impl AnalysisCache {
                 gpus.into_iter().map(move |g| (keyed, g))
             })
             .collect();
-        let rows = parallel_map(&jobs, |((_, ds), gpu)| {
-            planner::whatif::what_if(ds, std::slice::from_ref(gpu))
+        let rows = parallel_map(&jobs, |((key, ds), gpu)| {
+            // On its own priced GPU the what-if's scenario is the deployment's own: the
+            // deployment's search answers it when it chose a layout (else the what-if's
+            // own search also fits the context, for why nothing meets the SLOs).
+            let own = self.entries[key].search.as_ref().filter(|found| {
+                found.chosen.is_some()
+                    && *gpu == ds.scenario.topology.gpu.name
+                    && ds.scenario.topology.price_per_node_hour.is_some()
+            });
+            match own.zip(planner::whatif::on_gpu(&ds.scenario, gpu)) {
+                Some((found, (_, row))) => vec![planner::whatif::answered(row, found)],
+                None => planner::whatif::what_if(ds, std::slice::from_ref(gpu)),
+            }
         });
         let mut by_key: std::collections::HashMap<&str, Vec<planner::whatif::WhatIf>> =
             Default::default();

@@ -154,7 +154,8 @@ fn print_disaggregated(
 }
 
 /// N−1 for the deployment as it runs: its written layout, or the planner's choice for
-/// `layout = auto` (an aggregated one; a split's pools are not checked).
+/// `layout = auto` (an aggregated one; a split's pools are not checked). The search's
+/// figures, read as the report and the disruption budget read them.
 fn failure_of(
     ds: &dic_compiler::analysis::DeploymentScenario,
     result: &dic_compiler::planner::Search,
@@ -172,7 +173,7 @@ fn failure_of(
             s.engine.speculative = None;
         }
     }
-    dic_compiler::planner::failure(&s, &ds.slo)
+    dic_compiler::planner::failure::of_deployed(result, &s).cloned()
 }
 
 /// One line per event: what the replicas left carry within the SLOs (W0410's figures).

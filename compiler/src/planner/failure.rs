@@ -159,6 +159,22 @@ pub fn capacity_under_failure(s: &Scenario, a: &Analysis) -> Option<Finding> {
     ))
 }
 
+/// The N−1 figures of the layout `s` runs, from its deployment's one search: the
+/// planner's choice's when `s` is that choice (layout and formats), else the written
+/// layout's; `None` when the search has none or they count other replicas than `s` runs.
+/// `dic plan`, the report and the disruption budget all read them here.
+pub fn of_deployed<'a>(search: &'a super::Search, s: &Scenario) -> Option<&'a Failure> {
+    let is_choice = search.chosen.as_ref().is_some_and(|c| {
+        c.layout == s.layout && c.weights == s.model.weights && c.kv_cache == s.model.kv_cache
+    });
+    let f = if is_choice {
+        search.chosen_failure.as_ref()
+    } else {
+        search.failure.as_ref()
+    }?;
+    (f.replicas == s.layout.dp.max(1)).then_some(f)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -94,6 +94,7 @@ codes! {
     NodeGroupNotInCluster = "E0409", Error, "node group not in the cluster";
     PoolsCannotPair = "E0410", Error, "disaggregated pools the KV connector cannot pair";
     WidthNotDivisible = "E0411", Error, "an MLP or expert width TP cannot split";
+    EplbRefused = "E0412", Error, "expert load balancing vLLM refuses on this layout";
 
     DoesNotFit = "E0501", Error, "model does not fit in GPU memory";
     RequestDoesNotFit = "E0502", Error, "one request of max_model_len does not fit the KV cache";
@@ -103,6 +104,7 @@ codes! {
     DeepEpBuffersDoNotFit = "E0506", Error, "DeepEP's buffers do not fit beside the model";
     SeqsAboveMambaBlocks = "E0507", Error, "max_num_seqs above the Mamba cache blocks";
     HostMemoryShort = "E0508", Error, "the KV offload buffer does not fit the node's CPU memory";
+    BatchBelowModelLen = "E0509", Error, "chunked prefill off and max_num_batched_tokens below max_model_len";
 
     SloInfeasible = "E0601", Error, "SLO cannot be met";
     Overloaded = "E0602", Error, "the declared load exceeds what the layout serves";

@@ -20,6 +20,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
     tp_links(s, &mut out);
     moe_token_exchange(s, &mut out);
     lengths_and_batch(s, &mut out);
+    super::passthrough::passthrough_options(s, &mut out);
     out
 }
 

@@ -137,3 +137,35 @@ fn deepseek_v3_dense_layers_cap_its_tp_at_16() {
     );
     assert_eq!(valid_tp_sizes(&m, 64), vec![1, 2, 4, 8, 16]);
 }
+
+/// E0401's help proposes a layout on the same GPUs; for Qwen3-235B-A22B-FP8 written as
+/// `tp 32` on four nodes without `ep`, every `tp × dp = 32` split gives the experts 48
+/// columns per rank, which vLLM refuses (above), so the help must not propose one.
+#[test]
+fn the_tp_across_nodes_help_proposes_no_expert_split_vllm_refuses() {
+    let src = |layout: &str| {
+        format!(
+            "import std.models.qwen3_235b_a22b_fp8\n\
+             cluster four {{ nodes = 4 × dgx_h100 }}\n\
+             deploy d {{ model = qwen3_235b_a22b_fp8, cluster = four, layout = {layout}, engine = vllm {{ max_model_len = 8192 tokens }} }}\n"
+        )
+    };
+    let c = compile(&src("tp 32"));
+    let e = c
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::TpAcrossNodes)
+        .unwrap_or_else(|| panic!("E0401 expected: {:?}", codes(&c)));
+    let help = e.help.clone().unwrap_or_default();
+    let proposed = help.split('`').nth(1).unwrap_or_else(|| panic!("{help}"));
+    let again = compile(&src(proposed));
+    assert!(
+        !codes(&again).contains(&Code::WidthNotDivisible),
+        "E0401 proposed `{proposed}`, which vLLM refuses: {:?}",
+        again
+            .diagnostics
+            .iter()
+            .map(|d| &d.message)
+            .collect::<Vec<_>>()
+    );
+}

@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used)] // a test: a failed unwrap is a failure
 
 use dic_compiler::analysis::rules::{moe_refusal, tp_refusal, valid_tp_sizes};
-use dic_compiler::diagnostics::Code;
+use dic_compiler::diagnostics::{Code, Diagnostic};
 use dic_compiler::driver::{self, Checked};
 use dic_compiler::program::Layout;
 use dic_compiler::source::MemoryWorld;
@@ -20,6 +20,14 @@ fn compile(src: &str) -> Checked {
 
 fn codes(c: &Checked) -> Vec<Code> {
     c.diagnostics.iter().map(|d| d.code).collect()
+}
+
+/// The first diagnostic with `code`; fails the test when there is none.
+fn first(c: &Checked, code: Code) -> &Diagnostic {
+    c.diagnostics
+        .iter()
+        .find(|d| d.code == code)
+        .unwrap_or_else(|| panic!("{code} expected: {:?}", codes(c)))
 }
 
 fn hf_config(file: &str) -> Option<String> {
@@ -67,11 +75,7 @@ fn a_block_fp8_tp_the_shards_cannot_hold_is_e0411_with_working_sizes() {
         )
     };
     let blocks = compile(&src(", weight_block = [128, 128]"));
-    let e = blocks
-        .diagnostics
-        .iter()
-        .find(|d| d.code == Code::WidthNotDivisible)
-        .unwrap_or_else(|| panic!("E0411 expected: {:?}", codes(&blocks)));
+    let e = first(&blocks, Code::WidthNotDivisible);
     assert!(e.message.contains("1600"), "{}", e.message);
     let help = e.help.clone().unwrap_or_default();
     assert!(help.contains("use tp 1, tp 2, tp 4, tp 8"), "{help}");
@@ -96,11 +100,7 @@ fn block_fp8_experts_split_into_whole_or_refinable_blocks() {
          cluster four { nodes = 4 × dgx_h100 }\n\
          deploy d { model = qwen3_235b_a22b_fp8, cluster = four, layout = tp 4 × dp 8 }\n",
     );
-    let e = c
-        .diagnostics
-        .iter()
-        .find(|d| d.code == Code::WidthNotDivisible)
-        .unwrap_or_else(|| panic!("E0411 expected: {:?}", codes(&c)));
+    let e = first(&c, Code::WidthNotDivisible);
     assert!(
         e.message
             .contains("weight = 48 is not divisible by weight quantization block_n = 128"),
@@ -151,11 +151,7 @@ fn the_tp_across_nodes_help_proposes_no_expert_split_vllm_refuses() {
         )
     };
     let c = compile(&src("tp 32"));
-    let e = c
-        .diagnostics
-        .iter()
-        .find(|d| d.code == Code::TpAcrossNodes)
-        .unwrap_or_else(|| panic!("E0401 expected: {:?}", codes(&c)));
+    let e = first(&c, Code::TpAcrossNodes);
     let help = e.help.clone().unwrap_or_default();
     let proposed = help.split('`').nth(1).unwrap_or_else(|| panic!("{help}"));
     let again = compile(&src(proposed));

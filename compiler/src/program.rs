@@ -299,6 +299,12 @@ pub struct ModelDetail {
     /// Weights per quantization scale group (AWQ/GPTQ/INT4; 0: the format's default).
     #[serde(skip_serializing_if = "is_zero")]
     pub quant_group: u64,
+    /// Block-FP8 checkpoints: the `[block_n, block_k]` output × input tile one scale covers
+    /// (`quantization_config.weight_block_size`, e.g. `[128, 128]`); empty: per-tensor or
+    /// per-channel scales. vLLM needs every TP shard to hold whole blocks
+    /// (`fp8_utils.validate_fp8_block_shape`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub weight_block: Vec<u64>,
     /// Multi-token-prediction layers the checkpoint ships beyond `layers` (loaded only as
     /// a speculative draft, `method = mtp`).
     #[serde(skip_serializing_if = "is_zero")]

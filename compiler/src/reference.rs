@@ -86,7 +86,10 @@ pub fn entry_example(f: &Field) -> String {
 }
 
 /// Fields whose type's generic example would not check: text with a shape of its own.
-const FIELD_EXAMPLES: &[(&str, &str)] = &[("adapters", "[\"sql=org/sql-lora\"]")];
+const FIELD_EXAMPLES: &[(&str, &str)] = &[
+    ("adapters", "[\"sql=org/sql-lora\"]"),
+    ("weight_block", "[128, 128]"),
+];
 
 /// The units line of a quantity's reference text: its symbols, or how an amount of money
 /// or a plain number is written (they have no unit symbols).

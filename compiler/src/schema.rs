@@ -537,6 +537,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("unquantized_layers", LAYERS0, "leading layers the checkpoint keeps wholly in `dtype`"),
             f!("unquantized_mixer_layers", Ty::List(&LAYERS0), "layers (0-based) whose attention or mixer the checkpoint keeps in `dtype`"),
             f!("quant_group", Ty::Int { min: 1, max: 1 << 20 }, "weights per quantization scale (AWQ/GPTQ/INT4 group size)"),
+            f!("weight_block", Ty::List(&WIDTH), "block-FP8 checkpoints: `[block_n, block_k]`, the output × input tile each weight scale covers (`weight_block_size` in `quantization_config`, e.g. `[128, 128]`); vLLM needs each TP shard of a weight to hold whole blocks (E0411)"),
             f!("layer_intermediate", Ty::List(&LAYERS0), "each layer's dense MLP intermediate size, in order, when they differ (NAS models: DeciLM / Nemotron Super and Ultra `block_configs`; 0 for a layer without an MLP); `intermediate` is then the largest"),
             f!("mtp_layers", Ty::Int { min: 0, max: 16 }, "multi-token-prediction layers the checkpoint ships beyond `layers` (num_nextn_predict_layers, mtp_num_hidden_layers); vLLM loads them only as the draft of `speculative = { method = mtp }`"),
         ],

@@ -169,6 +169,8 @@ pub fn check_env(items: &[String]) -> Vec<ArgProblem> {
                 message: format!("`env` sets `{name}`, which dic does not take from here"),
                 help: format!("it comes from {by}"),
             });
+        } else if let Some(p) = env_choice_problem(index, item) {
+            problems.push(p);
         } else if let Some(p) = secret_problem(
             &format!("`env` item {} (`{name}`) ", index + 1),
             index,
@@ -178,6 +180,92 @@ pub fn check_env(items: &[String]) -> Vec<ArgProblem> {
         }
     }
     problems
+}
+
+/// The variables vLLM 0.33 reads through `envs.py:env_with_choices`: name, the values it
+/// accepts, and whether case matters. `enable_envs_cache` (engine core and worker start)
+/// evaluates every one of them, so a value outside its choices stops `vllm serve` at
+/// start-up ("Invalid value '…' for …. Valid options: …."), whether or not it is used.
+const ENV_CHOICES: [(&str, &[&str], bool); 15] = [
+    (
+        "VLLM_FLOAT32_MATMUL_PRECISION",
+        &["highest", "high", "medium"],
+        false,
+    ),
+    ("VLLM_GPU_SYNC_CHECK", &["warn", "error"], true),
+    (
+        "CMAKE_BUILD_TYPE",
+        &["Debug", "Release", "RelWithDebInfo"],
+        true,
+    ),
+    ("VLLM_WORKER_MULTIPROC_METHOD", &["spawn", "fork"], true),
+    ("VLLM_GDN_DECODE_KERNEL", &["cuda", "triton"], false),
+    (
+        "VLLM_ROCM_USE_AITER_MOE_SITUV2",
+        &["auto", "a4w4", "a8w4", "a16w4", "0", "1"],
+        false,
+    ),
+    (
+        "VLLM_ROCM_AITER_MLA_ASM_PADDING",
+        &["auto", "gluon", "asm"],
+        false,
+    ),
+    (
+        "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION",
+        &["FP", "INT8", "INT6", "INT4", "INT3", "NONE"],
+        true,
+    ),
+    ("VLLM_MARLIN_INPUT_DTYPE", &["int8", "fp8"], true),
+    ("VLLM_DEEP_GEMM_WARMUP", &["skip", "full", "relax"], true),
+    (
+        "VLLM_FLASHINFER_ALLREDUCE_BACKEND",
+        &["auto", "trtllm", "mnnvl"],
+        true,
+    ),
+    (
+        "VLLM_KV_CACHE_LAYOUT",
+        &[
+            "LBNHC", "LBHNC", "LHBNC", "NHD", "HND", "BLHNC", "BLNHC", "BHLNC",
+        ],
+        true,
+    ),
+    ("VLLM_SSM_CONV_STATE_LAYOUT", &["SD", "DS"], true),
+    (
+        "VLLM_COMPILE_CACHE_SAVE_FORMAT",
+        &["binary", "unpacked"],
+        true,
+    ),
+    (
+        "VLLM_XPU_INC_WNA16_BACKEND",
+        &["auto", "ark", "w4a16", "w4a8"],
+        true,
+    ),
+];
+
+/// `env` item `NAME=value` whose value vLLM's `env_with_choices` refuses.
+fn env_choice_problem(index: usize, item: &str) -> Option<ArgProblem> {
+    let (name, value) = item.split_once('=')?;
+    let (_, choices, case_sensitive) = ENV_CHOICES.iter().find(|(n, _, _)| *n == name)?;
+    let accepted = choices.iter().any(|c| {
+        if *case_sensitive {
+            *c == value
+        } else {
+            c.eq_ignore_ascii_case(value)
+        }
+    });
+    (!accepted).then(|| ArgProblem {
+        index,
+        code: Code::InvalidExtraArg,
+        message: format!(
+            "Invalid value '{value}' for {name}. Valid options: {}. (vLLM reads every such variable as its engine starts: `envs.py:env_with_choices`)",
+            choices.join(", ")
+        ),
+        help: format!(
+            "set `{name}` to one of {}{}",
+            choices.join(", "),
+            if *case_sensitive { " (case matters)" } else { "" }
+        ),
+    })
 }
 
 /// An option word split at its first `.`: `--compilation-config.cudagraph_mode` is

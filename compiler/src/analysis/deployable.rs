@@ -383,6 +383,19 @@ pub fn pools_cannot_pair(ps: &Scenario, ds: &Scenario) -> Option<Finding> {
         .filter(|k| *k != crate::layers::Mixer::None)
         .collect();
     let recurrent = kinds.iter().any(|k| k.is_recurrent());
+    // `ssm_conv_transfer_utils.derive_mamba_conv_split`: NIXL moves the states of Mamba-1,
+    // Mamba-2 and Gated DeltaNet layers only. dic's linear-attention layers without a
+    // causal conv (`linear_conv_kernel = 1`: MiniMax's lightning attention, vLLM's
+    // `mamba_type` `linear`) are none of them.
+    let conv_free_linear = kinds.contains(&crate::layers::Mixer::Linear)
+        && m.detail.linear.is_some_and(|la| la.conv_kernel <= 1);
+    if conv_free_linear {
+        return finding(
+            "the model's linear-attention layers have no causal conv (lightning attention, vLLM's `mamba_type` `linear`): vLLM's NIXL connector transfers the recurrent states of Mamba-1, Mamba-2 and Gated DeltaNet layers only (\"Conv transfer only supports Mamba1, Mamba2 and GDN models, got mamba_type=linear\")".into(),
+            "a recurrent layer NIXL cannot transfer",
+            "serve this model aggregated (one pool, no prefill/decode split)".into(),
+        );
+    }
     if recurrent && tp_p != tp_d {
         return finding(
             format!(

@@ -278,6 +278,9 @@ pub struct EngineSettings {
     /// The memory each pod requests and is limited to, where written (`pod = { memory }`);
     /// `None`: dic's own (`ir::pod_memory`).
     pub pod_memory: Option<f64>,
+    /// The user's `extra_args`, for vLLM's checks of the options only they reach
+    /// (`rules::passthrough`).
+    pub extra_args: Vec<String>,
 }
 
 /// `max_num_seqs` and `max_num_batched_tokens` as written (`None`: unset) and the
@@ -474,5 +477,6 @@ pub fn engine_settings(
         lora: None,
         kv_offload: 0.0,
         pod_memory: None,
+        extra_args: o.extra_args.clone(),
     }
 }

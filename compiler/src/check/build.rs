@@ -389,6 +389,7 @@ fn model_detail(r: &Reader<'_>) -> ModelDetail {
         unquantized_layers: r.uint("unquantized_layers").unwrap_or(0),
         unquantized_mixer_layers: r.uints("unquantized_mixer_layers"),
         quant_group: r.uint("quant_group").unwrap_or(0),
+        weight_block: r.uints("weight_block"),
         mtp_layers: r.uint("mtp_layers").unwrap_or(0),
         layer_intermediate: r.uints("layer_intermediate"),
     }

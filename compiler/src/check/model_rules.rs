@@ -60,6 +60,19 @@ impl<'s, 'w> Checker<'s, 'w> {
                     .into(),
             );
         }
+        let block = &m.detail.weight_block;
+        if !block.is_empty() && block.len() != 2 {
+            fail(
+                self,
+                at("weight_block"),
+                format!(
+                    "`weight_block` lists {} sizes; a block is `[block_n, block_k]`",
+                    block.len()
+                ),
+                "two sizes",
+                "copy `weight_block_size` from the checkpoint's `quantization_config`, e.g. `[128, 128]`".into(),
+            );
+        }
         if m.experts > 0 && (m.experts_per_token == 0 || m.experts_per_token > m.experts) {
             fail(
                 self,

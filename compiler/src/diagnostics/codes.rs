@@ -95,6 +95,7 @@ codes! {
     NodeGroupNotInCluster = "E0409", Error, "node group not in the cluster";
     PoolsCannotPair = "E0410", Error, "disaggregated pools the KV connector cannot pair";
     WidthNotDivisible = "E0411", Error, "an MLP or expert width TP cannot split";
+    EplbRefused = "E0412", Error, "expert load balancing vLLM refuses on this layout";
 
     DoesNotFit = "E0501", Error, "model does not fit in GPU memory";
     RequestDoesNotFit = "E0502", Error, "one request of max_model_len does not fit the KV cache";
@@ -105,6 +106,7 @@ codes! {
     SeqsAboveMambaBlocks = "E0507", Error, "max_num_seqs above the Mamba cache blocks";
     HostMemoryShort = "E0508", Error, "the KV offload buffer does not fit the node's CPU memory";
     PodMemoryBelowOffload = "E0509", Error, "the pod's memory is below what its KV offload buffer needs";
+    BatchBelowModelLen = "E0510", Error, "chunked prefill off and max_num_batched_tokens below max_model_len";
 
     SloInfeasible = "E0601", Error, "SLO cannot be met";
     Overloaded = "E0602", Error, "the declared load exceeds what the layout serves";

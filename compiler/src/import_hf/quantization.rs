@@ -20,6 +20,8 @@ pub(super) struct Quant {
     pub unquantized_layers: u64,
     pub unquantized_mixer_layers: Vec<u64>,
     pub group: Option<u64>,
+    /// Block-FP8's `weight_block_size` (`[block_n, block_k]`); empty: none.
+    pub block: Vec<u64>,
     pub kv_cache: Option<&'static str>,
     /// Which file or field said it (`hf_quant_config.json`, `quantization_config`).
     pub source: String,
@@ -160,6 +162,26 @@ impl QuantSource<'_> {
             Some(g) => in_range(g, "group_size", "quant_group", self.source_name).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// `weight_block_size` (`Fp8Config.from_config`): two positive whole numbers, or none.
+    fn weight_block_size(&self) -> Result<Vec<u64>, Box<Diagnostic>> {
+        let Some(v) = self.qc.get("weight_block_size").filter(|v| !v.is_null()) else {
+            return Ok(Vec::new());
+        };
+        let sizes: Option<Vec<u64>> = v
+            .as_array()
+            .and_then(|a| a.iter().map(Value::as_u64).collect::<Option<Vec<u64>>>())
+            .filter(|s| s.len() == 2 && s.iter().all(|n| (1..=1 << 20).contains(n)));
+        sizes.ok_or_else(|| {
+            fail(
+                format!(
+                    "`weight_block_size` in `{}` is {v}, not two positive whole numbers",
+                    self.source_name
+                ),
+                "set `weight_block = [block_n, block_k]` by hand",
+            )
+        })
     }
 
     /// A format dic cannot map: set by hand.
@@ -331,6 +353,7 @@ fn read_method(
     match method {
         "fp8" => {
             q.weights = Some("fp8".into());
+            q.block = src.weight_block_size()?;
             // DeepSeek V4 ships its experts in FP4 with power-of-two (ue8m0) scales.
             if cfg.get("expert_dtype").and_then(Value::as_str) == Some("fp4") {
                 q.experts = Some("mxfp4".into());
@@ -412,6 +435,7 @@ pub(super) fn apply(m: &mut Model, q: &Quant, dtype: &str) {
     d.unquantized_layers = q.unquantized_layers;
     d.unquantized_mixer_layers = q.unquantized_mixer_layers.clone();
     d.quant_group = q.group.unwrap_or(0);
+    d.weight_block = q.block.clone();
     if let Some(kv) = q.kv_cache {
         m.kv_cache = kv.into();
     }

@@ -398,6 +398,13 @@ fn precision_lines(x: &Imported, out: &mut Vec<Line>) {
     if d.quant_group > 0 {
         out.push(line("quant_group", d.quant_group, qsrc("group_size")));
     }
+    if let [n, k] = d.weight_block[..] {
+        out.push(line(
+            "weight_block",
+            format!("[{n}, {k}]"),
+            qsrc("weight_block_size"),
+        ));
+    }
     if let Some((n, key)) = x.mtp.filter(|m| m.0 > 0) {
         out.push(line("mtp_layers", n, key));
     }

@@ -16,6 +16,7 @@ use crate::units::fmt_bytes;
 use serde::Serialize;
 
 mod memory_rules;
+mod passthrough;
 mod shape;
 mod slo;
 mod structural;

@@ -3,11 +3,11 @@
 //! and Mamba-2 heads, the MLP and expert widths) and decode context parallelism's limits.
 //! One function per question, so the checker (E0402, E0407, E0411), the planner's TP
 //! sizes and every help that proposes a TP read the same rule (docs/vllm-rules.md rows
-//! 1-6, 13-18).
+//! 1-8, 13-18).
 
 use super::*;
 use crate::layers::{Ffn, Mixer};
-use crate::program::{Attention, Layout, Model};
+use crate::program::{Attention, Component, Layout, Model};
 
 /// Why vLLM cannot split model `m` over `tp` tensor-parallel ranks: the code and vLLM's
 /// condition, or `None` when every sliced dimension divides.
@@ -79,17 +79,13 @@ pub fn tp_refusal(m: &Model, tp: u64) -> Option<(Code, String)> {
             ));
         }
     }
-    if let Some(why) = quant_groups_refusal(m, tp) {
+    if let Some(why) = quant_groups_refusal(m, tp).or_else(|| block_fp8_refusal(m, tp)) {
         return Some((Code::WidthNotDivisible, why));
     }
     // `MergedColumnParallelLinear.__init__`: the gate/up outputs of every dense MLP (and
     // of the shared experts, which run as a dense MLP over TP) split evenly.
     let dense = kinds_ffn(m, Ffn::Dense);
-    let shared = if m.detail.shared_expert_intermediate > 0 {
-        m.detail.shared_expert_intermediate
-    } else {
-        m.moe_intermediate
-    } * m.shared_experts;
+    let shared = shared_width(m);
     for (what, width, present) in [
         ("MLP intermediate size", m.intermediate, dense),
         (
@@ -115,7 +111,6 @@ pub fn tp_refusal(m: &Model, tp: u64) -> Option<(Code, String)> {
 /// `intermediate / tp`. The group is the model's `quant_group`, else 128 (the formats'
 /// usual size, as the weights count it).
 fn quant_groups_refusal(m: &Model, tp: u64) -> Option<String> {
-    use crate::program::Component;
     let grouped = |c: Component| matches!(m.format_of(c, None), "awq" | "gptq" | "int4");
     let group = if m.detail.quant_group > 0 {
         m.detail.quant_group
@@ -148,6 +143,142 @@ fn quant_groups_refusal(m: &Model, tp: u64) -> Option<String> {
         })
 }
 
+/// A block-FP8 checkpoint's `[block_n, block_k]` for component `c` (in `layer`), when
+/// that component is stored block-FP8 (`weight_block` on a prequantized fp8 checkpoint).
+fn fp8_block(m: &Model, c: Component, layer: Option<u64>) -> Option<(u64, u64)> {
+    match m.detail.weight_block[..] {
+        [n, k] if m.prequantized && m.format_of(c, layer) == "fp8" => Some((n.max(1), k.max(1))),
+        _ => None,
+    }
+}
+
+/// The TP-split linear layers of layer `l` that `validate_fp8_block_shape` checks: what,
+/// the full width, and whether the split is the input (row-parallel, `% block_k`) or the
+/// single output (column-parallel, `% block_n`). Merged column-parallel layers (QKV,
+/// gate/up) are left out: `ColumnParallelLinear._maybe_allow_fp8_block_shape_mismatch`
+/// skips the check for them when a shard is not whole blocks. The shared experts, whose
+/// split depends on `ep`, are [`block_fp8_shared_refusal`]'s.
+fn block_checked_linears(m: &Model, l: u64) -> Vec<(&'static str, u64, bool)> {
+    let layer = m.layer(l);
+    let mut out = Vec::new();
+    match layer.mixer {
+        Mixer::Full | Mixer::Sliding if m.attention == Attention::Mla => {
+            out.push(("attention output projection", m.heads * m.v_head_dim, true));
+            let qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+            if m.q_lora_rank > 0 {
+                out.push(("MLA query up-projection (q_b_proj)", m.heads * qk, false));
+            }
+            out.push((
+                "MLA key/value up-projection (kv_b_proj)",
+                m.heads * (m.qk_nope_head_dim + m.v_head_dim),
+                false,
+            ));
+        }
+        Mixer::Full | Mixer::Sliding => {
+            // MiMo's values are narrower than its keys (`v_head_dim`).
+            let v = if m.v_head_dim > 0 {
+                m.v_head_dim
+            } else {
+                m.head_dim
+            };
+            out.push(("attention output projection", m.heads * v, true))
+        }
+        Mixer::Linear => {
+            if let Some(la) = m.detail.linear {
+                out.push((
+                    "linear-attention output projection",
+                    la.value_heads * la.value_dim,
+                    true,
+                ));
+            }
+        }
+        Mixer::Mamba => {
+            if let Some(mb) = m.detail.mamba {
+                out.push(("Mamba output projection", mb.heads * mb.head_dim, true));
+            }
+        }
+        Mixer::Compressed(_) | Mixer::None => {}
+    }
+    if layer.ffn == Ffn::Dense {
+        out.push(("MLP down projection", m.intermediate_at(l), true));
+    }
+    out
+}
+
+/// `fp8_utils.validate_fp8_block_shape` (called from `Fp8LinearMethod.create_weights`):
+/// on a block-FP8 checkpoint every TP shard of a linear layer holds whole scale blocks —
+/// a row-parallel layer's `input / tp` a multiple of `block_k`, a column-parallel layer's
+/// `output / tp` a multiple of `block_n`. Qwen3-32B-FP8 at tp 16: the down projection's
+/// 25,600 inputs give 1,600 per rank, 12.5 blocks of 128.
+fn block_fp8_refusal(m: &Model, tp: u64) -> Option<String> {
+    for l in 0..m.layers {
+        for (what, width, input) in block_checked_linears(m, l) {
+            let component = if what == "MLP down projection" {
+                Component::Mlp
+            } else {
+                Component::Mixer
+            };
+            let Some((block_n, block_k)) = fp8_block(m, component, Some(l)) else {
+                continue;
+            };
+            // A width tp does not divide is another rule's refusal.
+            if width == 0 || !width.is_multiple_of(tp) {
+                continue;
+            }
+            let shard = width / tp;
+            let (block, name, side) = if input {
+                (block_k, "block_k", "input_size_per_partition")
+            } else {
+                (block_n, "block_n", "output_partition_size")
+            };
+            if !shard.is_multiple_of(block) {
+                return Some(format!(
+                    "Weight {side} = {shard} is not divisible by weight quantization {name} = {block}: tp {tp} splits the {what}'s {width} {} into shards that are not whole FP8 scale blocks (layer {l}; validate_fp8_block_shape)",
+                    if input { "inputs" } else { "outputs" }
+                ));
+            }
+        }
+    }
+    None
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// `Fp8MoEMethod.create_weights` on a block-FP8 checkpoint: each rank's share of an
+/// expert's intermediate width must hold whole blocks (`validate_fp8_block_shape_moe`),
+/// unless `refine_fp8_moe_block_shape` can refine the scales to a finer block:
+/// `gcd(block_n, block_k, shard, hidden) ≥ 32` (vLLM's default `auto` MoE backend).
+/// `moe_tp` is the ranks each expert is split over, `tp` the attention's TP.
+fn block_fp8_moe_refusal(m: &Model, moe_tp: u64, tp: u64) -> Option<String> {
+    let (block_n, block_k) = fp8_block(m, Component::Experts, None)?;
+    if m.moe_intermediate == 0 || !m.moe_intermediate.is_multiple_of(moe_tp) {
+        return None;
+    }
+    let shard = m.moe_intermediate / moe_tp;
+    let whole = shard.is_multiple_of(block_n) && (moe_tp == 1 || shard.is_multiple_of(block_k));
+    if !whole && gcd(gcd(block_n, block_k), gcd(shard, m.hidden)) >= 32 {
+        return None; // refined to a finer block at load time
+    }
+    if !shard.is_multiple_of(block_n) {
+        return Some(format!(
+            "The output_size of gate's and up's weight = {shard} is not divisible by weight quantization block_n = {block_n}: the experts' {} intermediate width split over {moe_tp} ranks leaves shards that are not whole FP8 scale blocks, nor a block of 32 or more vLLM could refine them to (validate_fp8_block_shape_moe)",
+            m.moe_intermediate
+        ));
+    }
+    (tp > 1 && !shard.is_multiple_of(block_k)).then(|| {
+        format!(
+            "The input_size of down's weight = {shard} is not divisible by weight quantization block_k = {block_k}: the experts' {} intermediate width split over {moe_tp} ranks (validate_fp8_block_shape_moe)",
+            m.moe_intermediate
+        )
+    })
+}
+
 fn kinds_ffn(m: &Model, ffn: Ffn) -> bool {
     (0..m.layers).any(|l| m.layer(l).ffn == ffn)
 }
@@ -162,20 +293,66 @@ pub fn moe_tp(l: &Layout) -> u64 {
     }
 }
 
-/// `FusedMoEConfig.__post_init__`: `assert intermediate_size % moe_tp == 0`. A dense
-/// model's DP replicas are separate engines, so only a MoE model's DP counts.
+/// `FusedMoEConfig.__post_init__`: `assert intermediate_size % moe_tp == 0`, and on a
+/// block-FP8 checkpoint each rank's share whole scale blocks ([`block_fp8_moe_refusal`]).
+/// A dense model's DP replicas are separate engines, so only a MoE model's DP counts.
 pub fn moe_refusal(m: &Model, l: &Layout) -> Option<String> {
     if !m.is_moe() {
         return None;
     }
     let tp = moe_tp(l);
-    (m.moe_intermediate > 0 && !m.moe_intermediate.is_multiple_of(tp)).then(|| {
-        format!(
+    if m.moe_intermediate > 0 && !m.moe_intermediate.is_multiple_of(tp) {
+        return Some(format!(
             "the experts' intermediate size ({}) is not divisible by the {tp} ranks that split each expert (tp × dp{} without `ep`; FusedMoEConfig asserts it)",
             m.moe_intermediate,
             if l.pcp > 1 { " × pcp" } else { "" }
+        ));
+    }
+    block_fp8_moe_refusal(m, tp, l.tp.max(1)).or_else(|| block_fp8_shared_refusal(m, l))
+}
+
+/// `validate_fp8_block_shape` on the shared experts' down projection (a row-parallel
+/// layer over the attention's TP), except with `ep` and tp > 1, where vLLM runs the
+/// shared experts unsplit on each rank (`ParallelConfig.use_sequence_parallel_moe`; every
+/// `all2all_backend` dic writes is one of its backends).
+fn block_fp8_shared_refusal(m: &Model, l: &Layout) -> Option<String> {
+    let tp = l.tp.max(1);
+    let width = shared_width(m);
+    let (_, block_k) = fp8_block(m, Component::Mlp, None)?;
+    if (l.ep && tp > 1) || width == 0 || !width.is_multiple_of(tp) {
+        return None;
+    }
+    let shard = width / tp;
+    (!shard.is_multiple_of(block_k)).then(|| {
+        format!(
+            "Weight input_size_per_partition = {shard} is not divisible by weight quantization block_k = {block_k}: tp {tp} splits the shared experts' {width}-wide down projection into shards that are not whole FP8 scale blocks (validate_fp8_block_shape)"
         )
     })
+}
+
+/// The shared experts' summed intermediate width (0: none).
+fn shared_width(m: &Model) -> u64 {
+    let one = if m.detail.shared_expert_intermediate > 0 {
+        m.detail.shared_expert_intermediate
+    } else {
+        m.moe_intermediate
+    };
+    one * m.shared_experts
+}
+
+/// The help for a [`moe_refusal`]: `ep`, or the widest split of each expert (powers of
+/// two, as the planner's sizes) that vLLM accepts.
+fn moe_help(m: &Model, l: &Layout) -> String {
+    let widest = (0..=16)
+        .map(|k| 1u64 << k)
+        .take_while(|t| *t <= moe_tp(l))
+        .filter(|t| {
+            m.moe_intermediate.is_multiple_of(*t)
+                && block_fp8_moe_refusal(m, *t, (*t).min(l.tp.max(1))).is_none()
+        })
+        .last()
+        .unwrap_or(1);
+    format!("add `ep` (whole experts per rank), or split each expert over at most {widest} ranks (tp × dp without `ep`)")
 }
 
 /// The TP sizes to propose: powers of two up to `max` that vLLM can split the model over.
@@ -219,7 +396,7 @@ pub(super) fn shape_against_the_layout(s: &Scenario, out: &mut Vec<Finding>) {
             Anchor::Layout,
             message,
             "vLLM refuses this split of the experts",
-            Some("add `ep` (whole experts per rank), or choose tp × dp dividing the experts' intermediate size".into()),
+            Some(moe_help(m, l)),
         ));
     }
 }
@@ -400,5 +577,26 @@ mod tests {
             .unwrap()
             .0
             .contains("sliding window"));
+    }
+
+    #[test]
+    fn block_fp8_shared_experts_split_over_tp_unless_ep() {
+        // DeepSeek-V3 (blocks 128 × 128) with a 1,536-wide shared expert: tp 8 gives 192
+        // inputs per rank, 1.5 blocks; with `ep` and tp > 1 vLLM runs it unsplit.
+        let mut m = model("deepseek_v3");
+        m.detail.shared_expert_intermediate = 1536;
+        let l = Layout {
+            tp: 8,
+            ..Layout::default()
+        };
+        let why = moe_refusal(&m, &l).unwrap();
+        assert!(
+            why.contains("= 192") && why.contains("shared experts"),
+            "{why}"
+        );
+        assert!(moe_refusal(&m, &Layout { ep: true, ..l }).is_none());
+        // Without blocks (per-tensor FP8) nothing is refused.
+        m.detail.weight_block.clear();
+        assert!(moe_refusal(&m, &l).is_none());
     }
 }

@@ -20,6 +20,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
     tp_links(s, &mut out);
     moe_token_exchange(s, &mut out);
     lengths_and_batch(s, &mut out);
+    super::passthrough::passthrough_options(s, &mut out);
     out
 }
 
@@ -478,7 +479,8 @@ fn tp_inside_the_domain(s: &Scenario, domain: u64) -> String {
         }
         let mut q = s.clone();
         q.layout = keep_dcp_if_valid(m, crate::program::Layout { tp: t, dp, ..l });
-        if super::memory_rules::fits(&q) {
+        // The experts split over tp × dp without `ep`: a split vLLM refuses is no remedy.
+        if super::memory_rules::fits(&q) && super::shape::moe_refusal(m, &q.layout).is_none() {
             return if l.tp <= domain {
                 format!(
                     "`{}` keeps every TP group inside one {domain}-GPU domain on the same {gpus} GPUs",

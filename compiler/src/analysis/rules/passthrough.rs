@@ -1,0 +1,187 @@
+//! vLLM 0.33's start-up checks of options dic does not write but `extra_args` can pass
+//! through: expert-parallel load balancing (`--enable-eplb`, `--eplb-config`) against the
+//! layout and the experts (E0412), and chunked prefill turned off with a token budget below
+//! `max_model_len` (E0510), `--dtype bfloat16` on a GPU without BF16 (E0802), and a CUDA
+//! graph capture limit below a speculative step's tokens (E0314). docs/vllm-rules.md
+//! rows 20, 21, 32, 47 and 55.
+
+use super::*;
+
+/// The value of option `name` in `args`: `--name=value`, or the word after `--name`.
+fn option_value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter().enumerate().find_map(|(i, w)| {
+        if w == name {
+            args.get(i + 1).map(String::as_str)
+        } else {
+            w.strip_prefix(name).and_then(|rest| rest.strip_prefix('='))
+        }
+    })
+}
+
+fn has_flag(args: &[String], name: &str) -> bool {
+    args.iter()
+        .any(|w| w == name || w.strip_prefix(name).is_some_and(|r| r.starts_with('=')))
+}
+
+/// `num_redundant_experts` from `--eplb-config '{…}'` or `--eplb-config.num_redundant_experts N`
+/// (0 when unset or unreadable; vLLM's parser reports the unreadable).
+fn redundant_experts(args: &[String]) -> u64 {
+    if let Some(n) = option_value(args, "--eplb-config.num_redundant_experts") {
+        return n.trim().parse().unwrap_or(0);
+    }
+    option_value(args, "--eplb-config")
+        .and_then(|json| serde_json::from_str::<serde_json::Value>(json).ok())
+        .and_then(|v| v.get("num_redundant_experts").and_then(|n| n.as_u64()))
+        .unwrap_or(0)
+}
+
+/// E0412 (`ParallelConfig._validate_parallel_config`, `fused_moe/layer.py:FusedMoEFactory`),
+/// E0510 (`SchedulerConfig.verify_max_model_len`).
+pub(super) fn passthrough_options(s: &Scenario, out: &mut Vec<Finding>) {
+    let args = &s.engine.extra_args;
+    let l = &s.layout;
+    let m = &s.model;
+    let eplb = has_flag(args, "--enable-eplb");
+    let redundant = redundant_experts(args);
+    let ranks = l.tp.max(1) * l.pcp.max(1) * l.dp.max(1);
+    let mut eplb_problem = |message: String, help: String| {
+        out.push(Finding::new(
+            Code::EplbRefused,
+            Anchor::Engine("extra_args"),
+            message,
+            "vLLM refuses this expert load balancing",
+            Some(help),
+        ))
+    };
+    if eplb && !l.ep {
+        eplb_problem(
+            "enable_expert_parallel must be True to use EPLB: `--enable-eplb` moves experts between expert-parallel ranks, and the layout has no `ep`".into(),
+            "add `ep` to the layout, or drop `--enable-eplb`".into(),
+        );
+    } else if eplb && ranks <= 1 {
+        eplb_problem(
+            format!("EPLB requires tensor, prefill-context, or data parallelism, but got TP={}, PCP={}, DP={}.", l.tp.max(1), l.pcp.max(1), l.dp.max(1)),
+            "spread the experts over more than one rank (tp or dp above 1), or drop `--enable-eplb`".into(),
+        );
+    } else if eplb && m.experts > 0 && !(m.experts + redundant).is_multiple_of(ranks) {
+        // With `ep`, the EP group is every rank of the engine: tp × pcp × dp.
+        let total = m.experts + redundant;
+        let up = total.div_ceil(ranks) * ranks - m.experts;
+        eplb_problem(
+            format!("EPLB currently only supports even distribution of experts across ranks. Got {total} experts and {ranks} EP ranks."),
+            format!("set `num_redundant_experts` to {up} (`--eplb-config.num_redundant_experts={up}`) so that {} experts split evenly over {ranks} ranks, or choose tp × dp dividing {total}", m.experts + up),
+        );
+    }
+    if !eplb && redundant > 0 {
+        eplb_problem(
+            format!("num_redundant_experts is set to {redundant} but EPLB is not enabled. Either enable EPLB or unset num_redundant_experts."),
+            "add `--enable-eplb` to `extra_args`, or drop `num_redundant_experts`".into(),
+        );
+    }
+    bf16_on_the_gpu(s, out);
+    capture_limit_below_a_speculative_step(s, out);
+    let e = &s.engine;
+    if has_flag(args, "--disable-chunked-prefill") && e.max_num_batched_tokens < e.max_model_len {
+        out.push(Finding::new(
+            Code::BatchBelowModelLen,
+            Anchor::Engine("extra_args"),
+            format!(
+                "max_num_batched_tokens ({}) is smaller than max_model_len ({}): with chunked prefill off, a prompt of max_model_len must fit one step's token budget",
+                e.max_num_batched_tokens, e.max_model_len
+            ),
+            "chunked prefill turned off here",
+            Some(format!(
+                "set `max_num_batched_tokens = {}` (the max_model_len), lower `max_model_len`, or drop `--disable-chunked-prefill`",
+                e.max_model_len
+            )),
+        ));
+    }
+}
+
+/// `CudaPlatform.check_if_supports_dtype`: BF16 needs compute capability 8.0. dic writes no
+/// `--dtype` (vLLM's `auto` falls back to FP16 below 8.0), so only `extra_args` forces it.
+fn bf16_on_the_gpu(s: &Scenario, out: &mut Vec<Finding>) {
+    let gpu = &s.topology.gpu;
+    let forced = option_value(&s.engine.extra_args, "--dtype")
+        .is_some_and(|d| matches!(d, "bfloat16" | "bf16"));
+    let Some(cc) = gpu.compute_capability().filter(|cc| forced && *cc < 8.0) else {
+        return;
+    };
+    out.push(Finding::new(
+        Code::FormatNeedsNewerGpu,
+        Anchor::Engine("extra_args"),
+        format!(
+            "Bfloat16 is only supported on GPUs with compute capability of at least 8.0: the {} has {cc:.1}",
+            gpu.name
+        ),
+        "`--dtype bfloat16` forced here",
+        Some("drop `--dtype` (vLLM then runs FP16 on this GPU), or use `--dtype float16`".into()),
+    ));
+}
+
+/// `CompilationConfig.adjust_cudagraph_sizes_for_spec_decode`: the captured sizes are
+/// rounded up to multiples of `tokens + 1` within the largest capture size, and vLLM
+/// refuses to start when none is left. vLLM's own limit, `min(2 × max_num_seqs × (tokens +
+/// 1), 512, max_num_batched_tokens)`, always holds one (E0504 keeps the budget above the
+/// drafted tokens); a limit written in `extra_args` may not.
+fn capture_limit_below_a_speculative_step(s: &Scenario, out: &mut Vec<Finding>) {
+    let args = &s.engine.extra_args;
+    let Some(sp) = &s.engine.speculative else {
+        return;
+    };
+    let graphs = !s.engine.enforce_eager
+        && s.engine.cudagraph_mode != super::super::scenario::CudaGraphMode::None;
+    let limit = [
+        "--max-cudagraph-capture-size",
+        "--compilation-config.max_cudagraph_capture_size",
+        "-cc.max_cudagraph_capture_size",
+    ]
+    .iter()
+    .find_map(|name| option_value(args, name))
+    .and_then(|v| v.trim().parse::<u64>().ok());
+    let step = sp.tokens + 1;
+    let Some(limit) = limit.filter(|l| graphs && *l > 0 && *l < step) else {
+        return;
+    };
+    out.push(Finding::new(
+        Code::InvalidExtraArg,
+        Anchor::Engine("extra_args"),
+        format!(
+            "No valid cudagraph sizes after rounding to multiple of {step} (num_speculative_tokens + 1): max_cudagraph_capture_size ({limit}) is below one speculative decode step"
+        ),
+        "capture limit set here",
+        Some(format!(
+            "drop the capture limit (vLLM's default covers the speculative steps), or set it to at least {step}"
+        )),
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(w: &[&str]) -> Vec<String> {
+        w.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn redundant_experts_are_read_from_either_spelling() {
+        assert_eq!(redundant_experts(&words(&["--enable-eplb"])), 0);
+        assert_eq!(
+            redundant_experts(&words(&["--eplb-config.num_redundant_experts=32"])),
+            32
+        );
+        assert_eq!(
+            redundant_experts(&words(&[
+                "--eplb-config",
+                r#"{"num_redundant_experts": 16}"#
+            ])),
+            16
+        );
+        assert!(has_flag(
+            &words(&["--disable-chunked-prefill"]),
+            "--disable-chunked-prefill"
+        ));
+        assert!(!has_flag(&words(&["--enable-eplb-x"]), "--enable-eplb"));
+    }
+}

@@ -28,6 +28,9 @@ pub struct KvLogRow {
     pub full: bool,
     /// Logged in 2025 or later (vLLM V1's accounting; older versions profiled otherwise).
     pub recent: bool,
+    /// Logged before vLLM's sort-free top-k/top-p samplers (February 2026, PR #33538): its
+    /// profile run sorted the vocabulary in the sampler pass.
+    pub sorting_sampler: bool,
     /// How the model is written in `.dist`.
     pub model_dist: &'static str,
 }
@@ -145,6 +148,7 @@ pub fn parse_kv_logs(csv: &str) -> (Vec<KvLogRow>, usize) {
                 kv_tokens: kv?,
                 full: r[full].trim() == "full",
                 recent: r[date].as_str() >= "2025",
+                sorting_sampler: r[date].as_str() < "2026-02",
                 model_dist,
             })
         })();

@@ -603,10 +603,12 @@ deploy d { model = llama_3_1_70b, cluster = c, workload = w, layout = tp 4, engi
 }
 
 /// The fused-MoE workspace of vLLM's profile run by hand (Qwen3-235B-A22B: hidden 4096,
-/// experts 1536 wide, top 8; an 8192-token budget). On tp 1 × dp 2 the default backend
-/// gathers both ranks' tokens (16,384, the chunk limit) and each rank holds half of every
-/// expert (768): 131,072 pairs × (max(1536, 4096) + 768) elements × 2 B. With EP each rank
-/// holds whole experts (1536): max(3072, 4096) + 1536 per pair.
+/// experts 1536 wide, top 8; an 8192-token budget), as `TritonExperts.workspace_shapes`
+/// sizes it: per pair max(I, H) + max(2·I, H) 16-bit elements. On tp 1 × dp 2 the default
+/// backend gathers both ranks' tokens (16,384; 0.33 no longer chunks the call) and each
+/// rank holds half of every expert (768): 131,072 pairs × (max(768, 4096) + max(1536,
+/// 4096)) × 2 B. With EP each rank holds whole experts (1536): the hidden size still
+/// decides both buffers.
 #[test]
 fn the_fused_moe_workspace_counts_the_gathered_pairs() {
     use dic_compiler::analysis::catalog;
@@ -631,13 +633,18 @@ fn the_fused_moe_workspace_counts_the_gathered_pairs() {
         dp: 2,
         ..Layout::default()
     };
-    assert_eq!(at(dp2), 131_072.0 * (4096.0 + 768.0) * 2.0);
+    assert_eq!(at(dp2), 131_072.0 * (4096.0 + 4096.0) * 2.0);
     assert_eq!(
         at(Layout { ep: true, ..dp2 }),
-        131_072.0 * (4096.0 + 1536.0) * 2.0
+        131_072.0 * (4096.0 + 4096.0) * 2.0
     );
     // One rank: its own 8192 tokens, every expert whole.
-    assert_eq!(at(Layout::default()), 65_536.0 * (4096.0 + 1536.0) * 2.0);
+    assert_eq!(at(Layout::default()), 65_536.0 * (4096.0 + 4096.0) * 2.0);
+    // Four DP ranks: 32,768 tokens, all in one call (older releases chunked at 16,384).
+    assert_eq!(
+        at(Layout { dp: 4, ..dp2 }),
+        262_144.0 * (4096.0 + 4096.0) * 2.0
+    );
 }
 
 /// Llama-3.1-8B (32 layers) at TP 8 on one DGX B200, 1024-token prompts and 8 in flight,

@@ -11,8 +11,9 @@
 //! down-projections replicated), experts over TP×DP (or distributed whole with EP, uneven
 //! split allowed), the embedding on the first PP stage and the LM head on the last (both
 //! vocab-parallel over TP), layers split over stages as `get_pp_indices` does. The KV bytes are exact;
-//! the activation, non-torch and CUDA-graph terms are estimates from named constants
-//! (below) and can be overridden per deployment.
+//! the activation peak is derived tensor by tensor from the profile run
+//! ([`super::activation`]); the non-torch and CUDA-graph terms are estimates from named
+//! constants (below); all three can be overridden per deployment.
 
 use super::kv_pool::{self, KvPool};
 use super::scenario::{Scenario, GIB};
@@ -22,20 +23,9 @@ use serde::Serialize;
 /// Estimated memory constants. Sources: vLLM 0.33 profiling
 /// (`gpu_worker.determine_available_memory`, reference §4.1) for what is measured;
 /// the values are estimates within the ranges the reference gives, overridable with
-/// `activation_memory`, `non_torch_memory` and `cuda_graph_memory` in `vllm { … }`.
+/// `non_torch_memory` and `cuda_graph_memory` in `vllm { … }`. The activation peak is
+/// derived, not estimated ([`super::activation`]; `activation_memory` overrides it).
 pub mod constants {
-    /// Hidden-sized activations alive at once in the profile run's peak (residual,
-    /// normed input, attention output, MLP output). [estimate]
-    pub const ACTIVATION_HIDDEN_COPIES: f64 = 4.0;
-    /// Buffers of `[requests × vocab]` fp32 alive at the peak of the profile run's sampler
-    /// pass on the last stage (vLLM V1's `_dummy_sampler_run` samples with temperature,
-    /// top-k and top-p: the fp32 logits, their sorted values and int64 indices (two
-    /// buffers' worth), softmax probabilities, their cumulative sum, the masked and
-    /// scattered logits, logprobs — about ten). [fitted on vllm-kv-logs.csv: the two
-    /// recent 32B/70B logs each left 7.9 and 8.2 such buffers more than the two dic
-    /// charged before — 4.6 and 4.0 GiB per GPU — and with ten the three recent logs are
-    /// within 1%; `kv_capacity_meets_the_goals` bounds them]
-    pub const LOGITS_FP32_COPIES: f64 = 10.0;
     /// cuBLAS/cuBLASLt workspaces and attention-backend buffers allocated after vLLM's
     /// memory snapshot, one GPU. Reference: "~0.2–1 GiB". [estimate]
     pub const NON_TORCH_SINGLE_GIB: f64 = 0.25;
@@ -50,6 +40,7 @@ pub mod constants {
 
 // The element sizes and the weights per rank live below the memory model (the KV pool and
 // the speculative draft use them too); their paths here stay.
+pub use super::activation::{activation_peak, expert_width_on_rank, fused_moe_workspace};
 pub use super::kv_pool::kv_bytes;
 pub use super::weights::{rank_weights, weight_bytes, weight_bytes_grouped, RankWeights};
 
@@ -306,66 +297,6 @@ pub fn memory(s: &Scenario) -> MemoryReport {
             f64::MAX
         },
     }
-}
-
-/// The fused-MoE call's workspace in the profile run, bytes (0 without MoE layers). vLLM's
-/// `fused_experts` runs M tokens at a time (at most `VLLM_FUSED_MOE_CHUNK_SIZE`, 16 × 1024)
-/// and allocates, per token–expert pair, one 16-bit buffer shared by the gate/up output
-/// and the down output (the larger of 2·I and H elements) and one for the activation (I):
-/// `workspace13` and `workspace2` of its modular kernels. M is the rank's token budget
-/// times the DP ranks: the default backend all-gathers every rank's tokens, and DeepEP
-/// may deliver as many; I is [`expert_width_on_rank`]. (Counting the
-/// gate/up output alone, as before, left out two thirds of it: 0.4 GB of 1.3 GB for
-/// Qwen3-235B on tp 1 × dp 2.)
-pub fn fused_moe_workspace(s: &Scenario) -> f64 {
-    let m = &s.model;
-    if !m.is_moe() {
-        return 0.0;
-    }
-    let l = &s.layout;
-    let width = expert_width_on_rank(s);
-    let tokens =
-        (s.engine.max_num_batched_tokens as f64 * l.dp.max(1) as f64).min(FUSED_MOE_CHUNK_TOKENS);
-    let pairs = tokens * m.experts_per_token as f64;
-    pairs * ((2.0 * width).max(m.hidden as f64) + width) * 2.0
-}
-
-/// The intermediate width of each expert on one rank, as [`rank_weights`] shards the
-/// experts: whole with EP (whole experts over the TP × DP ranks), split over TP × DP
-/// without it.
-pub fn expert_width_on_rank(s: &Scenario) -> f64 {
-    let (m, l) = (&s.model, &s.layout);
-    if l.ep {
-        m.moe_intermediate as f64
-    } else {
-        m.moe_intermediate as f64 / l.ep_size() as f64
-    }
-}
-
-/// vLLM's `VLLM_FUSED_MOE_CHUNK_SIZE` default (16 × 1024; 32768 in older releases): the
-/// most tokens one fused-MoE call processes at once.
-pub const FUSED_MOE_CHUNK_TOKENS: f64 = 16384.0;
-
-/// Peak activations of vLLM's profile run: `max_num_batched_tokens` tokens through one
-/// layer at a time (the larger of the dense MLP's and the fused-MoE workspace), plus the
-/// sampler's logits on the last stage.
-pub fn activation_peak(s: &Scenario, is_last: bool) -> f64 {
-    let m = &s.model;
-    let l = &s.layout;
-    let e = &s.engine;
-    let tp = l.tp.max(1) as f64;
-    let t = e.max_num_batched_tokens as f64;
-    let act_bytes = 2.0;
-    let qkv_local = ((m.heads + 2 * m.kv_heads) * m.head_dim) as f64 / tp;
-    let dense_local = 2.0 * m.intermediate as f64 / tp;
-    let per_token = constants::ACTIVATION_HIDDEN_COPIES * m.hidden as f64 + qkv_local;
-    let mut bytes =
-        t * per_token * act_bytes + fused_moe_workspace(s).max(t * dense_local * act_bytes);
-    if is_last {
-        let reqs = (e.max_num_batched_tokens.min(e.max_num_seqs)) as f64;
-        bytes += reqs * m.vocab as f64 * 4.0 * constants::LOGITS_FP32_COPIES;
-    }
-    bytes
 }
 
 #[cfg(test)]

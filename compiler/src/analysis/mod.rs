@@ -14,6 +14,7 @@
 //! decided layout, [`cluster`]), [`diagnostics_for`] (findings at the deployment's spans)
 //! and [`forecast::figures`] (what the forecast reports).
 
+pub mod activation;
 pub mod allocation;
 pub mod bridge;
 pub mod catalog;

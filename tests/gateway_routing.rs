@@ -2,7 +2,10 @@
 //! the HTTPRoute sends the named Gateway's traffic to the InferencePool; the pool selects
 //! exactly the deployment's model-server pods (a LeaderWorkerSet's leaders, not its
 //! workers, nor the endpoint picker or a Job) on the port vLLM listens on; the endpoint
-//! picker's scorer weights follow the `.dist`; and the rules on `routing`.
+//! picker's scorer weights follow the `.dist`; a disaggregated deployment routed as llm-d
+//! routes P/D (one pool over both pools, role labels, the decode pods' routing sidecar on
+//! the pool's port in front of vLLM); autoscalers on the model servers; and the rule on
+//! `routing`.
 
 #![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
 
@@ -43,16 +46,6 @@ fn objects(files: &BTreeMap<String, String>) -> BTreeMap<String, Value> {
 fn pod_templates(
     objects: &BTreeMap<String, Value>,
 ) -> Vec<(String, BTreeMap<String, String>, Value)> {
-    let labels_of = |t: &Value| -> BTreeMap<String, String> {
-        t["metadata"]["labels"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap().into()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
     let mut out = Vec::new();
     for (id, o) in objects {
         match o["kind"].as_str().unwrap() {
@@ -317,7 +310,7 @@ fn a_pool_of_multi_node_replicas_selects_their_leaders() {
 }
 
 #[test]
-fn routing_a_disaggregated_layout_or_weighing_nothing_is_refused() {
+fn weighing_nothing_is_refused() {
     let check = |name: &str, text: &str| {
         let dir = common::fresh_dir(name);
         let path = dir.join("main.dist");
@@ -327,11 +320,6 @@ fn routing_a_disaggregated_layout_or_weighing_nothing_is_refused() {
                 .unwrap();
         common::rendered(&checked)
     };
-    let pd = check(
-        "refuse-pd",
-        &routed("gateway = \"gw\"", "", "{ prefill = tp 1, decode = tp 1 }"),
-    );
-    assert!(pd.contains("`routing` with a disaggregated layout"), "{pd}");
     let none = check(
         "refuse-zero",
         &routed(
@@ -349,4 +337,288 @@ fn routing_a_disaggregated_layout_or_weighing_nothing_is_refused() {
         &routed("gateway_namespace = \"x\"", "", "tp 1"),
     );
     assert!(missing.contains("gateway"), "{missing}");
+}
+
+/// A pod template's containers and init containers (a native sidecar is an init
+/// container with `restartPolicy: Always`).
+fn all_containers(t: &Value) -> Vec<Value> {
+    ["initContainers", "containers"]
+        .iter()
+        .filter_map(|k| t["spec"][k].as_array())
+        .flatten()
+        .cloned()
+        .collect()
+}
+
+/// A container's `--flag=value` argument.
+fn flag<'a>(c: &'a Value, name: &str) -> Option<&'a str> {
+    let prefix = format!("{name}=");
+    c["args"]
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .find_map(|a| a.strip_prefix(prefix.as_str()))
+}
+
+/// Which pods a filter of llm-d v0.8.0 keeps (`filter/bylabel/roles.go`: the prefill
+/// filter needs role `prefill`, the decode filter takes `decode` or no role at all).
+fn role_filter_keeps(filter: &str, labels: &BTreeMap<String, String>) -> bool {
+    let role = labels.get("llm-d.ai/role").map(String::as_str);
+    match filter {
+        "prefill-filter" => role == Some("prefill"),
+        "decode-filter" => role.is_none() || role == Some("decode"),
+        other => panic!("unknown filter {other}"),
+    }
+}
+
+/// P/D behind a Gateway, as llm-d runs it, read across both pools' objects: the route's
+/// backend is one pool over both pools' serving pods; its target port reaches vLLM on a
+/// prefill pod (where the sidecar sends prompts) and the routing sidecar on a decode pod,
+/// which forwards to the port that pod's vLLM really listens on; the picker's two
+/// profiles each keep exactly their pool by the role labels the pods carry; both pools
+/// run NIXL; no router of dic's own; monitors cover the picker and both pools.
+#[test]
+fn a_disaggregated_deployment_is_routed_as_llm_d_routes_p_d() {
+    let files = common::generate("examples/gateway_pd.dist");
+    let objects = objects(&files);
+    assert!(
+        !files.keys().any(|f| f.contains("/k8s/router")),
+        "dic's router beside the picker"
+    );
+    let route = &objects["HTTPRoute/chat"];
+    assert_eq!(
+        route["spec"]["rules"][0]["backendRefs"],
+        serde_json::json!([{ "group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "chat" }])
+    );
+    let pool = &objects["InferencePool/chat"];
+    let selector = &pool["spec"]["selector"]["matchLabels"];
+    let target = pool["spec"]["targetPorts"][0]["number"].as_u64().unwrap();
+    let templates = pod_templates(&objects);
+    let selected: Vec<&(String, BTreeMap<String, String>, Value)> = templates
+        .iter()
+        .filter(|(_, l, _)| selects(selector, l))
+        .collect();
+    let ids: Vec<&str> = selected.iter().map(|(id, _, _)| id.as_str()).collect();
+    assert_eq!(
+        ids,
+        vec!["Deployment/chat-decode", "Deployment/chat-prefill"]
+    );
+    for (id, labels, t) in &selected {
+        let containers = all_containers(t);
+        let vllm = containers.iter().find(|c| vllm_port(c).is_some()).unwrap();
+        let vllm_listens = vllm_port(vllm).unwrap();
+        assert!(
+            words(vllm).contains(r#"{"kv_connector":"NixlConnector","kv_role":"kv_both"}"#),
+            "{id}: NIXL"
+        );
+        // What listens on the pool's port in this pod.
+        let at_target: Vec<&Value> = containers
+            .iter()
+            .filter(|c| {
+                c["ports"].as_array().is_some_and(|ps| {
+                    ps.iter()
+                        .any(|p| p["containerPort"].as_u64() == Some(target))
+                })
+            })
+            .collect();
+        assert_eq!(at_target.len(), 1, "{id}: one container on {target}");
+        match labels["llm-d.ai/role"].as_str() {
+            "prefill" => {
+                assert_eq!(vllm_listens, target, "{id}: the sidecar sends prompts here");
+                assert_eq!(at_target[0]["name"], "vllm");
+                assert_eq!(containers.len(), 1, "{id}: no sidecar on a prefill pod");
+            }
+            "decode" => {
+                let sidecar = at_target[0];
+                assert_eq!(sidecar["name"], "routing-sidecar");
+                assert_eq!(sidecar["restartPolicy"], "Always", "a native sidecar");
+                assert_eq!(
+                    sidecar["image"],
+                    "ghcr.io/llm-d/llm-d-routing-sidecar:v0.8.0"
+                );
+                assert_eq!(flag(sidecar, "--port"), Some(target.to_string().as_str()));
+                assert_eq!(
+                    flag(sidecar, "--vllm-port"),
+                    Some(vllm_listens.to_string().as_str()),
+                    "{id}: the sidecar forwards to vLLM's --port"
+                );
+                assert_ne!(vllm_listens, target);
+                assert_eq!(flag(sidecar, "--kv-connector"), Some("nixlv2"));
+                assert_eq!(flag(sidecar, "--secure-proxy"), Some("false"));
+            }
+            other => panic!("{id}: role {other}"),
+        }
+    }
+    // The picker: decode first, then prefill for every prompt; each profile's filter keeps
+    // exactly its pool's pods.
+    let config: Value = serde_yaml_ng::from_str(
+        objects["ConfigMap/chat-epp"]["data"]["epp-config.yaml"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    let loaded: Vec<&Value> = config["plugins"].as_array().unwrap().iter().collect();
+    let is_loaded = |name: &str| loaded.iter().any(|p| p["type"] == name);
+    let handler = loaded
+        .iter()
+        .find(|p| p["type"] == "disagg-profile-handler")
+        .unwrap();
+    let decider = handler["parameters"]["deciders"]["prefill"]
+        .as_str()
+        .unwrap();
+    assert_eq!(decider, "always-disagg-pd-decider");
+    assert!(is_loaded(decider) && is_loaded("disagg-headers-handler"));
+    for profile in config["schedulingProfiles"].as_array().unwrap() {
+        let name = profile["name"].as_str().unwrap();
+        assert_eq!(handler["parameters"]["profiles"][name], name);
+        let refs: Vec<&str> = profile["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["pluginRef"].as_str().unwrap())
+            .collect();
+        assert!(refs.iter().all(|r| is_loaded(r)), "{refs:?}");
+        let filter = refs[0];
+        let kept: Vec<&str> = selected
+            .iter()
+            .filter(|(_, l, _)| role_filter_keeps(filter, l))
+            .map(|(id, _, _)| id.as_str())
+            .collect();
+        assert_eq!(
+            kept,
+            vec![format!("Deployment/chat-{name}").as_str()],
+            "{name}"
+        );
+    }
+    // Monitoring: the picker's Service, and each pool's Service, whose `http` port leads to
+    // vLLM's metrics (not the sidecar's).
+    for (monitor, pool_pods) in [
+        ("ServiceMonitor/chat-epp", None),
+        (
+            "ServiceMonitor/chat-prefill",
+            Some("Deployment/chat-prefill"),
+        ),
+        ("ServiceMonitor/chat-decode", Some("Deployment/chat-decode")),
+    ] {
+        let m = &objects[monitor];
+        let port = m["spec"]["endpoints"][0]["port"].as_str().unwrap();
+        let service = objects
+            .values()
+            .find(|o| {
+                o["kind"] == "Service"
+                    && selects(&m["spec"]["selector"]["matchLabels"], &labels_of(o))
+            })
+            .unwrap_or_else(|| panic!("{monitor} selects no Service"));
+        assert!(service["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == port));
+        if let Some(pods) = pool_pods {
+            let (_, l, t) = templates.iter().find(|(id, _, _)| id == pods).unwrap();
+            assert!(selects(&service["spec"]["selector"], l), "{monitor}");
+            let vllm = &t["spec"]["containers"][0];
+            let http = vllm["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"] == "http")
+                .unwrap();
+            assert_eq!(http["containerPort"].as_u64(), vllm_port(vllm), "{monitor}");
+        }
+    }
+}
+
+/// Every word of a container's command and args.
+fn words(c: &Value) -> String {
+    ["command", "args"]
+        .iter()
+        .filter_map(|k| c[k].as_array())
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// An object's (or a pod template's) own labels.
+fn labels_of(o: &Value) -> BTreeMap<String, String> {
+    o["metadata"]["labels"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap().into()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A pool whose decode replicas span nodes (a LeaderWorkerSet): the pool selects the
+/// leaders only, which carry the sidecar; the workers serve nothing.
+#[test]
+fn a_decode_pool_of_multi_node_replicas_puts_the_sidecar_on_its_leaders() {
+    let o = objects_of(
+        "pd-lws",
+        "import std.nodes.dgx_h100\nimport std.models.llama_3_1_405b\n\
+         cluster c { nodes = 4 × dgx_h100 }\n\
+         workload w { prompt = 2k tokens, output = 200 tokens, rate = 1 req/s }\n\
+         deploy d { model = llama_3_1_405b, cluster = c, workload = w, \
+         layout = { prefill = tp 8 × pp 2, decode = tp 8 × pp 2 }, routing = { gateway = \"gw\" } }\n",
+    );
+    let pool = &o["InferencePool/d"];
+    let target = pool["spec"]["targetPorts"][0]["number"].as_u64().unwrap();
+    let selected: Vec<(String, Value)> = pod_templates(&o)
+        .into_iter()
+        .filter(|(_, l, _)| selects(&pool["spec"]["selector"]["matchLabels"], l))
+        .map(|(id, _, t)| (id, t))
+        .collect();
+    let ids: Vec<&str> = selected.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(
+        ids,
+        vec![
+            "LeaderWorkerSet/d-decode/leaderTemplate",
+            "LeaderWorkerSet/d-prefill/leaderTemplate"
+        ]
+    );
+    let (_, decode_leader) = &selected[0];
+    let sidecar = &decode_leader["spec"]["initContainers"][0];
+    assert_eq!(flag(sidecar, "--port"), Some(target.to_string().as_str()));
+    let vllm = decode_leader["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(vllm_port);
+    assert_eq!(
+        flag(sidecar, "--vllm-port").map(|p| p.parse::<u64>().unwrap()),
+        vllm
+    );
+}
+
+/// The autoscaler, HPA or KEDA, still scales the serving workload when a pool and its
+/// picker sit in front of it (not the picker's Deployment).
+#[test]
+fn autoscaling_targets_the_model_servers_behind_the_pool() {
+    for (name, via) in [
+        ("scale-hpa", "autoscale = { min = 2, max = 4 }"),
+        (
+            "scale-keda",
+            "autoscale = { min = 0, max = 4, via = keda, prometheus = \"http://prometheus:9090\" }",
+        ),
+    ] {
+        let text = routed("gateway = \"gw\"", "", "tp 1 × dp 2")
+            .replace("routing = {", &format!("{via}, routing = {{"));
+        let o = objects_of(name, &text);
+        let scaler = o
+            .values()
+            .find(|x| x["kind"] == "HorizontalPodAutoscaler" || x["kind"] == "ScaledObject")
+            .unwrap_or_else(|| panic!("{name}: no autoscaler"));
+        let target = &scaler["spec"]["scaleTargetRef"];
+        assert_eq!(target["kind"], "Deployment", "{name}");
+        assert_eq!(target["name"], "d", "{name}");
+        let pool = &o["InferencePool/d"];
+        let (_, labels, _) = pod_templates(&o)
+            .into_iter()
+            .find(|(id, _, _)| id == "Deployment/d")
+            .unwrap();
+        assert!(selects(&pool["spec"]["selector"]["matchLabels"], &labels));
+    }
 }

@@ -52,7 +52,7 @@ impl Checker<'_, '_> {
             ok = false;
         }
         let routing = r.block("routing").map(super::routing::gateway_routing);
-        ok &= self.routing_rules(f, routing.as_ref(), &layout);
+        ok &= self.routing_rules(f, routing.as_ref());
         let lora = self.lora(f, &r);
         ok &= lora.is_some() || !f.contains_key("lora");
         let deploy = Deploy {

@@ -90,6 +90,7 @@ pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, B
     if plan.disaggregated.is_some() {
         conv_state_layout_for_nixl(&s.model, &mut plan.engine.env);
     }
+    route_pools(&mut plan);
     if !planned.slots.is_empty() {
         place_on_cluster(&mut plan, planned.slots, &ds.group_node);
     }
@@ -102,6 +103,25 @@ pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, B
         planned.whatif,
     );
     Ok((plan, forecast, warnings))
+}
+
+/// A disaggregated pool behind the endpoint picker (`routing`): its P/D routing, and on
+/// the decode pool vLLM moved off the deployment's port, which llm-d's routing sidecar
+/// takes (`ir::gateway::pd_routing`). Every consumer of the engine's port (commands,
+/// container ports, probes, Services, monitors) then agrees on where vLLM listens.
+fn route_pools(plan: &mut DeploymentPlan) {
+    let (Some(x), Some(g)) = (&plan.disaggregated, plan.kubernetes.gateway.as_mut()) else {
+        return;
+    };
+    let pd = super::gateway::pd_routing(
+        x.role,
+        plan.engine.port,
+        (NIXL_SIDE_CHANNEL_PORT, plan.gpus_per_node),
+    );
+    if let Some(sidecar) = &pd.sidecar {
+        plan.engine.port = sidecar.vllm_port;
+    }
+    g.pd = Some(pd);
 }
 
 /// Why a deployment cannot be launched, at its layout (E0801).

@@ -29,7 +29,10 @@ mod report;
 mod safety;
 
 pub use forecast::*;
-pub use gateway::{GatewayPlan, ScorerWeight, KV_CACHE_SCORER, PREFIX_CACHE_SCORER, QUEUE_SCORER};
+pub use gateway::{
+    GatewayPlan, PdRouting, RoutingSidecar, ScorerWeight, KV_CACHE_SCORER, PREFIX_CACHE_SCORER,
+    QUEUE_SCORER, ROUTING_SIDECAR_IMAGE, SIDECAR_NIXL_CONNECTOR,
+};
 pub use lora::{kv_offload_words, lora_words, KvOffload, LoraSettings};
 
 /// The types of the analysis and the program that are part of the contract as they are

@@ -7,6 +7,12 @@
 //! (`gateway.networking.k8s.io/v1`) from the named Gateway to the pool; and, with
 //! `monitoring`, a PodMonitor or ServiceMonitor on the picker's metrics.
 //!
+//! A disaggregated deployment is routed as llm-d routes P/D: the decode pool's folder
+//! carries these objects (where dic's own router would be); the pool selects both pools'
+//! serving pods (`llm-d.ai/inferenceServing`), which carry their `llm-d.ai/role`; the
+//! picker runs a decode and a prefill profile under `disagg-profile-handler`; the decode
+//! pods' routing sidecar (`routing_sidecar.rs`) holds the pool's port.
+//!
 //! The shapes follow llm-d-inference-scheduler v0.8.0's manifests
 //! (`deploy/components/inference-gateway/{deployments,services,rbac,inference-pools,httproutes}.yaml`)
 //! and its Helm chart (`config/charts/epplib/templates/_deployment.yaml`).
@@ -30,6 +36,68 @@ const EPP_USER: i64 = 65532;
 const EPP_HEALTH_SERVICE: &str = "envoy.service.ext_proc.v3.ExternalProcessor";
 /// The API group of InferencePool (the pool's own and the route's backendRef).
 const POOL_GROUP: &str = "inference.networking.k8s.io";
+/// The label llm-d's role filters read (`pkg/epp/framework/plugins/scheduling/filter/bylabel/roles.go`:
+/// `RoleLabel`; values `prefill`, `decode`).
+pub(super) const ROLE_LABEL: &str = "llm-d.ai/role";
+/// The label llm-d's model-server pods carry and its InferencePools select (llm-d's
+/// modelservice chart): here only the pods that serve the API, not LeaderWorkerSet workers.
+pub(super) const SERVING_LABEL: &str = "llm-d.ai/inferenceServing";
+/// llm-d v0.8.0's P/D plugins (`pkg/epp/framework/plugins/register.go`): the profile
+/// handler (`pd-profile-handler` is its deprecated alias), the decider that sends every
+/// prompt to a prefill server, the role filters, and the pre-request plugin that names the
+/// chosen prefill server in the header the sidecar reads.
+const DISAGG_PROFILE_HANDLER: &str = "disagg-profile-handler";
+const ALWAYS_DISAGG_DECIDER: &str = "always-disagg-pd-decider";
+const PREFILL_FILTER: &str = "prefill-filter";
+const DECODE_FILTER: &str = "decode-filter";
+const DISAGG_HEADERS_HANDLER: &str = "disagg-headers-handler";
+const PICKER: &str = "max-score-picker";
+
+/// Whether this plan's folder carries the routing objects: a disaggregated deployment's
+/// decode pool (where dic's router would be), a split deployment's first part (beside its
+/// Service), any other deployment.
+pub(super) fn carries_routing(d: &DeploymentPlan) -> bool {
+    match &d.disaggregated {
+        Some(x) => x.role == dic_compiler::ir::Pool::Decode,
+        None => d.part_of.as_ref().is_none_or(|p| p.first),
+    }
+}
+
+/// The pods the InferencePool selects: both pools' serving pods for a disaggregated
+/// deployment, else exactly those the client Service selects (a Deployment's pods, a
+/// LeaderWorkerSet's leaders, every part's).
+pub(super) fn pool_selector(d: &DeploymentPlan, svc: &Service) -> BTreeMap<String, String> {
+    match &d.disaggregated {
+        Some(x) => BTreeMap::from([
+            (PART_OF_LABEL.to_string(), dns_name(&x.deployment)),
+            (SERVING_LABEL.to_string(), "true".to_string()),
+        ]),
+        None => svc
+            .spec
+            .as_ref()
+            .and_then(|s| s.selector.clone())
+            .unwrap_or_default(),
+    }
+}
+
+/// llm-d's labels on a disaggregated pool's pods behind the picker: the role its filters
+/// read, and on the pods that serve (`api`) the label the pool selects.
+pub(super) fn pd_pod_labels(d: &DeploymentPlan, api: bool) -> Vec<(String, String)> {
+    let (Some(x), Some(_)) = (&d.disaggregated, &d.kubernetes.gateway) else {
+        return Vec::new();
+    };
+    let mut labels = vec![(ROLE_LABEL.to_string(), x.role.name().to_string())];
+    if api {
+        labels.push((SERVING_LABEL.to_string(), "true".to_string()));
+    }
+    labels
+}
+
+/// The port the pool targets: the P/D pools' shared one (the decode pods' sidecar), else
+/// vLLM's.
+fn target_port(d: &DeploymentPlan, g: &GatewayPlan) -> u64 {
+    g.pd.as_ref().map_or(pod_port(d), |pd| pd.target_port)
+}
 
 /// The objects of a deployment routed through a Gateway, as (file, YAML). Only the first
 /// part of a deployment spread over node groups carries them (as it carries the Service).
@@ -43,7 +111,7 @@ pub(super) fn gateway_objects(
     let mut out = vec![
         (
             "k8s/inferencepool.yaml".to_string(),
-            crate::yaml::to_string(&inference_pool(d, &names, pool_selector)),
+            crate::yaml::to_string(&inference_pool(d, g, &names, pool_selector)),
         ),
         (
             "k8s/httproute.yaml".to_string(),
@@ -93,7 +161,12 @@ struct Names {
 
 impl Names {
     fn new(d: &DeploymentPlan) -> Names {
-        let pool = dns_name(d.part_of.as_ref().map_or(&d.name, |p| &p.deployment));
+        let deployment = match (&d.disaggregated, &d.part_of) {
+            (Some(x), _) => &x.deployment,
+            (None, Some(p)) => &p.deployment,
+            (None, None) => &d.name,
+        };
+        let pool = dns_name(deployment);
         let epp = format!("{pool}-epp");
         // Not the part-of label: a split deployment's Service selects its pods by it.
         let labels = BTreeMap::from([
@@ -128,7 +201,13 @@ impl Names {
         deployment_labels: bool,
     ) -> serde_json::Value {
         let labels = if deployment_labels {
-            labels(d)
+            let mut l = labels(d);
+            if d.disaggregated.is_some() {
+                // Both pools' objects: named after the deployment, not one pool.
+                l.remove(POOL_LABEL);
+                l.insert("app.kubernetes.io/name".into(), self.pool.clone());
+            }
+            l
         } else {
             self.labels.clone()
         };
@@ -148,6 +227,7 @@ impl Names {
 /// a LeaderWorkerSet's leaders, every part's), vLLM's port, and the picker's Service.
 fn inference_pool(
     d: &DeploymentPlan,
+    g: &GatewayPlan,
     names: &Names,
     selector: BTreeMap<String, String>,
 ) -> serde_json::Value {
@@ -157,7 +237,7 @@ fn inference_pool(
         "metadata": names.json_meta(d, &names.pool, true),
         "spec": {
             "selector": { "matchLabels": selector },
-            "targetPorts": [{ "number": pod_port(d) }],
+            "targetPorts": [{ "number": target_port(d, g) }],
             "endpointPickerRef": {
                 "kind": "Service",
                 "name": names.epp,
@@ -199,32 +279,63 @@ fn http_route(d: &DeploymentPlan, g: &GatewayPlan, names: &Names) -> serde_json:
     })
 }
 
-/// The picker's EndpointPickerConfig (llm-d v0.8.0's schema): one profile that keeps the
-/// serving pods (`decode-filter`: every pod without a P/D role label), weighs them by the
-/// plan's scorers and takes the best (`max-score-picker`).
+/// The picker's EndpointPickerConfig (llm-d v0.8.0's schema). Aggregated: one profile
+/// that keeps the serving pods (`decode-filter`: every pod without a P/D role label),
+/// weighs them by the plan's scorers and takes the best (`max-score-picker`).
+/// Disaggregated (`deploy/config/pd-epp-config.yaml`, `docs/disaggregation.md`): a decode
+/// and a prefill profile, each filtering its role and weighing by the same scorers;
+/// `disagg-profile-handler` runs decode first, then prefill whenever its decider says so.
+/// dic has no prompt-length threshold below which a decode server prefills locally: its
+/// forecast sends every prompt to the prefill pool, so the decider is llm-d's
+/// `always-disagg-pd-decider` (not `prefix-based-pd-decider`, whose `nonCachedTokens`
+/// threshold dic would have to invent).
 pub(super) fn epp_config(g: &GatewayPlan) -> serde_json::Value {
-    let mut plugins = vec![
-        serde_json::json!({ "type": "single-profile-handler" }),
-        serde_json::json!({ "type": "decode-filter" }),
-    ];
-    plugins.extend(
-        g.scorers
-            .iter()
-            .map(|s| serde_json::json!({ "type": s.plugin })),
-    );
-    plugins.push(serde_json::json!({ "type": "max-score-picker" }));
-    let mut profile = vec![serde_json::json!({ "pluginRef": "decode-filter" })];
-    profile.extend(
-        g.scorers
-            .iter()
-            .map(|s| serde_json::json!({ "pluginRef": s.plugin, "weight": s.weight })),
-    );
-    profile.push(serde_json::json!({ "pluginRef": "max-score-picker" }));
+    let plugin = |t: &str| serde_json::json!({ "type": t });
+    let profile = |filter: &str| {
+        let mut p = vec![serde_json::json!({ "pluginRef": filter })];
+        p.extend(
+            g.scorers
+                .iter()
+                .map(|s| serde_json::json!({ "pluginRef": s.plugin, "weight": s.weight })),
+        );
+        p.push(serde_json::json!({ "pluginRef": PICKER }));
+        p
+    };
+    let scorers = g.scorers.iter().map(|s| plugin(&s.plugin));
+    let (plugins, profiles) = if g.pd.is_some() {
+        let mut plugins = vec![
+            plugin(DISAGG_HEADERS_HANDLER),
+            plugin(PREFILL_FILTER),
+            plugin(DECODE_FILTER),
+        ];
+        plugins.extend(scorers);
+        plugins.push(plugin(PICKER));
+        plugins.push(plugin(ALWAYS_DISAGG_DECIDER));
+        plugins.push(serde_json::json!({
+            "type": DISAGG_PROFILE_HANDLER,
+            "parameters": {
+                "profiles": { "prefill": "prefill", "decode": "decode" },
+                "deciders": { "prefill": ALWAYS_DISAGG_DECIDER },
+            },
+        }));
+        let profiles = serde_json::json!([
+            { "name": "prefill", "plugins": profile(PREFILL_FILTER) },
+            { "name": "decode", "plugins": profile(DECODE_FILTER) },
+        ]);
+        (plugins, profiles)
+    } else {
+        let mut plugins = vec![plugin("single-profile-handler"), plugin(DECODE_FILTER)];
+        plugins.extend(scorers);
+        plugins.push(plugin(PICKER));
+        let profiles =
+            serde_json::json!([{ "name": "default", "plugins": profile(DECODE_FILTER) }]);
+        (plugins, profiles)
+    };
     serde_json::json!({
         "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
         "kind": "EndpointPickerConfig",
         "plugins": plugins,
-        "schedulingProfiles": [{ "name": "default", "plugins": profile }],
+        "schedulingProfiles": profiles,
     })
 }
 

@@ -45,6 +45,7 @@ mod gateway;
 mod jobs;
 mod nvlink;
 mod pod;
+mod routing_sidecar;
 use jobs::{model_download, preflight};
 use nvlink::*;
 use pod::pod;
@@ -359,15 +360,8 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
         let (file, text) = monitor(d, m, &name, single_node_pods);
         out.insert(file, text);
     }
-    if let (Some(g), true) = (
-        &d.kubernetes.gateway,
-        d.part_of.as_ref().is_none_or(|p| p.first),
-    ) {
-        let pool_selector = svc
-            .spec
-            .as_ref()
-            .and_then(|s| s.selector.clone())
-            .unwrap_or_default();
+    if let (Some(g), true) = (&d.kubernetes.gateway, gateway::carries_routing(d)) {
+        let pool_selector = gateway::pool_selector(d, &svc);
         for (file, text) in gateway::gateway_objects(d, g, pool_selector)? {
             out.insert(file, text);
         }
@@ -382,10 +376,12 @@ pub fn files(d: &DeploymentPlan) -> Result<BTreeMap<String, String>, String> {
             out.insert(file, text);
         }
     }
+    // Behind a Gateway the endpoint picker and the decode pods' routing sidecar route P/D
+    // (llm-d's way); else dic's router fronts both pools.
     if let Some(x) = d
         .disaggregated
         .as_ref()
-        .filter(|x| x.role == dic_compiler::ir::Pool::Decode)
+        .filter(|x| x.role == dic_compiler::ir::Pool::Decode && d.kubernetes.gateway.is_none())
     {
         for (file, text) in router::router(d, x)? {
             out.insert(file, text);

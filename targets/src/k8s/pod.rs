@@ -21,12 +21,18 @@ pub(super) fn pod(
     let (cache_volume, cache_read_only) = cache_volume(d);
     PodTemplateSpec {
         metadata: Some(ObjectMeta {
-            labels: Some(pod_labels(d, role)),
+            labels: Some(pod_labels(d, role, api)),
             annotations: pod_annotations(d),
             ..Default::default()
         }),
         spec: Some(PodSpec {
             containers: vec![engine_container(d, cmd, preamble, api, cache_read_only)],
+            // llm-d's routing sidecar in front of a decode pool's vLLM (a native sidecar:
+            // started before vLLM, stopped after it).
+            init_containers: api
+                .then(|| super::routing_sidecar::routing_sidecar(d))
+                .flatten()
+                .map(|c| vec![c]),
             // vLLM, NCCL and `dic run` never call the Kubernetes API.
             automount_service_account_token: Some(false),
             enable_service_links: NO_SERVICE_LINKS,
@@ -63,13 +69,15 @@ pub(super) fn pod(
     }
 }
 
-/// The pods' labels: dic's (name, part, pool), the LeaderWorkerSet role, then the user's,
-/// which never replace dic's (the checker refuses their keys).
-fn pod_labels(d: &DeploymentPlan, role: Option<&str>) -> BTreeMap<String, String> {
+/// The pods' labels: dic's (name, part, pool), the LeaderWorkerSet role, llm-d's on the
+/// pods of a disaggregated pool behind the endpoint picker (`api`: those that serve),
+/// then the user's, which never replace dic's (the checker refuses their keys).
+fn pod_labels(d: &DeploymentPlan, role: Option<&str>, api: bool) -> BTreeMap<String, String> {
     let mut labels = labels(d);
     if let Some(r) = role {
         labels.insert("role".into(), r.into());
     }
+    labels.extend(super::gateway::pd_pod_labels(d, api));
     for (k, v) in &d.kubernetes.pod.labels {
         labels.entry(k.clone()).or_insert_with(|| v.clone());
     }

@@ -245,6 +245,8 @@ pub fn scenario(row: &Row) -> Option<Scenario> {
         batch: Default::default(),
         kv_offload: 0.0,
         lora: None,
+        pod_memory: None,
+        extra_args: Vec::new(),
     };
     let workload = row.rate.map(|r| {
         WorkloadSpec::new(

@@ -385,7 +385,10 @@ pub fn model_label(r: &SiliconRow) -> &str {
     r.model.rsplit('/').next().unwrap_or(&r.model)
 }
 
-/// The scenario a row describes: one 8-GPU node of its GPU with the GPU's NVLink, the
+/// GPUs on one of the boards the rows ran on (HGX H100/H200, HGX/DGX B200).
+pub const GPUS_PER_BOARD: u64 = 8;
+
+/// The scenario a row describes: 8-GPU nodes of its GPU with the GPU's NVLink, the
 /// row's layout and formats, and for everything the row does not say its source's recipe
 /// ([`Recipe`]) or vLLM's defaults.
 pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
@@ -401,17 +404,27 @@ pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
     }
     let (gpu, own_link) = system_gpu(&r.gpu)?;
     // The rows ran on 8-GPU HGX boards: the GPUs' NVLink goes through the board's
-    // NVSwitch, as the stdlib's reference node of eight of them says.
+    // NVSwitch, as the stdlib's reference node of eight of them says. A row of more GPUs
+    // (MiniMax-M2.5's TP 4 × DP 4 on H100 and B200) spans boards, joined as the stdlib's
+    // HGX and DGX nodes are, by one 400G NDR InfiniBand NIC per GPU; its MoE exchange
+    // crosses them.
     let scale_up = catalog::node_scale_up(&gpu.name, 8).or(own_link);
     let inferencex = r.recipe == Recipe::InferenceX;
     let blackwell = KernelFamily::of(gpu.architecture.as_deref()) == KernelFamily::Blackwell;
-    let gpus = (r.tp * r.pp * r.dp).max(8);
+    let nodes = (r.tp * r.pp * r.dp).div_ceil(GPUS_PER_BOARD).max(1);
+    let scale_out = (nodes > 1)
+        .then(|| catalog::link("ib_ndr"))
+        .flatten()
+        .map(|link| ScaleOut {
+            nics: GPUS_PER_BOARD,
+            link,
+        });
     let topology = Topology {
-        gpus_per_node: gpus,
-        nodes: 1,
-        scale_up_domain: gpus,
+        gpus_per_node: GPUS_PER_BOARD,
+        nodes,
+        scale_up_domain: GPUS_PER_BOARD,
         scale_up,
-        scale_out: None,
+        scale_out,
         price_per_node_hour: None,
         cpu_memory: None,
         gpu,
@@ -654,6 +667,28 @@ c,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,8000,1000,8,2,1,,1,2,1015.8,51.9
         let s = scenario(&rows[0]).expect("a stdlib model");
         assert_eq!((s.layout.tp, s.layout.dp), (1, 2));
         assert!(memory(&s).kv_cache_tokens >= s.engine.max_model_len);
+    }
+
+    /// A row of more GPUs than one 8-GPU board spans boards joined by InfiniBand (one
+    /// 400G NDR NIC per GPU); one of 8 or fewer is one board without scale-out.
+    #[test]
+    fn rows_past_eight_gpus_span_boards_over_infiniband() {
+        let csv = format!(
+            "{}\n\
+wide,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,1024,1024,4,4,1,4,1,16,300.0,20.0\n\
+one,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,1024,1024,4,4,1,,4,1,300.0,20.0\n",
+            header()
+        );
+        let (rows, _) = parse_silicon(&csv, &|_| None);
+        let wide = scenario(&rows[0]).expect("a stdlib model");
+        assert_eq!((wide.layout.tp, wide.layout.dp), (4, 4));
+        let t = &wide.topology;
+        assert_eq!((t.nodes, t.gpus_per_node, t.scale_up_domain), (2, 8, 8));
+        let so = t.scale_out.as_ref().expect("InfiniBand between the boards");
+        assert_eq!((so.link.name.as_str(), so.nics), ("ib_ndr", 8));
+        let one = scenario(&rows[1]).expect("a stdlib model");
+        assert_eq!((one.topology.nodes, one.topology.gpus_per_node), (1, 8));
+        assert!(one.topology.scale_out.is_none());
     }
 
     /// Where `attention_dp_size` > 1 the row's `batch_size` is per DP rank: MiniMax-M2.5

@@ -82,7 +82,8 @@ passes the front end one request at a time, `perf::front_paced_burst`).\n\n",
 the concurrency on Hopper and 512 on B200, whose mixed steps run without CUDA graphs (`FULL_DECODE_ONLY`), \
 0.9 of the GPU's memory, requests 0.9 × the stated lengths on average (lengths drawn from [0.8, 1] × stated) — and AIConfigurator's own \
 rows with the stated lengths and the defaults of the vLLM release they state (0.12: 0.9 of the GPU's memory, where 0.33 \
-takes 0.92).\n\n");
+takes 0.92). Every row ran on 8-GPU boards (HGX H100/H200, HGX/DGX B200): MiniMax-M2.5's TP 4 × DP 4 rows (16 GPUs) span \
+two, joined by one 400G NDR InfiniBand NIC per GPU, which their MoE exchange crosses (`silicon::GPUS_PER_BOARD`).\n\n");
     out.push_str("Error = predicted / measured − 1. Median and 90th percentile of |error|; bias = median signed error. \
 A row dic's memory model says cannot run counts as not modelled. The fit minimises the mean |log error| of TTFT and \
 TPOT, each capped at 1 (a factor of e) so that the few rows off by far more do not set the constants for the rest.\n\n");
@@ -137,18 +138,33 @@ pub fn mode(r: &SiliconRow) -> &'static str {
 
 /// What the per-family table leaves, as measured when the MoE terms were re-identified.
 const WHAT_IS_LEFT: &str = "\nWhat is left (issue 37). Llama-3.1-70B and Qwen3-32B meet the goal left out. \
-MiniMax-M2.5's TPOT (13.8% left out, 10.6% fitted) is near it and its TTFT (26.4%) is not. Its misses \
-are by release and mode: on B200 at TP, 0.19's and the nightly's rows are over-predicted (TTFT +37% and +43%, \
-TPOT +19% and +17%) where 0.17's are within 4% in TPOT — a release effect only this family shows, so no term \
-takes it — and H100's data-parallel-attention rows are under-predicted (−28% / −25%), whose step structure \
-issue 37's item 5 rebuilds (the table below). Qwen3-235B-A22B on vLLM 0.12 runs 1.4–1.8× slower per \
-decode step than the kernel tables' fused MoE (vLLM 0.24) and the rest of the model explain — TPOT −42.7% fitted \
-and left out, flat from 4 to 20 in flight (52–58 ms at TP 2, 34–37 ms at TP 4) — and no other row identifies \
-why: it is the one MoE family on 0.12 (a synchronous scheduler and that release's fused-MoE kernels). A term for \
-it rests on one family, so there is none: the fitted multiple of the kernel it once had (`moe_layer_factor`, \
-0.453 on the 390-row split) over-predicted MiniMax-M2.5's TPOT by +41% left out, and a synchronous step overhead \
-set by the 0.12 rows without Qwen3-32B came out at 25 ms. Llama-3.1-8B-Instruct-FP8's rows did less work than \
-they state (above).\n";
+MiniMax-M2.5's TPOT (13.6% left out) is near it and its TTFT (26.1%) is not. Its misses are by release and \
+mode. On B200 at TP, 0.19's and the nightly's rows are over-predicted (TTFT +30% FP8, +52% NVFP4, +43% nightly; \
+TPOT +16%, +27%, +17%) where 0.17's are within 4% in TPOT and under-predicted in TTFT (−17%): measured at TP 4, \
+1024 tokens in, 4 in flight, the same FP8 configuration's TTFT is 152 ms on 0.17 and 61 ms on 0.19, a release \
+effect only this family shows, so no term takes it. Left out, the other families set the front end at 21 µs per \
+prompt token and the time per sequence per layer at 0.6 µs (MiniMax-M2.5's rows alone: 7.7 µs and 0.18 µs), \
+which is most of the over-prediction: scaled by hidden size × layers (a per-token cost of the model's width), \
+MiniMax-M2.5 left out fell to 20.0% (bias −14%) but Llama-3.1-70B left out rose to 25.9% (+24%), so it is not \
+that. The 16-GPU data-parallel-attention rows now cross InfiniBand between the two boards and a prefill step \
+routes the other ranks' own share of prompt tokens (`StepModel::prefill_time`), not a whole chunk each: H100's \
+TP 4 × DP 4 rows went from −28% to −19% TPOT left out (TTFT −28% → −25%), B200's FP8 ones from −14.5% to 0%. \
+It moves TTFT the other way on the single-board data-parallel rows, whose measured TTFT is above a lone \
+prefill's: MiniMax-M2.5's B200 TP 2 × DP 2 rows fitted −14% → −20%, Qwen3-235B's left out −37.5% → −64.5% (its \
+family's TTFT 23.9% → 24.6%); what makes a data-parallel engine's prompt wait beyond its own prefill (the first \
+wave prefilling on every rank at once, the idle ranks' dummy batches) is not modelled. \
+Qwen3-235B-A22B on vLLM 0.12 runs 1.4–1.8× slower per decode step than the kernel tables' fused MoE (vLLM \
+0.24) and the rest of the model explain — TPOT −43% fitted and left out, flat from 4 to 20 in flight (52–58 ms \
+on 2 GPUs, 34–46 ms on 4, whatever the TP × DP split) — and the tables do not say why. Its experts are block FP8 \
+(128 × 128) and are timed by the block-FP8 Triton kernel the tables hold for Hopper (`fp8_block`, \
+`vllm_fp8moe_triton_tritonexperts`: 0.19 ms per layer at 16 tokens, MoE TP 2, 17.9 ms over 94 layers), not the \
+per-tensor FlashInfer CUTLASS kernel (1.17 ms, which would make the step 110 ms); the step the rows measure \
+leaves about 0.47 ms per layer for the experts, more than the BF16 Triton kernel's 0.31 ms for the same shape, \
+so the 0.12 kernel ran slower than either 0.24 kernel (an untuned Triton configuration is one candidate), and \
+no other row identifies it: it is the one MoE family on 0.12. A term for it rests on one family, so there is \
+none: the fitted multiple of the kernel it once had (`moe_layer_factor`, 0.453 on the 390-row split) \
+over-predicted MiniMax-M2.5's TPOT by +41% left out, and a synchronous step overhead set by the 0.12 rows \
+without Qwen3-32B came out at 25 ms. Llama-3.1-8B-Instruct-FP8's rows did less work than they state (above).\n";
 
 /// The errors leaving one model family out (issue 37's headline): per family, against
 /// its goal (TTFT median |error| ≤ 20%, TPOT ≤ 12%, neither bias beyond ±15%), then per

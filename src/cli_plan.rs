@@ -155,6 +155,7 @@ fn print_disaggregated(
 
 /// N−1 for the deployment as it runs: its written layout, or the planner's choice for
 /// `layout = auto` (an aggregated one; a written split's pools: `planner::pool_failure`).
+/// The search's figures, read as the report and the disruption budget read them.
 fn failure_of(
     ds: &dic_compiler::analysis::DeploymentScenario,
     result: &dic_compiler::planner::Search,
@@ -162,11 +163,17 @@ fn failure_of(
     if ds.pool.is_some() {
         return None;
     }
+    let mut s = ds.scenario.clone();
     if ds.auto_layout {
-        // The choice as deployed (its formats and engine options), from the search.
-        return result.chosen_failure.clone();
+        let c = result.chosen.as_ref()?;
+        s.layout = c.layout;
+        s.model.weights = c.weights.clone();
+        s.model.kv_cache = c.kv_cache.clone();
+        if c.speculation_off() {
+            s.engine.speculative = None;
+        }
     }
-    dic_compiler::planner::failure(&ds.scenario, &ds.slo)
+    dic_compiler::planner::failure::of_deployed(result, &s).cloned()
 }
 
 /// One line per event: what the replicas left carry within the SLOs (W0410's figures),
@@ -449,7 +456,13 @@ fn print_search(
         );
     }
     match &result.chosen {
-        Some(c) => println!("chosen: {}\n", c.describe()),
+        Some(c) => {
+            println!("chosen: {}", c.describe());
+            if let Some(sp) = &c.speculation {
+                println!("{}", sp.sentence());
+            }
+            println!();
+        }
         None => {
             println!("no layout meets every SLO");
             if let Some(c) = &result.closest {

@@ -229,3 +229,185 @@ fn what_if_with_an_unknown_gpu_is_a_usage_error() {
     );
     assert!(o.stdout.is_empty());
 }
+
+/// A declared draft is weighed on and off: `dic plan` prints the verdict under the
+/// chosen layout, and `--json` carries it on each candidate. The `eagle3_8b` example's
+/// 7.5 ms TPOT bound is missed without the draft, so it stays on.
+#[test]
+fn plan_says_whether_the_draft_stays_and_why() {
+    let o = dic(&["plan", "examples/eagle3_8b.dist"]);
+    assert_eq!(o.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("speculation "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        line.starts_with("speculation on (eagle3 drafting 3 tokens at 70% acceptance)")
+            && line.contains("without it the SLOs are missed")
+            && line.contains("req/s"),
+        "{line}"
+    );
+    let o = dic(&["plan", "examples/eagle3_8b.dist", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sp = &v[0]["search"]["chosen"]["speculation"];
+    assert_eq!(sp["on"], true, "{sp}");
+    assert_eq!(sp["method"], "eagle3");
+}
+
+/// `dic compile DIST --out DIR` of one deployment `name`: its report files (md, json,
+/// html), read back.
+fn compiled_report(dist: &str, dir: &std::path::Path, name: &str) -> [String; 3] {
+    let out = dir.join("out");
+    let o = dic(&["compile", dist, "--out", out.to_str().unwrap()]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    ["report.md", "report.json", "report.html"]
+        .map(|f| std::fs::read_to_string(out.join(name).join(f)).unwrap())
+}
+
+/// The report's "Which GPU" for the what-if unit test's deployment (Llama 3.1 70B FP8 on
+/// two unpriced 8×H100 nodes, 20 req/s of 2k → 512 tokens; written as `tp 2 × dp 8`, for
+/// `layout = auto` deploys a P/D split there, whose pools the what-if does not plan; the
+/// what-if searches every layout either way): each GPU type carries the
+/// offered 20 × 512 = 10,240 output tokens/s, so $/M output tokens = $/h ÷ (10,240 ×
+/// 3,600 ÷ 1e6) = $/h ÷ 36.864. By hand: b200's one lambda_8x_b200 node at its list price
+/// $53.52/h → $1.4518/M; h200_sxm's two p5e_48xlarge nodes at $43.26/h → $86.52/h →
+/// $2.3470/M; h100_sxm (this cluster's GPU, unpriced: lambda's list price $31.92/h per
+/// node, × 2 = $63.84/h) → $1.7318/M, between them; mi300x has no list price: last, and
+/// no bar.
+#[test]
+fn the_report_ranks_gpu_types_by_hand_computed_cost_per_million_tokens() {
+    let dir = common::fresh_dir("report-which-gpu");
+    let dist = dir.join("p.dist");
+    std::fs::write(
+        &dist,
+        "import std.nodes.dgx_h100\nimport std.models.llama_3_1_70b\n\
+model m = llama_3_1_70b { weights = fp8, kv_cache = fp8 }\n\
+cluster c { nodes = 2 × dgx_h100 }\n\
+workload w { prompt = 2k tokens, output = 512 tokens, rate = 20 req/s }\n\
+slo s { ttft.p95 <= 800 ms, tpot.p95 <= 40 ms }\n\
+deploy d { model = m, cluster = c, workload = w, slo = s, layout = tp 2 × pp 1 × dp 8, engine = vllm { max_model_len = 8k tokens } }\n",
+    )
+    .unwrap();
+    let [md, json, html] = compiled_report(dist.to_str().unwrap(), &dir, "d");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let rows = v["report"]["gpu_choice"].as_array().unwrap();
+    let gpus: Vec<&str> = rows.iter().map(|r| r["gpu"].as_str().unwrap()).collect();
+    assert_eq!(gpus, ["b200", "h100_sxm", "h200_sxm", "mi300x"]);
+    let row = |gpu: &str| rows.iter().find(|r| r["gpu"] == gpu).unwrap();
+    for (gpu, per_hour, per_million) in [
+        ("b200", 53.52, 1.4518),
+        ("h100_sxm", 63.84, 1.7318),
+        ("h200_sxm", 86.52, 2.3470),
+    ] {
+        let r = row(gpu);
+        assert!(
+            (r["cost_per_hour"].as_f64().unwrap() - per_hour).abs() < 1e-9,
+            "{r}"
+        );
+        let m = r["cost_per_million_output"].as_f64().unwrap();
+        assert!((m - per_hour / 36.864).abs() < 1e-3, "{gpu}: {m}");
+        assert!((m - per_million).abs() < 1e-3, "{gpu}: {m}");
+        assert_eq!(r["list_price"], true, "{r}");
+    }
+    assert_eq!(row("h100_sxm")["own"], true);
+    assert_eq!(row("b200")["gpus_used"], 6);
+    assert!(row("mi300x")["cost_per_million_output"].is_null());
+    // The table, in that order, list prices marked.
+    let table: Vec<&str> = md
+        .split("## Which GPU")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| #"))
+        .collect();
+    assert_eq!(table.len(), 4, "{md}");
+    for (line, (gpu, money)) in table.iter().zip([
+        ("b200", "| $1.45 |"),
+        ("h100_sxm", "| $1.73 |"),
+        ("h200_sxm", "| $2.35 |"),
+        ("mi300x", "| — |"),
+    ]) {
+        assert!(line.contains(gpu) && line.contains(money), "{line}");
+    }
+    assert!(table[0].contains("list price: $53.52/node/h (lambda_8x_b200)"));
+    assert!(table[3].contains("no list price"));
+    // The chart: one bar per priced GPU type, in rank order, as long as its $/M tokens.
+    let svg = html
+        .split("<svg class=\"chart\" id=\"gpus\"")
+        .nth(1)
+        .unwrap()
+        .split("</svg>")
+        .next()
+        .unwrap();
+    let bars: Vec<(String, f64)> = svg
+        .split("<rect ")
+        .skip(1)
+        .map(|r| {
+            let width = r
+                .split("width=\"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap();
+            let title = r
+                .split("<title>")
+                .nth(1)
+                .unwrap()
+                .split(':')
+                .next()
+                .unwrap();
+            (title.to_string(), width.parse().unwrap())
+        })
+        .collect();
+    let names: Vec<&str> = bars.iter().map(|b| b.0.as_str()).collect();
+    assert_eq!(names, ["b200", "h100_sxm", "h200_sxm"], "{svg}");
+    let ratio = bars[2].1 / bars[0].1;
+    assert!((ratio - 2.3470 / 1.4518).abs() < 0.02, "{bars:?}");
+}
+
+/// N−1 in prod.dist's report: the figures `dic plan` prints (one replica's goodput, a
+/// rollout's 7 replicas and a lost node's 4 against the 20 req/s offered), W0410's 12
+/// replicas.
+#[test]
+fn the_reports_n_minus_one_figures_are_dic_plans() {
+    let o = dic(&["plan", "examples/prod.dist", "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let f = &plan[0]["failure"];
+    let dir = common::fresh_dir("report-n-minus-one");
+    let [md, json, html] = compiled_report("examples/prod.dist", &dir, "chat");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let r = &v["report"]["capacity_under_failure"];
+    for (key, value) in f.as_object().unwrap() {
+        assert_eq!(&r[key], value, "{key}");
+    }
+    assert_eq!(r["replicas_after_rollout"], 7);
+    assert_eq!(r["replicas_after_node_loss"], 4);
+    // Both break the SLOs at 20 req/s: W0410 fired.
+    assert_eq!(r["rollout_holds"], false);
+    assert_eq!(r["node_loss_holds"], false);
+    assert_eq!(r["warned"], true);
+    let needed = f["replicas_needed"].as_u64().unwrap();
+    for text in [&md, &html] {
+        let section = text.split("Capacity under failure (N−1)").nth(1).unwrap();
+        for key in [
+            "per_replica",
+            "offered",
+            "during_rollout",
+            "after_node_loss",
+        ] {
+            let figure = format!("{:.2}", f[key].as_f64().unwrap());
+            assert!(section.contains(&figure), "{key} {figure}: {section}");
+        }
+        assert!(section.contains(&format!("{needed} replicas hold the SLOs through both")));
+        assert!(section.contains("W0410"));
+    }
+}

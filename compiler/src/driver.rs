@@ -51,9 +51,17 @@ pub struct Decided {
     /// The deployment's one search (absent when the planner did not run, or the
     /// analysis found errors).
     pub search: Option<Arc<Search>>,
+    /// The what-if across GPU types ([`WHAT_IF_GPUS`] and the cluster's own), ranked: for
+    /// the report, so `dic compile` only (empty otherwise, and for a split's pools and a
+    /// node group's part).
+    pub whatif: Arc<[planner::whatif::WhatIf]>,
     /// Where the cluster's accounting put its replicas (one slot each, in replica order).
     pub slots: Vec<analysis::allocation::Slot>,
 }
+
+/// The catalog's common datacenter GPU types that the report's "Which GPU" compares the
+/// cluster's own with (the stdlib names `dic plan --gpus` takes).
+pub const WHAT_IF_GPUS: [&str; 4] = ["h100_sxm", "h200_sxm", "b200", "mi300x"];
 
 impl Checked {
     pub fn has_errors(&self) -> bool {
@@ -164,6 +172,8 @@ struct CachedDeployment {
     /// For `layout = auto`: the planner's choice (one layout, or the two pools of a
     /// disaggregated split) and its analysis, once searched.
     chosen: Option<Vec<(DeploymentScenario, Analysis)>>,
+    /// The what-if across GPU types, once run (`Advice::Report` only).
+    whatif: Option<Arc<[planner::whatif::WhatIf]>>,
 }
 
 impl AnalysisCache {
@@ -192,6 +202,9 @@ pub fn reanalyze(checked: &mut Checked, cache: &mut AnalysisCache, advice: Advic
     cache.analyze_written(&scenarios);
     if advice != Advice::Skip {
         cache.search(&scenarios, advice);
+    }
+    if advice == Advice::Report {
+        cache.what_if(&scenarios);
     }
     // 3. Diagnostics and decided deployments, in program order.
     let mut diags = checked.front_diagnostics.clone();
@@ -291,6 +304,54 @@ impl AnalysisCache {
             }
         }
     }
+
+    /// The what-if across GPU types for the report, of the deployments the cache lacks
+    /// it for: those of independent replicas on one cluster (not a split's pools nor a
+    /// node group's part), on the cluster's own GPU and [`WHAT_IF_GPUS`]; one search per
+    /// deployment and GPU type, in parallel, then ranked per deployment.
+    fn what_if(&mut self, scenarios: &[Keyed]) {
+        let jobs: Vec<(&Keyed, String)> = scenarios
+            .iter()
+            .filter(|(k, ds)| {
+                self.entries[k].whatif.is_none() && ds.pool.is_none() && ds.share.is_none()
+            })
+            .flat_map(|keyed| {
+                let own = keyed.1.scenario.topology.gpu.name.clone();
+                let mut gpus = vec![own];
+                for g in WHAT_IF_GPUS {
+                    if !gpus.iter().any(|x| x == g) {
+                        gpus.push(g.to_string());
+                    }
+                }
+                gpus.into_iter().map(move |g| (keyed, g))
+            })
+            .collect();
+        let rows = parallel_map(&jobs, |((key, ds), gpu)| {
+            // On its own priced GPU the what-if's scenario is the deployment's own: the
+            // deployment's search answers it when it chose a layout (else the what-if's
+            // own search also fits the context, for why nothing meets the SLOs).
+            let own = self.entries[key].search.as_ref().filter(|found| {
+                found.chosen.is_some()
+                    && *gpu == ds.scenario.topology.gpu.name
+                    && ds.scenario.topology.price_per_node_hour.is_some()
+            });
+            match own.zip(planner::whatif::on_gpu(&ds.scenario, gpu)) {
+                Some((found, (_, row))) => vec![planner::whatif::answered(row, found)],
+                None => planner::whatif::what_if(ds, std::slice::from_ref(gpu)),
+            }
+        });
+        let mut by_key: std::collections::HashMap<&str, Vec<planner::whatif::WhatIf>> =
+            Default::default();
+        for (((key, _), _), found) in jobs.iter().zip(rows) {
+            by_key.entry(key.as_str()).or_default().extend(found);
+        }
+        for (key, mut rows) in by_key {
+            planner::whatif::rank(&mut rows);
+            if let Some(e) = self.entries.get_mut(key) {
+                e.whatif = Some(rows.into());
+            }
+        }
+    }
 }
 
 /// The decided deployments from the cache: each written layout with the planner's advice
@@ -320,6 +381,8 @@ fn decide(
                         scenario: x.clone(),
                         analysis: a.clone(),
                         search: Some(search.clone()),
+                        // A split's pools are not what the what-if planned.
+                        whatif: whatif_of(e, x),
                         slots: Vec::new(),
                     }))
                 }
@@ -347,12 +410,21 @@ fn decide(
                     .as_ref()
                     .and_then(|_| pair_search.get(&ds.deploy).cloned())
             }),
+            whatif: whatif_of(e, ds),
             analysis: a,
             slots: Vec::new(),
         });
     }
     decided.extend(auto_decided);
     decided
+}
+
+/// The cached what-if for the decided `ds`: none for a split's pool.
+fn whatif_of(e: &CachedDeployment, ds: &DeploymentScenario) -> Arc<[planner::whatif::WhatIf]> {
+    match (&e.whatif, &ds.pool) {
+        (Some(rows), None) => rows.clone(),
+        _ => Arc::from(Vec::new()),
+    }
 }
 
 /// Lowers the placed deployments, with the figures their forecasts need.
@@ -372,6 +444,7 @@ fn lower(
             analysis: &d.analysis,
             figures,
             search: d.search.as_deref(),
+            whatif: &d.whatif,
             slots: &d.slots,
         })
         .collect();
@@ -429,6 +502,11 @@ fn choice_of(ds: &DeploymentScenario, search: &Search) -> Vec<(DeploymentScenari
             chosen.scenario.layout = c.layout;
             if let Some(e) = &c.engine {
                 e.apply(&mut chosen.scenario);
+            }
+            // The planner weighed the declared draft on this layout (`planner::speculation`):
+            // off, the launch has no `--speculative-config`.
+            if c.speculation_off() {
+                chosen.scenario.engine.speculative = None;
             }
             crate::analysis::deepep::apply_layout_defaults(&mut chosen.scenario);
             let mut a = analyze_and_advise(&chosen.scenario, &chosen.slo);

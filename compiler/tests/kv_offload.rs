@@ -226,3 +226,46 @@ fn a_closed_loop_pays_the_pcie_load_for_prefixes_the_cpu_tier_holds() {
     assert!((with.ttft - without.ttft - load).abs() < 1e-9);
     assert_eq!(with.tpot, without.tpot);
 }
+
+/// E0509: a `pod = { memory }` below what the pod needs with its offload buffer. One
+/// 1-GPU pod with 100 GiB of buffer needs 100 + 16 + 8 + 2 (`/dev/shm`) = 126 GiB: 64 GiB
+/// is refused, 126 GiB passes, and so does leaving it out.
+#[test]
+fn a_written_pod_memory_below_the_offload_buffer_is_refused() {
+    let src = |pod: &str| {
+        format!(
+            "import std.nodes.dgx_h100\nimport std.models.llama_3_1_8b\n\
+             cluster one {{ nodes = 1 × dgx_h100 }}\n\
+             workload chat {{ prompt = 8k tokens, output = 300 tokens, rate = 4 req/s, prefix_reuse = 80% }}\n\
+             deploy d {{ model = llama_3_1_8b\n cluster = one\n workload = chat\n layout = tp 1\n\
+             kv_offload = {{ size = 100 GiB, backend = native }}{pod} }}\n"
+        )
+    };
+    let check = |text: String| {
+        let world = MemoryWorld::new().with_bytes("x.dist", text.as_bytes());
+        dic_compiler::driver::check_file(&world, "x.dist").unwrap()
+    };
+    let c = check(src("\n pod = { memory = 64 GiB }"));
+    let d = c
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::PodMemoryBelowOffload)
+        .unwrap();
+    assert!(
+        d.message
+            .contains("needs with KV offloading: 126.00 GiB (100.00 GiB of offload buffer"),
+        "{}",
+        d.message
+    );
+    assert!(d.message.contains("OOM"), "{}", d.message);
+    let help = d.help.clone().unwrap_or_default();
+    assert!(help.contains("at least 126.00 GiB"), "{help}");
+    for pod in ["\n pod = { memory = 126 GiB }", ""] {
+        let c = check(src(pod));
+        let codes: Vec<Code> = c.diagnostics.iter().map(|d| d.code).collect();
+        assert!(
+            !codes.contains(&Code::PodMemoryBelowOffload),
+            "{pod}: {codes:?}"
+        );
+    }
+}

@@ -28,6 +28,7 @@ fn llama_3_1_8b_tp1_at_rank_16_and_64() {
             LoraSpec {
                 max_loras: L,
                 max_rank: r,
+                adapters: 0,
             },
         )
     };
@@ -53,6 +54,7 @@ fn llama_3_1_70b_tp4_at_rank_16_and_64() {
             LoraSpec {
                 max_loras: L,
                 max_rank: r,
+                adapters: 0,
             },
         )
     };
@@ -62,6 +64,7 @@ fn llama_3_1_70b_tp4_at_rank_16_and_64() {
     let spec = LoraSpec {
         max_loras: L,
         max_rank: 16,
+        adapters: 0,
     };
     let split = adapter_bytes(&m, 4, 0..40, true, false, spec)
         + adapter_bytes(&m, 4, 40..80, false, true, spec);
@@ -95,6 +98,7 @@ fn the_memory_check_counts_the_slots_beside_the_weights() {
     s.engine.lora = Some(LoraSpec {
         max_loras: L,
         max_rank: 16,
+        adapters: 0,
     });
     let after = memory(&s);
     let (b, a) = (&before.stages[0], &after.stages[0]);
@@ -133,4 +137,24 @@ fn vllms_lora_refusals_are_diagnostics() {
     );
     assert!(check("adapters = [\"sql\"]").contains("not `name=path`"));
     assert!(check("adapters = [\"a=x,y\"]").contains("not `name=path`"));
+}
+
+/// Mistral 7B's vLLM class (`model_executor/models/mistral.py:MistralForCausalLM`:
+/// `embedding_modules = {}`) gives its embedding and LM head no LoRA slots, so only its
+/// linear layers count: Llama 3.1 8B's shape, 81,920 × 32 layers = 2,621,440 elements ×
+/// 4 slots × 16 × 2 bytes = 335,544,320 B, the same on a first and last stage as on a
+/// middle one.
+#[test]
+fn mistral_7b_gives_its_embedding_and_lm_head_no_slots() {
+    let m = catalog::model("mistral_7b").unwrap();
+    let spec = LoraSpec {
+        max_loras: L,
+        max_rank: 16,
+        adapters: 0,
+    };
+    assert_eq!(adapter_bytes(&m, 1, 0..32, true, true, spec), 335_544_320.0);
+    assert_eq!(
+        adapter_bytes(&m, 1, 0..32, false, false, spec),
+        335_544_320.0
+    );
 }

@@ -231,3 +231,71 @@ fn eagle3_speedup_falls_with_the_batch() {
     // Compute-bound verify steps at 256 in flight keep under two thirds of it.
     assert!(speedups[3] < 0.7 * speedups[0], "{speedups:?}");
 }
+
+/// Llama 3.1 8B on one 8 × H100 node with EAGLE-3 drafting 5 tokens at 20% acceptance on
+/// 128-token prompts and outputs, under a loose 60 ms TPOT bound, at `layout`.
+fn short_and_loose(layout: &str) -> driver::Checked {
+    let src = format!(
+        "import std.nodes.dgx_h100\nimport std.models.llama_3_1_8b\n\
+cluster c {{ nodes = 1 × dgx_h100, price = $24/h }}\n\
+workload w {{ prompt = 128 tokens, output = 128 tokens, rate = 2 req/s }}\n\
+slo s {{ ttft.p95 <= 2 s, tpot.p95 <= 60 ms }}\n\
+deploy d {{ model = llama_3_1_8b, cluster = c, workload = w, slo = s, layout = {layout}, engine = vllm {{ max_model_len = 8k tokens, speculative = {{ method = eagle3, source = \"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\", tokens = 5, acceptance = 20% }} }} }}\n"
+    );
+    let world = MemoryWorld::new().with("p.dist", &src);
+    driver::compile_file(&world, "p.dist").unwrap()
+}
+
+/// Where the load within the SLOs puts the batch past the draft's gain, the planner
+/// drops it and the launch follows (no `--speculative-config`); the same deployment
+/// written by hand is W0411, naming both goodputs. Where the draft is what meets the
+/// TPOT bound (the `eagle3_8b` example's workload), `layout = auto` keeps it.
+#[test]
+fn the_planner_s_speculation_setting_reaches_the_launch() {
+    let auto = short_and_loose("auto");
+    assert!(!auto.has_errors(), "{:?}", auto.diagnostics);
+    let engine = &auto.plan.deployments[0].engine;
+    assert!(engine.speculative.is_none(), "{:?}", engine.speculative);
+    assert!(!auto
+        .diagnostics
+        .iter()
+        .any(|d| d.code == Code::SpeculationCostsGoodput));
+    let written = short_and_loose("tp 1");
+    assert!(written.plan.deployments[0].engine.speculative.is_some());
+    let w = written
+        .diagnostics
+        .iter()
+        .find(|d| d.code == Code::SpeculationCostsGoodput)
+        .unwrap_or_else(|| panic!("{:?}", written.diagnostics));
+    assert!(
+        w.message.contains("req/s within the SLOs against") && w.message.contains("in flight"),
+        "{}",
+        w.message
+    );
+
+    let src = "import std.nodes.dgx_h100\nimport std.models.llama_3_1_8b\n\
+cluster c { nodes = 1 × dgx_h100, price = $24/h }\n\
+workload w { prompt = 2k tokens, output = 400 tokens, concurrency = 4 }\n\
+slo s { ttft.p95 <= 300 ms, tpot.p95 <= 7.5 ms }\n\
+deploy d { model = llama_3_1_8b, cluster = c, workload = w, slo = s, layout = auto, engine = vllm { max_model_len = 8k tokens, speculative = { method = eagle3, source = \"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\", tokens = 3, acceptance = 70% } } }\n";
+    let world = MemoryWorld::new().with("p.dist", src);
+    let kept = driver::compile_file(&world, "p.dist").unwrap();
+    assert!(!kept.has_errors(), "{:?}", kept.diagnostics);
+    let sp = kept.plan.deployments[0].engine.speculative.as_ref();
+    assert_eq!(sp.map(|s| s.method.as_str()), Some("eagle3"));
+}
+
+/// A0701 proposes only what the checker accepts: `tp 1` carries this load on one GPU
+/// only without the draft (with it, W0411), so a written `tp 2` is not told to use it.
+#[test]
+fn a_cheaper_layout_is_proposed_only_with_the_engine_as_written() {
+    let c = short_and_loose("tp 2");
+    assert!(!c.has_errors(), "{:?}", c.diagnostics);
+    assert!(
+        !c.diagnostics
+            .iter()
+            .any(|d| d.code == Code::CheaperLayout && d.message.contains("`tp 1 × pp 1 × dp 1`")),
+        "{:?}",
+        c.diagnostics
+    );
+}

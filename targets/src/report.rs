@@ -164,25 +164,99 @@ fn step_svg(r: &ReportData) -> String {
     }
     // A dense model has no expert kernels.
     rows.retain(|r| r.0 != "experts" || r.1 > 0.0);
-    let (x0, x1, top, bar, gap) = (110.0, 580.0, 8.0, 18.0, 8.0);
-    let axis = Axis::to(rows.iter().map(|r| r.1).fold(0.0, f64::max), 6);
-    let axis_y = top + rows.len() as f64 * (bar + gap);
-    let mut s = Svg::new("step", 680.0, axis_y + 40.0, "decode step");
-    for (i, (name, v, color)) in rows.iter().enumerate() {
+    let bars: Vec<Bar> = rows
+        .iter()
+        .map(|&(name, v, color)| Bar {
+            name: name.to_string(),
+            value: v,
+            color,
+            label: format!("{v:.2} ms"),
+            title: format!("{name}: {v:.3} ms"),
+        })
+        .collect();
+    bars_svg(
+        ("step", "decode step"),
+        &bars,
+        110.0,
+        "milliseconds per decode step",
+    )
+}
+
+/// One horizontal bar: its name left of the axis, its value's length and colour, the
+/// value written after it, and its tooltip.
+struct Bar {
+    name: String,
+    value: f64,
+    color: &'static str,
+    label: String,
+    title: String,
+}
+
+/// Horizontal bars on one value axis from `x0` (the names left of it), in the given
+/// order, each with its value written after it: the decode step's causes, the GPU types'
+/// $ per million tokens. `id` is the chart's id and its accessible label.
+fn bars_svg(id: (&str, &str), bars: &[Bar], x0: f64, axis_title: &str) -> String {
+    let (x1, top, bar, gap) = (580.0, 8.0, 18.0, 8.0);
+    let axis = Axis::to(bars.iter().map(|b| b.value).fold(0.0, f64::max), 6);
+    let axis_y = top + bars.len() as f64 * (bar + gap);
+    let mut s = Svg::new(id.0, 680.0, axis_y + 40.0, id.1);
+    for (i, b) in bars.iter().enumerate() {
         let y = top + i as f64 * (bar + gap);
-        let w = axis.at(*v, x0, x1) - x0;
-        s.text(0.0, y + 13.0, "start", 12.0, name);
-        s.rect(x0, y, w, bar, color, &format!("{name}: {v:.3} ms"));
-        s.text(
-            x0 + w + 6.0,
-            y + 13.0,
-            "start",
-            SMALL,
-            &format!("{v:.2} ms"),
-        );
+        let w = axis.at(b.value, x0, x1) - x0;
+        s.text(0.0, y + 13.0, "start", 12.0, &b.name);
+        s.rect(x0, y, w, bar, b.color, &b.title);
+        s.text(x0 + w + 6.0, y + 13.0, "start", SMALL, &b.label);
     }
-    s.x_axis(&axis, x0, x1, axis_y, top, "milliseconds per decode step");
+    s.x_axis(&axis, x0, x1, axis_y, top, axis_title);
     s.finish()
+}
+
+/// "Which GPU": one bar per priced GPU type of the what-if, in its rank order, the $ per
+/// million output tokens of the cheapest layout meeting the SLOs on it; the cluster's own
+/// GPU in red, a list price marked in the name. Empty when no type is priced.
+fn gpus_svg(r: &ReportData) -> String {
+    let bars: Vec<Bar> = r
+        .gpu_choice
+        .iter()
+        .filter_map(|g| {
+            let per_million = g.cost_per_million_output?;
+            let mark = match (g.own, g.list_price) {
+                (true, _) => " (this)",
+                (false, true) => " (list)",
+                (false, false) => "",
+            };
+            let price = match (&g.price_from, g.cost_per_hour) {
+                (Some(from), Some(h)) => format!(", ${h:.2}/h at the list price of {from}"),
+                (None, Some(h)) => format!(", ${h:.2}/h"),
+                _ => String::new(),
+            };
+            Some(Bar {
+                name: format!("{}{mark}", g.gpu),
+                value: per_million,
+                color: if g.own { "#e15759" } else { "#4e79a7" },
+                label: format!("${per_million:.2}"),
+                title: format!(
+                    "{}: ${per_million:.4} per million output tokens{price}",
+                    g.gpu
+                ),
+            })
+        })
+        .collect();
+    if bars.is_empty() {
+        return String::new();
+    }
+    // The names' column as wide as the widest (a long custom GPU name), within reason.
+    let names = bars
+        .iter()
+        .map(|b| text_width(&b.name, 12.0) + 8.0)
+        .fold(110.0, f64::max)
+        .min(300.0);
+    bars_svg(
+        ("gpus", "which GPU"),
+        &bars,
+        names,
+        "$ per million output tokens, the cheapest layout meeting every SLO",
+    )
 }
 
 /// Scatter of the alternatives: TPOT (y) against $/h (x), or against TTFT when every
@@ -400,6 +474,7 @@ pub fn files(
         step_svg => Value::from_safe_string(step_svg(&f.report)),
         alternatives_svg => Value::from_safe_string(alternatives_svg(&f.report)),
         scaling_svg => Value::from_safe_string(scaling_svg(&f.report)),
+        gpus_svg => Value::from_safe_string(gpus_svg(&f.report)),
     };
     let md = e
         .get_template("report.md")

@@ -156,8 +156,27 @@ not fit the KV cache of row 3); dic's `analysis::disagg`, nothing fitted on thes
             cell(r.base.tpot, p.map(|x| x.1)),
         ));
     }
+    out.push_str(DECODE_POOL_KNOWN);
     out
 }
+
+/// What these rows say about the decode pool's TPOT (issue 40), worked from the rows'
+/// own shapes; no term is fitted on them.
+const DECODE_POOL_KNOWN: &str = "\nWhat is known about the decode pool. It runs dic's \
+aggregated step model on decode-only steps, so its error is the step model's where the rows \
+are comparable, and these three rows do not identify anything beyond it. Row 3's decode \
+engines (TP 4, 112 requests each at 4,000 prompt tokens and up to 1,000 out, so about 4,500 \
+tokens of context on average) measured 8.7 ms per token. A TP-4 rank of Qwen3-32B reads, per \
+step, 8.2 GB of FP8 weights and 112 × 4,500 × 64 KiB = 33.0 GB of KV cache in the bf16 vLLM \
+keeps unless told otherwise: 12.3 ms at the H100's full 3.35 TB/s, above what was measured; \
+with an FP8 cache, 7.4 ms. The row is possible only near peak bandwidth with an FP8 cache and \
+no step overhead, or with less context than it states. The same sweep's aggregated FP8 rows \
+of Qwen3-32B at 4000 × 1000 (the `c_tp…` ids; prompt 4000 in the dense table) are \
+over-predicted alike, while the family's 90 other rows are within a few per cent. Rows 1–2 \
+(Qwen3-235B-A22B, whose aggregated rows dic under-predicts) come out over-predicted here: \
+with three rows from two sweeps, opposite signs and no row that measures a pool alone, the \
+decode pool's TPOT stays dic's least-identified figure, and `docs/pd-decisions.md` says so \
+where it matters, the long-prompt verdicts.\n";
 
 #[cfg(test)]
 mod tests {

@@ -320,8 +320,10 @@ fn scenario_on(p: &Program, def: &Def, d: &Deploy, group: usize) -> Option<Deplo
     engine.lora = d.lora.as_ref().map(|l| super::lora::LoraSpec {
         max_loras: l.max_loras,
         max_rank: l.max_rank,
+        adapters: l.adapters.len() as u64,
     });
     engine.kv_offload = d.kv_offload.as_ref().map_or(0.0, |k| k.size);
+    engine.pod_memory = d.pod.memory;
     let workload = d
         .workload
         .and_then(|id| p.workload(id))

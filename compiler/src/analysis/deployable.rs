@@ -322,6 +322,7 @@ pub fn deployability_findings(s: &Scenario, mem: &MemoryReport) -> Vec<Finding> 
     let mut findings = rules::structural(s);
     findings.extend(rules::memory_rules(s, mem));
     findings.extend(kv_offload_findings(s));
+    findings.extend(super::lora_rules::lora_findings(s));
     if !findings.iter().any(|f| f.severity == Severity::Error) {
         findings.extend(launch_rule(s));
         findings.extend(placement_rule(s));
@@ -443,6 +444,9 @@ pub fn kv_offload_findings(s: &Scenario) -> Vec<Finding> {
             )),
         ));
     }
+    if let Some(f) = host.and_then(|h| pod_memory_below_buffer(s, &h)) {
+        out.push(f);
+    }
     if s.topology.cpu_memory.is_none() {
         out.push(Finding::new(
             Code::HostMemoryUnchecked,
@@ -468,6 +472,35 @@ pub fn kv_offload_findings(s: &Scenario) -> Vec<Finding> {
         ));
     }
     out
+}
+
+/// E0509: a `pod = { memory }` written below what the pod needs with its share of the KV
+/// offload buffer ([`HostMemory::per_pod`]). The memory is the pod's limit too, and each
+/// GPU's worker pins its share of the buffer when the engine starts (`config/cache.py`:
+/// `kv_offloading_size` over the ranks), so the pod would be killed for memory (OOM)
+/// when the buffer fills, if not at start-up.
+fn pod_memory_below_buffer(s: &Scenario, h: &HostMemory) -> Option<Finding> {
+    let written = s.engine.pod_memory?;
+    if written >= h.per_pod as f64 {
+        return None;
+    }
+    Some(Finding::new(
+        Code::PodMemoryBelowOffload,
+        Anchor::Field("pod"),
+        format!(
+            "`pod = {{ memory = {} }}` is below what each {}-GPU pod needs with KV offloading: {} ({} of offload buffer its workers pin + {} for vLLM, its workers and /dev/shm); the pod's memory is also its limit, so it would be killed for memory (OOM) when vLLM pins the buffer",
+            fmt_bytes(written),
+            h.gpus_per_pod,
+            fmt_bytes(h.per_pod as f64),
+            fmt_bytes(h.buffer_per_pod as f64),
+            fmt_bytes((h.per_pod - h.buffer_per_pod) as f64),
+        ),
+        "pod memory below its offload buffer",
+        Some(format!(
+            "raise `pod.memory` to at least {}, leave it out (dic then requests what the pod needs), or lower `kv_offload.size`",
+            fmt_bytes(h.per_pod as f64)
+        )),
+    ))
 }
 
 /// The largest buffer per engine that fits the pod's cap: the cap less what the pod

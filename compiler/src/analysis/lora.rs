@@ -11,7 +11,9 @@
 //!   `slices × L × r × in` (the whole input), B = `L × r × out/t` (its output shard);
 //! - a row-parallel layer (o, down): A = `L × r × in/t`, B = `L × r × out` (whole);
 //! - the embedding (`vocab_parallel_embedding.py`): `L × r × (vocab + hidden)`; the LM
-//!   head (`logits_processor.py`): `L × r × (hidden + vocab)`.
+//!   head (`logits_processor.py`): `L × r × (hidden + vocab)` — only where the model's
+//!   class names them in `embedding_modules` (Llama's, Qwen3's; not Mistral's, DeepSeek's,
+//!   gpt-oss's, Gemma 4's: [`LORA_CLASSES`]).
 //!
 //! The punica kernels' workspace (`lora/punica_wrapper/punica_base.py`, `punica_gpu.py`):
 //! four int64 index tensors and two `LoRAKernelMeta`s of two int32 tensors, each of
@@ -19,8 +21,23 @@
 //! buffer of `slices × tokens × r` (three slices for QKV), which the profiling run sees as
 //! activation memory.
 //!
-//! A MoE layer's experts (`FusedMoEWithLoRA`) and non-attention mixers (Mamba, linear
-//! attention) are not counted: the formula covers attention and dense MLPs.
+//! A MoE layer's experts are wrapped too (`lora/utils.py:get_supported_lora_modules` adds
+//! every `MoERunner`; `lora/layers/fused_moe.py:FusedMoEWithLoRA._create_lora_a_weights`
+//! and `_create_lora_b_weights`): per layer and local expert, A of w1/w3 `slices × L × r ×
+//! hidden`, B of w1/w3 `slices × L × r × width`, A of w2 `L × r × width`, B of w2 `L × r ×
+//! hidden`, with `width` the expert's intermediate on the rank (`slices` = 2 for a gated
+//! MLP, 1 otherwise). Non-attention mixers (Mamba, linear attention) are not counted.
+//!
+//! Applying the adapters costs every step time too ([`StageLora::step_work`]). vLLM runs
+//! them with the punica kernels (Chen et al., "Punica: Multi-Tenant LoRA Serving",
+//! MLSys 2024; `lora/ops/triton_ops/lora_shrink_op.py`, `lora_expand_op.py`, called per
+//! wrapped layer by `lora/punica_wrapper/punica_gpu.py:add_lora_linear`): a shrink `x·A`
+//! (`tokens × in × r` multiply-adds) and an expand `(x·A)·B` (`tokens × r × out`), over the
+//! stacked slots at `max_lora_rank` (a lower-rank adapter is zero-padded), each token
+//! gathering its own adapter's rows. A step reads the A and B of every distinct adapter
+//! its sequences use, so at decode the cost is memory-bound and grows with the number of
+//! distinct adapters in the batch, not with the batch (S-LoRA, Sheng et al., MLSys 2024,
+//! §5; Punica §7): at most `min(max_loras, adapters, sequences)`.
 
 use crate::layers::{Ffn, Mixer};
 use crate::program::Model;
@@ -30,6 +47,137 @@ use crate::program::Model;
 pub struct LoraSpec {
     pub max_loras: u64,
     pub max_rank: u64,
+    /// Adapters loaded at start-up (`--lora-modules`); 0: loaded at run time, up to
+    /// `max_loras` in a batch.
+    pub adapters: u64,
+}
+
+impl LoraSpec {
+    /// Distinct adapters a step of `sequences` sequences uses at most: every sequence on
+    /// an adapter (requests for the base model use none, so this is the bound), no more
+    /// than the slots (`max_loras`) nor the adapters served.
+    pub fn distinct_adapters(&self, sequences: f64) -> f64 {
+        let served = if self.adapters == 0 {
+            self.max_loras
+        } else {
+            self.adapters.min(self.max_loras)
+        };
+        (served as f64).min(sequences.max(1.0))
+    }
+}
+
+/// How vLLM 0.33's model class for a family takes LoRA, where it differs from Llama's
+/// (`SupportsLoRA`, with `embedding_modules` naming `embed_tokens` and `lm_head`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoraClass {
+    /// A piece of the family's Hugging Face repository names (lower case).
+    pub hf: &'static str,
+    pub class: &'static str,
+    /// file:class of vLLM 0.33 that says so.
+    pub source: &'static str,
+    pub supports_lora: bool,
+    /// Whether a module of the model declares `embedding_modules` (`embed_tokens`,
+    /// `lm_head`): then the embedding and the LM head get LoRA slots
+    /// (`lora/utils.py:get_supported_lora_modules`), and the LM head's wrapper
+    /// (`LogitsProcessorWithLoRA`) its vocabulary limit. A class without them leaves both
+    /// as they are (`SupportsLoRA.embedding_modules` is empty).
+    pub wraps_embeddings: bool,
+}
+
+/// The catalog's families that vLLM 0.33 does not serve like Llama, by the architecture
+/// their config.json names (../shared/models/hf), first match first. The others (Llama,
+/// Mixtral, Qwen3, Qwen3-MoE, Qwen3.5, Nemotron-H, and Llama 4 and Qwen3-VL
+/// through their Llama and Qwen3 language models) implement `SupportsLoRA` with
+/// `embedding_modules`.
+pub const LORA_CLASSES: &[LoraClass] = &[
+    LoraClass {
+        hf: "mimo-v2",
+        class: "MiMoV2FlashForCausalLM",
+        source: "model_executor/models/mimo_v2.py:MiMoV2FlashForCausalLM",
+        supports_lora: false,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "kimi-k2.6",
+        class: "KimiK25ForConditionalGeneration",
+        source: "model_executor/models/kimi_k25.py:KimiK25ForConditionalGeneration",
+        supports_lora: false,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "kimi-k2.5",
+        class: "KimiK25ForConditionalGeneration",
+        source: "model_executor/models/kimi_k25.py:KimiK25ForConditionalGeneration",
+        supports_lora: false,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "gemma-4",
+        class: "Gemma4ForConditionalGeneration",
+        source: "model_executor/models/gemma4_mm.py:Gemma4ForConditionalGeneration",
+        supports_lora: true,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "deepseek-v4",
+        class: "DeepseekV4ForCausalLM",
+        source: "models/deepseek_v4/nvidia/model.py:DeepseekV4ForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "deepseek-",
+        class: "DeepseekV3ForCausalLM",
+        source: "model_executor/models/deepseek_v2.py:DeepseekV2ForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "kimi-k2",
+        class: "DeepseekV3ForCausalLM",
+        source: "model_executor/models/deepseek_v2.py:DeepseekV2ForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "glm-5",
+        class: "GlmMoeDsaForCausalLM",
+        source: "models/deepseek_v32/nvidia/model.py:DeepseekV32ForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "mistral-7b",
+        class: "MistralForCausalLM",
+        source: "model_executor/models/mistral.py:MistralForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "gpt-oss",
+        class: "GptOssForCausalLM",
+        source: "model_executor/models/gpt_oss.py:GptOssForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+    },
+    LoraClass {
+        hf: "minimax-m2",
+        class: "MiniMaxM2ForCausalLM",
+        source: "model_executor/models/minimax_m2.py:MiniMaxM2ForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+    },
+];
+
+/// `m`'s entry in [`LORA_CLASSES`], by its `hf` repository; `None`: taken as Llama's.
+pub fn lora_class(m: &Model) -> Option<&'static LoraClass> {
+    let hf = m.hf.as_deref()?.to_ascii_lowercase();
+    LORA_CLASSES.iter().find(|c| hf.contains(c.hf))
+}
+
+/// Whether vLLM gives `m`'s embedding and LM head LoRA slots ([`LoraClass::wraps_embeddings`]).
+fn wraps_embeddings(m: &Model) -> bool {
+    lora_class(m).is_none_or(|c| c.wraps_embeddings)
 }
 
 /// Bytes of one LoRA element: the model's dtype (vLLM's `lora_dtype = auto`).
@@ -51,16 +199,9 @@ fn row(input: f64, output: f64, tp: f64) -> f64 {
     input / tp + output
 }
 
-/// The A/B slot bytes on one GPU of a stage holding `layers` (and the embedding on the
-/// first stage, the LM head on the last), for `spec` at TP degree `tp`.
-pub fn adapter_bytes(
-    m: &Model,
-    tp: u64,
-    layers: std::ops::Range<u64>,
-    first: bool,
-    last: bool,
-    spec: LoraSpec,
-) -> f64 {
+/// Elements of A and B per slot and unit of rank of the linear layers of `layers` on one
+/// GPU at TP degree `tp` (attention projections and dense MLPs; experts apart).
+fn layer_elements(m: &Model, tp: u64, layers: std::ops::Range<u64>) -> f64 {
     let t = tp.max(1) as f64;
     let h = m.hidden as f64;
     let q = (m.heads * m.head_dim) as f64;
@@ -71,24 +212,143 @@ pub fn adapter_bytes(
     // gate/up (column, two slices): A 2 × h, B 2i/t; down (row): A i/t, B h.
     let i = m.intermediate as f64;
     let mlp = column(2.0, h, 2.0 * i, t) + row(i, h, t);
-    let mut per_rank_slot = 0.0;
+    let mut elements = 0.0;
     for l in layers {
         let layer = m.layer(l);
         if matches!(layer.mixer, Mixer::Full | Mixer::Sliding) {
-            per_rank_slot += attention;
+            elements += attention;
         }
         if layer.ffn == Ffn::Dense {
-            per_rank_slot += mlp;
+            elements += mlp;
         }
     }
-    let vocab = m.vocab as f64;
-    if first {
-        per_rank_slot += vocab + h;
-    }
-    if last {
-        per_rank_slot += h + vocab;
-    }
+    elements
+}
+
+/// Elements of A and B per slot and unit of rank of one MoE layer's experts on one rank
+/// (`FusedMoEWithLoRA`): `local_experts` experts of intermediate `width` on the rank.
+pub fn expert_elements(m: &Model, local_experts: f64, width: f64) -> f64 {
+    let slices = if m.mlp_matrices() >= 3.0 { 2.0 } else { 1.0 };
+    let h = m.hidden as f64;
+    local_experts * (slices * h + slices * width + width + h)
+}
+
+/// The embedding's or the LM head's elements per slot and unit of rank.
+fn head_elements(m: &Model) -> f64 {
+    (m.vocab + m.hidden) as f64
+}
+
+/// The A/B slot bytes on one GPU of a stage holding `layers` (and the embedding on the
+/// first stage, the LM head on the last), for `spec` at TP degree `tp`; experts apart
+/// ([`expert_elements`]).
+pub fn adapter_bytes(
+    m: &Model,
+    tp: u64,
+    layers: std::ops::Range<u64>,
+    first: bool,
+    last: bool,
+    spec: LoraSpec,
+) -> f64 {
+    let heads = if wraps_embeddings(m) {
+        (first as u8 + last as u8) as f64
+    } else {
+        0.0
+    };
+    let per_rank_slot = layer_elements(m, tp, layers) + heads * head_elements(m);
     per_rank_slot * (spec.max_loras * spec.max_rank) as f64 * element_bytes(m)
+}
+
+/// One MoE layer's experts on one rank, as the LoRA step cost needs them.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RankExperts {
+    /// MoE layers of the stage.
+    pub layers: f64,
+    /// Experts each layer holds on the rank, and each one's intermediate width there.
+    pub local: f64,
+    pub width: f64,
+    /// Of all experts, the share a token is routed to (`top_k / experts`).
+    pub routed_share: f64,
+}
+
+impl RankExperts {
+    /// A stage's `moe_layers` holding `expert_params` on the rank (`rank_weights`), each
+    /// expert `width` wide there (`memory::expert_width_on_rank`).
+    pub fn on_rank(m: &Model, moe_layers: u64, expert_params: f64, width: f64) -> RankExperts {
+        if moe_layers == 0 || expert_params <= 0.0 || width <= 0.0 {
+            return RankExperts::default();
+        }
+        RankExperts {
+            layers: moe_layers as f64,
+            local: expert_params / moe_layers as f64 / (m.mlp_matrices() * m.hidden as f64 * width),
+            width,
+            routed_share: m.experts_per_token as f64 / m.experts.max(1) as f64,
+        }
+    }
+}
+
+/// A stage's adapted layers as a step applies them on one GPU.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StageLora {
+    pub spec: LoraSpec,
+    /// A and B elements per slot and unit of rank of the linear layers every token runs
+    /// through (attention projections, dense MLPs).
+    pub token_elements: f64,
+    /// Those of the LM head (last stage), run on each sequence's sampled token alone.
+    pub sequence_elements: f64,
+    /// Those of one local expert of one MoE layer, and the stage's experts.
+    pub expert_elements: f64,
+    pub experts: RankExperts,
+    pub element_bytes: f64,
+}
+
+impl StageLora {
+    /// The stage holding `layers` (the LM head when `last`), with `experts` on the rank.
+    pub fn new(
+        m: &Model,
+        tp: u64,
+        layers: std::ops::Range<u64>,
+        last: bool,
+        experts: RankExperts,
+        spec: LoraSpec,
+    ) -> StageLora {
+        StageLora {
+            spec,
+            token_elements: layer_elements(m, tp, layers),
+            sequence_elements: if last && wraps_embeddings(m) {
+                head_elements(m)
+            } else {
+                0.0
+            },
+            expert_elements: expert_elements(m, 1.0, experts.width),
+            experts,
+            element_bytes: element_bytes(m),
+        }
+    }
+
+    /// FLOPs and bytes read of the shrinks and expands of a step carrying `tokens` tokens
+    /// of `sequences` sequences, at `max_lora_rank` (2 FLOPs per multiply-add): every token
+    /// through the linear layers and its routed experts' adapters
+    /// (`lora/ops/triton_ops/fused_moe_lora_op.py`), each sequence's sampled token through
+    /// the LM head's; and the slots of the step's distinct adapters
+    /// ([`LoraSpec::distinct_adapters`]) read once, of the experts those the step's tokens
+    /// touch (`local × (1 − (1 − top_k/experts)^tokens)` on average). The embedding's
+    /// adapter is a row gather per token, left out.
+    pub fn step_work(&self, tokens: f64, sequences: f64) -> (f64, f64) {
+        let r = self.spec.max_rank as f64;
+        let e = &self.experts;
+        let routed_pairs = tokens * e.routed_share * e.local;
+        let touched = e.local * (1.0 - (1.0 - e.routed_share).powf(tokens));
+        let flops = 2.0
+            * r
+            * (tokens * self.token_elements
+                + e.layers * routed_pairs * self.expert_elements
+                + sequences * self.sequence_elements);
+        let slot = self.token_elements
+            + self.sequence_elements
+            + e.layers * touched * self.expert_elements;
+        let bytes = self.spec.distinct_adapters(sequences) * r * slot * self.element_bytes;
+        (flops, bytes)
+    }
 }
 
 /// The punica index tensors allocated at load: 4 × int64 + 2 × 2 × int32 per batched
@@ -111,12 +371,18 @@ pub fn stage_bytes(
     max_num_batched_tokens: u64,
     layers: std::ops::Range<u64>,
     (first, last): (bool, bool),
+    experts: RankExperts,
 ) -> (f64, f64) {
     let Some(spec) = lora else {
         return (0.0, 0.0);
     };
+    let experts = experts.layers
+        * expert_elements(m, experts.local, experts.width)
+        * (spec.max_loras * spec.max_rank) as f64
+        * element_bytes(m);
     (
         adapter_bytes(m, tp, layers, first, last, spec)
+            + experts
             + punica_index_bytes(max_num_batched_tokens),
         punica_shrink_bytes(max_num_batched_tokens, spec.max_rank),
     )

@@ -205,6 +205,14 @@ pub fn memory(s: &Scenario) -> MemoryReport {
             e.max_num_batched_tokens,
             first..first + count,
             (is_first, is_last),
+            super::lora::RankExperts::on_rank(
+                m,
+                (first..first + count)
+                    .filter(|&l| crate::architecture::is_moe_layer(m, l))
+                    .count() as u64,
+                w.expert_params,
+                expert_width_on_rank(s),
+            ),
         );
         let weights = (w.bytes + draft_bytes + lora_weights - e.cpu_offload).max(0.0);
         let activations = e

@@ -30,6 +30,7 @@ pub mod gemm;
 pub mod kv_offload;
 pub mod kv_pool;
 pub mod lora;
+pub mod lora_rules;
 pub mod memory;
 pub mod node_groups;
 pub mod perf;

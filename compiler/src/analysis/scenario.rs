@@ -275,6 +275,9 @@ pub struct EngineSettings {
     /// Bytes of the KV offload buffer per engine, summed over its ranks (`kv_offload =
     /// { size }`; 0: none).
     pub kv_offload: f64,
+    /// The memory each pod requests and is limited to, where written (`pod = { memory }`);
+    /// `None`: dic's own (`ir::pod_memory`).
+    pub pod_memory: Option<f64>,
 }
 
 /// `max_num_seqs` and `max_num_batched_tokens` as written (`None`: unset) and the
@@ -470,5 +473,6 @@ pub fn engine_settings(
         batch,
         lora: None,
         kv_offload: 0.0,
+        pod_memory: None,
     }
 }

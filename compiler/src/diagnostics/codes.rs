@@ -82,6 +82,7 @@ codes! {
     InvalidExtraArg = "E0314", Error, "vLLM option or variable dic cannot pass through";
     SpecMethodUnavailable = "E0315", Error, "speculative method the model cannot run";
     InlineSecret = "E0316", Error, "credential written in plain text";
+    LoraUnsupported = "E0317", Error, "LoRA adapters on a model vLLM cannot serve them on";
 
     TpAcrossNodes = "E0401", Error, "tensor parallelism across nodes";
     HeadsNotDivisible = "E0402", Error, "attention heads not divisible by TP";
@@ -103,6 +104,7 @@ codes! {
     DeepEpBuffersDoNotFit = "E0506", Error, "DeepEP's buffers do not fit beside the model";
     SeqsAboveMambaBlocks = "E0507", Error, "max_num_seqs above the Mamba cache blocks";
     HostMemoryShort = "E0508", Error, "the KV offload buffer does not fit the node's CPU memory";
+    PodMemoryBelowOffload = "E0509", Error, "the pod's memory is below what its KV offload buffer needs";
 
     SloInfeasible = "E0601", Error, "SLO cannot be met";
     Overloaded = "E0602", Error, "the declared load exceeds what the layout serves";
@@ -129,6 +131,7 @@ codes! {
     All2AllUnused = "W0408", Warning, "all2all_backend has no effect on this layout";
     EpBeyondExperts = "W0409", Warning, "expert parallelism over more ranks than experts";
     CapacityUnderFailure = "W0410", Warning, "the SLOs break with a replica down or a node lost";
+    SpeculationCostsGoodput = "W0411", Warning, "turning speculative decoding off carries more load within the SLOs";
     LoadNotAdmitted = "W0501", Warning, "the declared load cannot be admitted";
     FormatNotNative = "W0502", Warning, "weight format not native on this GPU";
     PrefixCachingOff = "W0503", Warning, "the workload reuses prefixes but prefix caching is off";

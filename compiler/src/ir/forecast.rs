@@ -1,7 +1,8 @@
 //! The forecast: what dic predicts for each lowered deployment — the headline figures
 //! (TTFT, TPOT, throughput, KV capacity), memory per PP stage, the SLO verdicts, the
 //! decode step by cause, the cost split, the planner's alternatives, rejections and
-//! scaling curve, a disaggregated pair's numbers and the speculative decoding assumed.
+//! scaling curve, a disaggregated pair's numbers, the speculative decoding assumed, the
+//! what-if across GPU types and the capacity under failure (N−1).
 //!
 //! Kept apart from the launch plan ([`super::LaunchPlan`]) so a refit of the performance
 //! model moves this and the report rendered from it, never a launch script or a
@@ -196,6 +197,58 @@ pub struct ReportData {
     /// The warnings and the planner's advice on this deployment, as `dic check` words
     /// them.
     pub findings: Vec<FindingRow>,
+    /// Which GPU: the what-if across GPU types (`planner::whatif`), best first; empty
+    /// where it did not run (a split's pools, a node group's part, `dic check`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_choice: Vec<GpuChoiceRow>,
+    /// N−1: the load carried within the SLOs with replicas down (`planner::failure`);
+    /// absent where it is not computed (a closed loop, a split, DP ranks of one engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_under_failure: Option<FailureRow>,
+}
+
+/// One GPU type of the what-if: the deployment's cluster rebuilt on it and the planner's
+/// cheapest layout meeting every SLO there (`planner::whatif::WhatIf`, copied).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GpuChoiceRow {
+    /// The stdlib GPU name.
+    pub gpu: String,
+    /// The cluster's own GPU type.
+    pub own: bool,
+    /// The cluster on this GPU: nodes × GPUs per node.
+    pub nodes: u64,
+    pub gpus_per_node: u64,
+    /// The planner's choice on it (`None`: nothing meets the SLOs, [`Self::why_none`]).
+    pub layout: Option<String>,
+    pub gpus_used: Option<u64>,
+    /// $/h and $ per million output tokens of that layout (the ranking's measure), when
+    /// priced.
+    pub cost_per_hour: Option<f64>,
+    pub cost_per_million_output: Option<f64>,
+    /// $/h per node, and whether it is the catalog's list price (of `price_from`) rather
+    /// than the cluster's own.
+    pub price_per_node_hour: Option<f64>,
+    pub list_price: bool,
+    pub price_from: Option<String>,
+    pub why_none: Option<String>,
+}
+
+/// N−1 for the report: `planner::Failure` as `dic plan` prints it, with its verdicts and
+/// whether W0410 fired.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FailureRow {
+    #[serde(flatten)]
+    pub figures: crate::planner::Failure,
+    /// Replicas left during a rolling update, and after the node is lost.
+    pub replicas_after_rollout: u64,
+    pub replicas_after_node_loss: Option<u64>,
+    /// The replicas left during a rolling update carry the offered load within the SLOs.
+    pub rollout_holds: bool,
+    /// So do those left after the node holding the most replicas is lost (true on one
+    /// node, where it is not checked).
+    pub node_loss_holds: bool,
+    /// W0410 fired on this deployment: `replicas_needed` hold through both.
+    pub warned: bool,
 }
 
 /// One warning or piece of advice for the report.
@@ -238,6 +291,7 @@ pub(super) fn deployment_forecast(
     a: &crate::analysis::Analysis,
     figures: &crate::analysis::forecast::ForecastFigures,
     search: Option<&crate::planner::Search>,
+    whatif: &[crate::planner::whatif::WhatIf],
 ) -> DeploymentForecast {
     let s = &ds.scenario;
     let pred = a.prediction.as_ref();
@@ -276,6 +330,6 @@ pub(super) fn deployment_forecast(
                 transfer_gbps: x.transfer_bandwidth / 1e9,
             }
         }),
-        report: super::report::report_data(ds, a, figures, search),
+        report: super::report::report_data(ds, a, figures, search, whatif),
     }
 }

@@ -99,6 +99,7 @@ pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, B
         planned.analysis,
         planned.figures,
         planned.search,
+        planned.whatif,
     );
     Ok((plan, forecast, warnings))
 }
@@ -378,22 +379,14 @@ fn disruption_of(
     if planned.scenario.pool.is_some() {
         return None;
     }
-    let search = planned.search?;
-    let chosen = search.chosen.as_ref().is_some_and(|c| {
-        c.layout == s.layout && c.weights == s.model.weights && c.kv_cache == s.model.kv_cache
-    });
-    let f = if chosen {
-        search.chosen_failure.as_ref()
-    } else {
-        search.failure.as_ref()
-    }?;
+    let f = crate::planner::failure::of_deployed(planned.search?, s)?;
     // N−1 counts the GPUs spare beside this deployment only: on a cluster other
     // deployments share, a surge replica may find none, so none is planned.
     let f = crate::planner::Failure {
         surge: if shared { 0 } else { f.surge },
         ..f.clone()
     };
-    (f.replicas == s.layout.dp.max(1)).then(|| super::Disruption::from_failure(&f))
+    Some(super::Disruption::from_failure(&f))
 }
 
 /// Whether another deployment of the program runs on `d`'s cluster.

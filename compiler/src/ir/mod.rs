@@ -577,6 +577,9 @@ pub struct Planned<'a> {
     pub analysis: &'a Analysis,
     pub figures: &'a crate::analysis::forecast::ForecastFigures,
     pub search: Option<&'a crate::planner::Search>,
+    /// The what-if across GPU types, ranked (empty where it did not run): the report's
+    /// "Which GPU".
+    pub whatif: &'a [crate::planner::whatif::WhatIf],
     /// Where the cluster's accounting put its replicas (empty: packed from node 0, as
     /// the analysis placed them).
     pub slots: &'a [crate::analysis::allocation::Slot],

@@ -1,6 +1,7 @@
 //! The report's data in the forecast: memory, SLOs, the decode step's kernels and
-//! collectives, cost, and the planner's alternatives, rejections and scaling curve from
-//! the deployment's search. Reads the analysis and its figures; computes no prediction.
+//! collectives, cost, and the planner's alternatives, rejections, scaling curve and N−1
+//! figures from the deployment's search, and its what-if across GPU types. Reads the
+//! analysis, its figures and the planner's results; computes no prediction.
 
 use super::*;
 
@@ -9,6 +10,7 @@ pub(super) fn report_data(
     a: &Analysis,
     figures: &crate::analysis::forecast::ForecastFigures,
     search: Option<&crate::planner::Search>,
+    whatif: &[crate::planner::whatif::WhatIf],
 ) -> ReportData {
     let s = &ds.scenario;
     let l = s.layout;
@@ -114,6 +116,7 @@ pub(super) fn report_data(
         );
     }
     let findings = finding_rows(a);
+    let capacity_under_failure = failure_row(ds, a, search);
     let deployed = pair.as_ref().map_or_else(|| l.to_string(), |x| x.0.clone());
     ReportData {
         headline: headline(&deployed, &s.topology.gpu.name, &slo, &cost, &findings),
@@ -134,7 +137,57 @@ pub(super) fn report_data(
         splits: search.splits.clone(),
         family_choice: family_sentence(ds, search),
         findings,
+        gpu_choice: gpu_choice_rows(s, whatif),
+        capacity_under_failure,
     }
+}
+
+/// The what-if's rows as the report shows them, in its rank order.
+fn gpu_choice_rows(
+    s: &crate::analysis::Scenario,
+    whatif: &[crate::planner::whatif::WhatIf],
+) -> Vec<GpuChoiceRow> {
+    whatif
+        .iter()
+        .map(|w| GpuChoiceRow {
+            gpu: w.gpu.clone(),
+            own: w.gpu == s.topology.gpu.name,
+            nodes: w.nodes,
+            gpus_per_node: w.gpus_per_node,
+            layout: w.chosen.as_ref().map(|c| c.describe()),
+            gpus_used: w.chosen.as_ref().map(|c| c.gpus),
+            cost_per_hour: w.cost_per_hour,
+            cost_per_million_output: w.cost_per_million_output,
+            price_per_node_hour: w.price_per_node_hour,
+            list_price: w.list_price,
+            price_from: w.price_from.clone(),
+            why_none: w.why_none.clone(),
+        })
+        .collect()
+}
+
+/// N−1 of the layout deployed, the figures `dic plan` prints (`planner::failure::
+/// of_deployed`), with W0410's verdict; none for a split's pools.
+fn failure_row(
+    ds: &DeploymentScenario,
+    a: &Analysis,
+    search: &crate::planner::Search,
+) -> Option<FailureRow> {
+    if ds.pool.is_some() {
+        return None;
+    }
+    let f = crate::planner::failure::of_deployed(search, &ds.scenario)?;
+    Some(FailureRow {
+        figures: f.clone(),
+        replicas_after_rollout: f.replicas.saturating_sub(f.rollout_unavailable),
+        replicas_after_node_loss: f.node_replicas.map(|n| f.replicas.saturating_sub(n)),
+        rollout_holds: f.rollout_holds(),
+        node_loss_holds: f.node_loss_holds(),
+        warned: a
+            .findings
+            .iter()
+            .any(|x| x.code == crate::diagnostics::Code::CapacityUnderFailure),
+    })
 }
 
 /// The warnings and advice on the deployment, as `dic check` words them.

@@ -2,8 +2,9 @@
 //! evaluating those layouts through the same models as the search. A0701 (a cheaper layout
 //! meets the SLOs), E0701 (no layout does), and for a written layout that works, the
 //! escalation order: W0404 (more GPUs make it worse), A0501 (FP8 would fit on half the
-//! TP), A0401 (DP replicas would beat the wider TP); and W0410 (the SLOs do not survive a
-//! replica down or a node lost, `failure`).
+//! TP), A0401 (DP replicas would beat the wider TP); W0410 (the SLOs do not survive a
+//! replica down or a node lost, `failure`); and W0411 (the declared draft costs goodput,
+//! `speculation`).
 
 use super::scaling::more_gpus_worse;
 use super::{evaluate, Search};
@@ -14,7 +15,7 @@ use crate::diagnostics::{Code, Diagnostic, Severity};
 use crate::program::{Body, Program};
 
 /// The advice on a written layout that analysed without error: W0404, A0501, A0401,
-/// W0410, in that order. Nothing for a layout that does not fit (its errors say what would).
+/// W0410, W0411, in that order. Nothing for a layout that does not fit (its errors say what would).
 pub fn advise(s: &Scenario, a: &Analysis) -> Vec<Finding> {
     let Some(p) = &a.prediction else {
         return Vec::new();
@@ -24,6 +25,7 @@ pub fn advise(s: &Scenario, a: &Analysis) -> Vec<Finding> {
     out.extend(quantize_to_fit(s, p));
     out.extend(dp_beats_tp(s, p.max_output_tokens_per_s));
     out.extend(super::failure::capacity_under_failure(s, a));
+    out.extend(super::speculation::speculation_costs_goodput(s, a));
     out
 }
 
@@ -108,10 +110,11 @@ fn dp_beats_tp(s: &Scenario, max_output_tokens_per_s: f64) -> Option<Finding> {
 /// such candidate of the deployment's one search.
 pub fn cheaper_layout(ds: &DeploymentScenario, search: &Search) -> Option<Finding> {
     let s = &ds.scenario;
-    let best = search
-        .ranked
-        .iter()
-        .find(|c| c.weights == s.model.weights && c.kv_cache == s.model.kv_cache)?;
+    // Only a layout that meets the SLOs with the engine as written: one that needs the
+    // declared draft dropped would, written back with it, draw W0411 or miss an SLO.
+    let best = search.ranked.iter().find(|c| {
+        c.weights == s.model.weights && c.kv_cache == s.model.kv_cache && !c.speculation_off()
+    })?;
     let current = s
         .topology
         .price_for_layout(&s.layout)
@@ -191,11 +194,20 @@ pub fn working_layout(ds: &DeploymentScenario, search: &Search) -> Option<Findin
     if best.kv_cache != ds.scenario.model.kv_cache {
         formats.push(format!("kv_cache = {}", best.kv_cache));
     }
+    // A layout that works only without the declared draft says so too (the planner's
+    // verdict, `speculation::judge`).
+    let mut with = Vec::new();
     if !formats.is_empty() {
+        with.push(format!("`{}` on the model", formats.join(", ")));
+    }
+    if best.speculation_off() {
+        with.push("no `speculative` in the engine".to_string());
+    }
+    if !with.is_empty() {
         fix.help = Some(format!(
-            "use `layout = {}` with `{}` on the model; `dic plan` shows the alternatives",
+            "use `layout = {}` with {}; `dic plan` shows the alternatives",
             best.layout,
-            formats.join(", ")
+            with.join(" and ")
         ));
     }
     Some(Finding {

@@ -49,6 +49,9 @@ pub enum LoadUnit {
 }
 
 impl LoadUnit {
+    pub fn is_rate(&self) -> bool {
+        *self == LoadUnit::RequestsPerSecond
+    }
     /// A figure in this unit as printed: `12.50 req/s`, `96 clients`.
     pub fn show(self, v: f64) -> String {
         match self {
@@ -84,13 +87,14 @@ pub struct Failure {
     /// One replica more may start before one stops (`maxSurge: 1`): the cluster has the
     /// GPUs of a replica spare beside this deployment.
     pub surge: u64,
-    /// What `offered`, `per_replica`, `during_rollout` and `after_node_loss` count.
-    #[serde(default)]
+    /// What `offered`, `per_replica`, `during_rollout` and `after_node_loss` count
+    /// (written only for a closed loop: an open loop's JSON is as it was).
+    #[serde(default, skip_serializing_if = "LoadUnit::is_rate")]
     pub unit: LoadUnit,
     /// The layout's DP ranks are one vLLM engine (a MoE model's `--data-parallel-size`,
     /// `analysis::deployable::launch_shape`): vLLM's DP ranks step in lockstep and cannot
     /// run short of one, so a rollout or any of its nodes stops all of them.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub one_engine: bool,
 }
 
@@ -402,6 +406,22 @@ pub fn prefer_surviving(
     Some(ranked[survivor].clone())
 }
 
+/// The N−1 figures of the layout `s` runs, from its deployment's one search: the
+/// planner's choice's when `s` is that choice (layout and formats), else the written
+/// layout's; `None` when the search has none or they count other replicas than `s` runs.
+/// `dic plan`, the report and the disruption budget all read them here.
+pub fn of_deployed<'a>(search: &'a super::Search, s: &Scenario) -> Option<&'a Failure> {
+    let is_choice = search.chosen.as_ref().is_some_and(|c| {
+        c.layout == s.layout && c.weights == s.model.weights && c.kv_cache == s.model.kv_cache
+    });
+    let f = if is_choice {
+        search.chosen_failure.as_ref()
+    } else {
+        search.failure.as_ref()
+    }?;
+    (f.replicas == s.layout.dp.max(1)).then_some(f)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -642,6 +662,7 @@ deploy d {{ model = m, cluster = c, workload = w, slo = s, layout = {layout}, en
             shortfall: None,
             engine: None,
             goodput: None,
+            speculation: None,
         }
     }
 

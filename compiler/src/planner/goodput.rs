@@ -124,7 +124,7 @@ fn bound_words(t: &SloTarget) -> String {
 }
 
 /// The scenario at a steady open-loop `rate` (req/s), same prompt and output.
-fn at_rate(s: &Scenario, rate: f64) -> Scenario {
+pub(crate) fn at_rate(s: &Scenario, rate: f64) -> Scenario {
     let mut v = s.clone();
     if let Some(w) = v.workload {
         v.workload = Some(WorkloadSpec {
@@ -433,6 +433,7 @@ deploy d {{ model = m, cluster = c, workload = w, slo = s, layout = tp 4 × dp 4
             shortfall: None,
             engine: None,
             goodput: Some(g),
+            speculation: None,
         }
     }
 

@@ -25,6 +25,7 @@ pub mod failure;
 pub mod goodput;
 pub mod pool_failure;
 mod scaling;
+pub mod speculation;
 pub mod whatif;
 pub use advice::{advise, cheaper_layout, no_layout, working_layout};
 pub use context::{search_fitting_context, thousands, ContextFit};
@@ -76,6 +77,10 @@ pub struct Candidate {
     pub engine: Option<crate::analysis::deepep::EngineChoice>,
     /// The load it carries within the SLOs (feasible candidates only).
     pub goodput: Option<Goodput>,
+    /// With a declared draft: whether the planner keeps it for this layout, and why
+    /// (`speculation::weigh`); `None` without one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub speculation: Option<speculation::SpeculationChoice>,
 }
 
 impl Candidate {
@@ -117,6 +122,9 @@ impl Candidate {
         }
         if let Some(e) = &self.engine {
             s.push_str(&format!(", {}", e.describe()));
+        }
+        if self.speculation_off() {
+            s.push_str(", speculation off");
         }
         s
     }
@@ -251,6 +259,22 @@ fn evaluate(
         )
 }
 
+/// A layout as the search weighs it: [`evaluate`], and with a declared draft the same
+/// layout without it, the better kept (`speculation::weigh`). Advice's comparisons
+/// (`evaluate` alone) keep the engine as written.
+fn evaluate_searched(
+    base: &Scenario,
+    slo: &[SloTarget],
+    layout: Layout,
+    weights: &str,
+    kv: &str,
+) -> Candidate {
+    let declared = evaluate(base, slo, layout, weights, kv);
+    speculation::weigh(base, slo, declared, |plain| {
+        evaluate(plain, slo, layout, weights, kv)
+    })
+}
+
 impl Candidate {
     /// Whether this variant of one layout predicts better than `other`: checks clean
     /// before not, meets its bounds before not, then the smaller shortfall, then TPOT.
@@ -355,6 +379,7 @@ fn evaluate_with(
         shortfall,
         engine,
         goodput: None,
+        speculation: None,
     }
 }
 
@@ -483,7 +508,9 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
     // The load each carries within the SLOs, which ranks layouts of equal cost (at the
     // declared load they serve the same tokens, so $/M tokens cannot tell them apart).
     for c in &mut feasible {
-        c.goodput = goodput_of(base, slo, c);
+        if c.goodput.is_none() {
+            c.goodput = goodput_of(base, slo, c);
+        }
     }
     let per_gpu = |c: &Candidate| c.goodput.as_ref().map_or(0.0, |g| g.requests_per_s_per_gpu);
     feasible.sort_by(|a, b| {
@@ -532,6 +559,9 @@ fn candidate_scenario(base: &Scenario, c: &Candidate) -> Scenario {
     s.layout = c.layout;
     s.model.weights = c.weights.clone();
     s.model.kv_cache = c.kv_cache.clone();
+    if c.speculation_off() {
+        s.engine.speculative = None;
+    }
     s
 }
 
@@ -631,7 +661,7 @@ fn search_family(
     // every DP does). Then the smallest, then bisection between them: at most
     // 2 + log2(N) evaluations per family, one for a family that cannot work.
     let top_idx = dps.len() - 1;
-    let top = evaluate(base, slo, layout_at(dps[top_idx]), w, kv);
+    let top = evaluate_searched(base, slo, layout_at(dps[top_idx]), w, kv);
     tally.evaluated += 1;
     if !top.meets_slo {
         tally.consider(&top);
@@ -645,7 +675,7 @@ fn search_family(
         tally.accept(top);
         return;
     }
-    let first = evaluate(base, slo, layout_at(first_dp), w, kv);
+    let first = evaluate_searched(base, slo, layout_at(first_dp), w, kv);
     tally.evaluated += 1;
     if first.meets_slo {
         tally.accept(first);
@@ -656,7 +686,7 @@ fn search_family(
     let mut best = top;
     while hi - lo > 1 {
         let mid = (lo + hi) / 2;
-        let c = evaluate(base, slo, layout_at(dps[mid]), w, kv);
+        let c = evaluate_searched(base, slo, layout_at(dps[mid]), w, kv);
         tally.evaluated += 1;
         if c.meets_slo {
             hi = mid;
@@ -796,6 +826,9 @@ pub(crate) fn scenarios_of_text(src: &str) -> Vec<DeploymentScenario> {
     assert!(front.diagnostics.is_empty(), "{:?}", front.diagnostics);
     crate::analysis::scenarios_from_program(&front.program)
 }
+
+#[cfg(test)]
+mod reuse_tests;
 
 #[cfg(test)]
 mod tests {

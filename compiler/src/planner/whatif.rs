@@ -88,18 +88,23 @@ pub fn what_if(ds: &DeploymentScenario, gpus: &[String]) -> Vec<WhatIf> {
     let mut rows: Vec<WhatIf> = gpus
         .iter()
         .filter_map(|gpu| {
-            let (scenario, mut row) = on_gpu(&ds.scenario, gpu)?;
+            let (scenario, row) = on_gpu(&ds.scenario, gpu)?;
             let found = search_fitting_context(&scenario, &ds.slo, &space);
-            row.why_none = found.chosen.is_none().then(|| why_none(&found));
-            let priced = found.chosen.as_ref().filter(|c| c.priced);
-            row.cost_per_hour = priced.map(|c| c.cost_per_hour);
-            row.cost_per_million_output = priced.and_then(|c| c.cost_per_million_output);
-            row.chosen = found.chosen;
-            Some(row)
+            Some(answered(row, &found))
         })
         .collect();
     rank(&mut rows);
     rows
+}
+
+/// `row` (from [`on_gpu`]) with the answer of `found`, the search of its scenario.
+pub fn answered(mut row: WhatIf, found: &super::Search) -> WhatIf {
+    row.why_none = found.chosen.is_none().then(|| why_none(found));
+    let priced = found.chosen.as_ref().filter(|c| c.priced);
+    row.cost_per_hour = priced.map(|c| c.cost_per_hour);
+    row.cost_per_million_output = priced.and_then(|c| c.cost_per_million_output);
+    row.chosen = found.chosen.clone();
+    row
 }
 
 /// Priced by $/M output tokens (then $/h), then unpriced by GPUs, then nothing chosen;

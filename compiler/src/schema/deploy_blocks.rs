@@ -20,7 +20,7 @@ pub static ROUTING_FIELDS: &[Field] = &[
 /// `vllm/config/lora.py`).
 pub static LORA_FIELDS: &[Field] = &[
     f!("adapters", Ty::List(&Ty::Str(TextRule::Argument)), "adapters loaded at start-up, as \"name=path\" (a Hugging Face repository or a folder): `--lora-modules`; clients ask for one by its name as the model"),
-    f!("max_loras", Ty::Int { min: 1, max: 256 }, "adapters one batch may mix (`--max-loras`, vLLM's default 1): each takes a slot of GPU memory on every linear layer"),
+    f!("max_loras", Ty::Int { min: 1, max: 256 }, "adapters one batch may mix (`--max-loras`, vLLM's default 1): each takes a slot of GPU memory on every linear layer, and a decode step reads the slots of each distinct adapter it mixes"),
     f!("max_rank", Ty::Int { min: 1, max: 512 }, "the largest adapter rank served (`--max-lora-rank`, vLLM's default 16): one of 1, 8, 16, 32, 64, 128, 256, 320, 512; the slots are sized for it"),
     f!("max_cpu_loras", Ty::Int { min: 1, max: 4096 }, "adapters kept in CPU memory, at least `max_loras` (`--max-cpu-loras`, default `max_loras`)"),
 ];

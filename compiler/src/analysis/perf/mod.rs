@@ -56,6 +56,7 @@
 //! items are re-exported here, so `perf::…` names them all.
 
 mod prefill_queue;
+mod steady_batch;
 mod step;
 mod token_step;
 
@@ -63,6 +64,7 @@ use prefill_queue::burst_prefill;
 pub use prefill_queue::{
     closed_loop_prefill, front_paced_burst, open_loop_prefill, OpenLoopPrefill,
 };
+use steady_batch::{steady_batch, OpenLoop};
 pub use step::{
     fp8_kv_read_factor, KernelTimes, StepCost, StepModel, StepPrefill, FP8_KV_READ_FACTOR,
 };
@@ -477,20 +479,20 @@ pub fn predict(s: &Scenario, mem: &MemoryReport, c: &PerfConstants) -> Predictio
         Load::Rate(rate) => {
             let r = rate / dp;
             rate_per_replica = r;
-            // The decode batch in steady state (Little's law), damped fixed point; the
+            // The decode batch in steady state (Little's law, `steady_batch`); the
             // prompt's own prefill is timed once, at the batch it converged to.
-            let mut at = running;
-            for _ in 0..60 {
-                at = running;
-                let prefill_per_step = r * fresh * step.tpot;
-                step = sm.token_step(running, ctx, prefill_per_step, fresh_ctx, c);
-                let next = (r * (output * step.tpot)).max(r * step.tpot).min(cap);
-                if (next - running).abs() < 1e-3 {
-                    running = next;
-                    break;
-                }
-                running = 0.5 * running + 0.5 * next;
-            }
+            let open_loop = OpenLoop {
+                rate: r,
+                output,
+                fresh_prompt: fresh,
+                ctx,
+                fresh_ctx,
+                cap,
+            };
+            let settled = steady_batch(&sm, &open_loop, c);
+            running = settled.running;
+            step = settled.step;
+            let at = running;
             parts.prefill = sm.prefill_time(fresh, cached, at, ctx, c);
             let capacity_rps = max_rps / dp;
             if r >= capacity_rps * 0.999 {

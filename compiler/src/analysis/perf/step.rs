@@ -8,6 +8,7 @@ use crate::analysis::comm::{step_comm_exchanged, uses_deepep, CommContext, CommI
 use crate::analysis::fused_moe::{moe_time, MoeCall, MoeTime};
 use crate::analysis::gemm::{compute_factor, roofline, KernelFamily};
 use crate::analysis::kv_pool::{CacheSpec, SpecCache};
+use crate::analysis::lora::{RankExperts, StageLora};
 use crate::analysis::memory::{expert_width_on_rank, max_cuda_graph_size, pp_partition};
 use crate::analysis::scenario::{CudaGraphMode, Scenario};
 use crate::analysis::speculative::{draft_shape, DraftShape, DRAFT_PASS_OVERHEAD_SHARE};
@@ -44,7 +45,8 @@ impl StepCost {
 /// Seconds of each kernel group in a step.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct KernelTimes {
-    /// Dense GEMMs (attention projections, dense MLPs, shared experts) and the LM head.
+    /// Dense GEMMs (attention projections, dense MLPs, shared experts) and the LM head,
+    /// with the LoRA adapters' shrinks and expands where the deployment serves adapters.
     pub dense_gemms: f64,
     /// Routed experts.
     pub experts: f64,
@@ -94,6 +96,8 @@ pub(super) struct StageFacts {
     /// One MoE layer's fused-MoE call on a rank, for a batch of one token (the step sets
     /// the tokens); `None` without MoE layers.
     moe_call: Option<MoeCall>,
+    /// The LoRA adapters' layers on one GPU of the stage; `None` without `lora`.
+    lora: Option<StageLora>,
 }
 
 /// What every step of one scenario shares: per-stage facts and group placements.
@@ -204,6 +208,7 @@ pub(super) fn stage_facts(s: &Scenario) -> Vec<StageFacts> {
             state_elements: 0.0,
             kv_write: 0.0,
             moe_call: None,
+            lora: None,
         };
         // The experts' sharding is memory's (`rank_weights`): whole experts over the TP ×
         // DP ranks with EP (the rank with the most of them), each expert's width split
@@ -224,6 +229,11 @@ pub(super) fn stage_facts(s: &Scenario) -> Vec<StageFacts> {
                 bytes_per_param: w.expert_bytes / w.expert_params,
             });
         }
+        f.lora = s.engine.lora.map(|spec| {
+            let width = expert_width_on_rank(s);
+            let experts = RankExperts::on_rank(m, moe_layers, w.expert_params, width);
+            StageLora::new(m, tp, first..first + count, last, experts, spec)
+        });
         for layer in first..first + count {
             let mixer = m.layer(layer).mixer;
             let attn_dim = match (mixer, m.attention) {
@@ -409,11 +419,12 @@ pub(super) fn stage_step(
         ),
         (experts_compute, experts_memory),
         (attention_flops / bf16_rate / ce, kv_bytes / me),
+        lora_times(f, tokens, sequences, bf16_rate * ce, me),
     ];
     let compute: f64 = ops.iter().map(|o| o.0).sum();
     let memory: f64 = ops.iter().map(|o| o.1).sum();
     let kernels = KernelTimes {
-        dense_gemms: roofline(ops[0].0, ops[0].1),
+        dense_gemms: roofline(ops[0].0, ops[0].1) + roofline(ops[3].0, ops[3].1),
         experts: experts_compute + experts_memory + experts_launch,
         attention: ops[2].0.max(ops[2].1),
     };
@@ -449,6 +460,25 @@ pub(super) fn stage_step(
         kernels,
         comm_items,
     }
+}
+
+/// Compute and memory seconds of the LoRA adapters' shrinks and expands in a step of
+/// `tokens` tokens of `sequences` sequences on the stage ([`StageLora::step_work`]): the
+/// punica kernels run apart from the base layer's GEMM, in the adapters' 16-bit dtype, at
+/// the dense GEMMs' measured shares of peak (`flops_per_second`, `bytes_per_second`). At
+/// decode they read the distinct adapters' slots (memory-bound), in a prompt chunk they
+/// multiply every token (compute-bound). Nothing without `lora`.
+fn lora_times(
+    f: &StageFacts,
+    tokens: f64,
+    sequences: f64,
+    flops_per_second: f64,
+    bytes_per_second: f64,
+) -> (f64, f64) {
+    f.lora.map_or((0.0, 0.0), |lora| {
+        let (flops, bytes) = lora.step_work(tokens, sequences);
+        (flops / flops_per_second, bytes / bytes_per_second)
+    })
 }
 
 /// One MoE layer's fused-MoE call in a step routing `routed_tokens` (all DP ranks'),

@@ -1,0 +1,51 @@
+//! vLLM 0.33's start-up refusals of LoRA that depend on the model (E0317): a model class
+//! that does not implement `SupportsLoRA` (`config/lora.py:LoRAConfig.
+//! verify_with_model_config`, and again `v1/worker/lora_model_runner_mixin.py:
+//! load_lora_model`), and a vocabulary past what the LM head's LoRA wrapper accepts. The
+//! classes are `lora::LORA_CLASSES`. (The checks on the `lora` block alone are
+//! `check::lora`'s.)
+
+use super::lora::lora_class;
+use super::rules::{Anchor, Finding};
+use super::Scenario;
+use crate::diagnostics::Code;
+
+/// The largest vocabulary vLLM 0.33 serves LoRA on when it wraps the LM head
+/// (`lora/layers/logits_processor.py:LogitsProcessorWithLoRA.create_lora_weights`:
+/// "When using LoRA, vocab size must be <= 258048").
+pub const LORA_MAX_VOCAB: u64 = 258_048;
+
+/// E0317 for a deployment with `lora` whose model vLLM 0.33 refuses to serve adapters on.
+pub fn lora_findings(s: &Scenario) -> Vec<Finding> {
+    let m = &s.model;
+    if s.engine.lora.is_none() {
+        return Vec::new();
+    }
+    let class = lora_class(m);
+    if let Some(c) = class.filter(|c| !c.supports_lora) {
+        return vec![Finding::new(
+            Code::LoraUnsupported,
+            Anchor::Field("lora"),
+            format!(
+                "vLLM 0.33 cannot serve LoRA adapters on this model: its class {} does not implement SupportsLoRA ({}), and the engine stops at start-up with \"LoRA is not supported for {} (…). Supported models implement the `SupportsLoRA` interface.\" (config/lora.py:LoRAConfig.verify_with_model_config)",
+                c.class, c.source, c.class
+            ),
+            "LoRA on a model without LoRA support",
+            Some("remove `lora`, or serve the adapters on a model whose vLLM class supports LoRA (merge an adapter into the weights to serve it alone)".into()),
+        )];
+    }
+    let wraps_lm_head = class.is_none_or(|c| c.wraps_embeddings);
+    if wraps_lm_head && m.vocab > LORA_MAX_VOCAB {
+        return vec![Finding::new(
+            Code::LoraUnsupported,
+            Anchor::Field("lora"),
+            format!(
+                "vLLM 0.33 cannot serve LoRA adapters on a vocabulary of {} tokens: the LM head's LoRA wrapper takes at most {LORA_MAX_VOCAB} and the engine stops at start-up with \"When using LoRA, vocab size must be <= 258048\" (lora/layers/logits_processor.py:LogitsProcessorWithLoRA.create_lora_weights)",
+                m.vocab
+            ),
+            "vocabulary past LoRA's limit",
+            Some(format!("remove `lora`, or use a model of at most {LORA_MAX_VOCAB} tokens of vocabulary")),
+        )];
+    }
+    Vec::new()
+}

@@ -154,8 +154,8 @@ fn print_disaggregated(
 }
 
 /// N−1 for the deployment as it runs: its written layout, or the planner's choice for
-/// `layout = auto` (an aggregated one; a split's pools are not checked). The search's
-/// figures, read as the report and the disruption budget read them.
+/// `layout = auto` (an aggregated one; a written split's pools: `planner::pool_failure`).
+/// The search's figures, read as the report and the disruption budget read them.
 fn failure_of(
     ds: &dic_compiler::analysis::DeploymentScenario,
     result: &dic_compiler::planner::Search,
@@ -176,19 +176,28 @@ fn failure_of(
     dic_compiler::planner::failure::of_deployed(result, &s).cloned()
 }
 
-/// One line per event: what the replicas left carry within the SLOs (W0410's figures).
+/// One line per event: what the replicas left carry within the SLOs (W0410's figures),
+/// in the load's own unit (req/s, or a closed loop's clients).
 fn print_failure(f: &dic_compiler::planner::Failure) {
     let verdict = |holds: bool| if holds { "holds" } else { "breaks the SLOs" };
+    let u = f.unit;
+    let (one, replicas) = if f.one_engine {
+        ("one engine (its DP ranks, stopped whole)", "engines")
+    } else {
+        ("one replica", "replicas")
+    };
     println!(
-        "N−1: one replica carries {:.2} req/s within the SLOs, {:.2} offered; {} down for a rollout: {:.2} req/s ({}){}; {} replicas hold through both, a disruption budget of {} down keeps the SLOs, surge {}",
-        f.per_replica,
-        f.offered,
+        "N−1: {one} carries {} within the SLOs, {} offered; {} down for a rollout: {} ({}){}; {} {replicas} hold through both, a disruption budget of {} down keeps the SLOs, surge {}",
+        u.show(f.per_replica),
+        u.show(f.offered),
         f.rollout_unavailable,
-        f.during_rollout,
+        u.show(f.during_rollout),
         verdict(f.rollout_holds()),
         match (f.node_replicas, f.after_node_loss) {
             (Some(n), Some(left)) => format!(
-                "; the node with {n} replica(s) lost: {left:.2} req/s ({})",
+                "; the node with {n} {} lost: {} ({})",
+                if f.one_engine { "engine" } else { "replica(s)" },
+                u.show(left),
                 verdict(f.node_loss_holds())
             ),
             _ => "; one node: a lost node is not checked".into(),
@@ -197,7 +206,93 @@ fn print_failure(f: &dic_compiler::planner::Failure) {
         f.disruption_budget,
         f.surge
     );
+}
+
+/// N−1 for a written split's pools (W0410's figures): one replica of each pool down, and
+/// the node whose loss leaves the least.
+fn print_pool_failure(f: &dic_compiler::planner::PoolFailure) {
+    let verdict = |holds: bool| if holds { "holds" } else { "breaks the SLOs" };
+    let u = f.unit;
+    println!(
+        "N−1 of the pools: as written {} within the SLOs, {} offered; 1 of {} prefill down: {} ({}); 1 of {} decode down: {} ({}){}{}",
+        u.show(f.carried),
+        u.show(f.offered),
+        f.replicas.prefill,
+        u.show(f.prefill_down),
+        verdict(f.prefill_holds()),
+        f.replicas.decode,
+        u.show(f.decode_down),
+        verdict(f.decode_holds()),
+        match &f.node {
+            Some(n) => format!(
+                "; the node with {} prefill and {} decode lost: {} ({})",
+                n.lost.prefill,
+                n.lost.decode,
+                u.show(n.carried),
+                verdict(f.node_loss_holds())
+            ),
+            None => "; one node: a lost node is not checked".into(),
+        },
+        match f.needed {
+            Some(n) => format!("; {} prefill and {} decode replicas hold through each", n.prefill, n.decode),
+            None => String::new(),
+        }
+    );
     println!();
+}
+
+/// The planner's N−1 verdict on its own choice (one answer with W0410): when the chosen
+/// layout does not survive, the chosen layout with the replicas that would (its GPUs and
+/// $/h), and the cheapest ranked layout that survives.
+fn print_survival(
+    result: &dic_compiler::planner::Search,
+    topology: &dic_compiler::analysis::Topology,
+) {
+    let (Some(c), Some(f)) = (&result.chosen, &result.chosen_failure) else {
+        return;
+    };
+    if f.survives() {
+        return;
+    }
+    let cost = |gpus: u64, per_hour: Option<f64>| match per_hour.filter(|_| c.priced) {
+        Some(p) => format!(
+            "{gpus} GPUs, ${p:.2}/h, +{:.0}%",
+            (p / c.cost_per_hour - 1.0) * 100.0
+        ),
+        None => format!("{gpus} GPUs"),
+    };
+    let more = if f.one_engine {
+        format!(
+            "{} engines of {} (a deployment each)",
+            f.replicas_needed, c.layout
+        )
+    } else {
+        let l = dic_compiler::program::Layout {
+            dp: f.replicas_needed,
+            ..c.layout
+        };
+        format!(
+            "`dp {}` ({}{})",
+            f.replicas_needed,
+            cost(l.gpus(), topology.price_for_layout(&l)),
+            if l.gpus() > topology.total_gpus() {
+                format!(", more than the cluster's {}", topology.total_gpus())
+            } else {
+                String::new()
+            }
+        )
+    };
+    println!(
+        "     the chosen layout does not survive N−1{}; {more} would",
+        if f.replicas >= 2 { " (W0410)" } else { "" }
+    );
+    if let Some(s) = &result.surviving {
+        println!(
+            "     the cheapest ranked layout that survives: {} ({})",
+            s.describe(),
+            cost(s.gpus, s.priced.then_some(s.cost_per_hour))
+        );
+    }
 }
 
 pub fn run(
@@ -282,10 +377,14 @@ pub fn run(
             code = ERRORS;
         }
         let failure = failure_of(&ds, &result);
+        let pool_failure = ds.pool.as_ref().and_then(|part| {
+            let (ps, dsc) = part.pools(&ds.scenario);
+            dic_compiler::planner::pool_failure(ps, dsc, part.same_group, &ds.slo)
+        });
         if json {
             // The disaggregated family (in the chosen formats) comes with the search.
             let shown: Vec<&DisaggCandidate> = result.splits.iter().take(top.max(1)).collect();
-            all.push(serde_json::json!({ "deployment": ds.name, "search": result, "disaggregated": shown, "written_split": written_split, "failure": failure }));
+            all.push(serde_json::json!({ "deployment": ds.name, "search": result, "disaggregated": shown, "written_split": written_split, "failure": failure, "pool_failure": pool_failure }));
             continue;
         }
         print_search(
@@ -296,6 +395,9 @@ pub fn run(
             top,
             failure.as_ref(),
         );
+        if let Some(f) = &pool_failure {
+            print_pool_failure(f);
+        }
     }
     if json {
         let mut all = serde_json::Value::Array(all);
@@ -378,6 +480,11 @@ fn print_search(
     }
     if let Some(f) = failure {
         print_failure(f);
+        // `layout = auto` deploys the choice: say when it does not survive N−1.
+        if ds.auto_layout {
+            print_survival(result, &ds.scenario.topology);
+        }
+        println!();
     }
     if !result.ranked.is_empty() && top > 0 {
         let width = layout_width(result.ranked.iter().take(top));

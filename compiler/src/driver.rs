@@ -530,7 +530,15 @@ fn choice_of(ds: &DeploymentScenario, search: &Search) -> Vec<(DeploymentScenari
 /// planner's advice.
 pub fn analyze_written(ds: &DeploymentScenario) -> Analysis {
     match &ds.pool {
-        Some(part) => analysis::analyze_pool(&ds.scenario, part, &ds.slo),
+        Some(part) => {
+            let mut a = analysis::analyze_pool(&ds.scenario, part, &ds.slo);
+            // N−1 for both pools, once, with the pair's other findings.
+            if part.pool == crate::program::Pool::Decode {
+                let w0410 = planner::pool_failure::pools_under_failure(&ds.scenario, part, &a);
+                a.findings.extend(w0410);
+            }
+            a
+        }
         None => analyze_and_advise(&ds.scenario, &ds.slo),
     }
 }

@@ -597,6 +597,8 @@ mod tests {
             replicas_needed: 12,
             disruption_budget: budget,
             surge,
+            unit: crate::planner::LoadUnit::RequestsPerSecond,
+            one_engine: false,
         }
     }
 

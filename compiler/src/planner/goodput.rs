@@ -66,7 +66,7 @@ const STEPS: usize = 12;
 
 /// The latency bounds: the ones goodput holds (a throughput or request-rate bound is what
 /// goodput measures, not a constraint on it).
-fn latency_bounds(slo: &[SloTarget]) -> Vec<&SloTarget> {
+pub(crate) fn latency_bounds(slo: &[SloTarget]) -> Vec<&SloTarget> {
     slo.iter()
         .filter(|t| {
             matches!(
@@ -101,6 +101,12 @@ fn worst<'a>(
         .filter(|(_, m)| *m > 1.0 || m.is_nan())
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .map(|(t, _)| Some(t))
+}
+
+/// Whether `p` holds every latency bound of `slo` and is not overloaded (what goodput
+/// holds at its edge; `failure` checks a closed loop's clients with it).
+pub fn within_bounds(p: &Prediction, slo: &[SloTarget], output: f64) -> bool {
+    worst(p, &latency_bounds(slo), output).is_none()
 }
 
 fn bound_words(t: &SloTarget) -> String {

@@ -7,7 +7,9 @@
 //! instead of truncation: a structural or memory failure does not depend on DP, so the DP
 //! loop stops there; once a DP count meets the SLOs, more replicas only cost more.
 //! Ranking: $/h, then $ per million output tokens, then the escalation order (quantize →
-//! TP inside a node → DP replicas → PP across nodes), then fewer GPUs.
+//! TP inside a node → DP replicas → PP across nodes), then fewer GPUs; then, among those
+//! within 5% of the cheapest $/h, the first that survives N−1 (a replica down and the
+//! fullest node lost, `failure::prefer_surviving`) moves to the front.
 
 use crate::analysis::rules::SloTarget;
 use crate::analysis::{analyze_quick, deployable, DeploymentScenario, Scenario};
@@ -21,6 +23,7 @@ mod context;
 mod disaggregated;
 pub mod failure;
 pub mod goodput;
+pub mod pool_failure;
 mod scaling;
 pub mod speculation;
 pub mod whatif;
@@ -30,8 +33,9 @@ pub use disaggregated::{
     aggregated_wins, best_aggregated_within, carried, choose_family, disaggregated_family,
     DisaggCandidate,
 };
-pub use failure::{failure, Failure};
+pub use failure::{failure, most_clients, Failure, LoadUnit};
 pub use goodput::{Binding, Goodput};
+pub use pool_failure::{pool_failure, PoolFailure};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Candidate {
@@ -179,6 +183,11 @@ pub struct Search {
     /// N−1 for the layout searched from (a written layout), and for the chosen one.
     pub failure: Option<Failure>,
     pub chosen_failure: Option<Failure>,
+    /// The cheapest ranked layout that survives N−1 when the chosen one does not and
+    /// costs more than [`failure::NEAR_EQUAL_COST`] over it (at near-equal cost the
+    /// planner chooses the survivor itself, `failure::prefer_surviving`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub surviving: Option<Candidate>,
 }
 
 /// Splits a search keeps (the report's and `dic plan`'s).
@@ -203,6 +212,7 @@ impl Search {
             context: None,
             failure: None,
             chosen_failure: None,
+            surviving: None,
         }
     }
 }
@@ -510,6 +520,8 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
             .then(a.escalation().cmp(&b.escalation()))
             .then(a.gpus.cmp(&b.gpus))
     });
+    // At near-equal cost, a layout that survives a replica down and a lost node first.
+    let surviving = failure::prefer_surviving(&mut feasible, slo, |c| deployed_scenario(base, c));
     let formats = formats_of(feasible.first(), base, space);
     let (scaling, worse_from_gpus) = scaling::scaling_curve(base, formats, &tps);
     let mut in_formats = base.clone();
@@ -518,19 +530,13 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
     let mut splits = disaggregated_family(&in_formats, slo);
     splits.truncate(SPLITS_KEPT);
     let (split_wins, family_choice) = disaggregated::choose_family(&feasible, splits.first());
-    let chosen_failure = feasible.first().and_then(|c| {
-        let mut s = base.clone();
-        s.layout = c.layout;
-        s.model.weights = c.weights.clone();
-        s.model.kv_cache = c.kv_cache.clone();
-        if c.speculation_off() {
-            s.engine.speculative = None;
-        }
-        failure(&s, slo)
-    });
+    let chosen_failure = feasible
+        .first()
+        .and_then(|c| failure(&deployed_scenario(base, c), slo));
     Search {
         failure: failure(base, slo),
         chosen_failure,
+        surviving,
         splits,
         split_wins,
         family_choice,
@@ -547,8 +553,8 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
     }
 }
 
-/// A candidate's goodput, in its own layout and formats.
-fn goodput_of(base: &Scenario, slo: &[SloTarget], c: &Candidate) -> Option<Goodput> {
+/// `base` in a candidate's layout and formats.
+fn candidate_scenario(base: &Scenario, c: &Candidate) -> Scenario {
     let mut s = base.clone();
     s.layout = c.layout;
     s.model.weights = c.weights.clone();
@@ -556,7 +562,23 @@ fn goodput_of(base: &Scenario, slo: &[SloTarget], c: &Candidate) -> Option<Goodp
     if c.speculation_off() {
         s.engine.speculative = None;
     }
-    goodput::aggregated(&s, slo, c.cost_per_hour, c.priced)
+    s
+}
+
+/// A candidate as `layout = auto` deploys it: its layout, formats and the engine options
+/// the planner chose for it (as `evaluate_with` predicted it and the driver analyses it).
+fn deployed_scenario(base: &Scenario, c: &Candidate) -> Scenario {
+    let mut s = candidate_scenario(base, c);
+    if let Some(e) = &c.engine {
+        e.apply(&mut s);
+    }
+    crate::analysis::deepep::apply_layout_defaults(&mut s);
+    s
+}
+
+/// A candidate's goodput, in its own layout and formats.
+fn goodput_of(base: &Scenario, slo: &[SloTarget], c: &Candidate) -> Option<Goodput> {
+    goodput::aggregated(&candidate_scenario(base, c), slo, c.cost_per_hour, c.priced)
 }
 
 /// Search one family: the cheapest replica count that meets the bounds joins the
@@ -790,13 +812,19 @@ pub fn space_of(ds: &DeploymentScenario) -> SearchSpace {
 /// modules write their cases as text).
 #[cfg(test)]
 pub(crate) fn scenario_of_text(src: &str) -> (Scenario, Vec<SloTarget>) {
+    let ds = scenarios_of_text(src).remove(0);
+    (ds.scenario, ds.slo)
+}
+
+/// Every deployment of `.dist` text (a disaggregated one's pools each).
+#[cfg(test)]
+pub(crate) fn scenarios_of_text(src: &str) -> Vec<DeploymentScenario> {
     let world = crate::source::MemoryWorld::new().with("p.dist", src);
     let mut session = crate::resolve::Session::new(&world);
     session.load_root("p.dist").expect("readable");
     let front = crate::front::check_session(session);
     assert!(front.diagnostics.is_empty(), "{:?}", front.diagnostics);
-    let ds = crate::analysis::scenarios_from_program(&front.program).remove(0);
-    (ds.scenario, ds.slo)
+    crate::analysis::scenarios_from_program(&front.program)
 }
 
 #[cfg(test)]

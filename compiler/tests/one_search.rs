@@ -1,5 +1,6 @@
 //! The driver searches each deployment once: `dic check`/`dic compile` run one search per
-//! deployment (written layouts for A0701 and the report, `layout = auto` for its choice),
+//! deployment (written layouts for A0701 and the report, `layout = auto` for its choice;
+//! `dic compile` adds one per other GPU type for the report's what-if),
 //! and a language-server edit re-searches only the deployment it changed. The planner
 //! counts its searches process-wide, so this file holds a single test.
 
@@ -28,10 +29,17 @@ fn one_search_per_deployment_and_per_edited_deployment() {
     let checked = driver::check_file(&world, "p.dist").unwrap();
     assert!(!checked.has_errors());
     assert_eq!(planner::searches() - before, 3);
-    // `dic compile`: every deployment once, for its report too
+    // `dic compile`: every deployment once on its own cluster, for its report too, and
+    // once more on each other GPU type of the report's "Which GPU" table (the what-if
+    // reuses the deployment's own search for the cluster's GPU, h100_sxm here)
     let before = planner::searches();
     let checked = driver::compile_file(&world, "p.dist").unwrap();
-    assert_eq!(planner::searches() - before, 4, "one search per deployment");
+    let other_gpus = driver::WHAT_IF_GPUS.len() - 1;
+    assert_eq!(
+        planner::searches() - before,
+        4 + 4 * other_gpus,
+        "one search per deployment, and one per other GPU type"
+    );
     // everything downstream reads those searches: the plan has every deployment, and its
     // forecast the report's alternatives
     assert_eq!(checked.plan.deployments.len(), 4);
@@ -56,7 +64,14 @@ fn one_search_per_deployment_and_per_edited_deployment() {
     };
     assert_eq!(count(SRC, &mut cache, Advice::Skip), 0);
     assert_eq!(count(SRC, &mut cache, Advice::Planner), 3);
-    assert_eq!(count(SRC, &mut cache, Advice::Report), 1, "only `e` is new");
+    // The report's pass: only `e` is new to the search; the what-if, which no check
+    // pass runs, searches every deployment on each other GPU type once, and never again.
+    assert_eq!(
+        count(SRC, &mut cache, Advice::Report),
+        1 + 4 * other_gpus,
+        "only `e` is new"
+    );
+    assert_eq!(count(SRC, &mut cache, Advice::Report), 0);
     assert_eq!(count(SRC, &mut cache, Advice::Planner), 0);
     let edited = SRC.replace("layout = tp 8 × dp 2", "layout = tp 4 × dp 4");
     assert_eq!(count(&edited, &mut cache, Advice::Skip), 0);

@@ -426,6 +426,47 @@ const NO_OFFLINE_SCHEMA: &[&str] = &[
     dic_no_shared,
     ignore = "needs ../shared, the reference data beside the repository"
 )]
+/// pd_70b_h200.dist at 6 req/s: one prefill replica down leaves the pair 4.48 req/s, one
+/// decode replica down 4.39 (`planner::pool_failure`), so each pool's
+/// PodDisruptionBudget allows none down; the 16 GPUs are all taken (12 prefill + 4
+/// decode), so no surge: each pool's rollout takes one down (Kubernetes refuses 0 and 0).
+#[test]
+fn a_splits_pools_are_budgeted_from_the_pair() {
+    let path = "examples/pd_70b_h200.dist";
+    let checked = dic_compiler::driver::compile_file(&DiskWorld, path).unwrap();
+    let files = dic_targets::render(&checked.plan, &checked.forecast).unwrap();
+    for pool in ["chat-prefill", "chat-decode"] {
+        let pdb = parse(&files[&format!("{pool}/k8s/poddisruptionbudget.yaml")]);
+        assert_eq!(pdb["spec"]["maxUnavailable"], 0, "{pool}");
+        let workload = parse(&files[&format!("{pool}/k8s/deployment.yaml")]);
+        let update = &workload["spec"]["strategy"]["rollingUpdate"];
+        assert_eq!(
+            (&update["maxUnavailable"], &update["maxSurge"]),
+            (&Value::from(1), &Value::from(0)),
+            "{pool}"
+        );
+    }
+}
+
+/// gb200_nvl72.dist: Kimi K2 as one vLLM engine whose DP ranks span nodes
+/// (`planner::failure`, `one_engine`): no engine may go with the load carried (a budget of
+/// 0), and the cluster has an engine's GPUs spare, so its LeaderWorkerSet surges one group
+/// rather than take the one down.
+#[test]
+fn a_moe_engine_over_nodes_surges_rather_than_stops() {
+    let path = "examples/gb200_nvl72.dist";
+    let checked = dic_compiler::driver::compile_file(&DiskWorld, path).unwrap();
+    let files = dic_targets::render(&checked.plan, &checked.forecast).unwrap();
+    let lws = parse(&files["kimi/k8s/leaderworkerset.yaml"]);
+    let strategy = &lws["spec"]["rolloutStrategy"];
+    assert_eq!(strategy["type"], "RollingUpdate");
+    let update = &strategy["rollingUpdateConfiguration"];
+    assert_eq!(
+        (&update["maxUnavailable"], &update["maxSurge"]),
+        (&Value::from(0), &Value::from(1))
+    );
+}
+
 #[test]
 fn every_example_manifest_passes_both_validators() {
     let shared = common::required_shared_dir();

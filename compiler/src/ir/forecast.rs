@@ -202,9 +202,31 @@ pub struct ReportData {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpu_choice: Vec<GpuChoiceRow>,
     /// N−1: the load carried within the SLOs with replicas down (`planner::failure`);
-    /// absent where it is not computed (a closed loop, a split, DP ranks of one engine).
+    /// absent where it is not computed (a split's pools: `pool_capacity_under_failure`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_under_failure: Option<FailureRow>,
+    /// N−1 for a split's pools (`planner::pool_failure`): the pair with one replica of
+    /// each pool down and with the node lost; absent for an aggregated deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_capacity_under_failure: Option<PoolFailureRow>,
+}
+
+/// N−1 of a split for the report: `planner::PoolFailure` as `dic plan` prints it, with the
+/// replicas each event leaves and its verdicts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PoolFailureRow {
+    #[serde(flatten)]
+    pub figures: crate::planner::PoolFailure,
+    /// Replicas of each pool left with one prefill replica down, one decode replica down,
+    /// and after the node is lost.
+    pub left_prefill_down: crate::planner::pool_failure::PoolReplicas,
+    pub left_decode_down: crate::planner::pool_failure::PoolReplicas,
+    pub left_after_node_loss: Option<crate::planner::pool_failure::PoolReplicas>,
+    pub prefill_holds: bool,
+    pub decode_holds: bool,
+    /// True when both pools share one node (not checked).
+    pub node_loss_holds: bool,
+    pub survives: bool,
 }
 
 /// One GPU type of the what-if: the deployment's cluster rebuilt on it and the planner's
@@ -292,6 +314,7 @@ pub(super) fn deployment_forecast(
     figures: &crate::analysis::forecast::ForecastFigures,
     search: Option<&crate::planner::Search>,
     whatif: &[crate::planner::whatif::WhatIf],
+    pools_n1: Option<&crate::planner::PoolFailure>,
 ) -> DeploymentForecast {
     let s = &ds.scenario;
     let pred = a.prediction.as_ref();
@@ -330,6 +353,6 @@ pub(super) fn deployment_forecast(
                 transfer_gbps: x.transfer_bandwidth / 1e9,
             }
         }),
-        report: super::report::report_data(ds, a, figures, search, whatif),
+        report: super::report::report_data(ds, a, figures, search, whatif, pools_n1),
     }
 }

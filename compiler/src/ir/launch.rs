@@ -41,6 +41,12 @@ pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, B
     let model = model_plan(p, def, d, s, &fail)?;
     let shape = launch_shape(s, &fail)?;
     let mut warnings = Vec::new();
+    // A split's N−1 is the pair's (`planner::pool_failure`): each pool's budget from it,
+    // and the report's figures.
+    let pools_n1 = ds.pool.as_ref().and_then(|part| {
+        let (ps, dsc) = part.pools(s);
+        crate::planner::pool_failure(ps, dsc, part.same_group, &ds.slo)
+    });
     let gpu = gpu_plan(p, def, d, ds.group, t, &mut warnings);
     let mut plan = DeploymentPlan {
         name: match (&ds.share, &ds.pool) {
@@ -82,7 +88,11 @@ pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, B
         engine: engine_plan(d, &s.engine),
         network: t_network(p, d.cluster, ds.group),
         kubernetes: KubernetesPlan {
-            disruption: disruption_of(planned, s, cluster_shared(p, d)),
+            disruption: match (&ds.pool, &pools_n1) {
+                (Some(part), Some(f)) => Some(pool_disruption(part, s, f, cluster_shared(p, d))),
+                (Some(_), None) => None,
+                (None, _) => disruption_of(planned, s, cluster_shared(p, d)),
+            },
             ..kubernetes_plan(p, d, ds.group, planned.analysis, s, &shape)
         },
         comm: super::comm::comm_plan(ds, planned.analysis),
@@ -101,6 +111,7 @@ pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, B
         planned.figures,
         planned.search,
         planned.whatif,
+        pools_n1.as_ref(),
     );
     Ok((plan, forecast, warnings))
 }
@@ -395,7 +406,8 @@ fn disruption_of(
     s: &crate::analysis::Scenario,
     shared: bool,
 ) -> Option<super::Disruption> {
-    // A split's pools are predicted as a pair, not as independent replicas.
+    // A split's pools are predicted as a pair, not as independent replicas
+    // ([`pool_disruption`]).
     if planned.scenario.pool.is_some() {
         return None;
     }
@@ -407,6 +419,30 @@ fn disruption_of(
         ..f.clone()
     };
     Some(super::Disruption::from_failure(&f))
+}
+
+/// A split's pool (`s`, its part `part`): the PodDisruptionBudget and rollout from the
+/// pair's N−1 (`f`): as many of this pool's replicas down as leave the pair carrying the
+/// offered load with the other pool whole; a surge replica where its node group has the
+/// GPUs of one spare beside both pools (none on a cluster another deployment shares).
+fn pool_disruption(
+    part: &crate::analysis::PoolPart,
+    s: &crate::analysis::Scenario,
+    f: &crate::planner::PoolFailure,
+    shared: bool,
+) -> super::Disruption {
+    let budget = match part.pool {
+        crate::program::Pool::Prefill => f.disruption_budget.prefill,
+        crate::program::Pool::Decode => f.disruption_budget.decode,
+    };
+    let used = if part.same_group {
+        s.layout.gpus() + part.peer.layout.gpus()
+    } else {
+        s.layout.gpus()
+    };
+    let spare = s.topology.total_gpus().saturating_sub(used);
+    let surge = u64::from(!shared && spare >= s.layout.replica_gpus());
+    super::Disruption::sized(budget, surge)
 }
 
 /// Whether another deployment of the program runs on `d`'s cluster.

@@ -369,15 +369,21 @@ impl Disruption {
     /// when none may go, surges one where the GPUs are spare, else takes one down anyway
     /// (Kubernetes refuses both at 0; W0410 said the SLOs break then).
     pub fn from_failure(f: &crate::planner::Failure) -> Disruption {
-        let surge = f.surge.min(1);
+        Disruption::sized(f.disruption_budget, f.surge)
+    }
+
+    /// From a budget (replicas that may be down with the SLOs held) and whether the GPUs
+    /// of one replica more are spare (`surge` ≥ 1), as [`Disruption::from_failure`] says.
+    pub fn sized(budget: u64, surge: u64) -> Disruption {
+        let surge = surge.min(1);
         Disruption {
-            budget: f.disruption_budget,
-            rollout_max_unavailable: if f.disruption_budget > 0 || surge == 0 {
-                f.disruption_budget.max(1)
+            budget,
+            rollout_max_unavailable: if budget > 0 || surge == 0 {
+                budget.max(1)
             } else {
                 0
             },
-            rollout_max_surge: if f.disruption_budget == 0 { surge } else { 0 },
+            rollout_max_surge: if budget == 0 { surge } else { 0 },
         }
     }
 }

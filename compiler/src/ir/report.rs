@@ -11,6 +11,7 @@ pub(super) fn report_data(
     figures: &crate::analysis::forecast::ForecastFigures,
     search: Option<&crate::planner::Search>,
     whatif: &[crate::planner::whatif::WhatIf],
+    pools_n1: Option<&crate::planner::PoolFailure>,
 ) -> ReportData {
     let s = &ds.scenario;
     let l = s.layout;
@@ -139,6 +140,28 @@ pub(super) fn report_data(
         findings,
         gpu_choice: gpu_choice_rows(s, whatif),
         capacity_under_failure,
+        pool_capacity_under_failure: pools_n1.map(pool_failure_row),
+    }
+}
+
+/// N−1 of a split's pools as the report shows it: the figures `dic plan` prints, with
+/// the replicas of each pool each event leaves.
+fn pool_failure_row(f: &crate::planner::PoolFailure) -> PoolFailureRow {
+    use crate::planner::pool_failure::PoolReplicas;
+    let r = f.replicas;
+    let left = |prefill: u64, decode: u64| PoolReplicas {
+        prefill: r.prefill.saturating_sub(prefill),
+        decode: r.decode.saturating_sub(decode),
+    };
+    PoolFailureRow {
+        figures: f.clone(),
+        left_prefill_down: left(1, 0),
+        left_decode_down: left(0, 1),
+        left_after_node_loss: f.node.as_ref().map(|n| left(n.lost.prefill, n.lost.decode)),
+        prefill_holds: f.prefill_holds(),
+        decode_holds: f.decode_holds(),
+        node_loss_holds: f.node_loss_holds(),
+        survives: f.survives(),
     }
 }
 

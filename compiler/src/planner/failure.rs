@@ -408,7 +408,8 @@ pub fn prefer_surviving(
 
 /// The N−1 figures of the layout `s` runs, from its deployment's one search: the
 /// planner's choice's when `s` is that choice (layout and formats), else the written
-/// layout's; `None` when the search has none or they count other replicas than `s` runs.
+/// layout's; `None` when the search has none or they count other replicas (or engines)
+/// than `s` runs.
 /// `dic plan`, the report and the disruption budget all read them here.
 pub fn of_deployed<'a>(search: &'a super::Search, s: &Scenario) -> Option<&'a Failure> {
     let is_choice = search.chosen.as_ref().is_some_and(|c| {
@@ -419,7 +420,8 @@ pub fn of_deployed<'a>(search: &'a super::Search, s: &Scenario) -> Option<&'a Fa
     } else {
         search.failure.as_ref()
     }?;
-    (f.replicas == s.layout.dp.max(1)).then_some(f)
+    let (_, units, one_engine) = unit_of(s);
+    (f.replicas == units && f.one_engine == one_engine).then_some(f)
 }
 
 #[cfg(test)]
@@ -613,6 +615,11 @@ deploy d {{ model = m, cluster = c, workload = w, slo = s, layout = {layout}, en
         assert_eq!((f.node_replicas, f.after_node_loss), (Some(1), Some(0.0)));
         assert_eq!(f.replicas_needed, 2);
         assert_eq!(f.disruption_budget, 0);
+        // The engine deployed is the one the figures count: the report and the disruption
+        // budget read them (one unit of `dp 2`, not two replicas).
+        let mut search = crate::planner::Search::empty();
+        search.failure = Some(f.clone());
+        assert_eq!(of_deployed(&search, &s), Some(&f));
         let a = crate::analysis::analyze(&s, &slo);
         assert!(a.slo.iter().all(|r| r.met), "{:?}", a.slo);
         let w = capacity_under_failure(&s, &a).expect("W0410");

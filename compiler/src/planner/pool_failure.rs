@@ -56,6 +56,10 @@ pub struct PoolFailure {
     /// The fewest replicas of each pool that hold through all three, growing the pool
     /// each broken event needs (`None`: not within [`MOST_ADDED`] more).
     pub needed: Option<PoolReplicas>,
+    /// The most replicas of each pool that may be down at once, the other pool whole,
+    /// with the pair still carrying the offered load within the SLOs (at most all but one
+    /// of the pool): each pool's PodDisruptionBudget (`ir::launch`).
+    pub disruption_budget: PoolReplicas,
 }
 
 impl PoolFailure {
@@ -267,7 +271,17 @@ pub fn pool_failure(
         decode_down: pair.carried(x, y - 1),
         node,
         needed: needed(&pair, offered, (x, y)),
+        disruption_budget: PoolReplicas {
+            prefill: most_down(x, |k| pair.carried(x - k, y) >= offered),
+            decode: most_down(y, |k| pair.carried(x, y - k) >= offered),
+        },
     })
+}
+
+/// The most of a pool's `replicas` that may be down at once while `holds` (with that many
+/// down), counting up from one; at most all but one.
+fn most_down(replicas: u64, holds: impl Fn(u64) -> bool) -> u64 {
+    (1..replicas).take_while(|&k| holds(k)).last().unwrap_or(0)
 }
 
 /// The fewest replicas of each pool, from the written counts up, that hold through one
@@ -474,6 +488,44 @@ deploy chat {{ model = llama, cluster = h200, workload = w, slo = s, layout = {{
             ))),
             "{:?}",
             w.help
+        );
+    }
+
+    /// Each pool's disruption budget, by hand from the pair's goodput (`dic plan` on
+    /// pd_70b_h200.dist): the pools carry g(2, 2) = 4.48 req/s with a prefill replica
+    /// down and g(3, 1) = 4.39 req/s with a decode replica down. At 6 req/s neither
+    /// holds: a budget of 0 in each pool. At 4.40 req/s a prefill replica may go (4.48 ≥
+    /// 4.40) but not two (g(1, 2) < 4.40), and no decode replica (4.39 < 4.40): (1, 0).
+    #[test]
+    fn each_pool_may_lose_what_leaves_the_pair_the_load() {
+        let (s, part, slo) = pools("rate = 6 req/s");
+        let (ps, ds) = part.pools(&s);
+        let f = pool_failure(ps, ds, part.same_group, &slo).expect("an open loop");
+        assert!((f.prefill_down - 4.48).abs() < 0.01, "{}", f.prefill_down);
+        assert!((f.decode_down - 4.39).abs() < 0.01, "{}", f.decode_down);
+        assert_eq!(
+            f.disruption_budget,
+            PoolReplicas {
+                prefill: 0,
+                decode: 0
+            }
+        );
+        let (s, part, slo) = pools("rate = 4.4 req/s");
+        let (ps, ds) = part.pools(&s);
+        let f = pool_failure(ps, ds, part.same_group, &slo).expect("an open loop");
+        let one_prefill =
+            goodput::written_pair(&with_replicas(ps, 1), ds, part.same_group, &slo, 1.0, false)
+                .map_or(0.0, |g| g.requests_per_s);
+        assert!(
+            one_prefill < 4.4,
+            "one prefill replica carries {one_prefill}"
+        );
+        assert_eq!(
+            f.disruption_budget,
+            PoolReplicas {
+                prefill: 1,
+                decode: 0
+            }
         );
     }
 

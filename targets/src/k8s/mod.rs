@@ -71,7 +71,28 @@ pub struct LeaderWorkerSetSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
     pub startup_policy: String,
+    /// Present where N−1 sized the rollout (`ir::Disruption`); absent, LWS's defaults are
+    /// dic's (one group down, no surge; the LWS CRD's `rolloutStrategy`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout_strategy: Option<LwsRolloutStrategy>,
     pub leader_worker_template: LeaderWorkerTemplate,
+}
+
+/// A LeaderWorkerSet's rolling update: `type: RollingUpdate` (the only one LWS has) and
+/// its groups down and surged at once.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LwsRolloutStrategy {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub rolling_update_configuration: LwsRollingUpdate,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LwsRollingUpdate {
+    pub max_unavailable: i32,
+    pub max_surge: i32,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -477,6 +498,16 @@ fn workload(
             spec: LeaderWorkerSetSpec {
                 replicas: replicas(d),
                 startup_policy: "LeaderCreated".into(),
+                rollout_strategy: d.kubernetes.disruption.map(|_| {
+                    let (max_unavailable, max_surge) = rollout(d);
+                    LwsRolloutStrategy {
+                        type_: "RollingUpdate".into(),
+                        rolling_update_configuration: LwsRollingUpdate {
+                            max_unavailable,
+                            max_surge,
+                        },
+                    }
+                }),
                 leader_worker_template: LeaderWorkerTemplate {
                     size: d.nodes_per_group as i32,
                     restart_policy: "RecreateGroupOnPodRestart".into(),

@@ -3,7 +3,7 @@
 //! and Mamba-2 heads, the MLP and expert widths), decode context parallelism's limits, and
 //! pipeline stages on a model class without them. One function per question, so the
 //! checker (E0402, E0407, E0411, E0801), the planner's TP and PP sizes and every help that
-//! proposes a layout read the same rule (docs/vllm-rules.md rows 1-8, 11, 13-18).
+//! proposes a layout read the same rule (docs/vllm-rules.md rows 1-8, 11, 13-19).
 
 use super::*;
 use crate::analysis::vllm_class::vllm_class;
@@ -497,9 +497,33 @@ pub fn dcp_refusal(m: &Model, l: &Layout) -> Option<(String, String)> {
     None
 }
 
+/// Why no attention backend serves decode context parallelism for this model on this
+/// platform, or `None`: on ROCm, a DeepSeek sparse-attention model (MLA with the lightning
+/// indexer: DeepSeek V3.2, GLM-5) gets only `ROCM_AITER_MLA_SPARSE`
+/// (`platforms/rocm.py:_get_backend_priorities`), whose impl has `supports_dcp = False`
+/// (`v1/attention/backends/mla/rocm_aiter_mla_sparse.py:ROCMAiterMLASparseImpl`), so
+/// `AttentionBackend.validate_configuration` leaves none. CUDA's sparse MLA backends
+/// (FlashMLA sparse, FlashInfer MLA sparse) support DCP.
+fn dcp_backend_refusal(s: &Scenario) -> Option<(String, String)> {
+    let m = &s.model;
+    let sparse_mla = m.attention == Attention::Mla && m.detail.indexer_head_dim > 0;
+    if !(s.topology.gpu.rocm && sparse_mla && s.layout.dcp > 1) {
+        return None;
+    }
+    Some((
+        format!(
+            "dcp {}: no attention backend on ROCm serves this sparse-attention (MLA with indexer) model with decode context parallelism: vLLM 0.33's only choice, ROCM_AITER_MLA_SPARSE, does not support DCP, and the engine stops at start-up with \"No valid attention backend found … Reasons: {{ROCM_AITER_MLA_SPARSE: [DCP not supported]}}\" (v1/attention/backend.py:AttentionBackend.validate_configuration)",
+            s.layout.dcp
+        ),
+        "drop dcp on AMD GPUs for this model".into(),
+    ))
+}
+
 /// E0407: decode context parallelism vLLM refuses.
 pub(super) fn decode_context_parallel(s: &Scenario, out: &mut Vec<Finding>) {
-    if let Some((message, help)) = dcp_refusal(&s.model, &s.layout) {
+    if let Some((message, help)) =
+        dcp_refusal(&s.model, &s.layout).or_else(|| dcp_backend_refusal(s))
+    {
         out.push(Finding::new(
             Code::InvalidDcp,
             Anchor::Layout,

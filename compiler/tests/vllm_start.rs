@@ -202,3 +202,28 @@ fn the_tp_across_nodes_help_proposes_no_dcp_vllm_refuses() {
     assert!(help.contains("dp 16`"), "{help}");
     assert!(!help.contains("dcp"), "{help}");
 }
+
+/// Row 19: on ROCm a DeepSeek sparse-attention model (DeepSeek V3.2: MLA with the
+/// indexer) has one attention backend, ROCM_AITER_MLA_SPARSE, without DCP; on CUDA its
+/// sparse MLA backends support DCP.
+#[test]
+fn dcp_on_rocm_needs_a_sparse_mla_backend_with_it() {
+    let src = |node: &str| {
+        format!(
+            "import std.nodes.{node}\nimport std.models.deepseek_v3_2\n\
+             cluster eight {{ nodes = 1 × {node} }}\n\
+             deploy d {{ model = deepseek_v3_2, cluster = eight, layout = tp 8 × dcp 2, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
+        )
+    };
+    let world = MemoryWorld::new().with("c.dist", &src("mi355x_8"));
+    let amd = driver::compile_file(&world, "c.dist").unwrap();
+    let e = first(&amd, Code::InvalidDcp);
+    assert!(e.message.contains("ROCM_AITER_MLA_SPARSE"), "{}", e.message);
+    let world = MemoryWorld::new().with("c.dist", &src("dgx_h200"));
+    let nvidia = driver::compile_file(&world, "c.dist").unwrap();
+    assert!(
+        !codes(&nvidia).contains(&Code::InvalidDcp),
+        "{:?}",
+        nvidia.diagnostics
+    );
+}

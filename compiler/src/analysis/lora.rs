@@ -13,7 +13,7 @@
 //! - the embedding (`vocab_parallel_embedding.py`): `L × r × (vocab + hidden)`; the LM
 //!   head (`logits_processor.py`): `L × r × (hidden + vocab)` — only where the model's
 //!   class names them in `embedding_modules` (Llama's, Qwen3's; not Mistral's, DeepSeek's,
-//!   gpt-oss's, Gemma 4's: [`LORA_CLASSES`]).
+//!   gpt-oss's, Gemma 4's: [`VLLM_CLASSES`](super::vllm_class::VLLM_CLASSES)).
 //!
 //! The punica kernels' workspace (`lora/punica_wrapper/punica_base.py`, `punica_gpu.py`):
 //! four int64 index tensors and two `LoRAKernelMeta`s of two int32 tensors, each of
@@ -39,6 +39,7 @@
 //! distinct adapters in the batch, not with the batch (S-LoRA, Sheng et al., MLSys 2024,
 //! §5; Punica §7): at most `min(max_loras, adapters, sequences)`.
 
+use super::vllm_class::vllm_class;
 use crate::layers::{Ffn, Mixer};
 use crate::program::Model;
 
@@ -66,118 +67,10 @@ impl LoraSpec {
     }
 }
 
-/// How vLLM 0.33's model class for a family takes LoRA, where it differs from Llama's
-/// (`SupportsLoRA`, with `embedding_modules` naming `embed_tokens` and `lm_head`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LoraClass {
-    /// A piece of the family's Hugging Face repository names (lower case).
-    pub hf: &'static str,
-    pub class: &'static str,
-    /// file:class of vLLM 0.33 that says so.
-    pub source: &'static str,
-    pub supports_lora: bool,
-    /// Whether a module of the model declares `embedding_modules` (`embed_tokens`,
-    /// `lm_head`): then the embedding and the LM head get LoRA slots
-    /// (`lora/utils.py:get_supported_lora_modules`), and the LM head's wrapper
-    /// (`LogitsProcessorWithLoRA`) its vocabulary limit. A class without them leaves both
-    /// as they are (`SupportsLoRA.embedding_modules` is empty).
-    pub wraps_embeddings: bool,
-}
-
-/// The catalog's families that vLLM 0.33 does not serve like Llama, by the architecture
-/// their config.json names (../shared/models/hf), first match first. The others (Llama,
-/// Mixtral, Qwen3, Qwen3-MoE, Qwen3.5, Nemotron-H, and Llama 4 and Qwen3-VL
-/// through their Llama and Qwen3 language models) implement `SupportsLoRA` with
-/// `embedding_modules`.
-pub const LORA_CLASSES: &[LoraClass] = &[
-    LoraClass {
-        hf: "mimo-v2",
-        class: "MiMoV2FlashForCausalLM",
-        source: "model_executor/models/mimo_v2.py:MiMoV2FlashForCausalLM",
-        supports_lora: false,
-        wraps_embeddings: false,
-    },
-    LoraClass {
-        hf: "kimi-k2.6",
-        class: "KimiK25ForConditionalGeneration",
-        source: "model_executor/models/kimi_k25.py:KimiK25ForConditionalGeneration",
-        supports_lora: false,
-        wraps_embeddings: false,
-    },
-    LoraClass {
-        hf: "kimi-k2.5",
-        class: "KimiK25ForConditionalGeneration",
-        source: "model_executor/models/kimi_k25.py:KimiK25ForConditionalGeneration",
-        supports_lora: false,
-        wraps_embeddings: false,
-    },
-    LoraClass {
-        hf: "gemma-4",
-        class: "Gemma4ForConditionalGeneration",
-        source: "model_executor/models/gemma4_mm.py:Gemma4ForConditionalGeneration",
-        supports_lora: true,
-        wraps_embeddings: false,
-    },
-    LoraClass {
-        hf: "deepseek-v4",
-        class: "DeepseekV4ForCausalLM",
-        source: "models/deepseek_v4/nvidia/model.py:DeepseekV4ForCausalLM",
-        supports_lora: true,
-        wraps_embeddings: false,
-    },
-    LoraClass {
-        hf: "deepseek-",
-        class: "DeepseekV3ForCausalLM",
-        source: "model_executor/models/deepseek_v2.py:DeepseekV2ForCausalLM",
-        supports_lora: true,
-        wraps_embeddings: false,
-    },
-    LoraClass {
-        hf: "kimi-k2",
-        class: "DeepseekV3ForCausalLM",
-        source: "model_executor/models/deepseek_v2.py:DeepseekV2ForCausalLM",
-        supports_lora: true,
-        wraps_embeddings: false,
-    },
-    LoraClass {
-        hf: "glm-5",
-        class: "GlmMoeDsaForCausalLM",
-        source: "models/deepseek_v32/nvidia/model.py:DeepseekV32ForCausalLM",
-        supports_lora: true,
-        wraps_embeddings: false,
-    },
-    LoraClass {
-        hf: "mistral-7b",
-        class: "MistralForCausalLM",
-        source: "model_executor/models/mistral.py:MistralForCausalLM",
-        supports_lora: true,
-        wraps_embeddings: false,
-    },
-    LoraClass {
-        hf: "gpt-oss",
-        class: "GptOssForCausalLM",
-        source: "model_executor/models/gpt_oss.py:GptOssForCausalLM",
-        supports_lora: true,
-        wraps_embeddings: false,
-    },
-    LoraClass {
-        hf: "minimax-m2",
-        class: "MiniMaxM2ForCausalLM",
-        source: "model_executor/models/minimax_m2.py:MiniMaxM2ForCausalLM",
-        supports_lora: true,
-        wraps_embeddings: false,
-    },
-];
-
-/// `m`'s entry in [`LORA_CLASSES`], by its `hf` repository; `None`: taken as Llama's.
-pub fn lora_class(m: &Model) -> Option<&'static LoraClass> {
-    let hf = m.hf.as_deref()?.to_ascii_lowercase();
-    LORA_CLASSES.iter().find(|c| hf.contains(c.hf))
-}
-
-/// Whether vLLM gives `m`'s embedding and LM head LoRA slots ([`LoraClass::wraps_embeddings`]).
+/// Whether vLLM gives `m`'s embedding and LM head LoRA slots
+/// ([`VllmClass::wraps_embeddings`](super::vllm_class::VllmClass::wraps_embeddings)).
 fn wraps_embeddings(m: &Model) -> bool {
-    lora_class(m).is_none_or(|c| c.wraps_embeddings)
+    vllm_class(m).is_none_or(|c| c.wraps_embeddings)
 }
 
 /// Bytes of one LoRA element: the model's dtype (vLLM's `lora_dtype = auto`).

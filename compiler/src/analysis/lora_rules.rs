@@ -2,11 +2,11 @@
 //! that does not implement `SupportsLoRA` (`config/lora.py:LoRAConfig.
 //! verify_with_model_config`, and again `v1/worker/lora_model_runner_mixin.py:
 //! load_lora_model`), and a vocabulary past what the LM head's LoRA wrapper accepts. The
-//! classes are `lora::LORA_CLASSES`. (The checks on the `lora` block alone are
+//! classes are `vllm_class::VLLM_CLASSES`. (The checks on the `lora` block alone are
 //! `check::lora`'s.)
 
-use super::lora::lora_class;
 use super::rules::{Anchor, Finding};
+use super::vllm_class::vllm_class;
 use super::Scenario;
 use crate::diagnostics::Code;
 
@@ -21,7 +21,7 @@ pub fn lora_findings(s: &Scenario) -> Vec<Finding> {
     if s.engine.lora.is_none() {
         return Vec::new();
     }
-    let class = lora_class(m);
+    let class = vllm_class(m);
     if let Some(c) = class.filter(|c| !c.supports_lora) {
         return vec![Finding::new(
             Code::LoraUnsupported,

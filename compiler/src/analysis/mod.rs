@@ -38,6 +38,7 @@ pub mod perf;
 pub mod rules;
 pub mod scenario;
 pub mod speculative;
+pub mod vllm_class;
 pub mod weights;
 
 use crate::diagnostics::{Code, Severity};

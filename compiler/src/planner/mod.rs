@@ -441,7 +441,8 @@ impl Tally {
 }
 
 /// Families (format × EP × TP × PP), cheapest first, so that a feasible candidate is
-/// found early and bounds the rest; with the count of those over the cluster's GPUs.
+/// found early and bounds the rest; with the count of those over the cluster's GPUs. No
+/// pipeline stages for a model whose vLLM class has none (`rules::pp_refusal`, E0801).
 fn families<'a>(
     base: &Scenario,
     space: &'a SearchSpace,
@@ -461,6 +462,9 @@ fn families<'a>(
             for &ep in eps {
                 for &tp in tps {
                     for pp in 1..=max_pp {
+                        if crate::analysis::rules::pp_refusal(&base.model, pp).is_some() {
+                            continue;
+                        }
                         if tp * pp > total {
                             pruned += 1;
                             continue;

@@ -28,7 +28,10 @@ pub(super) fn fastest_replica(
     let mut best: Option<Candidate> = None;
     for &tp in tps.iter().filter(|t| gpus.is_multiple_of(**t)) {
         let pp = gpus / tp;
-        if pp > base.model.layers || pp > max_pp {
+        if pp > base.model.layers
+            || pp > max_pp
+            || crate::analysis::rules::pp_refusal(&base.model, pp).is_some()
+        {
             continue;
         }
         let mut layout = Layout {

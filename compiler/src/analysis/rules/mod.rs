@@ -21,7 +21,7 @@ mod shape;
 mod slo;
 mod structural;
 pub use memory_rules::memory_rules;
-pub use shape::{dcp_refusal, moe_refusal, tp_refusal, valid_tp_sizes};
+pub use shape::{dcp_refusal, moe_refusal, pp_refusal, tp_refusal, valid_tp_sizes};
 pub use slo::{fmt_metric, perf_rules, perf_rules_at, predicted};
 pub use structural::structural;
 

@@ -1,11 +1,12 @@
 //! vLLM 0.33's start-up checks of the model's shape against the layout: every dimension a
 //! tensor-parallel rank takes an even slice of (query heads, KV heads, the linear-attention
-//! and Mamba-2 heads, the MLP and expert widths) and decode context parallelism's limits.
-//! One function per question, so the checker (E0402, E0407, E0411), the planner's TP
-//! sizes and every help that proposes a TP read the same rule (docs/vllm-rules.md rows
-//! 1-8, 13-18).
+//! and Mamba-2 heads, the MLP and expert widths), decode context parallelism's limits, and
+//! pipeline stages on a model class without them. One function per question, so the
+//! checker (E0402, E0407, E0411, E0801), the planner's TP and PP sizes and every help that
+//! proposes a layout read the same rule (docs/vllm-rules.md rows 1-8, 11, 13-19).
 
 use super::*;
+use crate::analysis::vllm_class::vllm_class;
 use crate::layers::{Ffn, Mixer};
 use crate::program::{Attention, Component, Layout, Model};
 
@@ -364,6 +365,48 @@ pub fn valid_tp_sizes(m: &Model, max: u64) -> Vec<u64> {
         .collect()
 }
 
+/// Why vLLM cannot run model `m` in `pp` pipeline stages: its class does not implement
+/// `SupportsPP` (`config/model.py:ModelConfig.verify_with_parallel_config`, the class from
+/// [`vllm_class`]); `None` for one stage or a class that does.
+pub fn pp_refusal(m: &Model, pp: u64) -> Option<String> {
+    let class = vllm_class(m).filter(|c| pp > 1 && !c.supports_pp)?;
+    Some(format!(
+        "pp {pp}: vLLM 0.33 cannot split this model into pipeline stages: its class {} ({}) does not implement SupportsPP, and the engine stops at start-up with \"Pipeline parallelism is not supported for this model. Supported models implement the `SupportsPP` interface.\" (config/model.py:ModelConfig.verify_with_parallel_config)",
+        class.class, class.source
+    ))
+}
+
+/// E0801: pipeline stages on a model whose vLLM class has none ([`pp_refusal`]); the help
+/// is the TP-only layout on the same GPUs, its TP the widest vLLM can split the model over
+/// (the other GPUs as DP replicas).
+pub(super) fn pipeline_parallel(s: &Scenario, out: &mut Vec<Finding>) {
+    let l = s.layout;
+    let Some(message) = pp_refusal(&s.model, l.pp) else {
+        return;
+    };
+    let stage_gpus = l.tp.max(1) * l.pp;
+    let tp = valid_tp_sizes(&s.model, stage_gpus)
+        .into_iter()
+        .filter(|t| stage_gpus.is_multiple_of(*t))
+        .max()
+        .unwrap_or(1);
+    let tp_only = Layout {
+        tp,
+        pp: 1,
+        dp: l.dp.max(1) * (stage_gpus / tp),
+        ..l
+    };
+    out.push(Finding::new(
+        Code::UnsupportedLaunch,
+        Anchor::Layout,
+        message,
+        "vLLM has no pipeline parallelism for this model",
+        Some(format!(
+            "use tensor parallelism only: `{tp_only}` on the same GPUs"
+        )),
+    ));
+}
+
 /// E0402/E0411: the layout's TP (and the experts' TP) against the model's dimensions.
 pub(super) fn shape_against_the_layout(s: &Scenario, out: &mut Vec<Finding>) {
     let m = &s.model;
@@ -454,9 +497,33 @@ pub fn dcp_refusal(m: &Model, l: &Layout) -> Option<(String, String)> {
     None
 }
 
+/// Why no attention backend serves decode context parallelism for this model on this
+/// platform, or `None`: on ROCm, a DeepSeek sparse-attention model (MLA with the lightning
+/// indexer: DeepSeek V3.2, GLM-5) gets only `ROCM_AITER_MLA_SPARSE`
+/// (`platforms/rocm.py:_get_backend_priorities`), whose impl has `supports_dcp = False`
+/// (`v1/attention/backends/mla/rocm_aiter_mla_sparse.py:ROCMAiterMLASparseImpl`), so
+/// `AttentionBackend.validate_configuration` leaves none. CUDA's sparse MLA backends
+/// (FlashMLA sparse, FlashInfer MLA sparse) support DCP.
+fn dcp_backend_refusal(s: &Scenario) -> Option<(String, String)> {
+    let m = &s.model;
+    let sparse_mla = m.attention == Attention::Mla && m.detail.indexer_head_dim > 0;
+    if !(s.topology.gpu.rocm && sparse_mla && s.layout.dcp > 1) {
+        return None;
+    }
+    Some((
+        format!(
+            "dcp {}: no attention backend on ROCm serves this sparse-attention (MLA with indexer) model with decode context parallelism: vLLM 0.33's only choice, ROCM_AITER_MLA_SPARSE, does not support DCP, and the engine stops at start-up with \"No valid attention backend found … Reasons: {{ROCM_AITER_MLA_SPARSE: [DCP not supported]}}\" (v1/attention/backend.py:AttentionBackend.validate_configuration)",
+            s.layout.dcp
+        ),
+        "drop dcp on AMD GPUs for this model".into(),
+    ))
+}
+
 /// E0407: decode context parallelism vLLM refuses.
 pub(super) fn decode_context_parallel(s: &Scenario, out: &mut Vec<Finding>) {
-    if let Some((message, help)) = dcp_refusal(&s.model, &s.layout) {
+    if let Some((message, help)) =
+        dcp_refusal(&s.model, &s.layout).or_else(|| dcp_backend_refusal(s))
+    {
         out.push(Finding::new(
             Code::InvalidDcp,
             Anchor::Layout,
@@ -474,6 +541,19 @@ mod tests {
 
     fn model(name: &str) -> Model {
         catalog::model(name).unwrap_or_else(|| panic!("{name} in the stdlib"))
+    }
+
+    #[test]
+    fn pipeline_stages_need_a_class_with_supports_pp() {
+        // every catalog model's class implements SupportsPP
+        for name in catalog::model_names() {
+            assert_eq!(pp_refusal(&model(&name), 4), None, "{name}");
+        }
+        let mut zamba = model("llama_3_1_8b");
+        zamba.hf = Some("Zyphra/Zamba2-7B-instruct".into());
+        assert_eq!(pp_refusal(&zamba, 1), None);
+        let refused = pp_refusal(&zamba, 2).unwrap_or_default();
+        assert!(refused.contains("Zamba2ForCausalLM"), "{refused}");
     }
 
     #[test]

@@ -165,6 +165,7 @@ fn layout_against_the_model(s: &Scenario, out: &mut Vec<Finding>) {
     let m = &s.model;
     let l = &s.layout;
     super::shape::shape_against_the_layout(s, out);
+    super::shape::pipeline_parallel(s, out);
     if l.pp > m.layers {
         out.push(Finding::new(
             Code::TooManyStages,
@@ -494,14 +495,15 @@ fn tp_inside_the_domain(s: &Scenario, domain: u64) -> String {
             };
         }
     }
+    let stages = |t: u64| (l.tp * l.pp.max(1)).div_ceil(t);
     match valid.last() {
-        Some(&t) => {
-            let pp = (l.tp * l.pp.max(1)).div_ceil(t);
+        Some(&t) if super::shape::pp_refusal(m, stages(t)).is_none() => {
+            let pp = stages(t);
             format!(
                 "keep TP inside the domain and cross domains with pipeline stages: `{}`",
                 keep_dcp_if_valid(m, crate::program::Layout { tp: t, pp, ..l })
             )
         }
-        None => "keep each TP group inside one node".into(),
+        _ => "keep each TP group inside one node".into(),
     }
 }

@@ -1,0 +1,173 @@
+//! vLLM 0.33's model class for a model, found from its `hf` repository name (dic's models
+//! carry no architecture name), and what the class supports where it differs from Llama's:
+//! LoRA (`analysis/lora.rs`, `analysis/lora_rules.rs`) and pipeline parallelism
+//! (`analysis/rules/shape.rs:pp_refusal`). One table, so every rule reads the same class.
+
+use crate::program::Model;
+
+/// vLLM 0.33's model class for a family, where it differs from Llama's in what dic asks of
+/// it: LoRA (`SupportsLoRA`, with `embedding_modules` naming `embed_tokens` and `lm_head`)
+/// and pipeline parallelism (`SupportsPP`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VllmClass {
+    /// A piece of the family's Hugging Face repository names (lower case).
+    pub hf: &'static str,
+    pub class: &'static str,
+    /// file:class of vLLM 0.33 that says so.
+    pub source: &'static str,
+    pub supports_lora: bool,
+    /// Whether a module of the model declares `embedding_modules` (`embed_tokens`,
+    /// `lm_head`): then the embedding and the LM head get LoRA slots
+    /// (`lora/utils.py:get_supported_lora_modules`), and the LM head's wrapper
+    /// (`LogitsProcessorWithLoRA`) its vocabulary limit. A class without them leaves both
+    /// as they are (`SupportsLoRA.embedding_modules` is empty).
+    pub wraps_embeddings: bool,
+    /// Whether the class implements `SupportsPP`
+    /// (`model_executor/models/interfaces.py:supports_pp`): without it vLLM refuses
+    /// `pipeline_parallel_size > 1` (`config/model.py:ModelConfig.verify_with_parallel_config`).
+    pub supports_pp: bool,
+}
+
+/// The families that vLLM 0.33 does not serve like Llama, by the architecture their
+/// config.json names (../shared/models/hf), first match first. The catalog's others (Llama,
+/// Mixtral, Qwen3, Qwen3-MoE, Qwen3.5, Nemotron-H, and Llama 4 and Qwen3-VL
+/// through their Llama and Qwen3 language models) implement `SupportsLoRA` with
+/// `embedding_modules`, and every catalog class implements `SupportsPP`. The last entries
+/// are classes of vLLM 0.33's registry (`model_executor/models/registry.py`) without
+/// `SupportsPP`, outside the catalog, known by their `hf` repository.
+pub const VLLM_CLASSES: &[VllmClass] = &[
+    VllmClass {
+        hf: "mimo-v2",
+        class: "MiMoV2FlashForCausalLM",
+        source: "model_executor/models/mimo_v2.py:MiMoV2FlashForCausalLM",
+        supports_lora: false,
+        wraps_embeddings: false,
+        supports_pp: true,
+    },
+    VllmClass {
+        hf: "kimi-k2.6",
+        class: "KimiK25ForConditionalGeneration",
+        source: "model_executor/models/kimi_k25.py:KimiK25ForConditionalGeneration",
+        supports_lora: false,
+        wraps_embeddings: false,
+        supports_pp: true,
+    },
+    VllmClass {
+        hf: "kimi-k2.5",
+        class: "KimiK25ForConditionalGeneration",
+        source: "model_executor/models/kimi_k25.py:KimiK25ForConditionalGeneration",
+        supports_lora: false,
+        wraps_embeddings: false,
+        supports_pp: true,
+    },
+    VllmClass {
+        hf: "gemma-4",
+        class: "Gemma4ForConditionalGeneration",
+        source: "model_executor/models/gemma4_mm.py:Gemma4ForConditionalGeneration",
+        supports_lora: true,
+        wraps_embeddings: false,
+        supports_pp: true,
+    },
+    VllmClass {
+        hf: "deepseek-v4",
+        class: "DeepseekV4ForCausalLM",
+        source: "models/deepseek_v4/nvidia/model.py:DeepseekV4ForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+        supports_pp: true,
+    },
+    VllmClass {
+        hf: "deepseek-",
+        class: "DeepseekV3ForCausalLM",
+        source: "model_executor/models/deepseek_v2.py:DeepseekV2ForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+        supports_pp: true,
+    },
+    VllmClass {
+        hf: "kimi-k2",
+        class: "DeepseekV3ForCausalLM",
+        source: "model_executor/models/deepseek_v2.py:DeepseekV2ForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+        supports_pp: true,
+    },
+    VllmClass {
+        hf: "glm-5",
+        class: "GlmMoeDsaForCausalLM",
+        source: "models/deepseek_v32/nvidia/model.py:DeepseekV32ForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+        supports_pp: true,
+    },
+    VllmClass {
+        hf: "mistral-7b",
+        class: "MistralForCausalLM",
+        source: "model_executor/models/mistral.py:MistralForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+        supports_pp: true,
+    },
+    VllmClass {
+        hf: "gpt-oss",
+        class: "GptOssForCausalLM",
+        source: "model_executor/models/gpt_oss.py:GptOssForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+        supports_pp: true,
+    },
+    VllmClass {
+        hf: "minimax-m2",
+        class: "MiniMaxM2ForCausalLM",
+        source: "model_executor/models/minimax_m2.py:MiniMaxM2ForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+        supports_pp: true,
+    },
+    VllmClass {
+        hf: "gemma-3n",
+        class: "Gemma3nForConditionalGeneration",
+        source: "model_executor/models/gemma3n_mm.py:Gemma3nForConditionalGeneration",
+        supports_lora: false,
+        wraps_embeddings: false,
+        supports_pp: false,
+    },
+    VllmClass {
+        hf: "mamba2",
+        class: "Mamba2ForCausalLM",
+        source: "model_executor/models/mamba2.py:Mamba2ForCausalLM",
+        supports_lora: false,
+        wraps_embeddings: false,
+        supports_pp: false,
+    },
+    VllmClass {
+        hf: "mamba-codestral",
+        class: "Mamba2ForCausalLM",
+        source: "model_executor/models/mamba2.py:Mamba2ForCausalLM",
+        supports_lora: false,
+        wraps_embeddings: false,
+        supports_pp: false,
+    },
+    VllmClass {
+        hf: "zamba2",
+        class: "Zamba2ForCausalLM",
+        source: "model_executor/models/zamba2.py:Zamba2ForCausalLM",
+        supports_lora: false,
+        wraps_embeddings: false,
+        supports_pp: false,
+    },
+    VllmClass {
+        hf: "nemotron-nano-12b-v2-vl",
+        class: "NemotronH_Nano_VL_V2",
+        source: "model_executor/models/nano_nemotron_vl.py:NemotronH_Nano_VL_V2",
+        supports_lora: true,
+        wraps_embeddings: true,
+        supports_pp: false,
+    },
+];
+
+/// `m`'s entry in [`VLLM_CLASSES`], by its `hf` repository; `None`: taken as Llama's.
+pub fn vllm_class(m: &Model) -> Option<&'static VllmClass> {
+    let hf = m.hf.as_deref()?.to_ascii_lowercase();
+    VLLM_CLASSES.iter().find(|c| hf.contains(c.hf))
+}

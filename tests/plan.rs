@@ -411,3 +411,79 @@ fn the_reports_n_minus_one_figures_are_dic_plans() {
         assert!(section.contains("W0410"));
     }
 }
+
+/// The report's speculation section for eagle3_8b.dist is `dic plan`'s verdict
+/// (`planner::speculation::judge`, carried on the search's candidates): for the written
+/// `tp 1` the ranked candidate's figures (only the draft meets the 7.5 ms TPOT bound, so
+/// there is no goodput without it), and the planner's choice `tp 2` beside it, whose
+/// line `dic plan` prints; both goodputs, the in-flight count and both TPOTs as printed.
+#[test]
+fn the_reports_speculation_verdict_is_dic_plans() {
+    let o = dic(&["plan", "examples/eagle3_8b.dist", "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let search = &plan[0]["search"];
+    let tp1 = search["ranked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["layout"]["tp"] == 1 && c["layout"]["pp"] == 1 && c["layout"]["dp"] == 1)
+        .unwrap();
+    let text = dic(&["plan", "examples/eagle3_8b.dist"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    let printed = text
+        .lines()
+        .find(|l| l.starts_with("speculation "))
+        .unwrap_or_else(|| panic!("{text}"));
+    let dir = common::fresh_dir("report-speculation");
+    let [md, json, html] = compiled_report("examples/eagle3_8b.dist", &dir, "assistant");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let rows = v["report"]["speculation"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for (row, candidate, deployed) in [(&rows[0], tp1, true), (&rows[1], &search["chosen"], false)]
+    {
+        assert_eq!(row["deployed"], deployed);
+        let verdict = candidate["speculation"].as_object().unwrap();
+        for (key, value) in verdict {
+            assert_eq!(&row[key], value, "{key}");
+        }
+    }
+    assert_eq!(rows[0]["layout"], "tp 1 × pp 1 × dp 1");
+    assert_eq!(rows[1]["sentence"], printed);
+    let sp = &tp1["speculation"];
+    assert_eq!(sp["on"], true);
+    assert_eq!(sp["meets"], serde_json::json!([true, false]));
+    assert!(sp["without"].is_null());
+    let f = |k: &str| sp[k].as_f64().unwrap();
+    for text in [&md, &html] {
+        let section = text
+            .split("Speculative decoding: on or off")
+            .nth(1)
+            .unwrap();
+        // The HTML escapes `/` (in "req/s").
+        let section = section.split("Cost").next().unwrap().replace("&#x2f;", "/");
+        for figure in [
+            format!(
+                "{:.2} req/s",
+                sp["with"]["requests_per_s"].as_f64().unwrap()
+            ),
+            // Requests in flight with and without the draft, in a table row.
+            if text == &md {
+                format!("| {:.0} | {:.0} |", f("running"), f("running_without"))
+            } else {
+                format!(
+                    "<td>{:.0}</td><td>{:.0}</td>",
+                    f("running"),
+                    f("running_without")
+                )
+            },
+            format!("{:.1} ms", f("tpot_with_ms")),
+            format!("{:.1} ms", f("tpot_without_ms")),
+            rows[0]["sentence"].as_str().unwrap().to_string(),
+            printed.to_string(),
+        ] {
+            assert!(section.contains(&figure), "{figure}: {section}");
+        }
+        assert!(section.contains("this deployment's layout"), "{section}");
+    }
+}

@@ -1,8 +1,9 @@
 //! The forecast: what dic predicts for each lowered deployment — the headline figures
 //! (TTFT, TPOT, throughput, KV capacity), memory per PP stage, the SLO verdicts, the
 //! decode step by cause, the cost split, the planner's alternatives, rejections and
-//! scaling curve, a disaggregated pair's numbers, the speculative decoding assumed, the
-//! what-if across GPU types and the capacity under failure (N−1).
+//! scaling curve, a disaggregated pair's numbers, the speculative decoding assumed and the
+//! planner's verdict on it, the what-if across GPU types and the capacity under failure
+//! (N−1).
 //!
 //! Kept apart from the launch plan ([`super::LaunchPlan`]) so a refit of the performance
 //! model moves this and the report rendered from it, never a launch script or a
@@ -209,6 +210,12 @@ pub struct ReportData {
     /// each pool down and with the node lost; absent for an aggregated deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool_capacity_under_failure: Option<PoolFailureRow>,
+    /// The planner's verdict on the declared speculative draft (`planner::speculation::
+    /// judge`, the one `dic plan` prints): for the layout deployed and, where it is
+    /// another layout, for the planner's aggregated choice; empty without a draft, on a
+    /// split's pools, or where the search ranked neither.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub speculation: Vec<SpeculationRow>,
 }
 
 /// N−1 of a split for the report: `planner::PoolFailure` as `dic plan` prints it, with the
@@ -227,6 +234,19 @@ pub struct PoolFailureRow {
     /// True when both pools share one node (not checked).
     pub node_loss_holds: bool,
     pub survives: bool,
+}
+
+/// The draft weighed on and off on one layout: the planner's verdict, copied.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SpeculationRow {
+    /// The layout judged, as the planner describes it.
+    pub layout: String,
+    /// It is the layout deployed (else the planner's aggregated choice).
+    pub deployed: bool,
+    #[serde(flatten)]
+    pub verdict: crate::planner::speculation::SpeculationChoice,
+    /// Which setting and why, `dic plan`'s line.
+    pub sentence: String,
 }
 
 /// One GPU type of the what-if: the deployment's cluster rebuilt on it and the planner's

@@ -1,7 +1,8 @@
 //! The report's data in the forecast: memory, SLOs, the decode step's kernels and
-//! collectives, cost, and the planner's alternatives, rejections, scaling curve and N−1
-//! figures from the deployment's search, and its what-if across GPU types. Reads the
-//! analysis, its figures and the planner's results; computes no prediction.
+//! collectives, cost, and the planner's alternatives, rejections, scaling curve, N−1
+//! figures and verdict on a speculative draft from the deployment's search, and its
+//! what-if across GPU types. Reads the analysis, its figures and the planner's results;
+//! computes no prediction.
 
 use super::*;
 
@@ -141,6 +142,7 @@ pub(super) fn report_data(
         gpu_choice: gpu_choice_rows(s, whatif),
         capacity_under_failure,
         pool_capacity_under_failure: pools_n1.map(pool_failure_row),
+        speculation: speculation_rows(ds, search),
     }
 }
 
@@ -163,6 +165,39 @@ fn pool_failure_row(f: &crate::planner::PoolFailure) -> PoolFailureRow {
         node_loss_holds: f.node_loss_holds(),
         survives: f.survives(),
     }
+}
+
+/// The planner's verdict on the declared draft (`planner::speculation::judge`, carried
+/// on the search's candidates: the line `dic plan` prints), for the layout deployed when
+/// the search ranked it and for the planner's aggregated choice where that is another
+/// layout. Read from the candidates, not the deployed scenario: where the planner turned
+/// the draft off, the deployed scenario has none.
+fn speculation_rows(
+    ds: &DeploymentScenario,
+    search: &crate::planner::Search,
+) -> Vec<SpeculationRow> {
+    if ds.pool.is_some() {
+        return Vec::new();
+    }
+    let s = &ds.scenario;
+    let is_deployed = |c: &crate::planner::Candidate| {
+        c.layout == s.layout && c.weights == s.model.weights && c.kv_cache == s.model.kv_cache
+    };
+    let row = |c: &crate::planner::Candidate| {
+        c.speculation.as_ref().map(|v| SpeculationRow {
+            layout: c.describe(),
+            deployed: is_deployed(c),
+            verdict: v.clone(),
+            sentence: v.sentence(),
+        })
+    };
+    let deployed = search.ranked.iter().find(|c| is_deployed(c)).and_then(row);
+    let chosen = search
+        .chosen
+        .as_ref()
+        .filter(|c| !is_deployed(c))
+        .and_then(row);
+    deployed.into_iter().chain(chosen).collect()
 }
 
 /// The what-if's rows as the report shows them, in its rank order.

@@ -16,14 +16,14 @@ use crate::analysis::perf::{predict, FITTED};
 use crate::analysis::rules::{Anchor, Finding, SloTarget};
 use crate::analysis::{analyze_quick, Analysis, Scenario};
 use crate::diagnostics::{Code, Severity};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Turning a declared draft off must carry this much more goodput: within it the draft
 /// the user wrote stays (goodput's bisection resolves 2^-12 of the range, well under it).
 pub const OFF_MARGIN: f64 = 0.05;
 
 /// The planner's verdict on a declared draft for one layout.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpeculationChoice {
     /// `eagle3`, `mtp`, `draft_model`, `ngram`, …
     pub method: String,
@@ -41,21 +41,31 @@ pub struct SpeculationChoice {
     /// lower of the two goodputs' rates, else the declared load), and TPOT (ms) there
     /// with and without the draft.
     pub running: f64,
+    /// Requests in flight per replica without the draft at that same rate: more than
+    /// with it where the draft shortens TPOT (each request stays less long), fewer where
+    /// the verify step makes it longer.
+    pub running_without: f64,
     pub tpot_with_ms: f64,
     pub tpot_without_ms: f64,
 }
 
 impl SpeculationChoice {
+    /// Both TPOTs where the two are compared, with the requests each has in flight there
+    /// (one request rate: the slower variant holds more, its requests stay longer).
+    pub fn tpot_words(&self) -> String {
+        format!(
+            "at {:.0} in flight per replica TPOT is {:.1} ms with the draft, {:.1} ms without ({:.0} in flight at the same request rate)",
+            self.running, self.tpot_with_ms, self.tpot_without_ms, self.running_without
+        )
+    }
+
     /// One sentence: which setting and why, with both goodputs.
     pub fn sentence(&self) -> String {
         let rate = |g: &Option<Goodput>| match g {
             Some(g) => format!("{:.2} req/s", g.requests_per_s),
             None => "none".to_string(),
         };
-        let batch = format!(
-            "at {:.0} in flight per replica TPOT is {:.1} ms with the draft, {:.1} ms without",
-            self.running, self.tpot_with_ms, self.tpot_without_ms
-        );
+        let batch = self.tpot_words();
         let draft = format!(
             "{} drafting {} tokens at {:.0}% acceptance",
             self.method,
@@ -141,6 +151,7 @@ pub fn judge(
         with,
         without,
         running: p_with.running,
+        running_without: p_without.running,
         tpot_with_ms: p_with.tpot * 1e3,
         tpot_without_ms: p_without.tpot * 1e3,
     })
@@ -237,13 +248,11 @@ pub fn speculation_costs_goodput(s: &Scenario, a: &Analysis) -> Option<Finding> 
         Code::SpeculationCostsGoodput,
         Anchor::Engine("speculative"),
         format!(
-            "without speculative decoding this layout carries {:.2} req/s {within} against {:.2} req/s with it (+{:.0}%): at {:.0} in flight per replica TPOT is {:.1} ms with the draft, {:.1} ms without",
+            "without speculative decoding this layout carries {:.2} req/s {within} against {:.2} req/s with it (+{:.0}%): {}",
             without.requests_per_s,
             with.requests_per_s,
             (without.requests_per_s / with.requests_per_s.max(1e-12) - 1.0) * 100.0,
-            choice.running,
-            choice.tpot_with_ms,
-            choice.tpot_without_ms
+            choice.tpot_words()
         ),
         "at the load the SLOs allow, the verify step is compute-bound and the draft costs more than it saves",
         Some(format!(
@@ -330,6 +339,8 @@ deploy d {{ model = llama_3_1_8b, cluster = c, workload = w, slo = s, layout = {
         assert!(!plain_meets);
         let c = judge(&s, &slo, 24.0, true, (true, plain_meets)).expect("a draft");
         assert!(c.on && c.without.is_none() && c.with.is_some(), "{c:?}");
+        // At the draft's goodput the plain engine's requests stay longer: more in flight.
+        assert!(c.running_without > c.running, "{c:?}");
         assert!(
             c.sentence().contains("without it the SLOs are missed"),
             "{}",

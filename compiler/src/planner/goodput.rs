@@ -110,10 +110,16 @@ pub fn within_bounds(p: &Prediction, slo: &[SloTarget], output: f64) -> bool {
 }
 
 fn bound_words(t: &SloTarget) -> String {
+    // Whole milliseconds as written (`20 ms`), a fraction kept where the bound has one
+    // (`7.5 ms`, not a rounded `8 ms` that would misquote it).
+    let ms = t.value * 1e3;
     let v = if t.value >= 1.0 {
         format!("{:.2} s", t.value)
+    } else if (ms - ms.round()).abs() < 1e-6 {
+        format!("{ms:.0} ms")
     } else {
-        format!("{:.0} ms", t.value * 1e3)
+        let text = format!("{ms:.3}");
+        format!("{} ms", text.trim_end_matches('0').trim_end_matches('.'))
     };
     let op = match t.op {
         Op::Le => "≤",
@@ -332,6 +338,27 @@ slo s {{ {slo} }}\n\
 deploy d {{ model = m, cluster = c, workload = w, slo = s, layout = tp 4 × dp 4, engine = vllm {{ max_model_len = 16k tokens }} }}\n"
         );
         crate::planner::scenario_of_text(&src)
+    }
+
+    /// A bound is quoted as written: 7.5 ms stays 7.5 ms (it once read "8 ms").
+    #[test]
+    fn bounds_are_quoted_as_written() {
+        let (_, slo) = scenario(
+            "8k tokens",
+            "256 tokens",
+            "ttft.p95 <= 2 s, tpot.p95 <= 7.5 ms",
+        );
+        let words: Vec<String> = slo.iter().map(bound_words).collect();
+        assert!(
+            words.contains(&"tpot.p95 ≤ 7.5 ms".to_string()),
+            "{words:?}"
+        );
+        assert!(
+            words.contains(&"ttft.p95 ≤ 2.00 s".to_string()),
+            "{words:?}"
+        );
+        let (_, slo) = scenario("8k tokens", "256 tokens", "tpot.p99 <= 20 ms");
+        assert_eq!(bound_words(&slo[0]), "tpot.p99 ≤ 20 ms");
     }
 
     fn holds(s: &Scenario, slo: &[SloTarget], rate: f64) -> bool {

@@ -219,6 +219,15 @@ fn dcp_on_rocm_needs_a_sparse_mla_backend_with_it() {
     let amd = driver::compile_file(&world, "c.dist").unwrap();
     let e = first(&amd, Code::InvalidDcp);
     assert!(e.message.contains("ROCM_AITER_MLA_SPARSE"), "{}", e.message);
+    // E0401's help on two AMD nodes (TP across them) keeps no DCP that E0407 refuses.
+    let across = src("mi355x_8")
+        .replace("nodes = 1 ×", "nodes = 2 ×")
+        .replace("tp 8 × dcp 2", "tp 16 × dcp 2");
+    let world = MemoryWorld::new().with("c.dist", &across);
+    let amd = driver::compile_file(&world, "c.dist").unwrap();
+    let e = first(&amd, Code::TpAcrossNodes);
+    let help = e.help.clone().unwrap_or_default();
+    assert!(!help.contains("dcp 2"), "{help}");
     let world = MemoryWorld::new().with("c.dist", &src("dgx_h200"));
     let nvidia = driver::compile_file(&world, "c.dist").unwrap();
     assert!(

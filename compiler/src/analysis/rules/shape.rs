@@ -504,7 +504,7 @@ pub fn dcp_refusal(m: &Model, l: &Layout) -> Option<(String, String)> {
 /// (`v1/attention/backends/mla/rocm_aiter_mla_sparse.py:ROCMAiterMLASparseImpl`), so
 /// `AttentionBackend.validate_configuration` leaves none. CUDA's sparse MLA backends
 /// (FlashMLA sparse, FlashInfer MLA sparse) support DCP.
-fn dcp_backend_refusal(s: &Scenario) -> Option<(String, String)> {
+pub(super) fn dcp_backend_refusal(s: &Scenario) -> Option<(String, String)> {
     let m = &s.model;
     let sparse_mla = m.attention == Attention::Mla && m.detail.indexer_head_dim > 0;
     if !(s.topology.gpu.rocm && sparse_mla && s.layout.dcp > 1) {

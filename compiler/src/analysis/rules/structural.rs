@@ -436,13 +436,14 @@ fn lengths_and_batch(s: &Scenario, out: &mut Vec<Finding>) {
     }
 }
 
-/// `l`, without its decode context parallelism when vLLM would refuse it at `l`'s TP
-/// (`shape::dcp_refusal`), so a help never proposes a layout E0407 refuses.
-fn keep_dcp_if_valid(
-    m: &crate::program::Model,
-    l: crate::program::Layout,
-) -> crate::program::Layout {
-    if super::shape::dcp_refusal(m, &l).is_some() {
+/// `l` (`s`'s layout with another TP or PP, its `dcp` unchanged), without its decode
+/// context parallelism when vLLM would refuse it at `l`'s TP (`shape::dcp_refusal`) or
+/// on `s`'s GPU (`shape::dcp_backend_refusal`: no ROCm backend for it), so a help never
+/// proposes a layout E0407 refuses.
+fn keep_dcp_if_valid(s: &Scenario, l: crate::program::Layout) -> crate::program::Layout {
+    if super::shape::dcp_refusal(&s.model, &l).is_some()
+        || super::shape::dcp_backend_refusal(s).is_some()
+    {
         crate::program::Layout { dcp: 1, ..l }
     } else {
         l
@@ -479,7 +480,7 @@ fn tp_inside_the_domain(s: &Scenario, domain: u64) -> String {
             continue;
         }
         let mut q = s.clone();
-        q.layout = keep_dcp_if_valid(m, crate::program::Layout { tp: t, dp, ..l });
+        q.layout = keep_dcp_if_valid(s, crate::program::Layout { tp: t, dp, ..l });
         // The experts split over tp × dp without `ep`: a split vLLM refuses is no remedy.
         if super::memory_rules::fits(&q) && super::shape::moe_refusal(m, &q.layout).is_none() {
             return if l.tp <= domain {
@@ -501,9 +502,38 @@ fn tp_inside_the_domain(s: &Scenario, domain: u64) -> String {
             let pp = stages(t);
             format!(
                 "keep TP inside the domain and cross domains with pipeline stages: `{}`",
-                keep_dcp_if_valid(m, crate::program::Layout { tp: t, pp, ..l })
+                keep_dcp_if_valid(s, crate::program::Layout { tp: t, pp, ..l })
             )
         }
         _ => "keep each TP group inside one node".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::keep_dcp_if_valid;
+    use crate::program::Layout;
+
+    /// A help's layout keeps `dcp` only where E0407 would pass it: DeepSeek V3.2 (MLA with
+    /// the indexer) at `tp 8 × dcp 2` keeps it on H200 and drops it on MI355X, whose only
+    /// sparse-MLA backend has no DCP.
+    #[test]
+    fn a_help_drops_the_dcp_no_rocm_backend_serves() {
+        let at = |node: &str| {
+            let src = format!(
+                "import std.nodes.{node}\nimport std.models.deepseek_v3_2\n\
+                 cluster c {{ nodes = 2 × {node} }}\n\
+                 deploy d {{ model = deepseek_v3_2, cluster = c, layout = tp 16 × dcp 2, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
+            );
+            let (s, _) = crate::planner::scenario_of_text(&src);
+            let l = Layout {
+                tp: 8,
+                dp: 2,
+                ..s.layout
+            };
+            keep_dcp_if_valid(&s, l).dcp
+        };
+        assert_eq!(at("dgx_h200"), 2);
+        assert_eq!(at("mi355x_8"), 1);
     }
 }

@@ -519,13 +519,22 @@ mod tests {
     /// sparse-MLA backend has no DCP.
     #[test]
     fn a_help_drops_the_dcp_no_rocm_backend_serves() {
-        let at = |node: &str| {
-            let src = format!(
-                "import std.nodes.{node}\nimport std.models.deepseek_v3_2\n\
-                 cluster c {{ nodes = 2 × {node} }}\n\
-                 deploy d {{ model = deepseek_v3_2, cluster = c, layout = tp 16 × dcp 2, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
-            );
-            let (s, _) = crate::planner::scenario_of_text(&src);
+        use crate::analysis::catalog;
+        use crate::analysis::estimate::{scenario, EstimateRequest};
+        let at = |gpu: &str| {
+            let req = EstimateRequest {
+                gpu: gpu.into(),
+                layout: Layout {
+                    tp: 16,
+                    dcp: 2,
+                    ..Layout::default()
+                },
+                max_model_len: Some(8192.0),
+                ..EstimateRequest::default()
+            };
+            let model = "deepseek_v3_2";
+            let s = scenario(model, catalog::model(model).expect("in the catalog"), &req)
+                .expect("a valid request");
             let l = Layout {
                 tp: 8,
                 dp: 2,
@@ -533,7 +542,7 @@ mod tests {
             };
             keep_dcp_if_valid(&s, l).dcp
         };
-        assert_eq!(at("dgx_h200"), 2);
-        assert_eq!(at("mi355x_8"), 1);
+        assert_eq!(at("h200"), 2);
+        assert_eq!(at("mi355x"), 1);
     }
 }

@@ -118,7 +118,7 @@ fn every_examples_launch_files_are_snapshotted_from_its_frozen_plan() {
         assert!(files.keys().any(|k| k.contains("/k8s/")), "{path}");
         assert!(files.keys().all(|k| !k.contains("/report.")), "{path}");
         for (name, text) in snapshotted(&path, &files) {
-            insta::assert_snapshot!(name, text);
+            insta::assert_snapshot!(name.clone(), common::launch_shape(&name, &text));
         }
     }
 }

@@ -252,6 +252,42 @@ pub fn examples() -> Vec<String> {
         .collect()
 }
 
+/// A launch file as its snapshot holds it: the NCCL plan's step figures (`tokens`,
+/// `bytes`, `predicted_us` under `[decode_step]` and `[prefill_chunk]`) as `#`. They
+/// follow the forecast (the decode batch from the KV capacity), and the frozen launch
+/// plan they are rendered from (`tests/fixtures/launch/*.json`) is where they are
+/// reviewed; the snapshot keeps the plan's ranks, groups, links and collectives. `name`
+/// is the snapshot's (`…__nccl__plan.toml`); other files pass unchanged.
+pub fn launch_shape(name: &str, text: &str) -> String {
+    if !name.ends_with("nccl__plan.toml") {
+        return text.to_string();
+    }
+    let mut in_step = false;
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let t = line.trim_start();
+        if t.starts_with('[') {
+            in_step = t.starts_with("[decode_step")
+                || t.starts_with("[prefill_chunk")
+                || t.starts_with("[[decode_step")
+                || t.starts_with("[[prefill_chunk");
+        }
+        let figure = ["tokens = ", "bytes = ", "predicted_us = "]
+            .iter()
+            .find(|k| t.starts_with(**k));
+        match figure {
+            Some(k) if in_step => {
+                out.push_str(&line[..line.len() - t.len()]);
+                out.push_str(k);
+                out.push('#');
+            }
+            _ => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// A report as its snapshot holds it: the renderer's words, sections and codes, with every
 /// number as `#` (the JSON report's values; the Markdown and HTML reports' figures, counts
 /// and the charts' geometry). The numbers are the frozen forecast's own

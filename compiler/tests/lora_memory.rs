@@ -10,6 +10,23 @@ use dic_compiler::analysis::lora::{adapter_bytes, punica_index_bytes, LoraSpec};
 
 const L: u64 = 4;
 
+/// The slots of `L` adapters at rank `r` over a whole model (`layers` on one stage, with
+/// the embedding and the LM head) at `tp`.
+fn whole_model_slots(m: &dic_compiler::program::Model, tp: u64, layers: u64, r: u64) -> f64 {
+    adapter_bytes(
+        m,
+        tp,
+        0..layers,
+        true,
+        true,
+        LoraSpec {
+            max_loras: L,
+            max_rank: r,
+            adapters: 0,
+        },
+    )
+}
+
 /// Llama 3.1 8B at TP 1, 4 slots. Per slot and unit of rank, per layer:
 /// QKV A 3 × 4096 + B (4096 + 2 × 1024) = 18,432; o A 4096 + B 4096 = 8,192;
 /// gate/up A 2 × 4096 + B 2 × 14,336 = 36,864; down A 14,336 + B 4096 = 18,432;
@@ -18,20 +35,7 @@ const L: u64 = 4;
 #[test]
 fn llama_3_1_8b_tp1_at_rank_16_and_64() {
     let m = catalog::model("llama_3_1_8b").unwrap();
-    let at = |r| {
-        adapter_bytes(
-            &m,
-            1,
-            0..32,
-            true,
-            true,
-            LoraSpec {
-                max_loras: L,
-                max_rank: r,
-                adapters: 0,
-            },
-        )
-    };
+    let at = |r| whole_model_slots(&m, 1, 32, r);
     assert_eq!(at(16), 369_426_432.0); // 2,886,144 × 4 × 16 × 2: 352.3 MiB
     assert_eq!(at(64), 1_477_705_728.0); // × 4 × 64 × 2: 1.38 GiB
 }
@@ -44,20 +48,7 @@ fn llama_3_1_8b_tp1_at_rank_16_and_64() {
 #[test]
 fn llama_3_1_70b_tp4_at_rank_16_and_64() {
     let m = catalog::model("llama_3_1_70b").unwrap();
-    let at = |r| {
-        adapter_bytes(
-            &m,
-            4,
-            0..80,
-            true,
-            true,
-            LoraSpec {
-                max_loras: L,
-                max_rank: r,
-                adapters: 0,
-            },
-        )
-    };
+    let at = |r| whole_model_slots(&m, 4, 80, r);
     assert_eq!(at(16), 889_520_128.0); // 6,949,376 × 4 × 16 × 2: 848.3 MiB
     assert_eq!(at(64), 3_558_080_512.0); // × 4 × 64 × 2: 3.31 GiB
                                          // Split over two PP stages, the stages' slots add up to the whole.

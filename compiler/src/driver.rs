@@ -436,6 +436,19 @@ fn lower(
         .iter()
         .map(|d| analysis::forecast::figures(&d.scenario, &d.analysis))
         .collect();
+    // A split's N−1 is the pair's: once per deployment (on its decode pool), for both
+    // pools' lowering.
+    let pair_failures: std::collections::HashMap<crate::program::DefId, planner::PoolFailure> =
+        lowered
+            .iter()
+            .filter_map(|d| {
+                let ds = &d.scenario;
+                let part = ds.pool.as_ref().filter(|x| x.pool == Pool::Decode)?;
+                let (ps, dsc) = part.pools(&ds.scenario);
+                let f = planner::pool_failure(ps, dsc, part.same_group, &ds.slo)?;
+                Some((ds.deploy, f))
+            })
+            .collect();
     let planned: Vec<crate::ir::Planned<'_>> = lowered
         .iter()
         .zip(&figures)
@@ -446,6 +459,11 @@ fn lower(
             search: d.search.as_deref(),
             whatif: &d.whatif,
             slots: &d.slots,
+            pool_failure: d
+                .scenario
+                .pool
+                .as_ref()
+                .and_then(|_| pair_failures.get(&d.scenario.deploy)),
         })
         .collect();
     crate::ir::lower(p, &planned)

@@ -41,12 +41,9 @@ pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, B
     let model = model_plan(p, def, d, s, &fail)?;
     let shape = launch_shape(s, &fail)?;
     let mut warnings = Vec::new();
-    // A split's N−1 is the pair's (`planner::pool_failure`): each pool's budget from it,
-    // and the report's figures.
-    let pools_n1 = ds.pool.as_ref().and_then(|part| {
-        let (ps, dsc) = part.pools(s);
-        crate::planner::pool_failure(ps, dsc, part.same_group, &ds.slo)
-    });
+    // A split's N−1 is the pair's (`planner::pool_failure`, once per deployment by the
+    // driver): each pool's budget from it, and the report's figures.
+    let pools_n1 = planned.pool_failure.filter(|_| ds.pool.is_some());
     let gpu = gpu_plan(p, def, d, ds.group, t, &mut warnings);
     let mut plan = DeploymentPlan {
         name: match (&ds.share, &ds.pool) {
@@ -88,7 +85,7 @@ pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, B
         engine: engine_plan(d, &s.engine),
         network: t_network(p, d.cluster, ds.group),
         kubernetes: KubernetesPlan {
-            disruption: match (&ds.pool, &pools_n1) {
+            disruption: match (&ds.pool, pools_n1) {
                 (Some(part), Some(f)) => Some(pool_disruption(part, s, f, cluster_shared(p, d))),
                 (Some(_), None) => None,
                 (None, _) => disruption_of(planned, s, cluster_shared(p, d)),
@@ -111,7 +108,7 @@ pub(super) fn lower_one(planned: &Planned<'_>, p: &Program) -> Result<Lowered, B
         planned.figures,
         planned.search,
         planned.whatif,
-        pools_n1.as_ref(),
+        pools_n1,
     );
     Ok((plan, forecast, warnings))
 }

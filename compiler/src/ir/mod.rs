@@ -592,6 +592,9 @@ pub struct Planned<'a> {
     /// Where the cluster's accounting put its replicas (empty: packed from node 0, as
     /// the analysis placed them).
     pub slots: &'a [crate::analysis::allocation::Slot],
+    /// A split's N−1, the pair's (`planner::pool_failure`), for both pools' disruption
+    /// budgets and the report; `None` for any other deployment, or without a figure.
+    pub pool_failure: Option<&'a crate::planner::PoolFailure>,
 }
 
 /// Lowers decided deployments into the launch plan and the forecast (one entry each, in

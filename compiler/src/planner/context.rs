@@ -39,7 +39,18 @@ pub struct ContextFit {
 /// searches, none when the first search chose a layout or the workload already needs the
 /// whole context.
 pub fn search_fitting_context(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search {
-    let mut found = search(base, slo, space);
+    search_fitting_context_to(base, slo, space, super::Extent::Whole)
+}
+
+/// [`search_fitting_context`] to `extent` (the what-if's searches read the aggregated
+/// choice alone).
+pub fn search_fitting_context_to(
+    base: &Scenario,
+    slo: &[SloTarget],
+    space: &SearchSpace,
+    extent: super::Extent,
+) -> Search {
+    let mut found = super::search_with(base, slo, space, extent);
     if found.chosen.is_none() {
         found.context = fit_context(base, slo, space, found.closest.is_some());
     }

@@ -28,7 +28,7 @@ mod scaling;
 pub mod speculation;
 pub mod whatif;
 pub use advice::{advise, cheaper_layout, no_layout, working_layout};
-pub use context::{search_fitting_context, thousands, ContextFit};
+pub use context::{search_fitting_context, search_fitting_context_to, thousands, ContextFit};
 pub use disaggregated::{
     aggregated_wins, best_aggregated_within, carried, choose_family, disaggregated_family,
     DisaggCandidate,
@@ -486,6 +486,27 @@ fn families<'a>(
 }
 
 pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search {
+    search_with(base, slo, space, Extent::Whole)
+}
+
+/// How much of a search to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extent {
+    /// Everything the report, the advice and `dic plan` read: the aggregated ranking,
+    /// the scaling curve and the disaggregated family.
+    Whole,
+    /// The aggregated ranking alone (its choice, its N−1): what the what-if across GPU
+    /// types reads of each GPU's search, without the scaling curve and the P/D family.
+    Aggregated,
+}
+
+/// [`search`], to the given extent.
+pub fn search_with(
+    base: &Scenario,
+    slo: &[SloTarget],
+    space: &SearchSpace,
+    extent: Extent,
+) -> Search {
     SEARCHES.fetch_add(1, Ordering::Relaxed);
     let tps = tp_sizes(base);
     let max_pp = base.model.layers.min(8u64.max(base.topology.nodes));
@@ -527,11 +548,18 @@ pub fn search(base: &Scenario, slo: &[SloTarget], space: &SearchSpace) -> Search
     // At near-equal cost, a layout that survives a replica down and a lost node first.
     let surviving = failure::prefer_surviving(&mut feasible, slo, |c| deployed_scenario(base, c));
     let formats = formats_of(feasible.first(), base, space);
-    let (scaling, worse_from_gpus) = scaling::scaling_curve(base, formats, &tps);
-    let mut in_formats = base.clone();
-    in_formats.model.weights = formats.0.to_string();
-    in_formats.model.kv_cache = formats.1.to_string();
-    let mut splits = disaggregated_family(&in_formats, slo);
+    let ((scaling, worse_from_gpus), mut splits) = match extent {
+        Extent::Whole => {
+            let mut in_formats = base.clone();
+            in_formats.model.weights = formats.0.to_string();
+            in_formats.model.kv_cache = formats.1.to_string();
+            (
+                scaling::scaling_curve(base, formats, &tps),
+                disaggregated_family(&in_formats, slo),
+            )
+        }
+        Extent::Aggregated => ((Vec::new(), None), Vec::new()),
+    };
     splits.truncate(SPLITS_KEPT);
     let (split_wins, family_choice) = disaggregated::choose_family(&feasible, splits.first());
     let chosen_failure = feasible

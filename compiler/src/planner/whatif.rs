@@ -13,7 +13,7 @@
 //! as a list price with the instance it came from. A GPU without one is ranked by nothing:
 //! it follows the priced ones. A GPU on which nothing meets the SLOs comes last, with why.
 
-use super::{search_fitting_context, space_of, Candidate};
+use super::{search_fitting_context_to, space_of, Candidate};
 use crate::analysis::scenario::{engine_settings, BatchLimits, LinkSpec, ScaleOut, Topology};
 use crate::analysis::{catalog, DeploymentScenario, Scenario};
 use crate::program::{Body, Node, Program};
@@ -89,7 +89,8 @@ pub fn what_if(ds: &DeploymentScenario, gpus: &[String]) -> Vec<WhatIf> {
         .iter()
         .filter_map(|gpu| {
             let (scenario, row) = on_gpu(&ds.scenario, gpu)?;
-            let found = search_fitting_context(&scenario, &ds.slo, &space);
+            let found =
+                search_fitting_context_to(&scenario, &ds.slo, &space, super::Extent::Aggregated);
             Some(answered(row, &found))
         })
         .collect();

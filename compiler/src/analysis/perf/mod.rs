@@ -66,7 +66,8 @@ pub use prefill_queue::{
 };
 use steady_batch::{steady_batch, OpenLoop};
 pub use step::{
-    fp8_kv_read_factor, KernelTimes, StepCost, StepModel, StepPrefill, FP8_KV_READ_FACTOR,
+    fp8_kv_read_factor, hidden_state_scale, KernelTimes, StepCost, StepModel, StepPrefill,
+    FP8_KV_READ_FACTOR, SEQUENCE_COST_BANDWIDTH, SEQUENCE_COST_HIDDEN,
 };
 pub use token_step::{PromptSteps, TokenStep};
 
@@ -105,10 +106,27 @@ pub struct PerfConstants {
     /// the largest captured batch, a prompt chunk under `FULL_DECODE_ONLY`,
     /// `--enforce-eager`): `eager_layer_time`.
     pub step_overhead: f64,
-    /// Time per sequence per layer in a step, seconds: the per-sequence work of every
-    /// layer's kernels (the decode attention's block-table walk and split-KV reduction,
-    /// per-sequence metadata and launches), with sampling and scheduling folded in. Per
-    /// layer, not per step: fitted per step, the 70B-class rows set it and a 32-layer 8B
+    /// Time per sequence per layer in a step, seconds, for a model of hidden size 8192 on a
+    /// GPU of 3.35 TB/s (an H100 SXM); a step charges it scaled by the model's hidden size
+    /// and inversely by the GPU's HBM bandwidth (`step::hidden_state_scale`). It is the
+    /// per-sequence work of every layer that the GEMM, attention and fused-MoE terms do not
+    /// time: the kernels on each token's hidden state that every TP rank runs whole (norms,
+    /// residual adds, rotary embedding, the activations' dynamic quantization, the
+    /// all-reduce's epilogue), memory-bound and short, with per-sequence metadata and
+    /// sampling folded in. Not the decode attention's own per-sequence cost: the
+    /// decode-attention tables put that at 0.02–0.03 µs per sequence (and KV head) per
+    /// layer on Hopper and 0.006–0.01 µs on B200 beside an 11 µs (9 µs) call, a tenth of
+    /// what the rows want. Scaled so (issue 37), four families on three GPUs identify one
+    /// constant: unscaled, the other families set it at 0.63 µs where MiniMax-M2.5's rows
+    /// (hidden 3072, mostly B200) alone want 0.18 µs, and MiniMax-M2.5's TPOT left out was
+    /// +7.5% biased (12.9% median |error|); scaled, 9.7% (+4.4%), the other families'
+    /// left-out TPOT no worse (Llama-3.1-70B 7.1% → 6.5%, Qwen3-32B 5.3% → 3.5%). The forms
+    /// compared, leaving one model out (TPOT median |error| overall / MiniMax-M2.5): unscaled
+    /// 10.1 / 12.9%; ÷ bandwidth 9.3 / 10.5%; × hidden 8.1 / 10.4% (leaving one GPU out
+    /// 10.1%); × hidden ÷ bandwidth 8.2 / 9.7% (8.4%); × hidden ÷ the GPU's BF16 peak 7.8 /
+    /// 9.4% (8.1%). Bandwidth and peak differ by under 10% between these GPUs and the rows
+    /// cannot tell them apart; bandwidth is taken because the kernels it stands for are
+    /// memory-bound. Per layer, not per step: fitted per step, the 70B-class rows set it and a 32-layer 8B
     /// was charged 80 layers' worth (TensorRT-LLM's 8B on H100 at 128/128 tokens came out
     /// at 11.8k tokens/s against 28.8k measured; per layer, 18.0k; the reference table's
     /// median offline-throughput error fell from 20.4% to 15.1% at that change, with the
@@ -237,14 +255,23 @@ pub struct PerfConstants {
 /// chunk (`step::mean_step_experts`), not one call at the mean tokens. Objective 0.1973
 /// → 0.1913; fitted TPOT median |error| 10.9% → 8.8%; leaving one model out TTFT
 /// 19.5% → 19.6%, TPOT 22.1% → 10.4%.
+///
+/// Refitted when a sequence's cost per layer was scaled with the model's hidden size and
+/// the GPU's bandwidth ([`PerfConstants::sequence_layer_overhead`]; issue 37): objective
+/// 0.1926 → 0.1899; memory efficiency 0.763 → 0.832, the cost per sequence per layer
+/// 0.261 µs (every model, every GPU) → 0.979 µs at hidden 8192 on 3.35 TB/s, request
+/// latency 22.8 → 23.8 ms, per prompt token 11.4 → 11.1 µs, CPU time per eager layer
+/// 545 → 479 µs. Leaving one model out, TPOT median |error| 10.1% → 8.2% (MiniMax-M2.5
+/// 12.9% → 9.7%, Llama-3.1-70B 7.1% → 6.5%, Qwen3-32B 5.3% → 3.5%), TTFT 20.2% → 18.3%;
+/// leaving one GPU out TPOT 10.4% → 8.4%.
 pub const FITTED: PerfConstants = PerfConstants {
-    memory_efficiency: 0.763,
+    memory_efficiency: 0.832,
     compute_efficiency: 0.538,
     step_overhead: 0.00427,
-    sequence_layer_overhead: 0.261e-6,
-    request_latency: 0.0228,
-    prompt_token_latency: 11.4e-6,
-    eager_layer_time: 0.545e-3,
+    sequence_layer_overhead: 0.979e-6,
+    request_latency: 0.0238,
+    prompt_token_latency: 11.1e-6,
+    eager_layer_time: 0.479e-3,
 };
 
 impl PerfConstants {

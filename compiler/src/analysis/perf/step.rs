@@ -436,7 +436,10 @@ pub(super) fn stage_step(
     // Per sequence, not per token, in each of the stage's layers: a prompt chunk's tokens
     // cost GEMM time, above.
     let overhead = c.step_overhead / l.pp.max(1) as f64
-        + c.sequence_layer_overhead * sequences * f.blocks.layers as f64;
+        + c.sequence_layer_overhead
+            * sequences
+            * f.blocks.layers as f64
+            * hidden_state_scale(m.hidden as f64, gpu.hbm_bandwidth);
     // Without CUDA graphs the GPU runs no further ahead than the CPU's launches.
     let gpu_work = kernels.dense_gemms + kernels.experts + kernels.attention + comm;
     let eager = match sm.graph_max {
@@ -510,6 +513,19 @@ fn mean_step_experts(
         compute: mix(with_chunk.compute, without.compute),
         memory: mix(with_chunk.memory, without.memory),
     }
+}
+
+/// The hidden size [`PerfConstants::sequence_layer_overhead`] is stated at.
+pub const SEQUENCE_COST_HIDDEN: f64 = 8192.0;
+/// The HBM bandwidth it is stated at, bytes/s (the H100 SXM's 3.35 TB/s).
+pub const SEQUENCE_COST_BANDWIDTH: f64 = 3.35e12;
+
+/// How a sequence's cost per layer scales from [`SEQUENCE_COST_HIDDEN`] on a GPU of
+/// [`SEQUENCE_COST_BANDWIDTH`] to a model of `hidden` on a GPU of `bandwidth` bytes/s: with
+/// the hidden size, and inversely with the bandwidth
+/// ([`PerfConstants::sequence_layer_overhead`] says why).
+pub fn hidden_state_scale(hidden: f64, bandwidth: f64) -> f64 {
+    (hidden / SEQUENCE_COST_HIDDEN) * (SEQUENCE_COST_BANDWIDTH / bandwidth.max(1.0))
 }
 
 /// Decode attention's time per byte of an 8-bit KV cache relative to a 16-bit one, per

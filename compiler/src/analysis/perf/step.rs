@@ -433,13 +433,7 @@ pub(super) fn stage_step(
     let exchanged = queries * l.dp.max(1) as f64 + exchanged_prefill;
     let comm_items = step_comm_exchanged(s, &sm.comm, tokens, exchanged, &f.blocks, f.last);
     let comm: f64 = comm_items.iter().map(|i| i.time).sum();
-    // Per sequence, not per token, in each of the stage's layers: a prompt chunk's tokens
-    // cost GEMM time, above.
-    let overhead = c.step_overhead / l.pp.max(1) as f64
-        + c.sequence_layer_overhead
-            * sequences
-            * f.blocks.layers as f64
-            * hidden_state_scale(m.hidden as f64, gpu.hbm_bandwidth);
+    let overhead = fixed_costs(sm, f, sequences, c);
     // Without CUDA graphs the GPU runs no further ahead than the CPU's launches.
     let gpu_work = kernels.dense_gemms + kernels.experts + kernels.attention + comm;
     let eager = match sm.graph_max {
@@ -513,6 +507,18 @@ fn mean_step_experts(
         compute: mix(with_chunk.compute, without.compute),
         memory: mix(with_chunk.memory, without.memory),
     }
+}
+
+/// A step's costs outside its kernels' work: its fixed overhead (a pipeline's stages share
+/// it) and one per sequence, not per token, in each of the stage's layers (a prompt
+/// chunk's tokens cost GEMM time), scaled to the model and GPU ([`hidden_state_scale`]).
+fn fixed_costs(sm: &StepModel, f: &StageFacts, sequences: f64, c: &PerfConstants) -> f64 {
+    let s = sm.s;
+    c.step_overhead / s.layout.pp.max(1) as f64
+        + c.sequence_layer_overhead
+            * sequences
+            * f.blocks.layers as f64
+            * hidden_state_scale(s.model.hidden as f64, s.topology.gpu.hbm_bandwidth)
 }
 
 /// The hidden size [`PerfConstants::sequence_layer_overhead`] is stated at.

@@ -279,7 +279,10 @@ deploy d { model = qwen3_30b_a3b, cluster = c, layout = tp 2, engine = vllm { ma
 fn a_moe_steps_overhead_counts_its_layers() {
     use dic_compiler::analysis::perf::{StepModel, FITTED};
     let s = qwen3_30b_a3b_on_two_h100s();
-    assert_eq!((s.model.hidden, s.topology.gpu.hbm_bandwidth), (2048, 3.35e12));
+    assert_eq!(
+        (s.model.hidden, s.topology.gpu.hbm_bandwidth),
+        (2048, 3.35e12)
+    );
     let step = StepModel::new(&s).token_step(8.0, 1024.0, 0.0, 0.0, &FITTED);
     let expected = FITTED.step_overhead + 8.0 * 48.0 * FITTED.sequence_layer_overhead * 0.25;
     assert!(
@@ -655,7 +658,10 @@ fn the_fused_moe_workspace_counts_the_gathered_pairs() {
 /// One sequence's cost per layer for Llama 3.1 8B on a B200, by hand: the constant is stated
 /// at hidden 8192 on 3.35 TB/s; the 8B's hidden is 4096, the B200's bandwidth 8 TB/s.
 fn b200_8b_sequence_cost(s: &dic_compiler::analysis::Scenario) -> f64 {
-    assert_eq!((s.model.hidden, s.topology.gpu.hbm_bandwidth), (4096, 8.0e12));
+    assert_eq!(
+        (s.model.hidden, s.topology.gpu.hbm_bandwidth),
+        (4096, 8.0e12)
+    );
     dic_compiler::analysis::perf::FITTED.sequence_layer_overhead * (4096.0 / 8192.0) * (3.35 / 8.0)
 }
 
@@ -684,8 +690,7 @@ fn steps_without_cuda_graphs_wait_for_the_cpus_launches() {
     let sm = StepModel::new(&s);
     let layers = 32.0;
     let per_sequence = b200_8b_sequence_cost(&s);
-    let launched =
-        layers * FITTED.eager_layer_time + FITTED.step_overhead + layers * per_sequence;
+    let launched = layers * FITTED.eager_layer_time + FITTED.step_overhead + layers * per_sequence;
     let eager_prefill = sm.prefill_time(1025.0, 0.0, 0.0, 0.0, &FITTED);
     assert!(
         (eager_prefill - launched).abs() < 1e-12,

@@ -249,3 +249,113 @@ pub fn fp8_kv_read_factors(tables: &[(KernelFamily, Vec<f64>)]) -> Vec<(KernelFa
         .map(|(f, v)| (f, (median(v) * 100.0).round() / 100.0))
         .collect()
 }
+
+/// The decode-attention kernel's fixed time per call from a `generation_attention.csv.gz`
+/// table (decompressed), per KV-cache format (`false`: 16-bit, `true`: 8-bit), seconds: the
+/// intercept of `t = a + b × batch × KV heads + c × KV bytes read`, fitted by least squares
+/// on the relative error over the table's full-attention decode rows of vLLM's default
+/// backend (FlashAttention 3 on Hopper, FlashInfer's TRT-LLM decode kernel on Blackwell) at
+/// 16 to 65,536 tokens of context. The slope per byte is the kernel's share of the HBM
+/// bandwidth and the one per sequence and KV head its per-sequence work; the step model
+/// times those with its own fitted efficiency and `sequence_layer_overhead`, and takes the
+/// intercept alone (`perf::step::DECODE_ATTENTION_CALL`).
+pub fn decode_attention_call(csv: &str, eight_bit: bool) -> Option<f64> {
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next()?.split(',').collect();
+    let col = |n: &str| header.iter().position(|h| *h == n);
+    let (source, batch, kv_heads, head_dim, kv_dtype, context, window, latency) = (
+        col("kernel_source")?,
+        col("batch_size")?,
+        col("num_key_value_heads")?,
+        col("head_dim")?,
+        col("kv_cache_dtype")?,
+        col("step")?,
+        col("window_size")?,
+        col("latency")?,
+    );
+    let want = if eight_bit { "fp8" } else { "bfloat16" };
+    let element = if eight_bit { 1.0 } else { 2.0 };
+    // Normal equations of the relative error, Σ x xᵀ / t² and Σ x / t.
+    let (mut a, mut v) = ([[0.0f64; 3]; 3], [0.0f64; 3]);
+    let mut rows = 0usize;
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        let get = |i: usize| f.get(i).copied().unwrap_or("");
+        if get(window) != "0"
+            || get(kv_dtype) != want
+            || !matches!(
+                get(source),
+                "vllm_flash_attn_fa3" | "vllm_flashinfer_trtllmdecode"
+            )
+        {
+            continue;
+        }
+        let num = |i: usize| get(i).parse::<f64>().ok();
+        let (Some(b), Some(kv), Some(d), Some(ctx), Some(ms)) = (
+            num(batch),
+            num(kv_heads),
+            num(head_dim),
+            num(context),
+            num(latency),
+        ) else {
+            continue;
+        };
+        if !(16.0..=65_536.0).contains(&ctx) || ms <= 0.0 {
+            continue;
+        }
+        let t = ms * 1e-3;
+        let x = [1.0, b * kv, b * ctx * kv * d * 2.0 * element];
+        for i in 0..3 {
+            v[i] += x[i] / t;
+            for j in 0..3 {
+                a[i][j] += x[i] * x[j] / (t * t);
+            }
+        }
+        rows += 1;
+    }
+    if rows < 10 {
+        return None;
+    }
+    solve3(a, v).map(|c| c[0])
+}
+
+/// The solution of a 3 × 3 linear system by Gaussian elimination with partial pivoting;
+/// `None` when it is singular.
+fn solve3(mut a: [[f64; 3]; 3], mut v: [f64; 3]) -> Option<[f64; 3]> {
+    for i in 0..3 {
+        let p = (i..3).max_by(|&r, &s| a[r][i].abs().total_cmp(&a[s][i].abs()))?;
+        a.swap(i, p);
+        v.swap(i, p);
+        if a[i][i].abs() < 1e-300 {
+            return None;
+        }
+        for r in 0..3 {
+            if r != i {
+                let k = a[r][i] / a[i][i];
+                for c in i..3 {
+                    a[r][c] -= k * a[i][c];
+                }
+                v[r] -= k * v[i];
+            }
+        }
+    }
+    Some([v[0] / a[0][0], v[1] / a[1][1], v[2] / a[2][2]])
+}
+
+/// [`decode_attention_call`] per kernel family and KV format: the median of the family's
+/// GPUs, to a tenth of a microsecond.
+pub fn decode_attention_calls(
+    tables: &[(KernelFamily, Option<f64>, Option<f64>)],
+) -> Vec<(KernelFamily, f64, f64)> {
+    let mut by: BTreeMap<KernelFamily, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    for (family, sixteen, eight) in tables {
+        let e = by.entry(*family).or_default();
+        e.0.extend(sixteen);
+        e.1.extend(eight);
+    }
+    let tenth_us = |v: Vec<f64>| (median(v) * 1e7).round() / 1e7;
+    by.into_iter()
+        .filter(|(_, (s, e))| !s.is_empty() && !e.is_empty())
+        .map(|(f, (s, e))| (f, tenth_us(s), tenth_us(e)))
+        .collect()
+}

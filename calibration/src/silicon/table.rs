@@ -141,7 +141,9 @@ const WHAT_IS_LEFT: &str = "\nWhat is left (issue 37). Llama-3.1-70B, Qwen3-32B 
 meet the goal left out; MiniMax-M2.5's TTFT (25.9%, +12%) does not. A sequence's cost per layer now scales with \
 the model's hidden size and inversely with the GPU's bandwidth (`perf::PerfConstants::sequence_layer_overhead`): \
 unscaled, the other families set it at 0.63 µs where MiniMax-M2.5's rows (hidden 3072, mostly B200) alone want \
-0.18 µs; scaled, MiniMax-M2.5's TPOT left out went from 12.9% (+7.5%) to 9.7% (+4.4%) and no family's got worse. \
+0.18 µs; scaled, MiniMax-M2.5's TPOT left out went from 12.9% (+7.5%) to 9.7% (+4.4%) and no family's got worse; \
+with the decode-attention kernel's fixed time per call from the kernel tables (`perf::DECODE_ATTENTION_CALL`), \
+8.9% (+1.8%). \
 Its TTFT misses are by release and mode. On B200 at TP, 0.19's and the nightly's rows are over-predicted \
 (8192-token prompts +46–88%, 1024-token ones +5% FP8 at TP 2 to +95% NVFP4 at TP 8) where 0.17's are \
 under-predicted (−21%): measured at TP 4, 1024 tokens in, 4 in flight, the same FP8 configuration's TTFT is 152 \

@@ -66,8 +66,9 @@ pub use prefill_queue::{
 };
 use steady_batch::{steady_batch, OpenLoop};
 pub use step::{
-    fp8_kv_read_factor, hidden_state_scale, KernelTimes, StepCost, StepModel, StepPrefill,
-    FP8_KV_READ_FACTOR, SEQUENCE_COST_BANDWIDTH, SEQUENCE_COST_HIDDEN,
+    decode_attention_call_time, fp8_kv_read_factor, hidden_state_scale, KernelTimes, StepCost,
+    StepModel, StepPrefill, DECODE_ATTENTION_CALL, FP8_KV_READ_FACTOR, SEQUENCE_COST_BANDWIDTH,
+    SEQUENCE_COST_HIDDEN,
 };
 pub use token_step::{PromptSteps, TokenStep};
 
@@ -264,14 +265,24 @@ pub struct PerfConstants {
 /// 545 → 479 µs. Leaving one model out, TPOT median |error| 10.1% → 8.2% (MiniMax-M2.5
 /// 12.9% → 9.7%, Llama-3.1-70B 7.1% → 6.5%, Qwen3-32B 5.3% → 3.5%), TTFT 20.2% → 18.3%;
 /// leaving one GPU out TPOT 10.4% → 8.4%.
+///
+/// Refitted when a step that decodes paid the decode-attention kernel's fixed time per
+/// attention layer from the kernel tables (`step::DECODE_ATTENTION_CALL`: 11.5 / 13.1 µs
+/// on Hopper, 9.3 / 9.9 µs on Blackwell, 16-bit / 8-bit cache), which the fixed step
+/// overhead had partly stood in for: objective 0.1899 → 0.1885; step overhead 4.27 →
+/// 3.59 ms, memory efficiency 0.832 → 0.851, a sequence's cost per layer 0.979 → 0.917
+/// µs, CPU time per eager layer 479 → 500 µs. Leaving one model out, TPOT median |error|
+/// 8.3% → 7.5% (MiniMax-M2.5 9.7% → 8.9%, bias +4.4% → +1.8%; Llama-3.1-70B 6.5% → 5.4%;
+/// Qwen3-32B 3.5% → 3.7%), TTFT 18.3% → 19.1%; leaving one GPU out TPOT 8.4% → 7.9%,
+/// TTFT 16.2% → 16.0%.
 pub const FITTED: PerfConstants = PerfConstants {
-    memory_efficiency: 0.832,
+    memory_efficiency: 0.851,
     compute_efficiency: 0.538,
-    step_overhead: 0.00427,
-    sequence_layer_overhead: 0.979e-6,
+    step_overhead: 0.00359,
+    sequence_layer_overhead: 0.917e-6,
     request_latency: 0.0238,
     prompt_token_latency: 11.1e-6,
-    eager_layer_time: 0.479e-3,
+    eager_layer_time: 0.500e-3,
 };
 
 impl PerfConstants {

@@ -426,7 +426,7 @@ pub(super) fn stage_step(
     let kernels = KernelTimes {
         dense_gemms: roofline(ops[0].0, ops[0].1) + roofline(ops[3].0, ops[3].1),
         experts: experts_compute + experts_memory + experts_launch,
-        attention: ops[2].0.max(ops[2].1),
+        attention: ops[2].0.max(ops[2].1) + decode_attention_calls(sm, f, decode),
     };
     // The MoE exchange carries every rank's decodes (padded to the largest rank's, the
     // ranks' batches balanced) and the prompt tokens it moves (`StepPrefill::exchanged`).
@@ -532,6 +532,45 @@ pub const SEQUENCE_COST_BANDWIDTH: f64 = 3.35e12;
 /// ([`PerfConstants::sequence_layer_overhead`] says why).
 pub fn hidden_state_scale(hidden: f64, bandwidth: f64) -> f64 {
     (hidden / SEQUENCE_COST_HIDDEN) * (SEQUENCE_COST_BANDWIDTH / bandwidth.max(1.0))
+}
+
+/// The decode-attention kernel's fixed time per call, per kernel family, seconds: with a
+/// 16-bit KV cache, then an 8-bit one. The intercept the decode-attention tables give
+/// beside their time per byte and per sequence (`dic_calibration::kernels::
+/// decode_attention_call`; `calibration/tests/calibration.rs` re-derives it): vLLM's
+/// FlashAttention 3 on Hopper and FlashInfer's TRT-LLM decode kernel on Blackwell, one
+/// call per attention layer of a step that decodes. A roofline of the cache's bytes alone
+/// had no such floor: short contexts and small batches read too little to be timed by
+/// their bytes. TensorRT-LLM's XQA kernels are not in the tables and MLA's decode kernels
+/// (FlashMLA) are timed as this one, an approximation.
+pub const DECODE_ATTENTION_CALL: [(KernelFamily, f64, f64); 2] = [
+    (KernelFamily::Hopper, 11.5e-6, 13.1e-6),
+    (KernelFamily::Blackwell, 9.3e-6, 9.9e-6),
+];
+
+/// [`DECODE_ATTENTION_CALL`] of `family` for a cache of 8-bit (`eight_bit`) or 16-bit
+/// entries; 0 for a family the tables do not hold.
+pub fn decode_attention_call_time(family: KernelFamily, eight_bit: bool) -> f64 {
+    DECODE_ATTENTION_CALL
+        .iter()
+        .find(|(f, _, _)| *f == family)
+        .map_or(
+            0.0,
+            |(_, sixteen, eight)| if eight_bit { *eight } else { *sixteen },
+        )
+}
+
+/// The decode-attention calls of a step that decodes `decode` sequences: one per attention
+/// layer of the stage, each its fixed time ([`DECODE_ATTENTION_CALL`]), under vLLM's
+/// attention backends.
+fn decode_attention_calls(sm: &StepModel, f: &StageFacts, decode: f64) -> f64 {
+    let s = sm.s;
+    if decode <= 0.0 || !s.engine.vllm_attention {
+        return 0.0;
+    }
+    let family = KernelFamily::of(s.topology.gpu.architecture.as_deref());
+    let eight_bit = crate::analysis::kv_pool::kv_element_bytes(&s.model) < 2.0;
+    decode_attention_call_time(family, eight_bit) * f.blocks.attention as f64
 }
 
 /// Decode attention's time per byte of an 8-bit KV cache relative to a 16-bit one, per

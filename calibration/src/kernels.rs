@@ -329,13 +329,14 @@ fn solve3(mut a: [[f64; 3]; 3], mut v: [f64; 3]) -> Option<[f64; 3]> {
         if a[i][i].abs() < 1e-300 {
             return None;
         }
-        for r in 0..3 {
+        let (pivot, pivot_v) = (a[i], v[i]);
+        for (r, (row, value)) in a.iter_mut().zip(v.iter_mut()).enumerate() {
             if r != i {
-                let k = a[r][i] / a[i][i];
-                for c in i..3 {
-                    a[r][c] -= k * a[i][c];
+                let k = row[i] / pivot[i];
+                for (x, p) in row.iter_mut().zip(pivot).skip(i) {
+                    *x -= k * p;
                 }
-                v[r] -= k * v[i];
+                *value -= k * pivot_v;
             }
         }
     }

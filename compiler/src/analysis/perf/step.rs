@@ -116,6 +116,17 @@ pub struct StepModel<'a> {
     /// Whether a step that carries a prompt chunk can run as a graph at all (not under
     /// `FULL_DECODE_ONLY`).
     pub(super) mixed_graphs: bool,
+    /// The time per byte of the KV cache read relative to a 16-bit one
+    /// ([`FP8_KV_READ_FACTOR`] for an 8-bit cache under vLLM's attention, else 1).
+    kv_read_factor: f64,
+    /// The decode-attention kernel's fixed time per call ([`DECODE_ATTENTION_CALL`]; 0 off
+    /// vLLM's attention backends).
+    attention_call: f64,
+    /// FLOP/s of the layers' GEMMs in their weights' format and of bf16 (attention, and the
+    /// LM head FP8/FP4 checkpoints leave unquantized), each at the share of the datasheet
+    /// peak the GPU's kernel family reaches relative to the fitted (mostly Hopper)
+    /// efficiency (`gemm::compute_factor`).
+    matmul_rates: (f64, f64),
 }
 
 /// What a [`stage_step`] call stands for, which decides whether the CPU's launches can
@@ -134,6 +145,11 @@ pub(super) enum StepShape {
 impl<'a> StepModel<'a> {
     pub fn new(s: &'a Scenario) -> Self {
         let spec = s.engine.speculative.as_ref();
+        let family = KernelFamily::of(s.topology.gpu.architecture.as_deref());
+        let eight_bit = crate::analysis::kv_pool::kv_element_bytes(&s.model) < 2.0;
+        let vllm_8bit = s.engine.vllm_attention && eight_bit;
+        let gpu = &s.topology.gpu;
+        let rate = |format: &str| gpu.matmul_flops(format) * compute_factor(gpu, format);
         StepModel {
             s,
             facts: stage_facts(s),
@@ -149,6 +165,20 @@ impl<'a> StepModel<'a> {
                 ) as f64
             }),
             mixed_graphs: s.engine.cudagraph_mode != CudaGraphMode::FullDecodeOnly,
+            kv_read_factor: if vllm_8bit {
+                fp8_kv_read_factor(family)
+            } else {
+                1.0
+            },
+            matmul_rates: (
+                rate(s.model.format_of(Component::Mixer, None)),
+                rate("bf16"),
+            ),
+            attention_call: if s.engine.vllm_attention {
+                decode_attention_call_time(family, eight_bit)
+            } else {
+                0.0
+            },
         }
     }
 
@@ -347,12 +377,7 @@ pub(super) fn stage_step(
     let in_window = |c: f64| c.min(f.window);
     // An 8-bit cache is read at its kernel family's measured rate per byte, not at the
     // 16-bit one's (`FP8_KV_READ_FACTOR`).
-    let read_factor =
-        if s.engine.vllm_attention && crate::analysis::kv_pool::kv_element_bytes(m) < 2.0 {
-            fp8_kv_read_factor(KernelFamily::of(gpu.architecture.as_deref()))
-        } else {
-            1.0
-        };
+    let read_factor = sm.kv_read_factor;
     let kv_bytes = ((decode * ctx + prefill_prefix) * f.growing_kv
         + (decode * in_window(ctx) + in_window(prefill_prefix)) * f.window_kv)
         * read_factor
@@ -362,13 +387,7 @@ pub(super) fn stage_step(
         * ((queries * ctx + prefill * prefill_ctx) * f.growing_attn
             + (queries * in_window(ctx) + prefill * in_window(prefill_ctx)) * f.window_attn)
         + 4.0 * tokens * f.state_elements;
-    // The layers' GEMMs run in their weights' formats; attention (QK and PV over the
-    // cache) and the LM head (left unquantized by FP8/FP4 checkpoints) in bf16.
-    // Each rate at the share of the datasheet peak the GPU's kernel family reaches
-    // relative to the fitted (mostly Hopper) efficiency (`gemm::compute_factor`).
-    let rate = |format: &str| gpu.matmul_flops(format) * compute_factor(gpu, format);
-    let dense_rate = rate(m.format_of(Component::Mixer, None));
-    let bf16_rate = rate("bf16");
+    let (dense_rate, bf16_rate) = sm.matmul_rates;
     // Three kernel groups run one after another: the dense GEMMs and LM head (streaming
     // the dense weights) and attention (streaming the KV cache), each at its own
     // roofline, and the experts.
@@ -564,13 +583,10 @@ pub fn decode_attention_call_time(family: KernelFamily, eight_bit: bool) -> f64 
 /// layer of the stage, each its fixed time ([`DECODE_ATTENTION_CALL`]), under vLLM's
 /// attention backends.
 fn decode_attention_calls(sm: &StepModel, f: &StageFacts, decode: f64) -> f64 {
-    let s = sm.s;
-    if decode <= 0.0 || !s.engine.vllm_attention {
+    if decode <= 0.0 {
         return 0.0;
     }
-    let family = KernelFamily::of(s.topology.gpu.architecture.as_deref());
-    let eight_bit = crate::analysis::kv_pool::kv_element_bytes(&s.model) < 2.0;
-    decode_attention_call_time(family, eight_bit) * f.blocks.attention as f64
+    sm.attention_call * f.blocks.attention as f64
 }
 
 /// Decode attention's time per byte of an 8-bit KV cache relative to a 16-bit one, per

@@ -147,7 +147,16 @@ with the decode-attention kernel's fixed time per call from the kernel tables (`
 Its TTFT misses are by release and mode. On B200 at TP, 0.19's and the nightly's rows are over-predicted \
 (8192-token prompts +46–88%, 1024-token ones +5% FP8 at TP 2 to +95% NVFP4 at TP 8) where 0.17's are \
 under-predicted (−21%): measured at TP 4, 1024 tokens in, 4 in flight, the same FP8 configuration's TTFT is 152 \
-ms on 0.17 and 61 ms on 0.19, a release effect only this family shows, so no term takes it. Most of the \
+ms on 0.17 and 61 ms on 0.19, a release effect only this family shows, so no term takes it. Its source, read \
+in the 0.17.0, 0.18.0 and 0.19.0 wheels: the engine's defaults that set a prompt's path (CUDA-graph mode and \
+sizes, 512 tokens on all three, so a 1024-token prompt's step runs without graphs on each; the token budget; \
+async scheduling; the API server; the attention backend) are the same, but the block-FP8 experts' backend is \
+not. MiniMax-M2.5's sigmoid routing with float32 logits is refused by FlashInfer's TRT-LLM kernel until 0.19 \
+(`model_executor/layers/fused_moe/experts/trtllm_fp8_moe.py`, `oracle/fp8.py`), so 0.17 and 0.18 run DeepGEMM or \
+Triton, and 0.19 the TRT-LLM kernel that the B200 tables time and that 0.33 picks: the 0.17 rows' TTFT is \
+under-predicted by a backend the tables do not hold, which is 0.33's choice only from 0.19 on. It does not \
+explain 0.19's over-prediction: at TP 8, 4 in flight, the rows' TTFT is 41 ms where dic's front end (35 ms) \
+and the CPU's launches of a step without graphs (62 layers × 0.5 ms) alone exceed it. Most of the \
 over-prediction is the front end's time per prompt token, which the other families set near 21 µs and MiniMax-M2.5's \
 rows alone at 7.7 µs. Two forms that follow the model were tried and not landed: the whole per-token time scaled by \
 hidden size × layers (MiniMax-M2.5 left out 19.8%, but Llama-3.1-70B left out 24.0%, +22%), and a constant part \

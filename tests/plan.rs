@@ -412,6 +412,52 @@ fn the_reports_n_minus_one_figures_are_dic_plans() {
     }
 }
 
+/// eagle3_8b.dist written as `tp 2`: the planner still chooses `tp 1` (more goodput per GPU
+/// at one node price), so the report's speculation section has two rows, the written
+/// layout's (deployed) and the planner's choice, each the verdict its ranked candidate
+/// carries, and the choice's sentence is the line `dic plan` prints.
+#[test]
+fn the_reports_speculation_shows_the_written_layout_and_the_planners_choice() {
+    let dir = common::fresh_dir("report-speculation-two");
+    let written = std::fs::read_to_string("examples/eagle3_8b.dist")
+        .unwrap()
+        .replace("  layout = tp 1\n", "  layout = tp 2\n");
+    assert!(written.contains("layout = tp 2"));
+    let dist = dir.join("eagle3_tp2.dist");
+    std::fs::write(&dist, written).unwrap();
+    let dist = dist.to_str().unwrap();
+    let o = dic(&["plan", dist, "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let search = &plan[0]["search"];
+    let ranked = search["ranked"].as_array().unwrap();
+    let at = |tp: u64| {
+        ranked
+            .iter()
+            .find(|c| c["layout"]["tp"] == tp && c["layout"]["pp"] == 1 && c["layout"]["dp"] == 1)
+            .unwrap()
+    };
+    assert_eq!(search["chosen"]["layout"], at(1)["layout"]);
+    let text = dic(&["plan", dist]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    let printed = text
+        .lines()
+        .find(|l| l.starts_with("speculation "))
+        .unwrap_or_else(|| panic!("{text}"));
+    let [_, json, _] = compiled_report(dist, &dir, "assistant");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let rows = v["report"]["speculation"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for (row, candidate, deployed) in [(&rows[0], at(2), true), (&rows[1], at(1), false)] {
+        assert_eq!(row["deployed"], deployed);
+        for (key, value) in candidate["speculation"].as_object().unwrap() {
+            assert_eq!(&row[key], value, "{key}");
+        }
+    }
+    assert_eq!(rows[0]["layout"], "tp 2 × pp 1 × dp 1");
+    assert_eq!(rows[1]["sentence"], printed);
+}
+
 /// The report's speculation section for eagle3_8b.dist is `dic plan`'s verdict
 /// (`planner::speculation::judge`, carried on the search's candidates): for the written
 /// `tp 1`, which the planner also chooses, the ranked candidate's figures (only the draft

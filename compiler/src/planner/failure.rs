@@ -666,6 +666,7 @@ deploy d {{ model = m, cluster = c, workload = w, slo = s, layout = {layout}, en
             max_output_tokens_per_s: None,
             overloaded: false,
             running: None,
+            clients_wait: false,
             shortfall: None,
             engine: None,
             goodput: None,

@@ -457,6 +457,7 @@ deploy d {{ model = m, cluster = c, workload = w, slo = s, layout = tp 4 × dp 4
             max_output_tokens_per_s: Some(saturated),
             overloaded: false,
             running: None,
+            clients_wait: false,
             shortfall: None,
             engine: None,
             goodput: Some(g),

@@ -65,6 +65,10 @@ pub struct Candidate {
     /// KV cache or max_num_seqs caps them).
     #[serde(skip)]
     pub running: Option<f64>,
+    /// The checker's W0501 on this layout: a closed loop's clients beyond what a replica
+    /// runs at once wait for a slot before their prefill.
+    #[serde(skip)]
+    pub clients_wait: bool,
     /// How far it is from meeting the deployment's bounds, for "the closest" layout: an
     /// overloaded candidate by the offered rate over what it serves, any other by its worst
     /// bound (predicted ÷ bound, ≥ 1 when missed); `None` without a prediction.
@@ -376,6 +380,10 @@ fn evaluate_with(
         max_output_tokens_per_s: p.map(|p| p.max_output_tokens_per_s),
         overloaded: p.is_some_and(|p| p.overloaded),
         running: p.map(|p| p.running),
+        clients_wait: a
+            .findings
+            .iter()
+            .any(|f| f.code == crate::diagnostics::Code::LoadNotAdmitted),
         shortfall,
         engine,
         goodput: None,
@@ -414,6 +422,8 @@ struct Tally {
     closest: Option<Candidate>,
     /// The cheapest feasible candidate's $/h (GPUs unpriced): the bound that prunes.
     best_cost: f64,
+    /// No SLOs: a candidate whose clients wait for a slot (W0501) does not bound the rest.
+    no_slo: bool,
 }
 
 impl Tally {
@@ -435,7 +445,9 @@ impl Tally {
     }
 
     fn accept(&mut self, c: Candidate) {
-        self.best_cost = self.best_cost.min(c.cost_per_hour);
+        if !(self.no_slo && c.clients_wait) {
+            self.best_cost = self.best_cost.min(c.cost_per_hour);
+        }
         self.feasible.push(c);
     }
 }
@@ -518,6 +530,7 @@ pub fn search_with(
         rejected: Vec::new(),
         closest: None,
         best_cost: f64::INFINITY,
+        no_slo: slo.is_empty(),
     };
     for family in families {
         search_family(base, slo, space, family, &mut tally);
@@ -538,9 +551,13 @@ pub fn search_with(
         }
     }
     let per_gpu = |c: &Candidate| c.goodput.as_ref().map_or(0.0, |g| g.requests_per_s_per_gpu);
+    // Without SLOs nothing bounds TTFT: a layout whose clients wait for a slot (the
+    // checker's W0501) ranks after every one that admits them all.
+    let waits = |c: &Candidate| slo.is_empty() && c.clients_wait;
     feasible.sort_by(|a, b| {
-        a.cost_per_hour
-            .total_cmp(&b.cost_per_hour)
+        waits(a)
+            .cmp(&waits(b))
+            .then(a.cost_per_hour.total_cmp(&b.cost_per_hour))
             .then(per_gpu(b).total_cmp(&per_gpu(a)))
             .then(a.escalation().cmp(&b.escalation()))
             .then(a.gpus.cmp(&b.gpus))

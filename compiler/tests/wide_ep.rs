@@ -195,3 +195,51 @@ fn deepep_low_latency_dispatches_fp8_tokens() {
         items[0].bytes
     );
 }
+
+/// Wide EP across hosts over an RDMA fabric weighs DeepEP low-latency as it does inside an
+/// NVLink domain: DeepSeek-V3 `tp 1 × dp 16 × ep` over two DGX H200s (InfiniBand NDR)
+/// gets vLLM's default budget and the planner's larger ones; over two AWS p5e instances
+/// (EFA, which NVSHMEM's GPU-initiated transport does not drive) none; nor where the
+/// deployment wrote its backend, or inside one node.
+#[test]
+fn deepep_low_latency_is_weighed_over_infiniband_not_efa() {
+    use dic_compiler::analysis::deepep::wide_ep_engine_options;
+    let on = |node: &str, import: &str, layout: &str, engine: &str| {
+        first_scenario(&format!(
+            "import {import}\nimport std.models.deepseek_v3\n\
+cluster moe {{ nodes = 2 × {node} }}\n\
+workload chat {{ prompt = 1k tokens, output = 1k tokens, rate = 1 req/s }}\n\
+deploy ds {{ model = deepseek_v3, cluster = moe, workload = chat, layout = {layout}, \
+engine = vllm {{ max_model_len = 32k tokens{engine} }} }}\n"
+        ))
+    };
+    let ib = on("dgx_h200", "std.nodes.dgx_h200", "tp 1 × dp 16 × ep", "");
+    let options: Vec<String> = wide_ep_engine_options(&ib)
+        .iter()
+        .map(|c| c.describe())
+        .collect();
+    assert_eq!(
+        options,
+        [
+            "all2all_backend = deepep_low_latency",
+            "all2all_backend = deepep_low_latency, max_num_batched_tokens = 1024",
+            "all2all_backend = deepep_low_latency, max_num_batched_tokens = 2048",
+        ]
+    );
+    let efa = on(
+        "p5e_48xlarge",
+        "std.instances.aws.p5e_48xlarge",
+        "tp 1 × dp 16 × ep",
+        "",
+    );
+    assert!(wide_ep_engine_options(&efa).is_empty());
+    let written = on(
+        "dgx_h200",
+        "std.nodes.dgx_h200",
+        "tp 1 × dp 16 × ep",
+        ", all2all_backend = allgather_reducescatter",
+    );
+    assert!(wide_ep_engine_options(&written).is_empty());
+    let one_node = on("dgx_h200", "std.nodes.dgx_h200", "tp 1 × dp 8 × ep", "");
+    assert!(wide_ep_engine_options(&one_node).is_empty());
+}

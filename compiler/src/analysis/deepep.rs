@@ -115,20 +115,31 @@ const PLANNED_TOKEN_BUDGETS: [u64; 2] = [1024, 2048];
 
 /// The engine options worth trying for `s`'s layout when the deployment left the
 /// all-to-all backend unset: wide EP (`ep`, DP > 1, a MoE model) whose EP group spans
-/// hosts inside one multi-node NVLink domain (a GB200 NVL72 rack's trays) runs DeepEP
+/// hosts, inside one multi-node NVLink domain (a GB200 NVL72 rack's trays) or over an
+/// RDMA fabric (InfiniBand, RoCE: NVSHMEM's transport between nodes), runs DeepEP
 /// low-latency, the backend vLLM's expert-parallel guide gives multi-node decode
 /// (`docs/serving/expert_parallel_deployment.md`, "Backend Selection Guide"), at vLLM's
 /// default budget and, where the budget is unset, at larger ones.
 pub fn wide_ep_engine_options(s: &Scenario) -> Vec<EngineChoice> {
+    use crate::program::LinkType;
     let (m, l, t) = (&s.model, &s.layout, &s.topology);
     let ep_ranks = l.tp.max(1) * l.dp;
+    let nvlink_domain = t.scale_up_domain > t.gpus_per_node && l.gpus() <= t.scale_up_domain;
+    let rdma = t
+        .scale_out
+        .as_ref()
+        .is_some_and(|o| matches!(o.link.link_type, LinkType::Infiniband | LinkType::Roce));
+    let nvidia = matches!(
+        s.topology.gpu.architecture.as_deref(),
+        Some("hopper" | "blackwell")
+    );
     let eligible = s.engine.all2all_backend.is_none()
         && m.is_moe()
         && l.ep
         && l.dp > 1
         && ep_ranks > t.gpus_per_node
-        && t.scale_up_domain > t.gpus_per_node
-        && l.gpus() <= t.scale_up_domain;
+        && nvidia
+        && (nvlink_domain || rdma);
     if !eligible {
         return Vec::new();
     }

@@ -724,9 +724,12 @@ fn search_family(
         tally.accept(top);
         return;
     }
+    // Without SLOs a replica count also has to admit every client (no W0501): the
+    // smallest that does, not the smallest that runs.
+    let fits = |c: &Candidate| c.meets_slo && !(slo.is_empty() && c.clients_wait);
     let first = evaluate_searched(base, slo, layout_at(first_dp), w, kv);
     tally.evaluated += 1;
-    if first.meets_slo {
+    if fits(&first) {
         tally.accept(first);
         return;
     }
@@ -737,7 +740,7 @@ fn search_family(
         let mid = (lo + hi) / 2;
         let c = evaluate_searched(base, slo, layout_at(dps[mid]), w, kv);
         tally.evaluated += 1;
-        if c.meets_slo {
+        if fits(&c) {
             hi = mid;
             best = c;
         } else {

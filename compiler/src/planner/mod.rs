@@ -253,10 +253,8 @@ fn evaluate(
     let plain = evaluate_with(base, slo, layout, weights, kv, None);
     // Wide EP across an NVLink domain's trays: the engine options vLLM's guide gives it
     // (DeepEP low-latency and a token budget), where the deployment left them unset, kept
-    // when they predict better than vLLM's defaults. The budgets in ascending order, each
-    // tried while the last improved: a larger budget is weighed only where a smaller one
-    // beat what came before (a search over thousands of GPUs pays one extra evaluation per
-    // layout where DeepEP does not pay, not three).
+    // when they predict better than vLLM's defaults: budgets ascending, each tried while the
+    // last improved (one extra evaluation per layout where DeepEP does not pay, not three).
     let mut best = plain;
     for choice in wide_ep_engine_options(&with_layout) {
         let c = evaluate_with(base, slo, layout, weights, kv, Some(choice));
@@ -729,8 +727,7 @@ fn search_family(
         tally.accept(top);
         return;
     }
-    // Without SLOs a replica count also has to admit every client (no W0501): the
-    // smallest that does, not the smallest that runs.
+    // Without SLOs a replica count must also admit every client (no W0501).
     let fits = |c: &Candidate| c.meets_slo && !(slo.is_empty() && c.clients_wait);
     let first = evaluate_searched(base, slo, layout_at(first_dp), w, kv);
     tally.evaluated += 1;

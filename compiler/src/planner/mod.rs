@@ -283,6 +283,12 @@ fn evaluate_searched(
 }
 
 impl Candidate {
+    /// Whether it serves the deployment as declared: its bounds met, and without SLOs (`slo`
+    /// empty, nothing bounding TTFT) every client admitted at once (no W0501).
+    fn serves(&self, slo: &[SloTarget]) -> bool {
+        self.meets_slo && !(slo.is_empty() && self.clients_wait)
+    }
+
     /// Whether this variant of one layout predicts better than `other`: checks clean
     /// before not, meets its bounds before not, then the smaller shortfall, then TPOT.
     fn ranks_before(&self, other: &Candidate) -> bool {
@@ -425,8 +431,6 @@ struct Tally {
     closest: Option<Candidate>,
     /// The cheapest feasible candidate's $/h (GPUs unpriced): the bound that prunes.
     best_cost: f64,
-    /// No SLOs: a candidate whose clients wait for a slot (W0501) does not bound the rest.
-    no_slo: bool,
 }
 
 impl Tally {
@@ -447,8 +451,9 @@ impl Tally {
         }
     }
 
-    fn accept(&mut self, c: Candidate) {
-        if !(self.no_slo && c.clients_wait) {
+    /// Keep `c`; the cheapest that serves the deployment bounds the rest of the search.
+    fn accept(&mut self, c: Candidate, slo: &[SloTarget]) {
+        if c.serves(slo) {
             self.best_cost = self.best_cost.min(c.cost_per_hour);
         }
         self.feasible.push(c);
@@ -533,7 +538,6 @@ pub fn search_with(
         rejected: Vec::new(),
         closest: None,
         best_cost: f64::INFINITY,
-        no_slo: slo.is_empty(),
     };
     for family in families {
         search_family(base, slo, space, family, &mut tally);
@@ -556,10 +560,9 @@ pub fn search_with(
     let per_gpu = |c: &Candidate| c.goodput.as_ref().map_or(0.0, |g| g.requests_per_s_per_gpu);
     // Without SLOs nothing bounds TTFT: a layout whose clients wait for a slot (the
     // checker's W0501) ranks after every one that admits them all.
-    let waits = |c: &Candidate| slo.is_empty() && c.clients_wait;
     feasible.sort_by(|a, b| {
-        waits(a)
-            .cmp(&waits(b))
+        b.serves(slo)
+            .cmp(&a.serves(slo))
             .then(a.cost_per_hour.total_cmp(&b.cost_per_hour))
             .then(per_gpu(b).total_cmp(&per_gpu(a)))
             .then(a.escalation().cmp(&b.escalation()))
@@ -724,15 +727,13 @@ fn search_family(
         return;
     }
     if top_idx == 0 {
-        tally.accept(top);
+        tally.accept(top, slo);
         return;
     }
-    // Without SLOs a replica count must also admit every client (no W0501).
-    let fits = |c: &Candidate| c.meets_slo && !(slo.is_empty() && c.clients_wait);
     let first = evaluate_searched(base, slo, layout_at(first_dp), w, kv);
     tally.evaluated += 1;
-    if fits(&first) {
-        tally.accept(first);
+    if first.serves(slo) {
+        tally.accept(first, slo);
         return;
     }
     tally.consider(&first);
@@ -742,7 +743,7 @@ fn search_family(
         let mid = (lo + hi) / 2;
         let c = evaluate_searched(base, slo, layout_at(dps[mid]), w, kv);
         tally.evaluated += 1;
-        if fits(&c) {
+        if c.serves(slo) {
             hi = mid;
             best = c;
         } else {
@@ -750,7 +751,7 @@ fn search_family(
             lo = mid;
         }
     }
-    tally.accept(best);
+    tally.accept(best, slo);
 }
 
 /// Why no replica count of a family can be launched or placed, from the first that

@@ -434,6 +434,22 @@ const NO_OFFLINE_SCHEMA: &[&str] = &[
 fn a_splits_pools_are_budgeted_from_the_pair() {
     let path = "examples/pd_70b_h200.dist";
     let checked = dic_compiler::driver::compile_file(&DiskWorld, path).unwrap();
+    // The pair's N−1 is computed once (with the decode pool's analysis) and is both pools'.
+    let failures: Vec<_> = checked
+        .deployments
+        .iter()
+        .map(|d| d.pool_failure.clone().expect("a split's N−1"))
+        .collect();
+    assert_eq!(failures.len(), 2);
+    assert!(std::sync::Arc::ptr_eq(&failures[0], &failures[1]));
+    for f in &checked.forecast.deployments {
+        let n1 = f
+            .report
+            .pool_capacity_under_failure
+            .as_ref()
+            .expect("the pair's N−1");
+        assert_eq!(n1.figures, *failures[0], "{}", f.name);
+    }
     let files = dic_targets::render(&checked.plan, &checked.forecast).unwrap();
     for pool in ["chat-prefill", "chat-decode"] {
         let pdb = parse(&files[&format!("{pool}/k8s/poddisruptionbudget.yaml")]);

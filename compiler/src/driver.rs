@@ -57,6 +57,18 @@ pub struct Decided {
     pub whatif: Arc<[planner::whatif::WhatIf]>,
     /// Where the cluster's accounting put its replicas (one slot each, in replica order).
     pub slots: Vec<analysis::allocation::Slot>,
+    /// A split's N−1, the pair's (`planner::pool_failure`) on both pools: computed once,
+    /// with the decode pool's analysis ([`analyze_written`]), where W0410 reads it, and
+    /// lowered into both pools' forecasts. `None` for any other deployment.
+    pub pool_failure: Option<Arc<planner::PoolFailure>>,
+}
+
+/// A written layout's analysis and, for a split's decode pool, the pair's N−1
+/// ([`Decided::pool_failure`]).
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub analysis: Analysis,
+    pub pool_failure: Option<Arc<planner::PoolFailure>>,
 }
 
 /// The catalog's common datacenter GPU types that the report's "Which GPU" compares the
@@ -167,11 +179,11 @@ pub struct AnalysisCache {
 #[derive(Debug, Default)]
 struct CachedDeployment {
     /// The written layout's analysis (explicit layouts only).
-    analysis: Option<Analysis>,
+    written: Option<Written>,
     search: Option<Arc<Search>>,
     /// For `layout = auto`: the planner's choice (one layout, or the two pools of a
     /// disaggregated split) and its analysis, once searched.
-    chosen: Option<Vec<(DeploymentScenario, Analysis)>>,
+    chosen: Option<Vec<(DeploymentScenario, Written)>>,
     /// The what-if across GPU types, once run (`Advice::Report` only).
     whatif: Option<Arc<[planner::whatif::WhatIf]>>,
 }
@@ -264,12 +276,12 @@ impl AnalysisCache {
     fn analyze_written(&mut self, scenarios: &[Keyed]) {
         let missing: Vec<&Keyed> = scenarios
             .iter()
-            .filter(|(k, ds)| !ds.auto_layout && self.entries[k].analysis.is_none())
+            .filter(|(k, ds)| !ds.auto_layout && self.entries[k].written.is_none())
             .collect();
         let done = parallel_map(&missing, |(_, ds)| analyze_written(ds));
         for ((key, _), a) in missing.iter().copied().zip(done) {
             if let Some(e) = self.entries.get_mut(key) {
-                e.analysis = Some(a);
+                e.written = Some(a);
             }
         }
     }
@@ -288,7 +300,7 @@ impl AnalysisCache {
                 let wanted = wanted && ds.pool.as_ref().is_none_or(|pp| pp.pool == Pool::Decode);
                 // A written layout that fails is searched too: the search knows a layout
                 // that works (A0701 says which).
-                e.search.is_none() && (ds.auto_layout || (wanted && e.analysis.is_some()))
+                e.search.is_none() && (ds.auto_layout || (wanted && e.written.is_some()))
             })
             .collect();
         let found = parallel_map(&to_search, |(_, ds)| {
@@ -377,13 +389,14 @@ fn decide(
         if ds.auto_layout {
             match (&e.search, &e.chosen) {
                 (Some(search), Some(chosen)) if !chosen.is_empty() => {
-                    auto_decided.extend(chosen.iter().map(|(x, a)| Decided {
+                    auto_decided.extend(chosen.iter().map(|(x, w)| Decided {
                         scenario: x.clone(),
-                        analysis: a.clone(),
+                        analysis: w.analysis.clone(),
                         search: Some(search.clone()),
                         // A split's pools are not what the what-if planned.
                         whatif: whatif_of(e, x),
                         slots: Vec::new(),
+                        pool_failure: w.pool_failure.clone(),
                     }))
                 }
                 (Some(search), _) => diags.extend(planner::no_layout(p, ds, search)),
@@ -391,8 +404,8 @@ fn decide(
             }
             continue;
         }
-        let Some(base) = &e.analysis else { continue };
-        let mut a = base.clone();
+        let Some(written) = &e.written else { continue };
+        let mut a = written.analysis.clone();
         let clean = a.findings.iter().all(|f| f.severity != Severity::Error);
         match (&e.search, clean, ds.slo.is_empty()) {
             (Some(search), _, _) if ds.pool.is_some() => {
@@ -413,9 +426,25 @@ fn decide(
             whatif: whatif_of(e, ds),
             analysis: a,
             slots: Vec::new(),
+            pool_failure: written.pool_failure.clone(),
         });
     }
     decided.extend(auto_decided);
+    // The pair's N−1, computed on the decode pool, is the prefill pool's too.
+    let pair_failure: std::collections::HashMap<crate::program::DefId, Arc<planner::PoolFailure>> =
+        decided
+            .iter()
+            .filter(|d| {
+                d.scenario
+                    .pool
+                    .as_ref()
+                    .is_some_and(|x| x.pool == Pool::Decode)
+            })
+            .filter_map(|d| Some((d.scenario.deploy, d.pool_failure.clone()?)))
+            .collect();
+    for d in decided.iter_mut().filter(|d| d.scenario.pool.is_some()) {
+        d.pool_failure = pair_failure.get(&d.scenario.deploy).cloned();
+    }
     decided
 }
 
@@ -436,19 +465,6 @@ fn lower(
         .iter()
         .map(|d| analysis::forecast::figures(&d.scenario, &d.analysis))
         .collect();
-    // A split's N−1 is the pair's: once per deployment (on its decode pool), for both
-    // pools' lowering.
-    let pair_failures: std::collections::HashMap<crate::program::DefId, planner::PoolFailure> =
-        lowered
-            .iter()
-            .filter_map(|d| {
-                let ds = &d.scenario;
-                let part = ds.pool.as_ref().filter(|x| x.pool == Pool::Decode)?;
-                let (ps, dsc) = part.pools(&ds.scenario);
-                let f = planner::pool_failure(ps, dsc, part.same_group, &ds.slo)?;
-                Some((ds.deploy, f))
-            })
-            .collect();
     let planned: Vec<crate::ir::Planned<'_>> = lowered
         .iter()
         .zip(&figures)
@@ -459,11 +475,7 @@ fn lower(
             search: d.search.as_deref(),
             whatif: &d.whatif,
             slots: &d.slots,
-            pool_failure: d
-                .scenario
-                .pool
-                .as_ref()
-                .and_then(|_| pair_failures.get(&d.scenario.deploy)),
+            pool_failure: d.pool_failure.as_deref(),
         })
         .collect();
     crate::ir::lower(p, &planned)
@@ -483,7 +495,7 @@ fn search_for(ds: &DeploymentScenario) -> Search {
     }
 }
 
-fn choice_of(ds: &DeploymentScenario, search: &Search) -> Vec<(DeploymentScenario, Analysis)> {
+fn choice_of(ds: &DeploymentScenario, search: &Search) -> Vec<(DeploymentScenario, Written)> {
     let in_formats = |weights: &str, kv: &str| {
         let mut x = ds.clone();
         x.scenario.model.weights = weights.to_string();
@@ -538,26 +550,42 @@ fn choice_of(ds: &DeploymentScenario, search: &Search) -> Vec<(DeploymentScenari
                     diagnostics::Code::DpBeatsTp | diagnostics::Code::MoreGpusWorse
                 )
             });
-            (chosen, a)
+            let written = Written {
+                analysis: a,
+                pool_failure: None,
+            };
+            (chosen, written)
         })
         .collect()
 }
 
 /// A written deployment's analysis: a pool of a disaggregated one as such (its own checks,
 /// the pair's prediction; the aggregated advice does not apply), any other with the
-/// planner's advice.
-pub fn analyze_written(ds: &DeploymentScenario) -> Analysis {
+/// planner's advice. On a split's decode pool, also the pair's N−1 (once for both pools),
+/// and W0410 from it with the pair's other findings.
+pub fn analyze_written(ds: &DeploymentScenario) -> Written {
     match &ds.pool {
         Some(part) => {
             let mut a = analysis::analyze_pool(&ds.scenario, part, &ds.slo);
-            // N−1 for both pools, once, with the pair's other findings.
-            if part.pool == crate::program::Pool::Decode {
-                let w0410 = planner::pool_failure::pools_under_failure(&ds.scenario, part, &a);
+            let pool_failure = (part.pool == Pool::Decode)
+                .then(|| {
+                    let (ps, dsc) = part.pools(&ds.scenario);
+                    planner::pool_failure(ps, dsc, part.same_group, &ds.slo)
+                })
+                .flatten();
+            if let Some(f) = &pool_failure {
+                let w0410 = planner::pool_failure::pools_under_failure(f, &ds.scenario, part, &a);
                 a.findings.extend(w0410);
             }
-            a
+            Written {
+                analysis: a,
+                pool_failure: pool_failure.map(Arc::new),
+            }
         }
-        None => analyze_and_advise(&ds.scenario, &ds.slo),
+        None => Written {
+            analysis: analyze_and_advise(&ds.scenario, &ds.slo),
+            pool_failure: None,
+        },
     }
 }
 
@@ -637,7 +665,15 @@ deploy d { model = m, cluster = c, workload = w, slo = s, layout = auto, engine 
         assert_eq!(d.scenario.layout.dp, best.split.decode_replicas);
         assert!(!p.auto_layout && !d.auto_layout);
         // The pair's prediction is the family's.
-        let got = two[1].1.prediction.as_ref().expect("predicted");
+        let got = two[1].1.analysis.prediction.as_ref().expect("predicted");
         assert!((got.tpot * 1e3 / best.tpot_ms - 1.0).abs() < 1e-9);
+        // The pair's N−1 is computed once, with the decode pool's analysis.
+        assert!(two[0].1.pool_failure.is_none());
+        let part = d.pool.as_ref().expect("a pool");
+        let (ps, dsc) = part.pools(&d.scenario);
+        assert_eq!(
+            two[1].1.pool_failure.as_deref(),
+            planner::pool_failure(ps, dsc, part.same_group, &d.slo).as_ref()
+        );
     }
 }

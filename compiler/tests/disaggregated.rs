@@ -142,7 +142,7 @@ deploy d {{ model = m, cluster = c, workload = w, layout = {{ prefill = tp 2, de
     let family = predict(&p.scenario, &split(2, 1, 2, 2), &FITTED).unwrap();
     for part in [p, d] {
         let a = driver::analyze_written(part);
-        let got = a.prediction.unwrap();
+        let got = a.analysis.prediction.unwrap();
         assert!((got.ttft / family.prediction.ttft - 1.0).abs() < 1e-9);
         assert!((got.tpot / family.prediction.tpot - 1.0).abs() < 1e-9);
     }
@@ -183,7 +183,7 @@ deploy d {{ model = m, cluster = c, workload = w, layout = {{ prefill = tp 4, de
     let part = parts[1].pool.as_ref().unwrap();
     assert!(!part.same_group);
     let a = driver::analyze_written(&parts[1]);
-    assert!(a.prediction.is_some());
+    assert!(a.analysis.prediction.is_some());
     let (ps, ds) = part.pools(&parts[1].scenario);
     let pair = dic_compiler::analysis::disagg::predict_written(ps, ds, false, &FITTED).unwrap();
     // FP8 KV? No: the model's own BF16 KV cache, 80 × 8 × 128 × 2 × 2 bytes per token.

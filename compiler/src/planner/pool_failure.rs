@@ -316,17 +316,21 @@ fn needed(pair: &Pair<'_>, offered: f64, (mut x, mut y): (u64, u64)) -> Option<P
     None
 }
 
-/// W0410 for a disaggregated deployment (on its decode pool's analysis, once): a pool of
-/// two or more replicas whose loss of one, or a lost node, breaks the SLOs the pair meets.
+/// W0410 for a disaggregated deployment (on its decode pool's analysis `a`, once), from
+/// the pair's N−1 `f` ([`pool_failure`] of the pools and their SLOs): a pool of two or
+/// more replicas whose loss of one, or a lost node, breaks the SLOs the pair meets.
 /// Names the pool, what is left, and the replicas of each pool that hold.
-pub fn pools_under_failure(s: &Scenario, part: &PoolPart, a: &Analysis) -> Option<Finding> {
+pub fn pools_under_failure(
+    f: &PoolFailure,
+    s: &Scenario,
+    part: &PoolPart,
+    a: &Analysis,
+) -> Option<Finding> {
     let p = a.prediction.as_ref()?;
     if p.overloaded || a.slo.iter().any(|r| !r.met) || a.slo.is_empty() {
         return None;
     }
-    let slo: Vec<SloTarget> = a.slo.iter().map(|r| r.target.clone()).collect();
     let (ps, ds) = part.pools(s);
-    let f = pool_failure(ps, ds, part.same_group, &slo)?;
     // One replica per pool: no redundancy was written (as for one aggregated replica).
     if f.replicas.prefill < 2 && f.replicas.decode < 2 || f.survives() {
         return None;
@@ -465,7 +469,7 @@ deploy chat {{ model = llama, cluster = h200, workload = w, slo = s, layout = {{
         assert!(g(n.prefill - 1, n.decode) >= 6.0 && g(n.prefill, n.decode - 1) >= 6.0);
         assert!(n.prefill + n.decode > 5, "{n:?}");
         let a = crate::analysis::analyze_pool(&s, &part, &slo);
-        let w = pools_under_failure(&s, &part, &a).expect("W0410");
+        let w = pools_under_failure(&f, &s, &part, &a).expect("W0410");
         assert_eq!(w.code, Code::CapacityUnderFailure);
         assert_eq!(
             w.message.contains("prefill replicas down"),

@@ -568,3 +568,50 @@ fn the_reports_speculation_verdict_is_dic_plans() {
         assert!(section.contains("this deployment's layout"), "{section}");
     }
 }
+
+/// docs/pd-decisions.md's table is `dic plan` on its seven inputs (docs/pd-decisions/
+/// w1–w7.dist): each row names the family and layout the planner chooses and that
+/// choice's goodput (req/s, two decimals). A refit that moves either fails here, and the
+/// table is rewritten with it.
+#[test]
+fn the_pd_decisions_table_is_dic_plans() {
+    let doc = std::fs::read_to_string("docs/pd-decisions.md").unwrap();
+    for w in 1..=7 {
+        let input = format!("docs/pd-decisions/w{w}.dist");
+        let o = dic(&["plan", &input, "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{input}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let s = &v[0]["search"];
+        let (choice, goodput) = if s["split_wins"] == true {
+            let split = &v[0]["disaggregated"][0];
+            (
+                format!("**P/D** {}", split["name"].as_str().unwrap()),
+                split["goodput"]["requests_per_s"].as_f64().unwrap(),
+            )
+        } else {
+            let l = &s["chosen"]["layout"];
+            let pp = match l["pp"].as_u64().unwrap() {
+                1 => String::new(),
+                pp => format!(" × pp {pp}"),
+            };
+            (
+                format!("aggregated `tp {}{pp} × dp {}`", l["tp"], l["dp"]),
+                s["chosen"]["goodput"]["requests_per_s"].as_f64().unwrap(),
+            )
+        };
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with(&format!("| w{w} |")))
+            .unwrap_or_else(|| panic!("no row w{w}"));
+        let dic_column = row.split(" | ").nth(4).unwrap();
+        assert!(
+            dic_column.starts_with(&choice),
+            "w{w}: dic plan chooses {choice}; the table says {dic_column}"
+        );
+        let figure = format!("{goodput:.2} req/s");
+        assert!(
+            dic_column.contains(&figure),
+            "w{w}: the choice carries {figure}; the table says {dic_column}"
+        );
+    }
+}

@@ -153,8 +153,9 @@ fn print_disaggregated(
     println!();
 }
 
-/// N−1 for the deployment as it runs: its written layout, or the planner's choice for
-/// `layout = auto` (an aggregated one; a written split's pools: `planner::pool_failure`).
+/// N−1 for the deployment as it runs: its written layout, or the planner's aggregated
+/// choice for `layout = auto` (a split's pools, written or chosen: `planner::pool_failure`,
+/// from `driver::analyze_written`).
 /// The search's figures, read as the report and the disruption budget read them.
 fn failure_of(
     ds: &dic_compiler::analysis::DeploymentScenario,
@@ -208,13 +209,13 @@ fn print_failure(f: &dic_compiler::planner::Failure) {
     );
 }
 
-/// N−1 for a written split's pools (W0410's figures): one replica of each pool down, and
-/// the node whose loss leaves the least.
+/// N−1 for a split's pools, written or the one `layout = auto` deploys (W0410's figures):
+/// one replica of each pool down, and the node whose loss leaves the least.
 fn print_pool_failure(f: &dic_compiler::planner::PoolFailure) {
     let verdict = |holds: bool| if holds { "holds" } else { "breaks the SLOs" };
     let u = f.unit;
     println!(
-        "N−1 of the pools: as written {} within the SLOs, {} offered; 1 of {} prefill down: {} ({}); 1 of {} decode down: {} ({}){}{}",
+        "N−1 of the pools: as deployed {} within the SLOs, {} offered; 1 of {} prefill down: {} ({}); 1 of {} decode down: {} ({}){}{}",
         u.show(f.carried),
         u.show(f.offered),
         f.replicas.prefill,
@@ -355,8 +356,13 @@ pub fn run(
             }
             continue;
         }
-        let written_split = ds.pool.as_ref().map(|part| {
-            let a = dic_compiler::analysis::analyze_pool(&ds.scenario, part, &ds.slo);
+        // A written split's pools as `dic check` analyses them (the pair's N−1 with them).
+        let written = ds
+            .pool
+            .as_ref()
+            .map(|_| dic_compiler::driver::analyze_written(&ds));
+        let written_split = ds.pool.as_ref().zip(written.as_ref()).map(|(part, w)| {
+            let a = &w.analysis;
             let (ps, dsc) = part.pools(&ds.scenario);
             let gpus = ps.layout.gpus() + dsc.layout.gpus();
             serde_json::json!({
@@ -376,11 +382,20 @@ pub fn run(
         if result.chosen.is_none() {
             code = ERRORS;
         }
-        let failure = failure_of(&ds, &result);
-        let pool_failure = ds.pool.as_ref().and_then(|part| {
-            let (ps, dsc) = part.pools(&ds.scenario);
-            dic_compiler::planner::pool_failure(ps, dsc, part.same_group, &ds.slo)
-        });
+        // Where `layout = auto` deploys a split, its pools as `dic compile` builds them:
+        // their N−1 is the deployment's, not the aggregated choice's.
+        let deployed_split = (ds.auto_layout && result.split_wins)
+            .then(|| dic_compiler::driver::choice_of(&ds, &result))
+            .filter(|pools| pools.len() == 2);
+        let failure = match deployed_split {
+            Some(_) => None,
+            None => failure_of(&ds, &result),
+        };
+        let pool_failure = deployed_split
+            .as_ref()
+            .and_then(|pools| pools[1].1.pool_failure.clone())
+            .or_else(|| written.and_then(|w| w.pool_failure))
+            .map(|f| (*f).clone());
         if json {
             // The disaggregated family (in the chosen formats) comes with the search.
             let shown: Vec<&DisaggCandidate> = result.splits.iter().take(top.max(1)).collect();
@@ -455,7 +470,22 @@ fn print_search(
             if w["meets_slo"].as_bool() == Some(true) { "" } else { " (misses an SLO)" }
         );
     }
+    // `layout = auto` deploys the split where the disaggregated family wins.
+    let split = result
+        .splits
+        .first()
+        .filter(|_| ds.auto_layout && result.split_wins);
     match &result.chosen {
+        Some(c) if split.is_some() => {
+            let d = split.expect("checked");
+            println!(
+                "chosen: disaggregated {} (`layout = {}`), over the best aggregated layout, {} (the family verdict below)",
+                d.name,
+                d.split.as_layout(),
+                c.describe()
+            );
+            println!();
+        }
         Some(c) => {
             println!("chosen: {}", c.describe());
             if let Some(sp) = &c.speculation {

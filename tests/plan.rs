@@ -615,3 +615,40 @@ fn the_pd_decisions_table_is_dic_plans() {
         );
     }
 }
+
+/// Where `layout = auto` deploys a split (docs/pd-decisions/w4.dist: +28% goodput per
+/// GPU), `dic plan` names the split as its choice and prints the pools' N−1 — the figures
+/// `dic compile` lowers into both pools' forecasts — not the aggregated layout's.
+#[test]
+fn plan_names_the_split_auto_deploys_and_its_n_minus_one() {
+    let input = "docs/pd-decisions/w4.dist";
+    let o = dic(&["plan", input, "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v[0]["search"]["split_wins"], true,
+        "w4 is the split-winning input"
+    );
+    let name = v[0]["disaggregated"][0]["name"].as_str().unwrap();
+    assert!(
+        v[0]["failure"].is_null(),
+        "the aggregated layout's N−1 is not the deployment's"
+    );
+    let planned: dic_compiler::planner::PoolFailure =
+        serde_json::from_value(v[0]["pool_failure"].clone()).unwrap();
+    let checked = dic_compiler::driver::compile_file(&dic::disk::DiskWorld, input).unwrap();
+    assert_eq!(checked.forecast.deployments.len(), 2, "both pools deployed");
+    for f in &checked.forecast.deployments {
+        let n1 = f.report.pool_capacity_under_failure.as_ref().unwrap();
+        assert_eq!(n1.figures, planned, "{}", f.name);
+    }
+    let text = dic(&["plan", input]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!(
+            "chosen: disaggregated {name} (`layout = {{ prefill = "
+        )),
+        "{text}"
+    );
+    assert!(text.contains("N−1 of the pools: as deployed"), "{text}");
+}

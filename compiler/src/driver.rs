@@ -495,7 +495,12 @@ fn search_for(ds: &DeploymentScenario) -> Search {
     }
 }
 
-fn choice_of(ds: &DeploymentScenario, search: &Search) -> Vec<(DeploymentScenario, Written)> {
+/// What `layout = auto` deploys for `ds` after `search`: the chosen layout (in its formats,
+/// engine options and speculation verdict) with its analysis and advice, or, where the
+/// disaggregated family wins (`Search::split_wins`), the best split's two pools (prefill
+/// first) with theirs and, on the decode pool, the pair's N−1. `dic compile` lowers these;
+/// `dic plan` names them and prints their N−1.
+pub fn choice_of(ds: &DeploymentScenario, search: &Search) -> Vec<(DeploymentScenario, Written)> {
     let in_formats = |weights: &str, kv: &str| {
         let mut x = ds.clone();
         x.scenario.model.weights = weights.to_string();

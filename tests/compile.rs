@@ -792,7 +792,7 @@ fn every_engine_option_is_emitted_or_dic_only() {
         max_num_batched_tokens = 4k tokens, block_size = 32, enforce_eager = true, \
         cudagraph_mode = full_decode_only, \
         kv_cache_memory = 20 GiB, enable_prefix_caching = false, cpu_offload = 2 GiB, \
-        launcher = native, port = 9000, all2all_backend = deepep_low_latency, \
+        launcher = native, port = 9000, all2all_backend = deepep_low_latency, dbo = true, \
         activation_memory = 2 GiB, non_torch_memory = 1 GiB, \
         cuda_graph_memory = 0 GiB, speculative = { method = eagle3, source = \"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\", tokens = 2 }, extra_args = [\"--trust-remote-code\", \"--reasoning-parser\", \"deepseek_r1\"], \
         env = [\"VLLM_ATTENTION_BACKEND=FLASHINFER\"] } }\n";

@@ -239,6 +239,7 @@ pub fn scenario(row: &Row) -> Option<Scenario> {
         port: dic_compiler::analysis::scenario::vllm_defaults::PORT,
         ray: false,
         all2all_backend: None,
+        dbo: false,
         overrides: MemoryOverrides::default(),
         speculative: None,
         calibration: Default::default(),

@@ -655,6 +655,8 @@ pub struct VllmOptions {
     pub cpu_offload: Option<f64>,
     pub launcher: Option<String>,
     pub all2all_backend: Option<String>,
+    /// `dbo`: vLLM's dual batch overlap (`--enable-dbo`).
+    pub dbo: bool,
     pub port: Option<u64>,
     pub activation_memory: Option<f64>,
     pub non_torch_memory: Option<f64>,

@@ -31,16 +31,17 @@ fn position(o: EngineOption) -> usize {
         E::Speculative => 10,
         E::CpuOffload => 11,
         E::All2allBackend => 12,
-        E::Launcher => 13,
-        E::ExtraArgs => 14,
-        E::Env => 15,
-        E::ActivationMemory => 16,
-        E::NonTorchMemory => 17,
-        E::CudaGraphMemory => 18,
+        E::Dbo => 13,
+        E::Launcher => 14,
+        E::ExtraArgs => 15,
+        E::Env => 16,
+        E::ActivationMemory => 17,
+        E::NonTorchMemory => 18,
+        E::CudaGraphMemory => 19,
     }
 }
 
-const EVERY: [EngineOption; 19] = {
+const EVERY: [EngineOption; 20] = {
     use EngineOption as E;
     [
         E::Port,
@@ -56,6 +57,7 @@ const EVERY: [EngineOption; 19] = {
         E::Speculative,
         E::CpuOffload,
         E::All2allBackend,
+        E::Dbo,
         E::Launcher,
         E::ExtraArgs,
         E::Env,
@@ -116,7 +118,7 @@ fn each_written_option_lands_in_its_own_field() {
          max_num_seqs = 48, max_num_batched_tokens = 3k tokens, block_size = 32, \
          enforce_eager = true, cudagraph_mode = piecewise, kv_cache_memory = 20 GiB, \
          enable_prefix_caching = false, speculative = { method = ngram, tokens = 5 }, \
-         cpu_offload = 2 GiB, all2all_backend = deepep_low_latency, launcher = ray, \
+         cpu_offload = 2 GiB, all2all_backend = deepep_low_latency, dbo = true, launcher = ray, \
          extra_args = [\"--trust-remote-code\"], env = [\"VLLM_ATTENTION_BACKEND=FLASHINFER\"], \
          activation_memory = 1 GiB, non_torch_memory = 2 GiB, cuda_graph_memory = 3 GiB",
     );
@@ -135,6 +137,7 @@ fn each_written_option_lands_in_its_own_field() {
     assert_eq!((spec.method.as_str(), spec.tokens), ("ngram", 5));
     assert_eq!(o.cpu_offload, Some(2.0 * gib));
     assert_eq!(o.all2all_backend.as_deref(), Some("deepep_low_latency"));
+    assert!(o.dbo);
     assert_eq!(o.launcher.as_deref(), Some("ray"));
     assert_eq!(o.extra_args, vec!["--trust-remote-code".to_string()]);
     assert_eq!(

@@ -243,3 +243,108 @@ engine = vllm {{ max_model_len = 32k tokens{engine} }} }}\n"
     let one_node = on("dgx_h200", "std.nodes.dgx_h200", "tp 1 × dp 8 × ep", "");
     assert!(wide_ep_engine_options(&one_node).is_empty());
 }
+
+/// DeepSeek-V3 `tp 1 × dp 16 × ep` over two DGX H200s (InfiniBand), DeepEP low-latency,
+/// with `dbo` as given.
+fn deepseek_ib(dbo: &str) -> dic_compiler::driver::Checked {
+    let src = format!(
+        "import std.nodes.dgx_h200\nimport std.models.deepseek_v3\n\
+cluster moe {{ nodes = 2 × dgx_h200 }}\n\
+workload chat {{ prompt = 64 tokens, output = 2k tokens, concurrency = 4096 }}\n\
+deploy ds {{ model = deepseek_v3, cluster = moe, workload = chat, layout = tp 1 × dp 16 × ep, \
+engine = vllm {{ max_model_len = 32k tokens, all2all_backend = deepep_low_latency, dbo = {dbo} }} }}\n"
+    );
+    let world = MemoryWorld::new().with("p.dist", &src);
+    dic_compiler::driver::check_file(&world, "p.dist").unwrap()
+}
+
+/// Dual batch overlap (`dbo = true`, `--enable-dbo`) by hand: a decode step of 256
+/// sequences per rank runs as two micro-batches of 128, each with its own kernels
+/// (weights read and calls launched again) on 112 of the H200's 132 SMs (vLLM keeps 20 for
+/// the communication), and the micro-batches' EP exchange shows only past the kernels'
+/// time, plus 1 / (2 × 58 MoE layers) of the part hidden. Over InfiniBand at this batch the
+/// exchange (64 ms a step) is nearly as long as the kernels (72 ms): the step is shorter
+/// than without the overlap.
+#[test]
+fn dual_batch_overlap_hides_the_exchange_under_the_other_half() {
+    let (on, off) = (deepseek_ib("true"), deepseek_ib("false"));
+    let on = &on.deployments[0].scenario.scenario;
+    let off = &off.deployments[0].scenario.scenario;
+    let ctx = 1100.0;
+    let whole = StepModel::new(on).token_step(256.0, ctx, 0.0, 0.0, &FITTED);
+    let plain = StepModel::new(off).token_step(256.0, ctx, 0.0, 0.0, &FITTED);
+    let half = StepModel::new(off).token_step(128.0, ctx, 0.0, 0.0, &FITTED);
+    let sms = 132.0 / 112.0;
+    let close = |a: f64, b: f64| (a / b - 1.0).abs() < 1e-9;
+    assert!(close(
+        whole.kernels.experts,
+        2.0 * sms * half.kernels.experts
+    ));
+    assert!(close(
+        whole.kernels.dense_gemms,
+        2.0 * sms * half.kernels.dense_gemms
+    ));
+    assert!(close(
+        whole.kernels.attention,
+        2.0 * sms * half.kernels.attention
+    ));
+    let busy =
+        2.0 * sms * (half.kernels.dense_gemms + half.kernels.experts + half.kernels.attention);
+    let ep = |items: &[CommItem]| -> f64 {
+        items
+            .iter()
+            .filter(|i| i.group == GroupKind::Ep)
+            .map(|i| i.time)
+            .sum()
+    };
+    let exchange = 2.0 * ep(&half.comm_items);
+    let hidden = exchange.min(busy);
+    let shown = exchange - hidden + hidden / (2.0 * 58.0);
+    assert!(
+        close(ep(&whole.comm_items), shown),
+        "{} against {shown}",
+        ep(&whole.comm_items)
+    );
+    assert_eq!(whole.overhead, plain.overhead);
+    assert!(
+        whole.tpot < plain.tpot,
+        "{} against {}",
+        whole.tpot,
+        plain.tpot
+    );
+    // Half as many sequences would not be split twice: 32 decodes per rank are the floor.
+    let few = StepModel::new(on).token_step(16.0, ctx, 0.0, 0.0, &FITTED);
+    let few_plain = StepModel::new(off).token_step(16.0, ctx, 0.0, 0.0, &FITTED);
+    assert_eq!(few.tpot, few_plain.tpot);
+    // The launch: `--enable-dbo`.
+    let checked = deepseek_ib("true");
+    assert!(!checked.has_errors());
+    assert!(checked.plan.deployments[0]
+        .engine
+        .option_words()
+        .iter()
+        .any(|w| w == "--enable-dbo"));
+}
+
+/// vLLM 0.33 refuses `--enable-dbo` at start-up with the default all-to-all backend on
+/// NVIDIA GPUs (E0413); DeepEP's backends run it.
+#[test]
+fn dual_batch_overlap_needs_deepep() {
+    let codes = |engine: &str| -> Vec<dic_compiler::diagnostics::Code> {
+        let src = format!(
+            "import std.nodes.dgx_h200\nimport std.models.deepseek_v3\n\
+cluster moe {{ nodes = 2 × dgx_h200 }}\n\
+deploy ds {{ model = deepseek_v3, cluster = moe, layout = tp 1 × dp 16 × ep, \
+engine = vllm {{ max_model_len = 32k tokens{engine} }} }}\n"
+        );
+        let world = MemoryWorld::new().with("p.dist", &src);
+        let c = dic_compiler::driver::check_file(&world, "p.dist").unwrap();
+        c.diagnostics.iter().map(|d| d.code).collect()
+    };
+    use dic_compiler::diagnostics::Code::DboRefused;
+    assert!(codes(", dbo = true").contains(&DboRefused));
+    assert!(codes(", dbo = true, all2all_backend = allgather_reducescatter").contains(&DboRefused));
+    assert!(!codes(", dbo = true, all2all_backend = deepep_low_latency").contains(&DboRefused));
+    assert!(!codes(", dbo = true, all2all_backend = deepep_high_throughput").contains(&DboRefused));
+    assert!(!codes("").contains(&DboRefused));
+}

@@ -80,12 +80,16 @@ pub fn apply_layout_defaults(s: &mut Scenario) {
 }
 
 /// Engine options the planner chooses for a layout (issue 39): DeepEP's low-latency
-/// all-to-all and, where the deployment left it unset, a token budget.
+/// all-to-all, where the deployment left it unset a token budget, and dual batch overlap.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct EngineChoice {
     pub all2all_backend: String,
     /// `None`: vLLM's default for the backend ([`BATCHED_DP_TOKEN_BUDGET`]).
     pub max_num_batched_tokens: Option<u64>,
+    /// Dual batch overlap (`dbo = true`, `--enable-dbo`): one micro-batch's DeepEP
+    /// exchange under the other's kernels (`perf::step`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dbo: bool,
 }
 
 impl EngineChoice {
@@ -95,16 +99,26 @@ impl EngineChoice {
         if let Some(t) = self.max_num_batched_tokens {
             s.engine.batch.written_tokens = Some(t);
         }
+        s.engine.dbo |= self.dbo;
     }
 
     /// The options as `engine = vllm { … }` writes them.
     pub fn describe(&self) -> String {
-        match self.max_num_batched_tokens {
-            Some(t) => format!(
-                "all2all_backend = {}, max_num_batched_tokens = {t}",
-                self.all2all_backend
-            ),
-            None => format!("all2all_backend = {}", self.all2all_backend),
+        let mut words = format!("all2all_backend = {}", self.all2all_backend);
+        if let Some(t) = self.max_num_batched_tokens {
+            words.push_str(&format!(", max_num_batched_tokens = {t}"));
+        }
+        if self.dbo {
+            words.push_str(", dbo = true");
+        }
+        words
+    }
+
+    /// The same options with dual batch overlap on.
+    pub fn with_dbo(&self) -> EngineChoice {
+        EngineChoice {
+            dbo: true,
+            ..self.clone()
         }
     }
 }
@@ -147,11 +161,13 @@ pub fn wide_ep_engine_options(s: &Scenario) -> Vec<EngineChoice> {
     let mut out = vec![EngineChoice {
         all2all_backend: backend.clone(),
         max_num_batched_tokens: None,
+        dbo: false,
     }];
     if s.engine.batch.written_tokens.is_none() {
         out.extend(PLANNED_TOKEN_BUDGETS.iter().map(|&b| EngineChoice {
             all2all_backend: backend.clone(),
             max_num_batched_tokens: Some(b),
+            dbo: false,
         }));
     }
     out

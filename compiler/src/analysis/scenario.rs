@@ -262,6 +262,9 @@ pub struct EngineSettings {
     pub ray: bool,
     /// `--all2all-backend` when written (`None`: vLLM's `allgather_reducescatter`).
     pub all2all_backend: Option<String>,
+    /// Dual batch overlap (`--enable-dbo`): steps past vLLM's thresholds run as two
+    /// micro-batches whose MoE exchange overlaps the other's kernels (`perf::step`).
+    pub dbo: bool,
     pub overrides: MemoryOverrides,
     /// Speculative decoding, with the draft model resolved.
     pub speculative: Option<SpecDecode>,
@@ -466,6 +469,7 @@ pub fn engine_settings(
         port: o.port(),
         ray: o.launcher.as_deref() == Some("ray"),
         all2all_backend: o.all2all_backend.clone(),
+        dbo: o.dbo,
         overrides: MemoryOverrides {
             activation: o.activation_memory,
             non_torch: o.non_torch_memory,

@@ -42,6 +42,7 @@ fn set_option(o: &mut VllmOptions, option: EngineOption, v: &Value) {
         }
         EngineOption::CpuOffload => o.cpu_offload = number(v),
         EngineOption::All2allBackend => o.all2all_backend = word(v),
+        EngineOption::Dbo => o.dbo = boolean(v).unwrap_or(false),
         EngineOption::Launcher => o.launcher = word(v),
         EngineOption::ExtraArgs => o.extra_args = reader::strings(v),
         EngineOption::Env => o.env = reader::pairs(v),

@@ -96,6 +96,7 @@ codes! {
     PoolsCannotPair = "E0410", Error, "disaggregated pools the KV connector cannot pair";
     WidthNotDivisible = "E0411", Error, "an MLP or expert width TP cannot split";
     EplbRefused = "E0412", Error, "expert load balancing vLLM refuses on this layout";
+    DboRefused = "E0413", Error, "dual batch overlap without an all-to-all backend it runs with";
 
     DoesNotFit = "E0501", Error, "model does not fit in GPU memory";
     RequestDoesNotFit = "E0502", Error, "one request of max_model_len does not fit the KV cache";

@@ -320,6 +320,7 @@ fn engine_plan(
         enable_prefix_caching: engine.enable_prefix_caching,
         port: engine.port,
         all2all_backend: engine.all2all_backend.clone(),
+        dbo: engine.dbo,
         speculative: engine.speculative.as_ref().map(|sp| SpeculativePlan {
             method: sp.method.clone(),
             model: sp.source.clone(),

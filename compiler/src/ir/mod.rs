@@ -182,6 +182,9 @@ pub struct EnginePlan {
     /// `--all2all-backend`, when written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub all2all_backend: Option<String>,
+    /// `--enable-dbo` (dual batch overlap), when on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dbo: bool,
     /// Speculative decoding (`--spec-method`, `--spec-model`, `--spec-tokens`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speculative: Option<SpeculativePlan>,
@@ -240,6 +243,7 @@ impl EnginePlan {
             EngineOption::EnablePrefixCaching => self.enable_prefix_caching.map(FlagValue::Switch),
             EngineOption::CpuOffload => self.cpu_offload_gib.and_then(|g| text(format!("{g}"))),
             EngineOption::All2allBackend => self.all2all_backend.clone().and_then(text),
+            EngineOption::Dbo => self.dbo.then_some(FlagValue::Switch(true)),
             EngineOption::Speculative => self.speculative.as_ref().map(|sp| {
                 let mut flags = vec![("--spec-method", sp.method.clone())];
                 if let Some(m) = &sp.model {

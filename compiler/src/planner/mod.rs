@@ -27,6 +27,7 @@ pub mod pool_failure;
 mod scaling;
 pub mod speculation;
 pub mod whatif;
+mod wide_ep;
 pub use advice::{advise, cheaper_layout, no_layout, working_layout};
 pub use context::{search_fitting_context, search_fitting_context_to, thousands, ContextFit};
 pub use disaggregated::{
@@ -247,23 +248,9 @@ fn evaluate(
     weights: &str,
     kv: &str,
 ) -> Candidate {
-    use crate::analysis::deepep::wide_ep_engine_options;
-    let mut with_layout = base.clone();
-    with_layout.layout = layout;
-    let plain = evaluate_with(base, slo, layout, weights, kv, None);
-    // Wide EP across an NVLink domain's trays: the engine options vLLM's guide gives it
-    // (DeepEP low-latency and a token budget), where the deployment left them unset, kept
-    // when they predict better than vLLM's defaults: budgets ascending, each tried while the
-    // last improved (one extra evaluation per layout where DeepEP does not pay, not three).
-    let mut best = plain;
-    for choice in wide_ep_engine_options(&with_layout) {
-        let c = evaluate_with(base, slo, layout, weights, kv, Some(choice));
-        if !c.ranks_before(&best) {
-            break;
-        }
-        best = c;
-    }
-    best
+    wide_ep::with_engine_options(base, layout, |engine| {
+        evaluate_with(base, slo, layout, weights, kv, engine)
+    })
 }
 
 /// A layout as the search weighs it: [`evaluate`], and with a declared draft the same

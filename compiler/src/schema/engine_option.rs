@@ -22,6 +22,7 @@ pub enum EngineOption {
     Speculative,
     CpuOffload,
     All2allBackend,
+    Dbo,
     Launcher,
     ExtraArgs,
     Env,

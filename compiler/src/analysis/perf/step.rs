@@ -4,7 +4,9 @@
 //! runs without CUDA graphs; [`StepModel`] holds what every step of one scenario shares.
 
 use super::PerfConstants;
-use crate::analysis::comm::{step_comm_exchanged, uses_deepep, CommContext, CommItem, StageBlocks};
+use crate::analysis::comm::{
+    step_comm_exchanged, uses_deepep, CommContext, CommItem, GroupKind, StageBlocks,
+};
 use crate::analysis::fused_moe::{moe_time, MoeCall, MoeTime};
 use crate::analysis::gemm::{compute_factor, roofline, KernelFamily};
 use crate::analysis::kv_pool::{CacheSpec, SpecCache};
@@ -338,10 +340,20 @@ pub struct StepPrefill {
     pub exchanged: f64,
 }
 
-/// One step of one stage: `decode` sequences at mean context `ctx` on every DP rank, plus
-/// `prefill` new prompt tokens attending to `prefill_ctx` tokens on average.
+/// A step's kernels and collectives, before its fixed overhead and the CPU's launches:
+/// what [`stage_step`] times, and, under dual batch overlap, each of its two micro-batches.
+struct StepWork {
+    compute: f64,
+    memory: f64,
+    kernels: KernelTimes,
+    comm_items: Vec<CommItem>,
+    tokens: f64,
+    sequences: f64,
+}
+
+/// The work of one step of one stage (see [`stage_step`]).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn stage_step(
+fn step_work(
     sm: &StepModel,
     f: &StageFacts,
     decode: f64,
@@ -350,7 +362,7 @@ pub(super) fn stage_step(
     prefill_ctx: f64,
     c: &PerfConstants,
     shape: StepShape,
-) -> StepCost {
+) -> StepWork {
     let StepPrefill {
         rank: prefill,
         group: group_prefill,
@@ -451,6 +463,50 @@ pub(super) fn stage_step(
     // ranks' batches balanced) and the prompt tokens it moves (`StepPrefill::exchanged`).
     let exchanged = queries * l.dp.max(1) as f64 + exchanged_prefill;
     let comm_items = step_comm_exchanged(s, &sm.comm, tokens, exchanged, &f.blocks, f.last);
+    StepWork {
+        compute,
+        memory,
+        kernels,
+        comm_items,
+        tokens,
+        sequences,
+    }
+}
+
+/// One step of one stage: `decode` sequences at mean context `ctx` on every DP rank, plus
+/// `prefill` new prompt tokens attending to `prefill_ctx` tokens on average.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn stage_step(
+    sm: &StepModel,
+    f: &StageFacts,
+    decode: f64,
+    ctx: f64,
+    prefill: StepPrefill,
+    prefill_ctx: f64,
+    c: &PerfConstants,
+    shape: StepShape,
+) -> StepCost {
+    let s = sm.s;
+    let mut w = step_work(sm, f, decode, ctx, prefill, prefill_ctx, c, shape);
+    // A mean step is mostly decode-only steps: the decode threshold decides.
+    let chunk_step = prefill.rank > 0.0 && shape == StepShape::Whole;
+    if micro_batched(s, w.tokens, chunk_step) {
+        let half = StepPrefill {
+            rank: prefill.rank / 2.0,
+            group: prefill.group / 2.0,
+            exchanged: prefill.exchanged / 2.0,
+        };
+        let half = step_work(sm, f, decode / 2.0, ctx, half, prefill_ctx, c, shape);
+        w = overlap_micro_batches(s, f, half, w.sequences);
+    }
+    let StepWork {
+        compute,
+        memory,
+        kernels,
+        comm_items,
+        tokens,
+        sequences,
+    } = w;
     let comm: f64 = comm_items.iter().map(|i| i.time).sum();
     let overhead = fixed_costs(sm, f, sequences, c);
     // Without CUDA graphs the GPU runs no further ahead than the CPU's launches.
@@ -458,7 +514,7 @@ pub(super) fn stage_step(
     let eager = match sm.graph_max {
         None => true,
         Some(max) => {
-            shape == StepShape::Whole && (tokens > max || (prefill > 0.0 && !sm.mixed_graphs))
+            shape == StepShape::Whole && (tokens > max || (prefill.rank > 0.0 && !sm.mixed_graphs))
         }
     };
     let cpu_launches = if eager {
@@ -475,6 +531,68 @@ pub(super) fn stage_step(
         total: gpu_work + cpu_launches + overhead,
         kernels,
         comm_items,
+    }
+}
+
+/// Streaming multiprocessors vLLM's dual batch overlap keeps for the communication kernels
+/// (`VLLM_DBO_COMM_SMS`, default 20; `ubatch_utils.create_sm_control_context`).
+const DBO_COMM_SMS: f64 = 20.0;
+
+/// Streaming multiprocessors (compute units on AMD) of a GPU family: H100/H200 SXM 132,
+/// B200/GB200 148, MI300X 304; 132 for a family dic does not know.
+fn multiprocessors(gpu: &crate::analysis::scenario::GpuSpec) -> f64 {
+    match gpu.architecture.as_deref() {
+        Some("blackwell") => 148.0,
+        _ if gpu.rocm => 304.0,
+        _ => 132.0,
+    }
+}
+
+/// Whether vLLM runs a step of `tokens` tokens per rank as two micro-batches (`dbo =
+/// true`, `--enable-dbo`): at least 32 tokens in a step that only decodes, 512 in one with
+/// a prompt chunk (`dbo_decode_token_threshold`, `dbo_prefill_token_threshold`;
+/// `ubatch_utils.check_ubatch_thresholds`), with DeepEP moving the MoE tokens (without it
+/// vLLM refuses `--enable-dbo`, E0413).
+fn micro_batched(s: &Scenario, tokens: f64, chunk_step: bool) -> bool {
+    let threshold = if chunk_step { 512.0 } else { 32.0 };
+    s.engine.dbo && uses_deepep(s) && tokens >= threshold
+}
+
+/// A step run as two micro-batches of `half` each (dual batch overlap): both halves' kernels
+/// and collectives — each half reads the weights and launches its kernels again — and one
+/// half's MoE dispatch and combine (the EP group's all-to-all) run while the other's kernels
+/// do, on SMs kept for them. The kernels run on the rest (`DBO_COMM_SMS` fewer), so they
+/// take `SMs / (SMs − 20)` as long; the exchange shows only where it is longer than they
+/// are, plus the half-layer exchange each step starts and ends with that nothing overlaps
+/// (`1 / (2 × MoE layers)` of the shorter).
+fn overlap_micro_batches(s: &Scenario, f: &StageFacts, half: StepWork, sequences: f64) -> StepWork {
+    let sms = multiprocessors(&s.topology.gpu);
+    let mut kernels = half.kernels;
+    kernels.scale(2.0 * sms / (sms - DBO_COMM_SMS));
+    let mut comm_items = half.comm_items;
+    for i in &mut comm_items {
+        i.count *= 2;
+        i.time *= 2.0;
+        i.nccl_time *= 2.0;
+    }
+    let busy = kernels.dense_gemms + kernels.experts + kernels.attention;
+    let is_ep = |i: &CommItem| i.group == GroupKind::Ep;
+    let exchange: f64 = comm_items.iter().filter(|i| is_ep(i)).map(|i| i.time).sum();
+    if exchange > 0.0 {
+        let hidden = exchange.min(busy);
+        let edges = hidden / (2.0 * f.blocks.moe.max(1) as f64);
+        let shown = (exchange - hidden + edges) / exchange;
+        for i in comm_items.iter_mut().filter(|i| is_ep(i)) {
+            i.time *= shown;
+        }
+    }
+    StepWork {
+        compute: 2.0 * half.compute,
+        memory: 2.0 * half.memory,
+        kernels,
+        comm_items,
+        tokens: 2.0 * half.tokens,
+        sequences,
     }
 }
 

@@ -19,6 +19,7 @@ pub fn structural(s: &Scenario) -> Vec<Finding> {
     super::shape::decode_context_parallel(s, &mut out);
     tp_links(s, &mut out);
     moe_token_exchange(s, &mut out);
+    dual_batch_overlap(s, &mut out);
     lengths_and_batch(s, &mut out);
     super::passthrough::passthrough_options(s, &mut out);
     out
@@ -312,6 +313,44 @@ fn tp_links(s: &Scenario, out: &mut Vec<Finding>) {
             ));
         }
     }
+}
+
+/// The all-to-all backends vLLM 0.33 runs dual batch overlap with on CUDA
+/// (`VllmConfig.__post_init__`, "Microbatching currently only supports …"): DeepEP's two
+/// and NIXL's EP kernels, which dic does not model; ROCm also takes the default
+/// `allgather_reducescatter`.
+const DBO_BACKENDS_CUDA: [&str; 2] = ["deepep_low_latency", "deepep_high_throughput"];
+
+/// E0413: `dbo = true` where vLLM asserts at start-up that the all-to-all backend is one
+/// that runs on the micro-batches' communication stream: on CUDA a DeepEP backend (vLLM's
+/// default `allgather_reducescatter` only on ROCm).
+fn dual_batch_overlap(s: &Scenario, out: &mut Vec<Finding>) {
+    if !s.engine.dbo {
+        return;
+    }
+    let backend = s
+        .engine
+        .all2all_backend
+        .as_deref()
+        .unwrap_or("allgather_reducescatter");
+    let supported = DBO_BACKENDS_CUDA.contains(&backend)
+        || (s.topology.gpu.rocm && backend == "allgather_reducescatter");
+    if supported {
+        return;
+    }
+    out.push(Finding::new(
+        Code::DboRefused,
+        Anchor::Engine("dbo"),
+        format!(
+            "vLLM refuses to start with `--enable-dbo` and the `{backend}` all-to-all backend: \"Microbatching currently only supports the deepep_low_latency, deepep_high_throughput, nixl_ep all2all backends on this platform\" (VllmConfig.__post_init__)"
+        ),
+        "vLLM does not start",
+        Some(if s.model.is_moe() && s.layout.ep && s.layout.dp > 1 {
+            "set `all2all_backend = deepep_low_latency` (decode) or `deepep_high_throughput` (prefill), or remove `dbo`".into()
+        } else {
+            "remove `dbo`: it overlaps a MoE layer's all-to-all between DP ranks, which this layout does not have (it needs a MoE model with `ep` and dp > 1, and DeepEP)".into()
+        }),
+    ));
 }
 
 /// The MoE layers' token exchange: an all-to-all backend that has no effect on this layout,

@@ -5,7 +5,8 @@
 
 use super::PerfConstants;
 use crate::analysis::comm::{
-    step_comm_exchanged, uses_deepep, CommContext, CommItem, GroupKind, StageBlocks,
+    deepep_dispatch_bytes, step_comm_exchanged, uses_deepep, CommContext, CommItem, GroupKind,
+    StageBlocks, ACTIVATION_DTYPE_BYTES,
 };
 use crate::analysis::fused_moe::{moe_time, MoeCall, MoeTime};
 use crate::analysis::gemm::{compute_factor, roofline, KernelFamily};
@@ -559,12 +560,16 @@ fn micro_batched(s: &Scenario, tokens: f64, chunk_step: bool) -> bool {
 }
 
 /// A step run as two micro-batches of `half` each (dual batch overlap): both halves' kernels
-/// and collectives — each half reads the weights and launches its kernels again — and one
-/// half's MoE dispatch and combine (the EP group's all-to-all) run while the other's kernels
-/// do, on SMs kept for them. The kernels run on the rest (`DBO_COMM_SMS` fewer), so they
-/// take `SMs / (SMs − 20)` as long; the exchange shows only where it is longer than they
-/// are, plus the half-layer exchange each step starts and ends with that nothing overlaps
-/// (`1 / (2 × MoE layers)` of the shorter).
+/// and collectives — each half reads the weights and launches its kernels again — on the
+/// SMs vLLM leaves the kernels (`DBO_COMM_SMS` fewer: they take `SMs / (SMs − 20)` as
+/// long), in vLLM's overlap schedule (`docs/design/dbo.md`): each MoE layer is four
+/// phases, one micro-batch's kernels beside the other's DeepEP dispatch or combine —
+/// attention₀ with dispatch₁, experts₁ with dispatch₀, experts₀ with combine₁, attention₁
+/// with combine₀ — each as long as the longer of its two. "Attention" is everything but
+/// the routed experts (dense GEMMs, shared experts, attention), spread evenly over the MoE
+/// layers; a dispatch is the exchange's share of DeepEP's dispatched bytes
+/// (`comm::deepep_dispatch_bytes`, FP8 with block-FP8 experts), a combine the rest (16-bit).
+/// The exchange shows as what the phases add to the kernels.
 fn overlap_micro_batches(s: &Scenario, f: &StageFacts, half: StepWork, sequences: f64) -> StepWork {
     let sms = multiprocessors(&s.topology.gpu);
     let mut kernels = half.kernels;
@@ -579,9 +584,19 @@ fn overlap_micro_batches(s: &Scenario, f: &StageFacts, half: StepWork, sequences
     let is_ep = |i: &CommItem| i.group == GroupKind::Ep;
     let exchange: f64 = comm_items.iter().filter(|i| is_ep(i)).map(|i| i.time).sum();
     if exchange > 0.0 {
-        let hidden = exchange.min(busy);
-        let edges = hidden / (2.0 * f.blocks.moe.max(1) as f64);
-        let shown = (exchange - hidden + edges) / exchange;
+        let layers = f.blocks.moe.max(1) as f64;
+        // Per micro-batch and MoE layer.
+        let per = |t: f64| t / (2.0 * layers);
+        let (attention, experts) = (per(busy - kernels.experts), per(kernels.experts));
+        let dispatch_bytes = deepep_dispatch_bytes(s);
+        let combine_bytes = s.model.hidden as f64 * ACTIVATION_DTYPE_BYTES;
+        let dispatch = per(exchange) * dispatch_bytes / (dispatch_bytes + combine_bytes);
+        let combine = per(exchange) - dispatch;
+        let phases = attention.max(dispatch)
+            + experts.max(dispatch)
+            + experts.max(combine)
+            + attention.max(combine);
+        let shown = (layers * phases - busy).max(0.0) / exchange;
         for i in comm_items.iter_mut().filter(|i| is_ep(i)) {
             i.time *= shown;
         }

@@ -83,6 +83,7 @@ fn row(i: usize, c: &Candidate, width: usize) -> String {
 fn print_disaggregated(
     result: &dic_compiler::planner::Search,
     disagg: &[DisaggCandidate],
+    slo: &[dic_compiler::analysis::rules::SloTarget],
     top: usize,
 ) {
     if disagg.is_empty() || top == 0 {
@@ -109,7 +110,11 @@ fn print_disaggregated(
             d.capacity_per_gpu,
             d.transfer_ms,
             in_slo(d.goodput.as_ref()),
-            if d.meets_slo { "" } else { "  (misses an SLO)" }
+            match (d.meets_slo, d.serves(slo)) {
+                (false, _) => "  (misses an SLO)",
+                (true, false) => "  (clients wait for a slot)",
+                (true, true) => "",
+            }
         );
     }
     if let Some(first) = disagg.first() {
@@ -118,7 +123,7 @@ fn print_disaggregated(
     // The comparison the planner's choice makes: the best split against the aggregated
     // layout carrying the most load within the SLOs per GPU at no
     // higher cost (`planner::choose_family`); saturated capacity is shown, not compared.
-    let best_dis = disagg.first().filter(|d| d.meets_slo);
+    let best_dis = disagg.first().filter(|d| d.serves(slo));
     let best_agg = match best_dis {
         Some(d) => best_aggregated_within(&result.ranked, d.cost_per_hour),
         None => best_aggregated_within(&result.ranked, f64::INFINITY),
@@ -139,7 +144,7 @@ fn print_disaggregated(
     }
     match (best_agg, best_dis) {
         (Some(_), None) => {
-            println!("  no disaggregated split meets every SLO: aggregated wins")
+            println!("  no disaggregated split meets every SLO with every client admitted: aggregated wins")
         }
         (None, Some(d)) => println!(
             "  no aggregated layout meets every SLO at no higher cost than {}",
@@ -545,7 +550,7 @@ fn print_search(
         }
         println!();
     }
-    print_disaggregated(result, &result.splits, top);
+    print_disaggregated(result, &result.splits, &ds.slo, top);
     if !result.scaling.is_empty() {
         println!(
             "scaling, one replica (weights {}, KV cache {}): GPUs → tok/s per GPU, TPOT",

@@ -412,39 +412,53 @@ fn the_reports_n_minus_one_figures_are_dic_plans() {
     }
 }
 
-/// Without SLOs nothing bounds TTFT, so the planner must not choose a layout whose clients
-/// wait for a slot (the checker's W0501): Llama 3.1 70B on one 8×H100 node, 256 clients of
-/// 4k → 1k tokens. The cheapest layout, `tp 2` on 2 GPUs, admits a fraction of them at
-/// once (W0501, TTFT in minutes); the planner chooses a layout that admits them all, and
-/// written back it checks without W0501.
+/// Where nothing bounds TTFT — no SLOs, or only a TPOT bound — the planner must not choose
+/// a layout whose clients wait for a slot (the checker's W0501): Llama 3.1 70B on one
+/// 8×H100 node, 256 clients of 4k → 1k tokens. The cheapest layout, `tp 2` on 2 GPUs,
+/// admits a fraction of them at once (W0501, TTFT in minutes) and meets a 100 ms TPOT
+/// bound; so does a 1P + 1D split at tp 2, whose decode pool admits six. The planner
+/// chooses an aggregated layout that admits them all, and written back it checks without
+/// W0501. With a TTFT bound, the bound decides how long a client may wait.
 #[test]
-fn without_slos_the_planner_admits_every_client() {
+fn where_nothing_bounds_ttft_the_planner_admits_every_client() {
     let dir = common::fresh_dir("plan-no-slo");
-    let src = "import std.nodes.dgx_h100\nimport std.models.llama_3_1_70b\n\
+    for (case, slo) in [("none", ""), ("tpot", ", slo = s")] {
+        let src = "import std.nodes.dgx_h100\nimport std.models.llama_3_1_70b\n\
 cluster one { nodes = 1 × dgx_h100 }\n\
 workload batch { prompt = 4k tokens, output = 1k tokens, concurrency = 256 }\n\
-deploy d { model = llama_3_1_70b, cluster = one, workload = batch, layout = LAYOUT, engine = vllm { max_model_len = 8k tokens } }\n";
-    let write = |name: &str, layout: &str| {
-        let path = dir.join(name);
-        std::fs::write(&path, src.replace("LAYOUT", layout)).unwrap();
-        path.to_str().unwrap().to_string()
-    };
-    let check = |path: &str| {
-        let o = dic(&["check", path]);
-        String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr)
-    };
-    assert!(check(&write("tp2.dist", "tp 2")).contains("W0501"));
-    let o = dic(&["plan", &write("auto.dist", "auto"), "--json"]);
-    assert_eq!(o.status.code(), Some(0));
-    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let chosen = &plan[0]["search"]["chosen"]["layout"];
-    let layout = format!(
-        "tp {} × pp {} × dp {}",
-        chosen["tp"], chosen["pp"], chosen["dp"]
-    );
-    assert_ne!(layout, "tp 2 × pp 1 × dp 1");
-    let written = check(&write("chosen.dist", &layout));
-    assert!(!written.contains("W0501"), "{layout}: {written}");
+slo s { tpot.p50 <= 100 ms }\n\
+deploy d { model = llama_3_1_70b, cluster = one, workload = batch, layout = LAYOUTSLO, engine = vllm { max_model_len = 8k tokens } }\n";
+        let write = |name: &str, layout: &str| {
+            let path = dir.join(format!("{case}-{name}"));
+            let text = src.replace("LAYOUT", layout).replace("SLO", slo);
+            std::fs::write(&path, text).unwrap();
+            path.to_str().unwrap().to_string()
+        };
+        let check = |path: &str| {
+            let o = dic(&["check", path]);
+            String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr)
+        };
+        let tp2 = check(&write("tp2.dist", "tp 2"));
+        assert!(tp2.contains("W0501"), "{case}: {tp2}");
+        assert!(
+            !tp2.contains("E0601"),
+            "{case}: tp 2 meets the TPOT bound: {tp2}"
+        );
+        let o = dic(&["plan", &write("auto.dist", "auto"), "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{case}");
+        let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        // Nor a split whose decode pool admits a handful of them (its W0501): 1P + 1D at
+        // tp 2 meets the TPOT bound on 4 GPUs, with clients waiting minutes.
+        assert_eq!(plan[0]["search"]["split_wins"], false, "{case}");
+        let chosen = &plan[0]["search"]["chosen"]["layout"];
+        let layout = format!(
+            "tp {} × pp {} × dp {}",
+            chosen["tp"], chosen["pp"], chosen["dp"]
+        );
+        assert_ne!(layout, "tp 2 × pp 1 × dp 1", "{case}");
+        let written = check(&write("chosen.dist", &layout));
+        assert!(!written.contains("W0501"), "{case}, {layout}: {written}");
+    }
 }
 
 /// eagle3_8b.dist written as `tp 2`: the planner still chooses `tp 1` (more goodput per GPU

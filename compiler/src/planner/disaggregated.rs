@@ -38,6 +38,10 @@ pub struct DisaggCandidate {
     pub transfer_ms: f64,
     pub prefill_utilization: f64,
     pub meets_slo: bool,
+    /// In a closed loop, more clients per decode replica than its KV cache and
+    /// `max_num_seqs` admit at once: the excess wait for a slot (the decode pool's W0501).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub clients_wait: bool,
     /// The load it carries within the SLOs (the best splits that meet them only).
     #[serde(default)]
     pub goodput: Option<Goodput>,
@@ -120,6 +124,12 @@ pub fn disaggregated_family(base: &Scenario, slo: &[SloTarget]) -> Vec<DisaggCan
                                 _ => v >= b.value,
                             }
                         });
+                    let clients_wait = match w.load {
+                        crate::analysis::Load::Concurrency(n) => {
+                            n as f64 / y as f64 > p.running_cap + 0.5
+                        }
+                        crate::analysis::Load::Rate(_) => false,
+                    };
                     let nodes = t.nodes_for(split.gpus());
                     let (cost_per_hour, priced) = match t.price_per_node_hour {
                         Some(price) => (price * nodes as f64, true),
@@ -140,6 +150,7 @@ pub fn disaggregated_family(base: &Scenario, slo: &[SloTarget]) -> Vec<DisaggCan
                         transfer_ms: d.transfer * 1e3,
                         prefill_utilization: d.prefill_utilization,
                         meets_slo: meets,
+                        clients_wait,
                         goodput: None,
                     });
                 }
@@ -147,9 +158,9 @@ pub fn disaggregated_family(base: &Scenario, slo: &[SloTarget]) -> Vec<DisaggCan
         }
     }
     out.sort_by(|a, b| {
-        b.meets_slo
-            .cmp(&a.meets_slo)
-            .then(if a.meets_slo {
+        b.serves(slo)
+            .cmp(&a.serves(slo))
+            .then(if a.serves(slo) {
                 a.cost_per_hour.total_cmp(&b.cost_per_hour)
             } else {
                 std::cmp::Ordering::Equal
@@ -163,7 +174,7 @@ pub fn disaggregated_family(base: &Scenario, slo: &[SloTarget]) -> Vec<DisaggCan
     let head = out
         .iter()
         .take(GOODPUT_RANKED)
-        .take_while(|c| c.meets_slo && c.cost_per_hour <= cheapest + 1e-9)
+        .take_while(|c| c.serves(slo) && c.cost_per_hour <= cheapest + 1e-9)
         .count();
     for c in &mut out[..head] {
         c.goodput = goodput::split(base, &c.split, slo, c.cost_per_hour, c.priced);
@@ -175,6 +186,15 @@ pub fn disaggregated_family(base: &Scenario, slo: &[SloTarget]) -> Vec<DisaggCan
             .then(a.gpus.cmp(&b.gpus))
     });
     out
+}
+
+impl DisaggCandidate {
+    /// Whether it serves the deployment as declared, as an aggregated candidate does
+    /// (`Candidate::serves`): its bounds met and, where no bound limits TTFT, every client
+    /// admitted at once.
+    pub fn serves(&self, slo: &[SloTarget]) -> bool {
+        self.meets_slo && (!self.clients_wait || super::ttft_bounded(slo))
+    }
 }
 
 /// Requests per second within the SLOs per GPU, the families' measure (among layouts of
@@ -340,8 +360,10 @@ pub fn best_aggregated_within(
 pub fn choose_family(
     ranked: &[super::Candidate],
     split: Option<&DisaggCandidate>,
+    slo: &[SloTarget],
 ) -> (bool, Option<String>) {
-    let split = split.filter(|s| s.meets_slo);
+    let waiting = split.is_some_and(|s| s.meets_slo && !s.serves(slo));
+    let split = split.filter(|s| s.serves(slo));
     let money = |priced: bool, v: f64| {
         if priced {
             format!("${v:.2}/h")
@@ -354,10 +376,17 @@ pub fn choose_family(
         (Some(a), None) => {
             return (
                 false,
-                Some(format!(
-                    "aggregated `{}`: no disaggregated split meets every SLO",
-                    a.layout
-                )),
+                Some(if waiting {
+                    format!(
+                        "aggregated `{}`: the best disaggregated split's decode pool admits fewer clients at once than the workload declares (its W0501), and no bound limits how long they wait",
+                        a.layout
+                    )
+                } else {
+                    format!(
+                        "aggregated `{}`: no disaggregated split meets every SLO",
+                        a.layout
+                    )
+                }),
             )
         }
         (None, Some(s)) => {

@@ -386,16 +386,20 @@ pub fn capacity_under_failure(s: &Scenario, a: &Analysis) -> Option<Finding> {
 /// cheapest ranked candidate that survives when the first (after the move) does not — the
 /// alternative `dic plan` names beside W0410 — else `None`. `scenario_of` gives a
 /// candidate's scenario. Candidates are checked in rank order until one survives, so a
-/// search whose first survives costs one N−1.
+/// search whose first survives costs one N−1. Where the first serves the declared load
+/// (`Candidate::serves`: its clients admitted where no bound limits TTFT), only a survivor
+/// that serves it too counts: a cheaper layout whose clients wait for a slot is not moved
+/// ahead of one that admits them.
 pub fn prefer_surviving(
     ranked: &mut [Candidate],
     slo: &[SloTarget],
     scenario_of: impl Fn(&Candidate) -> Scenario,
 ) -> Option<Candidate> {
     let first_cost = ranked.first()?.cost_per_hour;
-    let survivor = ranked
-        .iter()
-        .position(|c| failure(&scenario_of(c), slo).is_some_and(|f| f.survives()))?;
+    let serving = ranked.first()?.serves(slo);
+    let survivor = ranked.iter().position(|c| {
+        (!serving || c.serves(slo)) && failure(&scenario_of(c), slo).is_some_and(|f| f.survives())
+    })?;
     if survivor == 0 {
         return None;
     }

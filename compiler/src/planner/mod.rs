@@ -269,11 +269,18 @@ fn evaluate_searched(
     })
 }
 
+/// Whether a bound limits TTFT, and so how long a client may wait for a slot.
+fn ttft_bounded(slo: &[SloTarget]) -> bool {
+    slo.iter()
+        .any(|t| t.metric == crate::program::SloMetric::Ttft)
+}
+
 impl Candidate {
-    /// Whether it serves the deployment as declared: its bounds met, and without SLOs (`slo`
-    /// empty, nothing bounding TTFT) every client admitted at once (no W0501).
+    /// Whether it serves the deployment as declared: its bounds met, and, where no bound
+    /// limits TTFT (no SLOs, or only TPOT and throughput), every client admitted at once
+    /// (no W0501): a TTFT bound decides how long a client may wait for a slot.
     fn serves(&self, slo: &[SloTarget]) -> bool {
-        self.meets_slo && !(slo.is_empty() && self.clients_wait)
+        self.meets_slo && (!self.clients_wait || ttft_bounded(slo))
     }
 
     /// Whether this variant of one layout predicts better than `other`: checks clean
@@ -571,7 +578,7 @@ pub fn search_with(
         Extent::Aggregated => ((Vec::new(), None), Vec::new()),
     };
     splits.truncate(SPLITS_KEPT);
-    let (split_wins, family_choice) = disaggregated::choose_family(&feasible, splits.first());
+    let (split_wins, family_choice) = disaggregated::choose_family(&feasible, splits.first(), slo);
     let chosen_failure = feasible
         .first()
         .and_then(|c| failure(&deployed_scenario(base, c), slo));

@@ -389,6 +389,11 @@ fn decide(
         if ds.auto_layout {
             match (&e.search, &e.chosen) {
                 (Some(search), Some(chosen)) if !chosen.is_empty() => {
+                    // What the chosen layout deploys is checked as if written: its warnings
+                    // (W0410's N−1, W0501's waiting clients, …) are the deployment's.
+                    for (x, w) in chosen.iter() {
+                        diags.extend(analysis::diagnostics_for(p, x, &w.analysis.findings));
+                    }
                     auto_decided.extend(chosen.iter().map(|(x, w)| Decided {
                         scenario: x.clone(),
                         analysis: w.analysis.clone(),

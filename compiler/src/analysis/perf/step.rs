@@ -341,6 +341,18 @@ pub struct StepPrefill {
     pub exchanged: f64,
 }
 
+/// What one step of one stage carries: `decode` sequences at mean context `ctx` on every
+/// DP rank, plus `prefill` new prompt tokens attending to `prefill_ctx` tokens on average,
+/// as one step or the mean of many (`shape`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct StepLoad {
+    pub decode: f64,
+    pub ctx: f64,
+    pub prefill: StepPrefill,
+    pub prefill_ctx: f64,
+    pub shape: StepShape,
+}
+
 /// A step's kernels and collectives, before its fixed overhead and the CPU's launches:
 /// what [`stage_step`] times, and, under dual batch overlap, each of its two micro-batches.
 struct StepWork {
@@ -353,17 +365,14 @@ struct StepWork {
 }
 
 /// The work of one step of one stage (see [`stage_step`]).
-#[allow(clippy::too_many_arguments)]
-fn step_work(
-    sm: &StepModel,
-    f: &StageFacts,
-    decode: f64,
-    ctx: f64,
-    prefill: StepPrefill,
-    prefill_ctx: f64,
-    c: &PerfConstants,
-    shape: StepShape,
-) -> StepWork {
+fn step_work(sm: &StepModel, f: &StageFacts, load: StepLoad, c: &PerfConstants) -> StepWork {
+    let StepLoad {
+        decode,
+        ctx,
+        prefill,
+        prefill_ctx,
+        shape,
+    } = load;
     let StepPrefill {
         rank: prefill,
         group: group_prefill,
@@ -474,30 +483,34 @@ fn step_work(
     }
 }
 
-/// One step of one stage: `decode` sequences at mean context `ctx` on every DP rank, plus
-/// `prefill` new prompt tokens attending to `prefill_ctx` tokens on average.
-#[allow(clippy::too_many_arguments)]
+/// One step of one stage carrying `load`.
 pub(super) fn stage_step(
     sm: &StepModel,
     f: &StageFacts,
-    decode: f64,
-    ctx: f64,
-    prefill: StepPrefill,
-    prefill_ctx: f64,
+    load: StepLoad,
     c: &PerfConstants,
-    shape: StepShape,
 ) -> StepCost {
     let s = sm.s;
-    let mut w = step_work(sm, f, decode, ctx, prefill, prefill_ctx, c, shape);
+    let StepLoad {
+        decode,
+        prefill,
+        shape,
+        ..
+    } = load;
+    let mut w = step_work(sm, f, load, c);
     // A mean step is mostly decode-only steps: the decode threshold decides.
     let chunk_step = prefill.rank > 0.0 && shape == StepShape::Whole;
     if micro_batched(s, w.tokens, chunk_step) {
-        let half = StepPrefill {
-            rank: prefill.rank / 2.0,
-            group: prefill.group / 2.0,
-            exchanged: prefill.exchanged / 2.0,
+        let half = StepLoad {
+            decode: decode / 2.0,
+            prefill: StepPrefill {
+                rank: prefill.rank / 2.0,
+                group: prefill.group / 2.0,
+                exchanged: prefill.exchanged / 2.0,
+            },
+            ..load
         };
-        let half = step_work(sm, f, decode / 2.0, ctx, half, prefill_ctx, c, shape);
+        let half = step_work(sm, f, half, c);
         w = overlap_micro_batches(s, f, half, w.sequences);
     }
     let StepWork {

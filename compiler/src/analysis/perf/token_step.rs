@@ -3,7 +3,7 @@
 //! drafting), one prompt's prefill, and the steps that carry several waiting prompts
 //! ([`PromptSteps`]).
 
-use super::step::{stage_step, KernelTimes, StepModel, StepPrefill, StepShape};
+use super::step::{stage_step, KernelTimes, StepLoad, StepModel, StepPrefill, StepShape};
 use super::{prefix_of, PerfConstants};
 use crate::analysis::comm::CommItem;
 use serde::Serialize;
@@ -126,16 +126,14 @@ impl StepModel<'_> {
             0.0
         };
         for f in facts {
-            let mut st = stage_step(
-                self,
-                f,
-                micro,
+            let load = StepLoad {
+                decode: micro,
                 ctx,
-                step_prefill,
+                prefill: step_prefill,
                 prefill_ctx,
-                c,
-                StepShape::Mean,
-            );
+                shape: StepShape::Mean,
+            };
+            let mut st = stage_step(self, f, load, c);
             // A chunk step does all the mean step's GPU work and more: where that alone
             // outlasts the CPU's launches, so does the chunk step.
             let floor = c.eager_layer_time * f.blocks.layers as f64;
@@ -146,16 +144,12 @@ impl StepModel<'_> {
                     group,
                     exchanged: self.exchanged(chunk, group, chunk),
                 };
-                let whole = stage_step(
-                    self,
-                    f,
-                    micro,
-                    ctx,
-                    with_chunk,
-                    prefill_ctx,
-                    c,
-                    StepShape::Whole,
-                );
+                let whole = StepLoad {
+                    prefill: with_chunk,
+                    shape: StepShape::Whole,
+                    ..load
+                };
+                let whole = stage_step(self, f, whole, c);
                 st.cpu_launches += chunk_share * whole.cpu_launches;
                 st.total += chunk_share * whole.cpu_launches;
             }
@@ -271,21 +265,18 @@ impl StepModel<'_> {
         self.facts
             .iter()
             .map(|f| {
-                stage_step(
-                    self,
-                    f,
-                    running / s.layout.pp.max(1) as f64,
+                let load = StepLoad {
+                    decode: running / s.layout.pp.max(1) as f64,
                     ctx,
-                    StepPrefill {
+                    prefill: StepPrefill {
                         rank: tokens,
                         group,
                         exchanged: group,
                     },
-                    prefix,
-                    c,
-                    StepShape::Whole,
-                )
-                .total
+                    prefill_ctx: prefix,
+                    shape: StepShape::Whole,
+                };
+                stage_step(self, f, load, c).total
             })
             .sum()
     }

@@ -876,26 +876,3 @@ fn every_engine_option_is_emitted_or_dic_only() {
         }
     }
 }
-
-/// A deployment with dual batch overlap says so under its decode step in the report: the
-/// kernels are both micro-batches', the communication what they do not hide. Without it,
-/// no such sentence.
-#[test]
-fn the_report_says_when_the_step_runs_as_two_micro_batches() {
-    let report = |dbo: &str| {
-        let src = format!(
-            "import std.nodes.dgx_h200\nimport std.models.deepseek_v3\n\
-cluster moe {{ nodes = 2 × dgx_h200 }}\n\
-workload w {{ prompt = 64 tokens, output = 2k tokens, concurrency = 4096 }}\n\
-deploy d {{ model = deepseek_v3, cluster = moe, workload = w, layout = tp 1 × dp 16 × ep, \
-engine = vllm {{ all2all_backend = deepep_low_latency, dbo = {dbo} }} }}\n"
-        );
-        let world = dic_compiler::source::MemoryWorld::new().with("d.dist", &src);
-        let checked = dic_compiler::driver::compile_file(&world, "d.dist").unwrap();
-        assert!(!checked.has_errors(), "{}", common::rendered(&checked));
-        let files = dic_targets::render(&checked.plan, &checked.forecast).unwrap();
-        files["d/report.md"].clone()
-    };
-    assert!(report("true").contains("Dual batch overlap (`--enable-dbo`)"));
-    assert!(!report("false").contains("Dual batch overlap"));
-}

@@ -13,7 +13,8 @@ use crate::program::Layout;
 /// budgets ascending, each tried while the last improved (one extra evaluation per layout
 /// where DeepEP does not pay, not three); then, on the DeepEP choice kept, dual batch
 /// overlap (vLLM's wide-EP decode recipe: one micro-batch's exchange under the other's
-/// kernels), one more evaluation.
+/// kernels), one more evaluation where the decode batch per rank reaches vLLM's
+/// micro-batching threshold.
 pub(super) fn with_engine_options(
     base: &Scenario,
     layout: Layout,
@@ -29,7 +30,13 @@ pub(super) fn with_engine_options(
         }
         best = c;
     }
-    if let Some(choice) = best.engine.as_ref().filter(|e| !e.dbo && !base.engine.dbo) {
+    // Only where the decode steps reach vLLM's micro-batching threshold (32 sequences per
+    // rank): below it, DBO changes nothing.
+    let splits = best
+        .running
+        .is_some_and(|r| r >= crate::analysis::perf::DBO_DECODE_TOKENS);
+    let dbo_choice = best.engine.as_ref().filter(|e| !e.dbo && !base.engine.dbo);
+    if let Some(choice) = dbo_choice.filter(|_| splits) {
         let c = evaluate(Some(choice.with_dbo()));
         if c.ranks_before(&best) {
             best = c;

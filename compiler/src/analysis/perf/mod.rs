@@ -67,8 +67,8 @@ pub use prefill_queue::{
 use steady_batch::{steady_batch, OpenLoop};
 pub use step::{
     decode_attention_call_time, fp8_kv_read_factor, hidden_state_scale, KernelTimes, StepCost,
-    StepModel, StepPrefill, DECODE_ATTENTION_CALL, FP8_KV_READ_FACTOR, SEQUENCE_COST_BANDWIDTH,
-    SEQUENCE_COST_HIDDEN,
+    StepModel, StepPrefill, DBO_DECODE_TOKENS, DECODE_ATTENTION_CALL, FP8_KV_READ_FACTOR,
+    SEQUENCE_COST_BANDWIDTH, SEQUENCE_COST_HIDDEN,
 };
 pub use token_step::{PromptSteps, TokenStep};
 

@@ -562,13 +562,23 @@ fn multiprocessors(gpu: &crate::analysis::scenario::GpuSpec) -> f64 {
     }
 }
 
+/// The fewest tokens per rank of a step that only decodes that vLLM splits into two
+/// micro-batches (`ParallelConfig.dbo_decode_token_threshold`, default 32).
+pub const DBO_DECODE_TOKENS: f64 = 32.0;
+/// The same for a step with a prompt chunk (`dbo_prefill_token_threshold`, default 512).
+const DBO_PREFILL_TOKENS: f64 = 512.0;
+
 /// Whether vLLM runs a step of `tokens` tokens per rank as two micro-batches (`dbo =
 /// true`, `--enable-dbo`): at least 32 tokens in a step that only decodes, 512 in one with
 /// a prompt chunk (`dbo_decode_token_threshold`, `dbo_prefill_token_threshold`;
 /// `ubatch_utils.check_ubatch_thresholds`), with DeepEP moving the MoE tokens (without it
 /// vLLM refuses `--enable-dbo`, E0413).
 fn micro_batched(s: &Scenario, tokens: f64, chunk_step: bool) -> bool {
-    let threshold = if chunk_step { 512.0 } else { 32.0 };
+    let threshold = if chunk_step {
+        DBO_PREFILL_TOKENS
+    } else {
+        DBO_DECODE_TOKENS
+    };
     s.engine.dbo && uses_deepep(s) && tokens >= threshold
 }
 

@@ -10,7 +10,7 @@ use super::tp_sizes;
 use crate::analysis::deployable;
 use crate::analysis::disagg::{predict, PoolSplit};
 use crate::analysis::perf::FITTED;
-use crate::analysis::rules::{predicted, SloTarget};
+use crate::analysis::rules::{clients_beyond_cap, predicted, SloTarget};
 use crate::analysis::rules::{Anchor, Finding};
 use crate::analysis::{Analysis, DeploymentScenario, Scenario};
 use crate::diagnostics::Code;
@@ -124,12 +124,7 @@ pub fn disaggregated_family(base: &Scenario, slo: &[SloTarget]) -> Vec<DisaggCan
                                 _ => v >= b.value,
                             }
                         });
-                    let clients_wait = match w.load {
-                        crate::analysis::Load::Concurrency(n) => {
-                            n as f64 / y as f64 > p.running_cap + 0.5
-                        }
-                        crate::analysis::Load::Rate(_) => false,
-                    };
+                    let clients_wait = clients_beyond_cap(w.load, y, p.running_cap).is_some();
                     let nodes = t.nodes_for(split.gpus());
                     let (cost_per_hour, priced) = match t.price_per_node_hour {
                         Some(price) => (price * nodes as f64, true),
@@ -193,7 +188,7 @@ impl DisaggCandidate {
     /// (`Candidate::serves`): its bounds met and, where no bound limits TTFT, every client
     /// admitted at once.
     pub fn serves(&self, slo: &[SloTarget]) -> bool {
-        self.meets_slo && (!self.clients_wait || super::ttft_bounded(slo))
+        super::serves(self.meets_slo, self.clients_wait, slo)
     }
 }
 

@@ -269,18 +269,21 @@ fn evaluate_searched(
     })
 }
 
-/// Whether a bound limits TTFT, and so how long a client may wait for a slot.
-fn ttft_bounded(slo: &[SloTarget]) -> bool {
-    slo.iter()
-        .any(|t| t.metric == crate::program::SloMetric::Ttft)
+/// Whether a layout, aggregated or split, serves the deployment as declared: its bounds
+/// met and, where no bound limits TTFT (no SLOs, or only TPOT and throughput), every client
+/// admitted at once (`clients_wait` false: no W0501). A TTFT bound decides how long a
+/// client may wait for a slot.
+fn serves(meets_slo: bool, clients_wait: bool, slo: &[SloTarget]) -> bool {
+    let ttft_bounded = slo
+        .iter()
+        .any(|t| t.metric == crate::program::SloMetric::Ttft);
+    meets_slo && (!clients_wait || ttft_bounded)
 }
 
 impl Candidate {
-    /// Whether it serves the deployment as declared: its bounds met, and, where no bound
-    /// limits TTFT (no SLOs, or only TPOT and throughput), every client admitted at once
-    /// (no W0501): a TTFT bound decides how long a client may wait for a slot.
+    /// Whether it serves the deployment as declared ([`serves`]).
     fn serves(&self, slo: &[SloTarget]) -> bool {
-        self.meets_slo && (!self.clients_wait || ttft_bounded(slo))
+        serves(self.meets_slo, self.clients_wait, slo)
     }
 
     /// Whether this variant of one layout predicts better than `other`: checks clean
@@ -552,8 +555,8 @@ pub fn search_with(
         }
     }
     let per_gpu = |c: &Candidate| c.goodput.as_ref().map_or(0.0, |g| g.requests_per_s_per_gpu);
-    // Without SLOs nothing bounds TTFT: a layout whose clients wait for a slot (the
-    // checker's W0501) ranks after every one that admits them all.
+    // Where nothing bounds TTFT, a layout whose clients wait for a slot (the checker's
+    // W0501) ranks after every one that admits them all (`Candidate::serves`).
     feasible.sort_by(|a, b| {
         b.serves(slo)
             .cmp(&a.serves(slo))

@@ -22,7 +22,7 @@ mod slo;
 mod structural;
 pub use memory_rules::memory_rules;
 pub use shape::{dcp_refusal, moe_refusal, pp_refusal, tp_refusal, valid_tp_sizes};
-pub use slo::{fmt_metric, perf_rules, perf_rules_at, predicted};
+pub use slo::{clients_beyond_cap, fmt_metric, perf_rules, perf_rules_at, predicted};
 pub use structural::structural;
 
 /// What part of a deployment a finding is about.

@@ -30,6 +30,18 @@ pub fn fmt_metric(metric: SloMetric, v: f64) -> String {
 }
 
 /// SLO checks and the performance rules at the operating point.
+/// W0501's rule: the clients per replica of a closed loop when they are more than one
+/// replica runs at once (`running_cap`, its KV cache and `max_num_seqs`), so that the
+/// excess wait for a slot; `None` when all are admitted, or the load is a rate. For an
+/// aggregated layout `replicas` is its DP, for a split's decode pool its replicas.
+pub fn clients_beyond_cap(load: Load, replicas: u64, running_cap: f64) -> Option<f64> {
+    let Load::Concurrency(n) = load else {
+        return None;
+    };
+    let per_replica = n as f64 / replicas.max(1) as f64;
+    (per_replica > running_cap + 0.5).then_some(per_replica)
+}
+
 pub fn perf_rules(
     s: &Scenario,
     mem: &MemoryReport,
@@ -133,14 +145,13 @@ pub fn perf_rules_at(
     }
     // A closed loop past the running cap: the excess requests wait for a slot.
     if let Some(WorkloadSpec {
-        load: Load::Concurrency(n),
+        load,
         prompt,
         output,
         ..
     }) = s.workload
     {
-        let per_replica = n as f64 / s.layout.dp.max(1) as f64;
-        if per_replica > p.running_cap + 0.5 {
+        if let Some(per_replica) = clients_beyond_cap(load, s.layout.dp, p.running_cap) {
             let by_kv = p.running_cap < s.engine.max_num_seqs as f64;
             out.push(Finding::new(
                 Code::LoadNotAdmitted,

@@ -127,12 +127,35 @@ fn units_per_node(s: &Scenario, unit_gpus: u64, units: u64) -> u64 {
 /// The unit a rollout or a lost node takes down, and how many the deployment runs: one
 /// replica of `dp 1` each, or a MoE model's whole engine of `dp` ranks once.
 fn unit_of(s: &Scenario) -> (Scenario, u64, bool) {
-    if s.model.is_moe() && s.layout.dp > 1 {
-        return (s.clone(), 1, true);
+    let (units, one_engine) = units_of(s);
+    let mut unit = s.clone();
+    if !one_engine {
+        unit.layout.dp = 1;
     }
-    let mut one = s.clone();
-    one.layout.dp = 1;
-    (one, s.layout.dp.max(1), false)
+    (unit, units, one_engine)
+}
+
+/// How many units `s` runs and whether its unit is one MoE engine ([`unit_of`], without
+/// building the unit's scenario).
+fn units_of(s: &Scenario) -> (u64, bool) {
+    if s.model.is_moe() && s.layout.dp > 1 {
+        (1, true)
+    } else {
+        (s.layout.dp.max(1), false)
+    }
+}
+
+/// Whether `s` can survive a rollout at all: a deployment whose every unit a rollout
+/// takes down ([`ROLLOUT_UNAVAILABLE`] of them) carries nothing during it, so with any
+/// load offered it cannot, whatever one unit carries. Decided from the layout alone, so
+/// [`prefer_surviving`] skips the unit's goodput search for it.
+fn may_survive(s: &Scenario) -> bool {
+    let (units, _) = units_of(s);
+    let offered = s.workload.is_some_and(|w| match w.load {
+        Load::Rate(rate) => rate > 0.0,
+        Load::Concurrency(n) => n > 0,
+    });
+    !offered || units > ROLLOUT_UNAVAILABLE.min(units)
 }
 
 /// `s` under a steady closed loop of `clients` (same prompt and output).
@@ -398,7 +421,11 @@ pub fn prefer_surviving(
     let first_cost = ranked.first()?.cost_per_hour;
     let serving = ranked.first()?.serves(slo);
     let survivor = ranked.iter().position(|c| {
-        (!serving || c.serves(slo)) && failure(&scenario_of(c), slo).is_some_and(|f| f.survives())
+        if serving && !c.serves(slo) {
+            return false;
+        }
+        let s = scenario_of(c);
+        may_survive(&s) && failure(&s, slo).is_some_and(|f| f.survives())
     })?;
     if survivor == 0 {
         return None;
@@ -471,6 +498,7 @@ deploy d {{ model = m, cluster = c, workload = w, slo = s, layout = {layout}, en
         let (s, slo) = deployment("2", "llama_3_1_70b", 20.0, "tp 2 × dp 8");
         let g = one_replica(&s, &slo);
         let f = failure(&s, &slo).expect("an open loop");
+        assert!(may_survive(&s), "eight replicas may survive; the figures decide");
         assert_eq!(
             (f.replicas, f.rollout_unavailable, f.node_replicas),
             (8, 1, Some(4))
@@ -616,6 +644,8 @@ deploy d {{ model = m, cluster = c, workload = w, slo = s, layout = {layout}, en
             f.per_replica
         );
         assert_eq!(f.during_rollout, 0.0);
+        // What `prefer_surviving` decides from the layout alone, without the search.
+        assert!(!f.survives() && !may_survive(&s));
         assert_eq!((f.node_replicas, f.after_node_loss), (Some(1), Some(0.0)));
         assert_eq!(f.replicas_needed, 2);
         assert_eq!(f.disruption_budget, 0);

@@ -124,16 +124,24 @@ fn every_examples_launch_files_are_snapshotted_from_its_frozen_plan() {
 }
 
 /// The frozen forecast of an example (`tests/fixtures/forecast/`): the report's input,
-/// written once (`DIC_FREEZE_FORECAST=1` writes the missing ones and rewrites all when the
-/// forecast's shape changes) and not by a refit, whose figures the table checks instead.
+/// written once and not by a refit, whose figures the table checks instead.
+/// `DIC_FREEZE_FORECAST=1` writes the missing ones and rewrites only those whose shape
+/// differs from the live forecast's ([`json_shape`]): a refit that moves figures alone
+/// leaves every frozen forecast, and so every report snapshot, as it was.
 fn frozen_forecast(path: &str) -> dic_compiler::ir::Forecast {
     let file =
         Path::new("tests/fixtures/forecast").join(format!("{}.json", common::snap_name(path)));
     if std::env::var_os("DIC_FREEZE_FORECAST").is_some_and(|v| v == "1") {
-        let mut json = serde_json::to_string_pretty(&checked(path).forecast).unwrap();
-        json.push('\n');
-        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-        std::fs::write(&file, json).unwrap();
+        let live = serde_json::to_value(&checked(path).forecast).unwrap();
+        let frozen: Option<serde_json::Value> = std::fs::read_to_string(&file)
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok());
+        if frozen.is_none_or(|f| json_shape(&f) != json_shape(&live)) {
+            let mut json = serde_json::to_string_pretty(&live).unwrap();
+            json.push('\n');
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, json).unwrap();
+        }
     }
     let text = std::fs::read_to_string(&file)
         .unwrap_or_else(|e| panic!("{}: {e} (DIC_FREEZE_FORECAST=1 writes it)", file.display()));
@@ -143,6 +151,39 @@ fn frozen_forecast(path: &str) -> dic_compiler::ir::Forecast {
             file.display()
         )
     })
+}
+
+/// A JSON value's shape: its keys, array lengths and kinds of value, every number, string
+/// and boolean replaced by one of its kind.
+fn json_shape(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Number(_) => Value::from(0),
+        Value::String(_) => Value::from(""),
+        Value::Bool(_) => Value::from(false),
+        Value::Null => Value::Null,
+        Value::Array(items) => Value::Array(items.iter().map(json_shape).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), json_shape(v)))
+                .collect(),
+        ),
+    }
+}
+
+#[test]
+fn a_refit_that_moves_figures_only_keeps_the_frozen_forecast() {
+    let frozen: serde_json::Value =
+        serde_json::json!({"tpot": 0.02, "choice": "tp 4", "pools": [1.0, null]});
+    let refit = serde_json::json!({"tpot": 0.03, "choice": "tp 2", "pools": [2.0, null]});
+    assert_eq!(json_shape(&frozen), json_shape(&refit));
+    for changed in [
+        serde_json::json!({"tpot": 0.02, "choice": "tp 4", "pools": [1.0, 3.0]}),
+        serde_json::json!({"tpot": 0.02, "choice": "tp 4", "pools": [1.0]}),
+        serde_json::json!({"tpot": 0.02, "choice": "tp 4", "pools": [1.0, null], "dbo": true}),
+    ] {
+        assert_ne!(json_shape(&frozen), json_shape(&changed), "{changed}");
+    }
 }
 
 /// The reports, rendered from the frozen launch plan and the frozen forecast: a refit
@@ -488,96 +529,6 @@ fn the_embedded_vllm_option_table_is_vllms_own() {
         serde_json::from_str(dic_compiler::vllm_args::OPTIONS_JSON).unwrap();
     assert_eq!(got["options"].as_array().unwrap(), &want);
     assert_eq!(dic_compiler::vllm_args::options().len(), want.len());
-}
-
-#[test]
-fn scripts_pass_hostile_values_through_literally() {
-    let dir = common::fresh_dir("inject");
-    let marker = dir.join("pwned");
-    let hostile = format!(
-        "org/it's \"$(touch {m})\" `touch {m}` ; touch {m}",
-        m = marker.display()
-    );
-    let src = format!(
-        "import std.nodes.dgx_h100\nimport std.models.llama_3_1_8b\n\
-         cluster c {{ nodes = 2 × dgx_h100 }}\n\
-         deploy d {{ model = llama_3_1_8b, cluster = c, layout = tp 8 × pp 2, model_source = \"{}\", engine = vllm {{ max_model_len = 8k tokens }} }}\n",
-        hostile.replace('\\', "\\\\").replace('"', "\\\"")
-    );
-    let file = dir.join("hostile.dist");
-    std::fs::write(&file, src).unwrap();
-    let out = dir.join("out");
-    let o = dic(&[
-        "compile",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    // a fake `vllm` that prints its arguments, one per line
-    let bin = dir.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let fake = bin.join("vllm");
-    std::fs::write(&fake, "#!/usr/bin/env bash\nprintf '%s\\n' \"$@\"\n").unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    for node in 0..2 {
-        let script = out.join(format!("d/vllm/node-{node}.sh"));
-        let run = Command::new("bash")
-            .arg(&script)
-            .env(
-                "PATH",
-                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
-            )
-            .env("DIC_HEAD_ADDR", "10.0.0.1")
-            .output()
-            .unwrap();
-        assert!(
-            run.status.success(),
-            "{}",
-            String::from_utf8_lossy(&run.stderr)
-        );
-        let args: Vec<String> = String::from_utf8(run.stdout)
-            .unwrap()
-            .lines()
-            .map(String::from)
-            .collect();
-        assert_eq!(
-            args[1], hostile,
-            "the model source arrives as one literal argument"
-        );
-        // the script's argv equals commands.json's, with the head address filled in
-        let cmds: Vec<serde_json::Value> = serde_json::from_str(
-            &std::fs::read_to_string(out.join("d/vllm/commands.json")).unwrap(),
-        )
-        .unwrap();
-        let want: Vec<String> = cmds[node]["argv"].as_array().unwrap()[1..]
-            .iter()
-            .map(|a| a.as_str().unwrap().replace("${DIC_HEAD_ADDR}", "10.0.0.1"))
-            .collect();
-        assert_eq!(args, want);
-    }
-    assert!(!marker.exists(), "a value was executed by the shell");
-    // without the head address the script refuses to start
-    let run = Command::new("bash")
-        .arg(out.join("d/vllm/node-1.sh"))
-        .env(
-            "PATH",
-            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
-        )
-        .env_remove("DIC_HEAD_ADDR")
-        .output()
-        .unwrap();
-    assert!(!run.status.success());
-    assert!(String::from_utf8_lossy(&run.stderr).contains("DIC_HEAD_ADDR"));
 }
 
 fn copy(from: &Path, to: &Path) {

@@ -5,7 +5,8 @@
 //! - a diagnostic past column 65,535 (miette panicked formatting it), thousands of
 //!   diagnostics on one long line (rendering was quadratic);
 //! - absurd numbers, each refused with E0307 rather than emitted as a flag;
-//! - every string field given the payloads of a shell, argv and YAML injection.
+//! - every string field given the payloads of a shell, argv and YAML injection, and the
+//!   generated node scripts run with one: it arrives as one literal argument.
 
 #![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
 
@@ -608,4 +609,94 @@ fn import_hf_refuses_hostile_counts_with_the_field_named() {
         );
         assert!(o.stdout.is_empty(), "{extra}: wrote a definition");
     }
+}
+
+#[test]
+fn scripts_pass_hostile_values_through_literally() {
+    let dir = common::fresh_dir("script_argv");
+    let marker = dir.join("pwned");
+    let hostile = format!(
+        "org/it's \"$(touch {m})\" `touch {m}` ; touch {m}",
+        m = marker.display()
+    );
+    let src = format!(
+        "import std.nodes.dgx_h100\nimport std.models.llama_3_1_8b\n\
+         cluster c {{ nodes = 2 × dgx_h100 }}\n\
+         deploy d {{ model = llama_3_1_8b, cluster = c, layout = tp 8 × pp 2, model_source = \"{}\", engine = vllm {{ max_model_len = 8k tokens }} }}\n",
+        hostile.replace('\\', "\\\\").replace('"', "\\\"")
+    );
+    let file = dir.join("hostile.dist");
+    std::fs::write(&file, src).unwrap();
+    let out = dir.join("out");
+    let o = dic(&[
+        "compile",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // a fake `vllm` that prints its arguments, one per line
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("vllm");
+    std::fs::write(&fake, "#!/usr/bin/env bash\nprintf '%s\\n' \"$@\"\n").unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for node in 0..2 {
+        let script = out.join(format!("d/vllm/node-{node}.sh"));
+        let run = Command::new("bash")
+            .arg(&script)
+            .env(
+                "PATH",
+                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+            )
+            .env("DIC_HEAD_ADDR", "10.0.0.1")
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let args: Vec<String> = String::from_utf8(run.stdout)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
+        assert_eq!(
+            args[1], hostile,
+            "the model source arrives as one literal argument"
+        );
+        // the script's argv equals commands.json's, with the head address filled in
+        let cmds: Vec<serde_json::Value> = serde_json::from_str(
+            &std::fs::read_to_string(out.join("d/vllm/commands.json")).unwrap(),
+        )
+        .unwrap();
+        let want: Vec<String> = cmds[node]["argv"].as_array().unwrap()[1..]
+            .iter()
+            .map(|a| a.as_str().unwrap().replace("${DIC_HEAD_ADDR}", "10.0.0.1"))
+            .collect();
+        assert_eq!(args, want);
+    }
+    assert!(!marker.exists(), "a value was executed by the shell");
+    // without the head address the script refuses to start
+    let run = Command::new("bash")
+        .arg(out.join("d/vllm/node-1.sh"))
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .env_remove("DIC_HEAD_ADDR")
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    assert!(String::from_utf8_lossy(&run.stderr).contains("DIC_HEAD_ADDR"));
 }

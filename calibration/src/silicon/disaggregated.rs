@@ -85,6 +85,7 @@ pub fn parse_disagg(csv: &str, configs: &dyn Fn(&str) -> Option<Model>) -> Vec<D
             pp: 1,
             dp: decode.dp,
             ep: decode.ep,
+            one_engine: false,
             recipe: recipe_of(get("backend_version")),
             ttft: ttft * 1e-3,
             tpot: tpot * 1e-3,

@@ -19,7 +19,7 @@ mod disaggregated;
 mod table;
 
 pub use disaggregated::{disagg_table, parse_disagg, predict_disagg, DisaggRow};
-pub use table::{silicon_table, tp_split, tp_split_table, TpSplitRow};
+pub use table::{dp_row_ratios, silicon_table, tp_split, tp_split_table, DpRowRatios, TpSplitRow};
 
 use crate::{median, split_csv};
 use dic_compiler::analysis::catalog;
@@ -47,9 +47,14 @@ pub struct SiliconRow {
     pub expert_weights: Option<String>,
     pub isl: f64,
     pub osl: f64,
-    /// Requests in flight in the whole run (closed loop): `batch_size` is per DP rank
-    /// where the row states `attention_dp_size` > 1, so there it is `batch_size ×
-    /// attention_dp_size` (the `c` of the row's id).
+    /// Requests in flight in the whole run (closed loop): `batch_size` × the row's DP
+    /// ranks ([`SiliconRow::dp`]). `batch_size` is per DP rank where the row states
+    /// `attention_dp_size` > 1 (the dataset's "Reading the rows": `batch_size ×
+    /// attention_dp_size` is the `c` of the row's id), and so it is where the DP ranks are
+    /// implied, not stated (Qwen3-235B's `tp_size` 1 × `moe_tp_size` 2 rows): that
+    /// collector swept each layout at the same totals, its DP rows' `batch_size` × ranks
+    /// equalling its TP rows' `batch_size` at the same lengths and GPUs (8 × 2 beside 16,
+    /// 4 × 2 beside 8, 7 × 2 beside 14, 5 × 4 beside 20: `calibration/errors.md`).
     pub concurrency: u64,
     pub tp: u64,
     pub pp: u64,
@@ -63,6 +68,18 @@ pub struct SiliconRow {
     /// vLLM's expert parallelism (`--enable-expert-parallel`): experts over the TP × DP
     /// group.
     pub ep: bool,
+    /// The run's DP ranks served as one engine of the row's TP holding every client
+    /// ([`scenario`] predicts it so): where the row states `attention_dp_size` > 1
+    /// (MiniMax-M2.5's TP 2 × DP 2 and TP 4 × DP 4 rows). Their TPOT and TTFT are those of
+    /// the same model's TP rows (same TP, release, format and lengths) at the whole
+    /// concurrency — a median 1.00–1.03 of them on H100 and B200 FP8, 0.85–0.91 on B200
+    /// NVFP4 — not at the rows' concurrency per rank (1.26–1.65 of those), and at 64 in
+    /// flight, 1,024 tokens in and 8,192 out on H100, their TTFT (20.1 s) is the one TP 4
+    /// engine's (20.0 s), whose KV cache cannot hold 64 such requests, where four ranks'
+    /// caches would hold them at once (dic: 0.11 s). No run of two or four ranks in which
+    /// each carried its share could match the one engine's latency and cache at every
+    /// load; `calibration/errors.md` tabulates the pairs.
+    pub one_engine: bool,
     /// How the row was measured.
     pub recipe: Recipe,
     /// Mean TTFT and TPOT, seconds.
@@ -218,6 +235,7 @@ pub fn parse_silicon(
             skipped += 1;
             continue;
         };
+        let dp = dp_ranks(t, num(attention_dp), num(moe_tp), num(ep));
         out.push(SiliconRow {
             id: r[id].clone(),
             model: r[model].clone(),
@@ -227,11 +245,12 @@ pub fn parse_silicon(
             expert_weights: Some(r[moe_quant].trim().to_string()).filter(|q| !q.is_empty()),
             isl: i,
             osl: o,
-            concurrency: (b.max(1.0) * num(attention_dp).unwrap_or(1.0).max(1.0)) as u64,
+            concurrency: b.max(1.0) as u64 * dp,
             tp: t.max(1.0) as u64,
             pp: num(pp).unwrap_or(1.0).max(1.0) as u64,
-            dp: dp_ranks(t, num(attention_dp), num(moe_tp), num(ep)),
+            dp,
             ep: num(ep).unwrap_or(1.0) > 1.0,
+            one_engine: num(attention_dp).is_some_and(|d| d > 1.0),
             recipe: recipe_of(version.and_then(|i| r.get(i)).map(|v| v.trim())),
             ttft: ft * 1e-3,
             tpot: pt * 1e-3,
@@ -389,8 +408,9 @@ pub fn model_label(r: &SiliconRow) -> &str {
 pub const GPUS_PER_BOARD: u64 = 8;
 
 /// The scenario a row describes: 8-GPU nodes of its GPU with the GPU's NVLink, the
-/// row's layout and formats, and for everything the row does not say its source's recipe
-/// ([`Recipe`]) or vLLM's defaults.
+/// row's layout (or, where its DP ranks served as one engine, that engine's:
+/// [`SiliconRow::one_engine`]) and formats, and for everything the row does not say its
+/// source's recipe ([`Recipe`]) or vLLM's defaults.
 pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
     let mut model = r.checkpoint.clone()?;
     let name = model_label(r).to_string();
@@ -404,14 +424,20 @@ pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
     }
     let (gpu, own_link) = system_gpu(&r.gpu)?;
     // The rows ran on 8-GPU HGX boards: the GPUs' NVLink goes through the board's
-    // NVSwitch, as the stdlib's reference node of eight of them says. A row of more GPUs
-    // (MiniMax-M2.5's TP 4 × DP 4 on H100 and B200) spans boards, joined as the stdlib's
-    // HGX and DGX nodes are, by one 400G NDR InfiniBand NIC per GPU; its MoE exchange
-    // crosses them.
+    // NVSwitch, as the stdlib's reference node of eight of them says. A layout of more
+    // GPUs spans boards, joined as the stdlib's HGX and DGX nodes are, by one 400G NDR
+    // InfiniBand NIC per GPU; its MoE exchange crosses them. (MiniMax-M2.5's TP 4 × DP 4
+    // rows would; they ran as one TP 4 engine, `SiliconRow::one_engine`.)
     let scale_up = catalog::node_scale_up(&gpu.name, 8).or(own_link);
     let inferencex = r.recipe == Recipe::InferenceX;
     let blackwell = KernelFamily::of(gpu.architecture.as_deref()) == KernelFamily::Blackwell;
-    let nodes = (r.tp * r.pp * r.dp).div_ceil(GPUS_PER_BOARD).max(1);
+    // A run whose DP ranks served as one engine is predicted as that engine.
+    let (dp, ep) = if r.one_engine {
+        (1, false)
+    } else {
+        (r.dp, r.ep)
+    };
+    let nodes = (r.tp * r.pp * dp).div_ceil(GPUS_PER_BOARD).max(1);
     let scale_out = (nodes > 1)
         .then(|| catalog::link("ib_ndr"))
         .flatten()
@@ -448,8 +474,8 @@ pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
         layout: Layout {
             tp: r.tp,
             pp: r.pp,
-            dp: r.dp,
-            ep: r.ep,
+            dp,
+            ep,
             ..Layout::default()
         },
         engine,
@@ -670,12 +696,13 @@ c,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,8000,1000,8,2,1,,1,2,1015.8,51.9
     }
 
     /// A row of more GPUs than one 8-GPU board spans boards joined by InfiniBand (one
-    /// 400G NDR NIC per GPU); one of 8 or fewer is one board without scale-out.
+    /// 400G NDR NIC per GPU); one of 8 or fewer is one board without scale-out. (TP 4 with
+    /// the experts over 16 GPUs: 4 DP ranks, implied.)
     #[test]
     fn rows_past_eight_gpus_span_boards_over_infiniband() {
         let csv = format!(
             "{}\n\
-wide,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,1024,1024,4,4,1,4,1,16,300.0,20.0\n\
+wide,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,1024,1024,4,4,1,,1,16,300.0,20.0\n\
 one,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,1024,1024,4,4,1,,4,1,300.0,20.0\n",
             header()
         );
@@ -691,25 +718,53 @@ one,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,1024,1024,4,4,1,,4,1,300.0,20.
         assert!(one.topology.scale_out.is_none());
     }
 
-    /// Where `attention_dp_size` > 1 the row's `batch_size` is per DP rank: MiniMax-M2.5
-    /// at TP 2 × DP 2 with EP over 4 GPUs and 64 per rank is a run of 128 in flight (its
-    /// id's `c128`), 64 on each of its 2 DP ranks; a row without data-parallel attention
-    /// keeps `batch_size` as the run's concurrency.
+    /// The row's `batch_size` is per DP rank: MiniMax-M2.5 at TP 2 × DP 2 (stated) with
+    /// EP over 4 GPUs and 64 per rank is a run of 128 in flight (its id's `c128`);
+    /// Qwen3-235B at TP 1 with its experts over 2 GPUs (2 DP ranks, implied) and 8 per
+    /// rank, a run of 16; a row without DP ranks keeps `batch_size` as the run's
+    /// concurrency. Stated DP ranks ran as one engine of their TP
+    /// ([`SiliconRow::one_engine`]): TP 4 × DP 2 at 16 per rank is predicted as one TP 4
+    /// engine holding 32 clients; implied ones stay a DP engine (a TP 1 engine of
+    /// Qwen3-235B would not fit one GPU).
     #[test]
-    fn batch_size_is_per_dp_rank_where_attention_is_data_parallel() {
+    fn batch_size_is_per_dp_rank_stated_or_implied() {
         let csv = format!(
             "{}\n\
 minimax_agg_1024x1024_c128_tp2_ep4,MiniMaxAI/MiniMax-M2.5,h200_sxm,agg,fp8,fp8,1024,1024,64,2,1,2,1,4,300.0,20.0\n\
-minimax_agg_1024x1024_c64_tp4,MiniMaxAI/MiniMax-M2.5,h200_sxm,agg,fp8,fp8,1024,1024,64,4,1,1,4,1,300.0,20.0\n",
+minimax_agg_1024x1024_c64_tp4,MiniMaxAI/MiniMax-M2.5,h200_sxm,agg,fp8,fp8,1024,1024,64,4,1,1,4,1,300.0,20.0\n\
+qwen3_agg_1000x100_c8_tp1,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,1000,100,8,1,1,,2,1,300.0,20.0\n\
+qwen3_agg_1000x100_c32_tp4_dp2,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,1000,100,16,4,1,2,1,8,300.0,20.0\n",
             header()
         );
         let (rows, skipped) = parse_silicon(&csv, &|_| None);
         assert_eq!(skipped, 0);
-        let mapped: Vec<(u64, u64, bool, u64)> = rows
+        let mapped: Vec<(u64, u64, bool, u64, bool)> = rows
             .iter()
-            .map(|r| (r.tp, r.dp, r.ep, r.concurrency))
+            .map(|r| (r.tp, r.dp, r.ep, r.concurrency, r.one_engine))
             .collect();
-        assert_eq!(mapped, [(2, 2, true, 128), (4, 1, false, 64)]);
+        assert_eq!(
+            mapped,
+            [
+                (2, 2, true, 128, true),
+                (4, 1, false, 64, false),
+                (1, 2, false, 16, false),
+                (4, 2, true, 32, true)
+            ]
+        );
+        // (MiniMax-M2.5 is not a stdlib model: its scenario needs ../shared's config.)
+        let layouts: Vec<Option<(u64, u64, bool, u64)>> = rows[2..]
+            .iter()
+            .map(|r| {
+                scenario(r).map(|s| {
+                    let clients = match s.workload.map(|w| w.load) {
+                        Some(Load::Concurrency(n)) => n,
+                        _ => 0,
+                    };
+                    (s.layout.tp, s.layout.dp, s.layout.ep, clients)
+                })
+            })
+            .collect();
+        assert_eq!(layouts, [Some((1, 2, false, 16)), Some((4, 1, false, 32))]);
     }
 
     /// A row's `model_path` resolves to the stdlib model by its `hf` id, by the same

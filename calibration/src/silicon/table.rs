@@ -49,6 +49,7 @@ pub fn silicon_table(
     by_gpu_and_dense_tp(&mut out, rows, &fitted);
     tp_split_section(&mut out, rows, fit);
     moe_layouts(&mut out, rows, &fitted);
+    dp_rows(&mut out, rows);
     every_row(&mut out, rows, fit);
     out
 }
@@ -82,8 +83,9 @@ passes the front end one request at a time, `perf::front_paced_burst`).\n\n",
 the concurrency on Hopper and 512 on B200, whose mixed steps run without CUDA graphs (`FULL_DECODE_ONLY`), \
 0.9 of the GPU's memory, requests 0.9 × the stated lengths on average (lengths drawn from [0.8, 1] × stated) — and AIConfigurator's own \
 rows with the stated lengths and the defaults of the vLLM release they state (0.12: 0.9 of the GPU's memory, where 0.33 \
-takes 0.92). Every row ran on 8-GPU boards (HGX H100/H200, HGX/DGX B200): MiniMax-M2.5's TP 4 × DP 4 rows (16 GPUs) span \
-two, joined by one 400G NDR InfiniBand NIC per GPU, which their MoE exchange crosses (`silicon::GPUS_PER_BOARD`).\n\n");
+takes 0.92). Every row ran on 8-GPU boards (HGX H100/H200, HGX/DGX B200; `silicon::GPUS_PER_BOARD`): a layout past eight GPUs \
+spans two, joined by one 400G NDR InfiniBand NIC per GPU, which its MoE exchange crosses. MiniMax-M2.5's TP 4 × DP 4 rows \
+(16 GPUs) would; they ran as one TP 4 engine (\"The DP rows as measured\", below).\n\n");
     out.push_str("Error = predicted / measured − 1. Median and 90th percentile of |error|; bias = median signed error. \
 A row dic's memory model says cannot run counts as not modelled. The fit minimises the mean |log error| of TTFT and \
 TPOT, each capped at 1 (a factor of e) so that the few rows off by far more do not set the constants for the rest.\n\n");
@@ -137,53 +139,48 @@ pub fn mode(r: &SiliconRow) -> &'static str {
 }
 
 /// What the per-family table leaves, as measured when the MoE terms were re-identified.
-const WHAT_IS_LEFT: &str = "\nWhat is left (issue 37). Llama-3.1-70B, Qwen3-32B and now MiniMax-M2.5's TPOT \
-meet the goal left out; MiniMax-M2.5's TTFT (25.9%, +12%) does not. A sequence's cost per layer now scales with \
-the model's hidden size and inversely with the GPU's bandwidth (`perf::PerfConstants::sequence_layer_overhead`): \
-unscaled, the other families set it at 0.63 µs where MiniMax-M2.5's rows (hidden 3072, mostly B200) alone want \
-0.18 µs; scaled, MiniMax-M2.5's TPOT left out went from 12.9% (+7.5%) to 9.7% (+4.4%) and no family's got worse; \
-with the decode-attention kernel's fixed time per call from the kernel tables (`perf::DECODE_ATTENTION_CALL`), \
-8.9% (+1.8%). \
-Its TTFT misses are by release and mode. On B200 at TP, 0.19's and the nightly's rows are over-predicted \
-(8192-token prompts +46–88%, 1024-token ones +5% FP8 at TP 2 to +95% NVFP4 at TP 8) where 0.17's are \
-under-predicted (−21%): measured at TP 4, 1024 tokens in, 4 in flight, the same FP8 configuration's TTFT is 152 \
-ms on 0.17 and 61 ms on 0.19, a release effect only this family shows, so no term takes it. Its source, read \
-in the 0.17.0, 0.18.0 and 0.19.0 wheels: the engine's defaults that set a prompt's path (CUDA-graph mode and \
-sizes, 512 tokens on all three, so a 1024-token prompt's step runs without graphs on each; the token budget; \
-async scheduling; the API server; the attention backend) are the same, but the block-FP8 experts' backend is \
-not. MiniMax-M2.5's sigmoid routing with float32 logits is refused by FlashInfer's TRT-LLM kernel until 0.19 \
-(`model_executor/layers/fused_moe/experts/trtllm_fp8_moe.py`, `oracle/fp8.py`), so 0.17 and 0.18 run DeepGEMM or \
-Triton, and 0.19 the TRT-LLM kernel that the B200 tables time and that 0.33 picks: the 0.17 rows' TTFT is \
-under-predicted by a backend the tables do not hold, which is 0.33's choice only from 0.19 on. It does not \
-explain 0.19's over-prediction: at TP 8, 4 in flight, the rows' TTFT is 41 ms where dic's front end (35 ms) \
-and the CPU's launches of a step without graphs (62 layers × 0.5 ms) alone exceed it. Most of the \
-over-prediction is the front end's time per prompt token, which the other families set near 21 µs and MiniMax-M2.5's \
-rows alone at 7.7 µs. Two forms that follow the model were tried and not landed: the whole per-token time scaled by \
-hidden size × layers (MiniMax-M2.5 left out 19.8%, but Llama-3.1-70B left out 24.0%, +22%), and a constant part \
-beside a part scaled by hidden size × layers, both fitted (objective 0.1899 → 0.1883, MiniMax-M2.5 left out \
-22.7%, but Llama-3.1-70B left out 32.1%, +31%: leaving it out, the other families put the time in the scaled part \
-and the widest model pays for it). The families do not identify how the time splits; a split fixed at 60% \
-constant made MiniMax-M2.5 left out 19.3% with every other family within its goal, but that share was chosen by \
+const WHAT_IS_LEFT: &str = "\nWhat is left (issue 37). Llama-3.1-70B and Qwen3-32B meet the goal left out, and \
+MiniMax-M2.5's TPOT does (8.4%, +3.0%); its TTFT (26.4%, +22.7%) does not. The DP rows are now read as they were measured \
+(the section below): `batch_size` is per DP rank wherever the ranks are implied as well as stated, and MiniMax-M2.5's \
+stated DP rows ran as one engine of their TP holding every client. Read as ranks sharing the load, MiniMax-M2.5's DP rows \
+had come out −16% to −25% TTFT and −9% to −20% TPOT left out, for no term: the other families have no DP rows, and \
+dic's own model of a DP engine (its ranks in lockstep, the MoE exchange of the tokens present, over InfiniBand between \
+boards) predicts what such an engine does, not what these runs did. Read as measured, H100's come out +4.4% TTFT and \
++0.6% TPOT and B200's +32.7% and +7.7%, like the family's TP rows on the same GPU and release; leaving one model out, \
+TTFT 19.1% → 18.6% and TPOT 7.5% → 7.0% over all rows, the stored constants' objective 0.1885 → 0.1774 (0.1768 \
+refitted, within the test's tolerance, so the constants stay). MiniMax-M2.5's TTFT median barely moved (25.9% → 26.4%) \
+but its bias rose from +9.6% to +22.7%: the DP rows' under-prediction had offset the over-prediction of its B200 rows \
+on 0.19 and the nightly (TP +36.6% and +41.9%), which is what is left of this family. Its misses are by release. \
+Measured at TP 4, 1024 tokens in, 4 in flight, the same FP8 configuration's TTFT is 152 ms on 0.17 and 61 ms on 0.19, \
+a release effect only this family shows, so no term takes it. Its source, read in the 0.17.0, 0.18.0 and 0.19.0 wheels: \
+the engine's defaults that set a prompt's path (CUDA-graph mode and sizes, 512 tokens on all three, so a 1024-token \
+prompt's step runs without graphs on each; the token budget; async scheduling; the API server; the attention backend) \
+are the same, but the block-FP8 experts' backend is not. MiniMax-M2.5's sigmoid routing with float32 logits is refused \
+by FlashInfer's TRT-LLM kernel until 0.19 (`model_executor/layers/fused_moe/experts/trtllm_fp8_moe.py`, \
+`oracle/fp8.py`), so 0.17 and 0.18 run DeepGEMM or Triton, and 0.19 the TRT-LLM kernel that the B200 tables time and \
+that 0.33 picks: the 0.17 rows' TTFT is under-predicted (−17.5%) by a backend the tables do not hold. It does not explain \
+0.19's over-prediction: at TP 8, 4 in flight, the rows' TTFT is 41 ms where dic's front end (35 ms) and the CPU's \
+launches of a step without graphs (62 layers × 0.5 ms) alone exceed it. Most of it is the front end's time per prompt \
+token, which the other families set near 21 µs and MiniMax-M2.5's rows alone at 7.7 µs. Two forms that follow the model \
+were tried and not landed: the whole per-token time scaled by hidden size × layers (MiniMax-M2.5 left out 19.8%, but \
+Llama-3.1-70B left out 24.0%, +22%), and a constant part beside a part scaled by hidden size × layers, both fitted \
+(MiniMax-M2.5 left out 22.7%, but Llama-3.1-70B left out 32.1%, +31%: leaving it out, the other families put the time \
+in the scaled part and the widest model pays for it). The families do not identify how the time splits; a split fixed \
+at 60% constant had met the goal for MiniMax-M2.5 with every other family within its own, but that share was chosen by \
 looking at the left-out errors, which is what leaving a family out exists to prevent, so it is not landed. \
-The 16-GPU data-parallel-attention rows now cross InfiniBand between the two boards and a prefill step \
-routes the other ranks' own share of prompt tokens (`StepModel::prefill_time`), not a whole chunk each: H100's \
-TP 4 × DP 4 rows went from −28% to −19% TPOT left out (TTFT −28% → −25%), B200's FP8 ones from −14.5% to 0%. \
-It moves TTFT the other way on the single-board data-parallel rows, whose measured TTFT is above a lone \
-prefill's: MiniMax-M2.5's B200 TP 2 × DP 2 rows fitted −14% → −20%, Qwen3-235B's left out −37.5% → −64.5% (its \
-family's TTFT 23.9% → 24.6%); what makes a data-parallel engine's prompt wait beyond its own prefill (the first \
-wave prefilling on every rank at once, the idle ranks' dummy batches) is not modelled. \
-Qwen3-235B-A22B on vLLM 0.12 runs 1.4–1.8× slower per decode step than the kernel tables' fused MoE (vLLM \
-0.24) and the rest of the model explain — TPOT −43% fitted and left out, flat from 4 to 20 in flight (52–58 ms \
-on 2 GPUs, 34–46 ms on 4, whatever the TP × DP split) — and the tables do not say why. Its experts are block FP8 \
-(128 × 128) and are timed by the block-FP8 Triton kernel the tables hold for Hopper (`fp8_block`, \
-`vllm_fp8moe_triton_tritonexperts`: 0.19 ms per layer at 16 tokens, MoE TP 2, 17.9 ms over 94 layers), not the \
-per-tensor FlashInfer CUTLASS kernel (1.17 ms, which would make the step 110 ms); the step the rows measure \
-leaves about 0.47 ms per layer for the experts, more than the BF16 Triton kernel's 0.31 ms for the same shape, \
-so the 0.12 kernel ran slower than either 0.24 kernel (an untuned Triton configuration is one candidate), and \
-no other row identifies it: it is the one MoE family on 0.12. A term for it rests on one family, so there is \
-none: the fitted multiple of the kernel it once had (`moe_layer_factor`, 0.453 on the 390-row split) \
-over-predicted MiniMax-M2.5's TPOT by +41% left out, and a synchronous step overhead set by the 0.12 rows \
-without Qwen3-32B came out at 25 ms. Llama-3.1-8B-Instruct-FP8's rows did less work than they state (above).\n";
+Qwen3-235B-A22B on vLLM 0.12 runs 1.4–1.8× slower per decode step than the kernel tables' fused MoE (vLLM 0.24) and the \
+rest of the model explain — TPOT −37.9% left out, its TP rows −35.8%, its (implied) DP rows, read per rank, −32.6% where \
+they had been −56.2% — flat from 4 to 20 in flight (52–58 ms on 2 GPUs, 34–46 ms on 4, whatever the TP × DP split), and \
+the tables do not say why. Its experts are block FP8 (128 × 128) and are timed by the block-FP8 Triton kernel the tables \
+hold for Hopper (`fp8_block`, `vllm_fp8moe_triton_tritonexperts`: 0.19 ms per layer at 16 tokens, MoE TP 2, 17.9 ms \
+over 94 layers), as 0.12's backend choice (`get_fp8_moe_backend`: DeepGEMM only from 128 tokens and for expert widths \
+over 512, else Triton) and its tuned configurations for these shapes on H200 (`E=128,N=768` and `N=384`, \
+`block_shape=[128,128]`, in the 0.12.0 wheel) say it ran; the step the rows measure leaves about 0.47 ms per layer for \
+the experts, more than the BF16 Triton kernel's 0.31 ms for the same shape, so the 0.12 kernel ran slower than either \
+0.24 kernel, and no other row identifies it: it is the one MoE family on 0.12. A term for it rests on one family, so \
+there is none: the fitted multiple of the kernel it once had (`moe_layer_factor`, 0.453 on the 390-row split) \
+over-predicted MiniMax-M2.5's TPOT by +41% left out. Llama-3.1-8B-Instruct-FP8's rows did less work than they state \
+(above).\n";
 
 /// The errors leaving one model family out (issue 37's headline): per family, against
 /// its goal (TTFT median |error| ≤ 20%, TPOT ≤ 12%, neither bias beyond ±15%), then per
@@ -327,17 +324,177 @@ the one group with a short `b`.)\n\n");
     }
 }
 
-/// The MoE rows by layout.
+/// The row's layout as the dataset states it (`tp 2 × dp 2 × ep`).
+fn stated_layout(r: &SiliconRow) -> String {
+    let mut l = format!("tp {}", r.tp);
+    if r.pp > 1 {
+        l.push_str(&format!(" × pp {}", r.pp));
+    }
+    if r.dp > 1 {
+        l.push_str(&format!(" × dp {}", r.dp));
+    }
+    if r.ep {
+        l.push_str(" × ep");
+    }
+    l
+}
+
+/// The MoE rows by layout (as stated; see [`dp_rows`] for how the DP rows are read).
 fn moe_layouts(out: &mut String, rows: &[SiliconRow], fitted: &RowErrors) {
     out.push_str("\n### MoE rows by layout (fitted on every row)\n\n");
-    out.push_str("DP ranks are one vLLM engine whose MoE layers step in lockstep (`perf::StepModel::lockstep`).\n\n");
-    out.push_str("| model | layout | rows | TTFT median \\|error\\| | TTFT bias | TPOT median \\|error\\| | TPOT bias |\n|---|---|---|---|---|---|---|\n");
+    out.push_str("DP ranks are one vLLM engine whose MoE layers step in lockstep (`perf::StepModel::lockstep`); \
+MiniMax-M2.5's DP rows are predicted as the one TP engine they ran as (below).\n\n");
+    out.push_str("| model | layout as stated | rows | TTFT median \\|error\\| | TTFT bias | TPOT median \\|error\\| | TPOT bias |\n|---|---|---|---|---|---|---|\n");
     grouped(out, rows, fitted, &|r| {
         let s = scenario(r)?;
         s.model
             .is_moe()
-            .then(|| vec![model_label(r).to_string(), s.layout.to_string()])
+            .then(|| vec![model_label(r).to_string(), stated_layout(r)])
     });
+}
+
+/// The same model's rows of one TP engine (no DP ranks) that `r` can be compared with:
+/// same GPU, source and release, formats, lengths, TP and PP.
+fn tp_partners<'a>(r: &SiliconRow, rows: &'a [SiliconRow]) -> Vec<&'a SiliconRow> {
+    rows.iter()
+        .filter(|p| {
+            p.dp == 1
+                && p.model == r.model
+                && p.gpu == r.gpu
+                && p.recipe == r.recipe
+                && p.weights == r.weights
+                && p.expert_weights == r.expert_weights
+                && p.isl == r.isl
+                && p.osl == r.osl
+                && p.tp == r.tp
+                && p.pp == r.pp
+        })
+        .collect()
+}
+
+/// The measured TPOT and TTFT of one group of stated DP rows (GPU, weights, layout as
+/// stated) over those of their TP partners ([`tp_partners`]), one (TPOT, TTFT) ratio per
+/// pair: at the DP row's whole concurrency, and at its concurrency per rank.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DpRowRatios {
+    pub gpu: String,
+    pub weights: String,
+    pub layout: String,
+    pub whole: Vec<(f64, f64)>,
+    pub per_rank: Vec<(f64, f64)>,
+}
+
+/// The stated DP rows' ratios to their TP partners, by GPU, weights and layout: the
+/// evidence for [`SiliconRow::one_engine`], which `calibration/errors.md` tabulates and a
+/// test holds.
+pub fn dp_row_ratios(rows: &[SiliconRow]) -> Vec<DpRowRatios> {
+    let mut keys: Vec<(String, String, String)> = rows
+        .iter()
+        .filter(|r| r.one_engine)
+        .map(|r| {
+            (
+                r.gpu.clone(),
+                r.weights.clone().unwrap_or_default(),
+                stated_layout(r),
+            )
+        })
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .map(|(gpu, weights, layout)| {
+            let (mut whole, mut per_rank) = (Vec::new(), Vec::new());
+            for r in rows.iter().filter(|r| {
+                r.one_engine
+                    && r.gpu == gpu
+                    && r.weights.clone().unwrap_or_default() == weights
+                    && stated_layout(r) == layout
+            }) {
+                let partners = tp_partners(r, rows);
+                for (at, into) in [
+                    (r.concurrency, &mut whole),
+                    (r.concurrency / r.dp, &mut per_rank),
+                ] {
+                    for p in partners.iter().filter(|p| p.concurrency == at) {
+                        into.push((r.tpot / p.tpot, r.ttft / p.ttft));
+                    }
+                }
+            }
+            DpRowRatios {
+                gpu,
+                weights,
+                layout,
+                whole,
+                per_rank,
+            }
+        })
+        .collect()
+}
+
+/// How the DP rows are read ([`SiliconRow::concurrency`], [`SiliconRow::one_engine`]),
+/// with the evidence: the stated DP rows beside their model's TP rows of the same TP at
+/// the whole concurrency and at the concurrency per rank, and how many implied DP rows'
+/// `batch_size` × ranks meets a TP row's `batch_size` of the same lengths and GPUs.
+fn dp_rows(out: &mut String, rows: &[SiliconRow]) {
+    out.push_str("\n### The DP rows as measured\n\n");
+    out.push_str("A DP row's `batch_size` is per DP rank, where the ranks are stated (`attention_dp_size`) and where they are \
+implied (experts over more GPUs than the attention's TP). Rows whose ranks are stated (MiniMax-M2.5's) ran as one engine of their TP \
+holding every client, and are predicted so (`silicon::SiliconRow::one_engine`): beside the same model's TP rows of that TP \
+(same GPU, release, formats and lengths), their measured TPOT and TTFT are those at the whole concurrency, not at the \
+concurrency per rank that ranks sharing the load would each carry. Ratio = the DP row's measured figure ÷ the TP row's, \
+median [least–most] over the pairs.\n\n");
+    out.push_str("| GPU | weights | layout as stated | pairs at the whole concurrency | TPOT ratio | TTFT ratio | pairs per rank | TPOT ratio | TTFT ratio |\n|---|---|---|---|---|---|---|---|---|\n");
+    let ratio = |pairs: &[(f64, f64)], pick: fn(&(f64, f64)) -> f64| -> String {
+        let mut v: Vec<f64> = pairs.iter().map(pick).collect();
+        v.sort_by(f64::total_cmp);
+        match (v.first(), v.last()) {
+            (Some(lo), Some(hi)) => format!("{:.2} [{lo:.2}–{hi:.2}]", crate::median(v.clone())),
+            _ => "—".into(),
+        }
+    };
+    for g in dp_row_ratios(rows) {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            g.gpu,
+            g.weights,
+            g.layout,
+            g.whole.len(),
+            ratio(&g.whole, |x| x.0),
+            ratio(&g.whole, |x| x.1),
+            g.per_rank.len(),
+            ratio(&g.per_rank, |x| x.0),
+            ratio(&g.per_rank, |x| x.1),
+        ));
+    }
+    let implied: Vec<&SiliconRow> = rows.iter().filter(|r| r.dp > 1 && !r.one_engine).collect();
+    // A TP row of the same model, GPU, release and lengths on as many GPUs at `clients`.
+    let swept_at = |r: &SiliconRow, clients: u64| {
+        rows.iter().any(|p| {
+            p.dp == 1
+                && p.model == r.model
+                && p.gpu == r.gpu
+                && p.recipe == r.recipe
+                && p.isl == r.isl
+                && p.osl == r.osl
+                && p.tp * p.pp == r.tp * r.pp * r.dp
+                && p.concurrency == clients
+        })
+    };
+    let whole = implied
+        .iter()
+        .filter(|r| swept_at(r, r.concurrency))
+        .count();
+    let per_rank = implied
+        .iter()
+        .filter(|r| swept_at(r, r.concurrency / r.dp))
+        .count();
+    out.push_str(&format!(
+        "\nOf the {} rows whose DP ranks are implied, {} have `batch_size` × ranks equal to the `batch_size` of a TP row of \
+the same model, GPU, release and lengths on as many GPUs; {} have `batch_size` itself equal to one.\n",
+        implied.len(),
+        whole,
+        per_rank
+    ));
 }
 
 /// Every row, measured and predicted.

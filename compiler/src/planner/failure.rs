@@ -498,7 +498,10 @@ deploy d {{ model = m, cluster = c, workload = w, slo = s, layout = {layout}, en
         let (s, slo) = deployment("2", "llama_3_1_70b", 20.0, "tp 2 × dp 8");
         let g = one_replica(&s, &slo);
         let f = failure(&s, &slo).expect("an open loop");
-        assert!(may_survive(&s), "eight replicas may survive; the figures decide");
+        assert!(
+            may_survive(&s),
+            "eight replicas may survive; the figures decide"
+        );
         assert_eq!(
             (f.replicas, f.rollout_unavailable, f.node_replicas),
             (8, 1, Some(4))

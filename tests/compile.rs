@@ -439,18 +439,7 @@ fn every_emitted_flag_is_in_vllms_own_option_schema() {
 fn a_node_script_of_several_replicas_stops_them_together() {
     let dir = common::fresh_dir("replicas");
     let out = dir.join("out");
-    let o = dic(&[
-        "compile",
-        "examples/shared_cluster.dist",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    common::compile_ok("examples/shared_cluster.dist", out.to_str().unwrap());
     let script = std::fs::read_to_string(out.join("assistant/vllm/node-0.sh")).unwrap();
     // the accounting put `assistant` after `chat`'s two GPUs, on ports past chat's
     for (gpu, port) in [(2, 8001), (3, 8002), (4, 8003), (5, 8004)] {

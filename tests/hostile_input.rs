@@ -628,18 +628,7 @@ fn scripts_pass_hostile_values_through_literally() {
     let file = dir.join("hostile.dist");
     std::fs::write(&file, src).unwrap();
     let out = dir.join("out");
-    let o = dic(&[
-        "compile",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    common::compile_ok(file.to_str().unwrap(), out.to_str().unwrap());
     // a fake `vllm` that prints its arguments, one per line
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();

@@ -80,18 +80,7 @@ fn plan_ranks_by_cost_and_explains_rejections() {
 fn auto_layout_compiles_to_the_planners_choice() {
     let dir = std::env::temp_dir().join(format!("dic-plan-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let o = dic(&[
-        "compile",
-        "examples/auto_layout.dist",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    common::compile_ok("examples/auto_layout.dist", dir.to_str().unwrap());
     let plan: serde_json::Value =
         serde_json::from_slice(&dic(&["plan", "examples/auto_layout.dist", "--json"]).stdout)
             .unwrap();

@@ -170,6 +170,18 @@ pub fn dic(args: &[&str]) -> std::process::Output {
         .expect("the dic binary runs")
 }
 
+/// `dic compile FILE --out OUT`, which must succeed (its stderr in the failure message).
+pub fn compile_ok(file: &str, out: &str) -> std::process::Output {
+    let o = dic(&["compile", file, "--out", out]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{file}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
 /// `dic ARGS…` with `input` on its standard input.
 pub fn dic_with_stdin(args: &[&str], input: &[u8]) -> std::process::Output {
     use std::io::Write;

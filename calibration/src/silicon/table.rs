@@ -353,19 +353,25 @@ MiniMax-M2.5's DP rows are predicted as the one TP engine they ran as (below).\n
     });
 }
 
+/// Whether `p` is a row of one engine without DP ranks from the same sweep as `r`: the
+/// same model, GPU, source and release, and lengths.
+fn same_sweep_without_dp(p: &SiliconRow, r: &SiliconRow) -> bool {
+    p.dp == 1
+        && p.model == r.model
+        && p.gpu == r.gpu
+        && p.recipe == r.recipe
+        && p.isl == r.isl
+        && p.osl == r.osl
+}
+
 /// The same model's rows of one TP engine (no DP ranks) that `r` can be compared with:
-/// same GPU, source and release, formats, lengths, TP and PP.
+/// the same sweep ([`same_sweep_without_dp`]), formats, TP and PP.
 fn tp_partners<'a>(r: &SiliconRow, rows: &'a [SiliconRow]) -> Vec<&'a SiliconRow> {
     rows.iter()
         .filter(|p| {
-            p.dp == 1
-                && p.model == r.model
-                && p.gpu == r.gpu
-                && p.recipe == r.recipe
+            same_sweep_without_dp(p, r)
                 && p.weights == r.weights
                 && p.expert_weights == r.expert_weights
-                && p.isl == r.isl
-                && p.osl == r.osl
                 && p.tp == r.tp
                 && p.pp == r.pp
         })
@@ -470,12 +476,7 @@ median [least–most] over the pairs.\n\n");
     // A TP row of the same model, GPU, release and lengths on as many GPUs at `clients`.
     let swept_at = |r: &SiliconRow, clients: u64| {
         rows.iter().any(|p| {
-            p.dp == 1
-                && p.model == r.model
-                && p.gpu == r.gpu
-                && p.recipe == r.recipe
-                && p.isl == r.isl
-                && p.osl == r.osl
+            same_sweep_without_dp(p, r)
                 && p.tp * p.pp == r.tp * r.pp * r.dp
                 && p.concurrency == clients
         })

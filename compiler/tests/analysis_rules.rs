@@ -1,5 +1,6 @@
 //! Analysis behaviours that no explain page pins: the SLO-break concurrency, collective
-//! algorithm choice, overrides of estimated memory terms, and deployments in files.
+//! algorithm choice, overrides of estimated memory terms, deployments in files, and the
+//! planner's quick pass reaching the checker's verdicts.
 
 #![allow(clippy::unwrap_used)] // a test or benchmark: a failed unwrap is a failure
 
@@ -811,4 +812,65 @@ deploy d {{ model = m, cluster = c, workload = w, layout = tp 1 × dp 8, engine 
         let ratio = attention(gpu, "fp8", false) / attention(gpu, "bf16", false);
         assert!((ratio - 0.5).abs() < 0.02, "{gpu} per byte: {ratio}");
     }
+}
+
+/// The planner's quick pass (`remedies` off) and `dic check` reach the same verdicts
+/// with the same messages: only the memory errors' help loses what would fit.
+/// Deployments that do not fit (weights, one request's KV cache, DeepEP's buffers),
+/// and one that does.
+#[test]
+fn the_quick_pass_reaches_the_same_verdicts() {
+    use dic_compiler::analysis::deployable::deployability_findings;
+    use dic_compiler::analysis::memory::memory;
+    use dic_compiler::analysis::rules::Finding;
+    use dic_compiler::diagnostics::{Code, Severity};
+    let deployment = |nodes: &str, model: &str, layout: &str, engine: &str| {
+        first_scenario(&format!(
+            "import std.nodes.{nodes}\nimport std.models.{model}\n\
+cluster c {{ nodes = 2 × {nodes} }}\n\
+deploy d {{ model = {model}, cluster = c, layout = {layout}, engine = vllm {{ {engine} }} }}\n"
+        ))
+    };
+    let cases = [
+        deployment("dgx_h100", "llama_3_1_70b", "tp 1", "max_model_len = 8k tokens"),
+        deployment(
+            "dgx_h100",
+            "llama_3_1_8b",
+            "tp 1",
+            "max_model_len = 128k tokens, gpu_memory_utilization = 0.3",
+        ),
+        deployment(
+            "dgx_h200",
+            "deepseek_v3",
+            "tp 1 × dp 16 × ep",
+            "max_model_len = 8k tokens, all2all_backend = deepep_low_latency, max_num_batched_tokens = 16384",
+        ),
+        deployment("dgx_h100", "llama_3_1_8b", "tp 1", "max_model_len = 8k tokens"),
+    ];
+    let mut refused = 0;
+    for s in &cases {
+        let mem = memory(s);
+        let (quick, full) = (
+            deployability_findings(s, &mem, false),
+            deployability_findings(s, &mem, true),
+        );
+        let said = |f: &[Finding]| -> Vec<(Code, Severity, String)> {
+            f.iter()
+                .map(|f| (f.code, f.severity, f.message.clone()))
+                .collect()
+        };
+        assert_eq!(said(&quick), said(&full), "{}", s.layout);
+        for (q, f) in quick.iter().zip(&full) {
+            let (q, f) = (q.help.as_deref(), f.help.as_deref());
+            assert!(
+                f.unwrap_or("").starts_with(q.unwrap_or("")),
+                "{q:?} / {f:?}"
+            );
+        }
+        refused += usize::from(quick.iter().any(|f| f.severity == Severity::Error));
+    }
+    assert_eq!(
+        refused, 3,
+        "three of the four do not fit (E0201, E0202, E0506)"
+    );
 }

@@ -110,7 +110,7 @@ fn pod_memory_never_drops_below_the_buffer_where_the_check_passes() {
             Some(pod_memory_cap(2048.0 * GIB, 1, 8)),
         );
         let m = memory(&s);
-        let codes: Vec<Code> = deployability_findings(&s, &m)
+        let codes: Vec<Code> = deployability_findings(&s, &m, true)
             .iter()
             .map(|f| f.code)
             .collect();

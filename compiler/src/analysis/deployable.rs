@@ -317,10 +317,12 @@ fn placement_rule(s: &Scenario) -> Option<Finding> {
 
 /// Every finding that decides whether the scenario's layout can be deployed (warnings and
 /// advice among them): structural, memory, then launch and placement on a layout that
-/// passes the others. `mem` is the scenario's memory model.
-pub fn deployability_findings(s: &Scenario, mem: &MemoryReport) -> Vec<Finding> {
+/// passes the others. `mem` is the scenario's memory model; `remedies`: whether the memory
+/// errors' help names what would fit ([`rules::memory_rules`]: `dic check` does, the
+/// planner's quick pass does not — the same verdicts either way).
+pub fn deployability_findings(s: &Scenario, mem: &MemoryReport, remedies: bool) -> Vec<Finding> {
     let mut findings = rules::structural(s);
-    findings.extend(rules::memory_rules(s, mem));
+    findings.extend(rules::memory_rules(s, mem, remedies));
     findings.extend(kv_offload_findings(s));
     findings.extend(super::lora_rules::lora_findings(s));
     if !findings.iter().any(|f| f.severity == Severity::Error) {
@@ -333,7 +335,7 @@ pub fn deployability_findings(s: &Scenario, mem: &MemoryReport) -> Vec<Finding> 
 /// Whether the scenario's layout can be deployed on its cluster, and if not, every error
 /// that says why (what `dic check` reports for it written).
 pub fn deployable(s: &Scenario) -> Result<(), Vec<Finding>> {
-    let errors: Vec<Finding> = deployability_findings(s, &memory(s))
+    let errors: Vec<Finding> = deployability_findings(s, &memory(s), true)
         .into_iter()
         .filter(|f| f.severity == Severity::Error)
         .collect();

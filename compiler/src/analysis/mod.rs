@@ -82,7 +82,7 @@ pub fn analyze_quick(s: &Scenario, slo: &[SloTarget]) -> Analysis {
 fn analyze_at(s: &Scenario, slo: &[SloTarget], detailed: bool) -> Analysis {
     let mem = memory::memory(s);
     // The one verdict on whether the layout can be deployed (the planner's too).
-    let mut findings = deployable::deployability_findings(s, &mem);
+    let mut findings = deployable::deployability_findings(s, &mem, detailed);
     let fits = !findings.iter().any(|f| f.severity == Severity::Error);
     let mut prediction = None;
     let mut slo_results = Vec::new();
@@ -120,7 +120,7 @@ pub fn analyze_pool(s: &Scenario, part: &PoolPart, slo: &[SloTarget]) -> Analysi
     let one = disagg::replica(s);
     let mut findings = rules::structural(&one);
     let mem = memory::memory(&one);
-    findings.extend(rules::memory_rules(&one, &mem));
+    findings.extend(rules::memory_rules(&one, &mem, true));
     let (ps, ds) = part.pools(s);
     if part.pool == Pool::Decode {
         findings.extend(pools_cannot_pair(ps, ds));

@@ -107,11 +107,22 @@ fn format_support(s: &Scenario) -> Option<Finding> {
     ))
 }
 
-pub fn memory_rules(s: &Scenario, mem: &MemoryReport) -> Vec<Finding> {
+/// The memory rules' findings. With `remedies`, an error's help also names what would
+/// fit (each remedy a memory model of its own: [`what_would_fit`], the DeepEP budget
+/// that fits); without, the planner's quick pass, only the memory breakdown — the same
+/// verdicts, with their messages.
+pub fn memory_rules(s: &Scenario, mem: &MemoryReport, remedies: bool) -> Vec<Finding> {
     let mut out: Vec<Finding> = format_support(s).into_iter().collect();
     let st = mem.tightest();
     let short = st.kv_cache <= 0.0 || mem.kv_cache_tokens < s.engine.max_model_len;
-    if let Some(f) = deepep_buffers_rule(s, mem).filter(|_| short) {
+    let help = |s: &Scenario| {
+        Some(if remedies {
+            format!("{}\n{}", breakdown(mem), what_would_fit(s))
+        } else {
+            breakdown(mem)
+        })
+    };
+    if let Some(f) = deepep_buffers_rule(s, mem, remedies).filter(|_| short) {
         out.push(f);
     } else if st.kv_cache <= 0.0 {
         out.push(Finding::new(
@@ -125,7 +136,7 @@ pub fn memory_rules(s: &Scenario, mem: &MemoryReport) -> Vec<Finding> {
                 s.engine.gpu_memory_utilization
             ),
             "No available memory for the cache blocks",
-            Some(format!("{}\n{}", breakdown(mem), what_would_fit(s))),
+            help(s),
         ));
     } else if mem.kv_cache_tokens < s.engine.max_model_len {
         let est = mem.kv_cache_tokens;
@@ -140,7 +151,7 @@ pub fn memory_rules(s: &Scenario, mem: &MemoryReport) -> Vec<Finding> {
                 est
             ),
             "vLLM refuses to start",
-            Some(format!("{}\n{}", breakdown(mem), what_would_fit(s))),
+            help(s),
         ));
     } else if let Some(f) = mamba_blocks_below_max_num_seqs(s, mem) {
         out.push(f);
@@ -183,7 +194,7 @@ fn mamba_blocks_below_max_num_seqs(s: &Scenario, mem: &MemoryReport) -> Option<F
 /// E0506: DeepEP's buffers, sized from the token budget, leave no room for the KV cache
 /// (`crate::analysis::deepep`). The help names the largest budget that fits, halving
 /// down to vLLM's own default for the backend.
-fn deepep_buffers_rule(s: &Scenario, mem: &MemoryReport) -> Option<Finding> {
+fn deepep_buffers_rule(s: &Scenario, mem: &MemoryReport, remedies: bool) -> Option<Finding> {
     use crate::analysis::deepep::{deepep_buffer_bytes, BATCHED_DP_TOKEN_BUDGET};
     let buffers = deepep_buffer_bytes(s);
     if buffers <= 0.0 {
@@ -194,7 +205,7 @@ fn deepep_buffers_rule(s: &Scenario, mem: &MemoryReport) -> Option<Finding> {
     let budget = s.engine.max_num_batched_tokens;
     let mut fix = None;
     let mut b = budget / 2;
-    while low_latency && b >= BATCHED_DP_TOKEN_BUDGET.min(budget) && b > 0 {
+    while remedies && low_latency && b >= BATCHED_DP_TOKEN_BUDGET.min(budget) && b > 0 {
         let mut t = s.clone();
         t.engine.max_num_batched_tokens = b;
         t.engine.max_num_seqs = t.engine.max_num_seqs.min(b);
@@ -205,6 +216,7 @@ fn deepep_buffers_rule(s: &Scenario, mem: &MemoryReport) -> Option<Finding> {
         b /= 2;
     }
     let help = match fix {
+        _ if !remedies => String::new(),
         Some(b) => format!(
             "lower `max_num_batched_tokens` to {b} (or leave it unset: vLLM's default with `deepep_low_latency` is {BATCHED_DP_TOKEN_BUDGET})"
         ),
@@ -235,7 +247,11 @@ fn deepep_buffers_rule(s: &Scenario, mem: &MemoryReport) -> Option<Finding> {
             fmt_bytes(st.kv_cache.max(0.0))
         ),
         "CUDA out of memory at start-up",
-        Some(format!("{}\n{help}", breakdown(mem))),
+        Some(if help.is_empty() {
+            breakdown(mem)
+        } else {
+            format!("{}\n{help}", breakdown(mem))
+        }),
     ))
 }
 

@@ -81,7 +81,8 @@ pub struct SiliconRow {
     /// engine's (20.0 s), whose KV cache cannot hold 64 such requests, where four ranks'
     /// caches would hold them at once (dic: 0.11 s). No run of two or four ranks in which
     /// each carried its share could match the one engine's latency and cache at every
-    /// load; `calibration/errors.md` tabulates the pairs.
+    /// load; `calibration/errors.md` tabulates the pairs. (Where one engine of the row's
+    /// TP could not hold the model, [`scenario`] keeps the DP layout.)
     pub one_engine: bool,
     /// How the row was measured.
     pub recipe: Recipe,
@@ -301,8 +302,23 @@ pub const GPUS_PER_BOARD: u64 = 8;
 /// The scenario a row describes: 8-GPU nodes of its GPU with the GPU's NVLink, the
 /// row's layout (or, where its DP ranks served as one engine, that engine's:
 /// [`SiliconRow::one_engine`]) and formats, and for everything the row does not say its
-/// source's recipe ([`Recipe`]) or vLLM's defaults.
+/// source's recipe ([`Recipe`]) or vLLM's defaults. One engine of the row's TP that
+/// cannot hold the model (weights and one request's KV cache) is no reading of the run —
+/// it could not have been that engine — so such a row keeps its DP layout (a held-out
+/// row of a larger model, say; every training row's one engine holds its model).
 pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
+    if r.one_engine {
+        let one = scenario_as(r, true)?;
+        if memory(&one).kv_cache_tokens >= one.engine.max_model_len {
+            return Some(one);
+        }
+    }
+    scenario_as(r, false)
+}
+
+/// [`scenario`] with the row's DP ranks as one engine of its TP (`one_engine`) or as
+/// written.
+fn scenario_as(r: &SiliconRow, one_engine: bool) -> Option<Scenario> {
     let mut model = r.checkpoint.clone()?;
     let name = model_label(r).to_string();
     if let Some(w) = r.weights.as_deref().and_then(quant_format) {
@@ -323,11 +339,7 @@ pub fn scenario(r: &SiliconRow) -> Option<Scenario> {
     let inferencex = r.recipe == Recipe::InferenceX;
     let blackwell = KernelFamily::of(gpu.architecture.as_deref()) == KernelFamily::Blackwell;
     // A run whose DP ranks served as one engine is predicted as that engine.
-    let (dp, ep) = if r.one_engine {
-        (1, false)
-    } else {
-        (r.dp, r.ep)
-    };
+    let (dp, ep) = if one_engine { (1, false) } else { (r.dp, r.ep) };
     let nodes = (r.tp * r.pp * dp).div_ceil(GPUS_PER_BOARD).max(1);
     let scale_out = (nodes > 1)
         .then(|| catalog::link("ib_ndr"))
@@ -615,8 +627,8 @@ one,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,1024,1024,4,4,1,,4,1,300.0,20.
     /// rank, a run of 16; a row without DP ranks keeps `batch_size` as the run's
     /// concurrency. Stated DP ranks ran as one engine of their TP
     /// ([`SiliconRow::one_engine`]): TP 4 × DP 2 at 16 per rank is predicted as one TP 4
-    /// engine holding 32 clients; implied ones stay a DP engine (a TP 1 engine of
-    /// Qwen3-235B would not fit one GPU).
+    /// engine holding 32 clients; implied ones stay a DP engine, and so do stated ones
+    /// whose one engine could not hold the model (Qwen3-235B on one H200).
     #[test]
     fn batch_size_is_per_dp_rank_stated_or_implied() {
         let csv = format!(
@@ -624,7 +636,8 @@ one,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,1024,1024,4,4,1,,4,1,300.0,20.
 minimax_agg_1024x1024_c128_tp2_ep4,MiniMaxAI/MiniMax-M2.5,h200_sxm,agg,fp8,fp8,1024,1024,64,2,1,2,1,4,300.0,20.0\n\
 minimax_agg_1024x1024_c64_tp4,MiniMaxAI/MiniMax-M2.5,h200_sxm,agg,fp8,fp8,1024,1024,64,4,1,1,4,1,300.0,20.0\n\
 qwen3_agg_1000x100_c8_tp1,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,1000,100,8,1,1,,2,1,300.0,20.0\n\
-qwen3_agg_1000x100_c32_tp4_dp2,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,1000,100,16,4,1,2,1,8,300.0,20.0\n",
+qwen3_agg_1000x100_c32_tp4_dp2,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,1000,100,16,4,1,2,1,8,300.0,20.0\n\
+qwen3_agg_1000x100_c32_tp1_dp4,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,1000,100,8,1,1,4,1,4,300.0,20.0\n",
             header()
         );
         let (rows, skipped) = parse_silicon(&csv, &|_| None);
@@ -639,7 +652,8 @@ qwen3_agg_1000x100_c32_tp4_dp2,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,100
                 (2, 2, true, 128, true),
                 (4, 1, false, 64, false),
                 (1, 2, false, 16, false),
-                (4, 2, true, 32, true)
+                (4, 2, true, 32, true),
+                (1, 4, true, 32, true)
             ]
         );
         // (MiniMax-M2.5 is not a stdlib model: its scenario needs ../shared's config.)
@@ -655,7 +669,14 @@ qwen3_agg_1000x100_c32_tp4_dp2,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,100
                 })
             })
             .collect();
-        assert_eq!(layouts, [Some((1, 2, false, 16)), Some((4, 1, false, 32))]);
+        assert_eq!(
+            layouts,
+            [
+                Some((1, 2, false, 16)),
+                Some((4, 1, false, 32)),
+                Some((1, 4, true, 32))
+            ]
+        );
     }
 
     /// The quantization columns set the GEMMs' and the experts' formats; a mode dic does

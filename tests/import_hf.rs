@@ -822,3 +822,39 @@ fn gemma_4_moe_keys_are_read_as_vllm_reads_them() {
         p.mlps
     );
 }
+
+/// Qwen3-32B-FP8 (intermediate 25,600, 64 heads × 128, 8 KV heads; blocks 128 × 128): the
+/// importer reads the block from config.json. At tp 16 the down projection's 25,600 inputs
+/// give 1,600 per rank = 12.5 blocks (vLLM: "Weight input_size_per_partition = 1600 is not
+/// divisible by weight quantization block_k = 128."); at tp 8, 3,200 = 25 blocks, and the
+/// attention output's 8,192 inputs give 1,024 = 8 blocks.
+#[cfg_attr(
+    dic_no_shared,
+    ignore = "needs ../shared, the reference data beside the repository"
+)]
+#[test]
+fn qwen3_32b_fp8_imports_its_blocks_and_refuses_tp_16() {
+    use dic_compiler::analysis::rules::{tp_refusal, valid_tp_sizes};
+    use dic_compiler::diagnostics::Code;
+    let dir = common::required_shared_dir().join("models/hf");
+    let hf_config = |file: &str| std::fs::read_to_string(dir.join(file)).ok();
+    let Some(m) =
+        dic_compiler::import_hf::model_from_flat_configs("Qwen/Qwen3-32B-FP8", &hf_config)
+    else {
+        panic!("../shared/models/hf/Qwen--Qwen3-32B-FP8_config.json imports");
+    };
+    assert_eq!(m.detail.weight_block, vec![128, 128]);
+    assert!(tp_refusal(&m, 8).is_none());
+    let (code, why) = tp_refusal(&m, 16).unwrap();
+    assert_eq!(code, Code::WidthNotDivisible);
+    assert!(
+        why.contains("input_size_per_partition = 1600") && why.contains("block_k = 128"),
+        "{why}"
+    );
+    // The planner's sizes pass the same rule: tp 16 is not among them.
+    assert_eq!(valid_tp_sizes(&m, 16), vec![1, 2, 4, 8]);
+    // The same checkpoint without blocks (per-tensor scales) splits over tp 16.
+    let mut per_tensor = m.clone();
+    per_tensor.detail.weight_block.clear();
+    assert!(tp_refusal(&per_tensor, 16).is_none());
+}

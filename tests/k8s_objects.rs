@@ -422,10 +422,6 @@ const NO_OFFLINE_SCHEMA: &[&str] = &[
     "ComputeDomain",
 ];
 
-#[cfg_attr(
-    dic_no_shared,
-    ignore = "needs ../shared, the reference data beside the repository"
-)]
 /// pd_70b_h200.dist at 6 req/s: one prefill replica down leaves the pair 4.48 req/s, one
 /// decode replica down 4.39 (`planner::pool_failure`), so each pool's
 /// PodDisruptionBudget allows none down; the 16 GPUs are all taken (12 prefill + 4
@@ -483,6 +479,10 @@ fn a_moe_engine_over_nodes_surges_rather_than_stops() {
     );
 }
 
+#[cfg_attr(
+    dic_no_shared,
+    ignore = "needs ../shared, the reference data beside the repository"
+)]
 #[test]
 fn every_example_manifest_passes_both_validators() {
     let shared = common::required_shared_dir();

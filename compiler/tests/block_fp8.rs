@@ -30,39 +30,6 @@ fn first(c: &Checked, code: Code) -> &Diagnostic {
         .unwrap_or_else(|| panic!("{code} expected: {:?}", codes(c)))
 }
 
-fn hf_config(file: &str) -> Option<String> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/models/hf");
-    std::fs::read_to_string(dir.join(file)).ok()
-}
-
-/// Qwen3-32B-FP8 (intermediate 25,600, 64 heads × 128, 8 KV heads; blocks 128 × 128): the
-/// importer reads the block from config.json. At tp 16 the down projection's 25,600 inputs
-/// give 1,600 per rank = 12.5 blocks (vLLM: "Weight input_size_per_partition = 1600 is not
-/// divisible by weight quantization block_k = 128."); at tp 8, 3,200 = 25 blocks, and the
-/// attention output's 8,192 inputs give 1,024 = 8 blocks.
-#[test]
-fn qwen3_32b_fp8_imports_its_blocks_and_refuses_tp_16() {
-    let Some(m) =
-        dic_compiler::import_hf::model_from_flat_configs("Qwen/Qwen3-32B-FP8", &hf_config)
-    else {
-        panic!("../shared/models/hf/Qwen--Qwen3-32B-FP8_config.json imports");
-    };
-    assert_eq!(m.detail.weight_block, vec![128, 128]);
-    assert!(tp_refusal(&m, 8).is_none());
-    let (code, why) = tp_refusal(&m, 16).unwrap();
-    assert_eq!(code, Code::WidthNotDivisible);
-    assert!(
-        why.contains("input_size_per_partition = 1600") && why.contains("block_k = 128"),
-        "{why}"
-    );
-    // The planner's sizes pass the same rule: tp 16 is not among them.
-    assert_eq!(valid_tp_sizes(&m, 16), vec![1, 2, 4, 8]);
-    // The same checkpoint without blocks (per-tensor scales) splits over tp 16.
-    let mut per_tensor = m.clone();
-    per_tensor.detail.weight_block.clear();
-    assert!(tp_refusal(&per_tensor, 16).is_none());
-}
-
 /// The same refusal from a `.dist` file, with a help that proposes TP sizes vLLM accepts.
 #[test]
 fn a_block_fp8_tp_the_shards_cannot_hold_is_e0411_with_working_sizes() {

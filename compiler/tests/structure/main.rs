@@ -1,7 +1,8 @@
 //! The workspace's shape, read from its source text: (a) no import cycle among modules,
 //! (b) no source file over `MAX_FILE_LINES` lines, (c) no function over
 //! `MAX_FUNCTION_LINES` lines outside tests, (d) the targets import nothing of the
-//! compiler core but its IR. `tests/layers.rs` orders the core's top-level modules; this
+//! compiler core but its IR, (e) a test that needs `../shared` is marked so a clone
+//! without it counts the test ignored. `tests/layers.rs` orders the core's top-level modules; this
 //! test covers every crate of the workspace and every level of its module trees.
 //!
 //! Each rule has an allow-list of the violations known when it was written, each with its
@@ -195,5 +196,80 @@ fn targets_use_only_the_ir() {
         &listed,
         &mut problems,
     );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// (e) A test that needs `../shared` says so. In a package whose build script sets
+/// `dic_no_shared` when `../shared` is absent, every test calling `required_shared_dir()`
+/// (which panics without it) carries `#[cfg_attr(dic_no_shared, ignore = …)]`, so a clone
+/// without the data counts it as ignored rather than failed; a package without that
+/// build script cannot mark its tests, so none of its tests reads `../shared`. (A fresh
+/// clone found one test of each kind: an ignore that had drifted onto the test above it,
+/// and `compiler/tests/block_fp8.rs` reading a config from `../shared`.)
+#[test]
+fn tests_that_need_shared_are_marked() {
+    let files = workspace_files();
+    let marking: BTreeSet<String> = files
+        .iter()
+        .filter(|f| f.path.ends_with("build.rs") && f.text.contains("dic_no_shared"))
+        .map(|f| f.package.clone())
+        .collect();
+    let mut problems = Vec::new();
+    // (This test's own folder names the patterns it looks for.)
+    for f in files
+        .iter()
+        .filter(|f| f.is_test && !f.path.contains("/tests/structure/"))
+    {
+        if !marking.contains(&f.package) {
+            if f.text.contains("../shared") || f.text.contains("shared_dir(") {
+                problems.push(format!(
+                    "{}: reads ../shared, but package `{}` cannot mark it ignored",
+                    f.path, f.package
+                ));
+            }
+            continue;
+        }
+        // Each `#[test]` function: its attributes (the lines above it back to the previous
+        // item) and its body (to the next `#[test]` or the end).
+        let lines: Vec<&str> = f.text.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            let Some(name) = l
+                .trim_start()
+                .strip_prefix("fn ")
+                .and_then(|r| r.split('(').next())
+            else {
+                continue;
+            };
+            let attrs_start = lines[..i]
+                .iter()
+                .rposition(|a| {
+                    let a = a.trim_start();
+                    !(a.starts_with("#[")
+                        || a.starts_with("///")
+                        || a.starts_with(')')
+                        || a.starts_with("ignore")
+                        || a.starts_with("dic_no_")
+                        || a.starts_with("not(")
+                        || a.starts_with("all(")
+                        || a.starts_with("any("))
+                })
+                .map_or(0, |p| p + 1);
+            let attrs = lines[attrs_start..i].join("\n");
+            if !attrs.contains("#[test]") {
+                continue;
+            }
+            let end = lines[i + 1..]
+                .iter()
+                .position(|b| b.starts_with('}'))
+                .map_or(lines.len(), |p| i + 1 + p);
+            let body = lines[i..end].join("\n");
+            if body.contains("required_shared_dir()") && !attrs.contains("dic_no_shared") {
+                problems.push(format!(
+                    "{}: test `{name}` needs ../shared but is not marked `cfg_attr(dic_no_shared, ignore = …)`",
+                    f.path
+                ));
+            }
+        }
+    }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

@@ -1,7 +1,9 @@
 //! Names the commit `dic --version` prints, and marks the tests that cannot run on this
 //! machine as ignored, with their reason, so
 //! `cargo test` counts them in its summary instead of passing them silently: `../shared`
-//! (the reference data beside the repository) and Chromium (for the report's HTML test).
+//! (the reference data beside the repository), Chromium (for the report's HTML test), and
+//! a Python with aiohttp and vllm-router (for the P/D router's tests, `tests/pd_router.rs`:
+//! `DIC_ROUTER_VENV` or `target/router-venv`, else `python3` and `vllm-router` on PATH).
 //! Under `CI=true` nothing is ignored: the tests run and fail when what they need is
 //! missing.
 
@@ -11,8 +13,11 @@ fn main() {
     commit();
     println!("cargo:rustc-check-cfg=cfg(dic_no_shared)");
     println!("cargo:rustc-check-cfg=cfg(dic_no_chromium)");
+    println!("cargo:rustc-check-cfg=cfg(dic_no_aiohttp)");
+    println!("cargo:rustc-check-cfg=cfg(dic_no_vllm_router)");
     println!("cargo:rerun-if-env-changed=CI");
     println!("cargo:rerun-if-env-changed=PATH");
+    println!("cargo:rerun-if-env-changed=DIC_ROUTER_VENV");
     // Absolute, so a target folder shared by two checkouts does not reuse the other's answer.
     let manifest = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
     let shared = Path::new(&manifest).join("../shared");
@@ -35,6 +40,46 @@ fn main() {
         .any(|b| on_path(b))
     {
         println!("cargo:rustc-cfg=dic_no_chromium");
+    }
+    router_tools(Path::new(&manifest), &on_path);
+}
+
+/// Marks the P/D router's tests: `dic_no_aiohttp` without a Python that imports aiohttp,
+/// `dic_no_vllm_router` without vllm-router beside it (or on PATH). The same places the
+/// tests look, in the same order (`tests/pd_router.rs`'s `tools`).
+fn router_tools(manifest: &Path, on_path: &dyn Fn(&str) -> bool) {
+    let has_aiohttp = |python: &Path| {
+        std::process::Command::new(python)
+            .args(["-c", "import aiohttp"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let venv = manifest.join("target/router-venv");
+    println!("cargo:rerun-if-changed={}", venv.join("bin").display());
+    let venvs = std::env::var_os("DIC_ROUTER_VENV")
+        .map(std::path::PathBuf::from)
+        .into_iter()
+        .chain([venv]);
+    let mut found = None;
+    for v in venvs {
+        let python = v.join("bin/python");
+        if python.is_file() && has_aiohttp(&python) {
+            found = Some(v.join("bin/vllm-router").is_file());
+            break;
+        }
+    }
+    if found.is_none() && has_aiohttp(Path::new("python3")) {
+        found = Some(on_path("vllm-router"));
+    }
+    match found {
+        None => {
+            println!("cargo:rustc-cfg=dic_no_aiohttp");
+            println!("cargo:rustc-cfg=dic_no_vllm_router");
+        }
+        Some(false) => println!("cargo:rustc-cfg=dic_no_vllm_router"),
+        Some(true) => {}
     }
 }
 

@@ -7,7 +7,8 @@
 //! Needs a Python with aiohttp, and vllm-router for the end-to-end tests: `DIC_ROUTER_VENV`
 //! or `target/router-venv` (`python3 -m venv target/router-venv && target/router-venv/bin/pip
 //! install vllm-router==0.1.17`), else `python3` and `vllm-router` on PATH. Without them the
-//! tests say SKIPPED; under `CI=true` their absence fails.
+//! tests are ignored with that reason (the build script looks in the same places); under
+//! `CI=true` nothing is ignored and their absence fails.
 
 #![allow(clippy::unwrap_used)] // a test: a failed unwrap is a failure
 
@@ -322,6 +323,10 @@ const PROMPT: &str = r#"{"model":"chat","prompt":"hi","max_tokens":8}"#;
 /// the connection closed; an early error (no key, an oversize body) closes the connection,
 /// so what follows on it is never read as a request; a client that stops sending its
 /// headers or body is cut off after the client timeout. None of it reaches the upstream.
+#[cfg_attr(
+    dic_no_aiohttp,
+    ignore = "needs a Python with aiohttp (tests/pd_router.rs's header)"
+)]
 #[test]
 fn the_front_refuses_ambiguous_framing_and_closes_after_early_errors() {
     let Some(t) = tools() else {
@@ -434,6 +439,10 @@ fn the_front_refuses_ambiguous_framing_and_closes_after_early_errors() {
 /// The client's key is checked (from the environment, never the command line), a
 /// client's `kv_transfer_params` never passes the front, and only the completion routes
 /// and /v1/models are served.
+#[cfg_attr(
+    dic_no_aiohttp,
+    ignore = "needs a Python with aiohttp (tests/pd_router.rs's header)"
+)]
 #[test]
 fn the_front_checks_the_key_and_strips_kv_transfer_params() {
     let Some(t) = tools() else {
@@ -487,6 +496,10 @@ fn the_front_checks_the_key_and_strips_kv_transfer_params() {
 /// A hung upstream answers 504 within the read timeout; a truncated answer is a 502, or,
 /// once a stream has begun, an aborted connection without the final chunk: never a
 /// complete 200. An upstream that is not there is a 502.
+#[cfg_attr(
+    dic_no_aiohttp,
+    ignore = "needs a Python with aiohttp (tests/pd_router.rs's header)"
+)]
 #[test]
 fn a_hung_or_truncated_upstream_fails_instead_of_answering_200() {
     let Some(t) = tools() else {
@@ -536,6 +549,10 @@ fn a_hung_or_truncated_upstream_fails_instead_of_answering_200() {
 
 /// The prefill guard: a prefill answer with the engine's `kv_transfer_params` passes, one
 /// without becomes a 502, errors and the servers' health pass through as they are.
+#[cfg_attr(
+    dic_no_aiohttp,
+    ignore = "needs a Python with aiohttp (tests/pd_router.rs's header)"
+)]
 #[test]
 fn the_prefill_guard_fails_a_prefill_without_kv_transfer_params() {
     let Some(t) = tools() else {
@@ -577,6 +594,10 @@ fn the_prefill_guard_fails_a_prefill_without_kv_transfer_params() {
 /// with the prefill engine's `kv_transfer_params` for decode; the engines' key on both),
 /// streamed answers in order; a client's own `kv_transfer_params` never reach decode,
 /// whether or not prefill returns its own; a prefill without them fails the request.
+#[cfg_attr(
+    dic_no_vllm_router,
+    ignore = "needs vllm-router and a Python with aiohttp (tests/pd_router.rs's header)"
+)]
 #[test]
 fn vllm_router_behind_the_front_runs_both_legs_and_refuses_smuggling() {
     let Some(t) = tools() else {
@@ -731,6 +752,10 @@ fn client(port: u16, n: usize, start: &std::sync::Barrier) -> Vec<Result<Duratio
 /// cores): 500 concurrent clients through the front and vllm-router to two prefill and two
 /// decode stand-ins. Every request must succeed; prints requests/s, p50/p99 latency and
 /// both router processes' peak RSS (the numbers in the router's docs come from here).
+#[cfg_attr(
+    dic_no_vllm_router,
+    ignore = "needs vllm-router and a Python with aiohttp (tests/pd_router.rs's header)"
+)]
 #[test]
 fn five_hundred_concurrent_clients_through_the_router() {
     let Some(t) = tools() else {

@@ -427,3 +427,26 @@ proptest! {
         prop_assert!(errors(&again).is_empty(), "{src}\napplied ({figure} nodes): {:?}", errors(&again));
     }
 }
+
+/// A case the property test found: Mixtral on one 4-GPU B200 node at 200 req/s. The
+/// closest layout, `tp 1 × dp 4 × ep`, meets the load at 12 replicas with DeepEP across
+/// 3 nodes, but the search on 3 nodes does not reach 12 replicas and finds nothing; the
+/// figure must be what planning again on the applied cluster finds (here the search's own
+/// choice on a larger cluster, 4 nodes).
+#[test]
+fn e0701s_figure_is_what_the_search_finds_on_the_applied_cluster() {
+    let src = format!(
+        "{}\nmodel m = mixtral_8x7b {{ }}\n\
+workload w {{ prompt = 1024 tokens, output = 256 tokens, rate = 200 req/s }}\n\
+deploy d {{ model = m, cluster = c, workload = w, layout = auto }}\n",
+        generated_cluster(3, 4, 1, false, "mixtral_8x7b")
+    );
+    let figure = nodes_figure(&check(&src, Advice::Planner)).expect("an E0701 figure");
+    let bigger = src.replace("nodes = 1 ×", &format!("nodes = {figure} ×"));
+    let again = check(&bigger, Advice::Planner);
+    assert!(
+        errors(&again).is_empty(),
+        "applied ({figure} nodes): {:?}",
+        errors(&again)
+    );
+}

@@ -362,13 +362,23 @@ fn replicas_that_meet(
     dp: u64,
 ) -> Option<(crate::program::Layout, u64)> {
     let s = &ds.scenario;
-    (dp..=dp.saturating_mul(4).max(dp + 8)).find_map(|dp| {
+    let (layout, bigger) = (dp..=dp.saturating_mul(4).max(dp + 8)).find_map(|dp| {
         let layout = crate::program::Layout { dp, ..c.layout };
         let mut bigger = s.clone();
         bigger.topology.nodes = s.topology.nodes.max(s.topology.nodes_for_layout(&layout));
         let x = evaluate(&bigger, &ds.slo, layout, &c.weights, &c.kv_cache);
-        (x.meets_slo && !x.overloaded).then(|| (layout, bigger.topology.nodes_for_layout(&layout)))
-    })
+        (x.meets_slo && !x.overloaded).then_some((layout, bigger))
+    })?;
+    // The figure is what the user applies: on that many nodes `layout = auto` must find a
+    // layout too. Where the search there does not reach this count of replicas (its DP
+    // search within the family stops short), the caller falls back to the search's own
+    // figure (`layout_that_carries`), so the two never disagree.
+    let nodes = bigger.topology.nodes_for_layout(&layout);
+    let mut applied = s.clone();
+    applied.topology.nodes = s.topology.nodes.max(nodes);
+    super::search(&applied, &ds.slo, &super::space_of(ds))
+        .chosen
+        .map(|_| (layout, nodes))
 }
 
 /// The planner's choice for the deployment on a cluster of the same nodes, enough of them

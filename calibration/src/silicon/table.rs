@@ -195,19 +195,16 @@ by the constants fitted on the other GPUs' rows (leaving each row's GPU out). Th
     let mut families: Vec<&str> = rows.iter().map(model_label).collect();
     families.sort();
     families.dedup();
+    // The family's rows' errors in one evaluation.
+    let of_family = |f: &str, e: &RowErrors| -> Vec<Option<(f64, f64)>> {
+        rows.iter()
+            .zip(e)
+            .filter(|(r, _)| model_label(r) == f)
+            .map(|(_, e)| *e)
+            .collect()
+    };
     for f in families {
-        let group: Vec<Option<(f64, f64)>> = rows
-            .iter()
-            .zip(lomo)
-            .filter(|(r, _)| model_label(r) == f)
-            .map(|(_, e)| *e)
-            .collect();
-        let gpu_out: Vec<Option<(f64, f64)>> = rows
-            .iter()
-            .zip(logo)
-            .filter(|(r, _)| model_label(r) == f)
-            .map(|(_, e)| *e)
-            .collect();
+        let (group, gpu_out) = (of_family(f, lomo), of_family(f, logo));
         let (t, p) = (stats(&ttft(&group)), stats(&tpot(&group)));
         let (gt, gp) = (stats(&ttft(&gpu_out)), stats(&tpot(&gpu_out)));
         let meets = t.median_abs <= 0.20

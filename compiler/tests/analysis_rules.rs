@@ -846,6 +846,7 @@ deploy d {{ model = {model}, cluster = c, layout = {layout}, engine = vllm {{ {e
             "max_model_len = 8k tokens, all2all_backend = deepep_low_latency, max_num_batched_tokens = 16384",
         ),
         deployment("dgx_h100", "llama_3_1_8b", "tp 1", "max_model_len = 8k tokens"),
+        deployment("dgx_h100", "llama_3_1_70b", "tp 16", "max_model_len = 8k tokens"),
     ];
     let mut refused = 0;
     for s in &cases {
@@ -870,7 +871,23 @@ deploy d {{ model = {model}, cluster = c, layout = {layout}, engine = vllm {{ {e
         refused += usize::from(quick.iter().any(|f| f.severity == Severity::Error));
     }
     assert_eq!(
-        refused, 3,
-        "three of the four do not fit (E0201, E0202, E0506)"
+        refused, 4,
+        "four of the five are refused (E0201, E0202, E0506, E0401)"
+    );
+    // E0401's remedy (a layout search, a memory model each) is the full pass's alone.
+    let across = cases.last().expect("the tp 16 case");
+    let mem = memory(across);
+    let e0401 = |remedies| {
+        deployability_findings(across, &mem, remedies)
+            .into_iter()
+            .find(|f| f.code == Code::TpAcrossNodes)
+            .expect("tp 16 over two 8-GPU nodes is E0401")
+    };
+    assert_eq!(e0401(false).help, None);
+    assert!(
+        e0401(true)
+            .help
+            .is_some_and(|h| h.contains("fits on the same 16 GPUs")),
+        "the full pass names a layout that fits on the same GPUs"
     );
 }

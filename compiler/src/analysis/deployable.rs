@@ -318,10 +318,11 @@ fn placement_rule(s: &Scenario) -> Option<Finding> {
 /// Every finding that decides whether the scenario's layout can be deployed (warnings and
 /// advice among them): structural, memory, then launch and placement on a layout that
 /// passes the others. `mem` is the scenario's memory model; `remedies`: whether the memory
-/// errors' help names what would fit ([`rules::memory_rules`]: `dic check` does, the
-/// planner's quick pass does not — the same verdicts either way).
+/// errors' and E0401's help name a layout that would fit ([`rules::memory_rules`],
+/// [`rules::structural`]: `dic check` does, the planner's quick pass does not — the same
+/// verdicts either way).
 pub fn deployability_findings(s: &Scenario, mem: &MemoryReport, remedies: bool) -> Vec<Finding> {
-    let mut findings = rules::structural(s);
+    let mut findings = rules::structural(s, remedies);
     findings.extend(rules::memory_rules(s, mem, remedies));
     findings.extend(kv_offload_findings(s));
     findings.extend(super::lora_rules::lora_findings(s));

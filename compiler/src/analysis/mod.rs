@@ -118,7 +118,7 @@ pub fn analyze_pool(s: &Scenario, part: &PoolPart, slo: &[SloTarget]) -> Analysi
     // Each replica is an engine of its own (the launch starts them as such): the rules
     // are about one engine; the cluster's accounting places the replicas (E0408).
     let one = disagg::replica(s);
-    let mut findings = rules::structural(&one);
+    let mut findings = rules::structural(&one, true);
     let mem = memory::memory(&one);
     findings.extend(rules::memory_rules(&one, &mem, true));
     let (ps, ds) = part.pools(s);

@@ -9,15 +9,17 @@ use super::*;
 const SLOW_EP_FABRIC_BYTES_PER_GPU: f64 = 25e9;
 
 /// vLLM's startup checks and the topology rules; no memory model needed. The findings come
-/// in the order of the checks below.
-pub fn structural(s: &Scenario) -> Vec<Finding> {
+/// in the order of the checks below. Without `remedies` (the planner's quick pass, which
+/// reads only the verdicts) E0401 gives no help: its remedy searches layouts that fit, a
+/// memory model each; the verdicts and messages are the same.
+pub fn structural(s: &Scenario, remedies: bool) -> Vec<Finding> {
     let mut out = Vec::new();
     engine_options_the_model_or_workload_cannot_use(s, &mut out);
     formats_against_the_gpu(s, &mut out);
     layout_against_the_model(s, &mut out);
     layout_against_the_cluster(s, &mut out);
     super::shape::decode_context_parallel(s, &mut out);
-    tp_links(s, &mut out);
+    tp_links(s, remedies, &mut out);
     moe_token_exchange(s, &mut out);
     dual_batch_overlap(s, &mut out);
     lengths_and_batch(s, &mut out);
@@ -260,7 +262,7 @@ fn layout_against_the_cluster(s: &Scenario, out: &mut Vec<Finding>) {
 }
 
 /// The link a TP group's all-reduces cross: across nodes or NVLink domains, or over PCIe.
-fn tp_links(s: &Scenario, out: &mut Vec<Finding>) {
+fn tp_links(s: &Scenario, remedies: bool, out: &mut Vec<Finding>) {
     let l = &s.layout;
     let t = &s.topology;
     if l.tp > 1 {
@@ -293,7 +295,7 @@ fn tp_links(s: &Scenario, out: &mut Vec<Finding>) {
                     tp.bandwidth / 0.8 / 1e9
                 ),
                 "TP all-reduces twice per layer per token: it belongs inside one NVLink domain",
-                Some(tp_inside_the_domain(s, domain)),
+                remedies.then(|| tp_inside_the_domain(s, domain)),
             ));
         } else if tp.link_type == LinkType::Pcie {
             out.push(Finding::new(

@@ -236,3 +236,114 @@ fn dcp_on_rocm_needs_a_sparse_mla_backend_with_it() {
         nvidia.diagnostics
     );
 }
+
+/// A deployment of `model` on one `node` with `layout` and engine options `engine`.
+fn deploy_on(node: &str, model: &str, layout: &str, engine: &str) -> Checked {
+    let world = MemoryWorld::new().with(
+        "c.dist",
+        &format!(
+            "import std.nodes.{node}\nimport std.models.{model}\n\
+             cluster c {{ nodes = 1 × {node} }}\n\
+             deploy d {{ model = {model}, cluster = c, layout = {layout}, \
+             engine = vllm {{ max_model_len = 16k tokens{engine} }} }}\n"
+        ),
+    );
+    driver::compile_file(&world, "c.dist").unwrap()
+}
+
+/// Row 50: dic writes `--block-size`, which vLLM takes as the user's and filters its
+/// attention backends by. DeepSeek V4's sparse attention and indexer take 256 alone
+/// (`DeepseekV4SparseMLABackend`, `DeepseekV4IndexerBackend`): dic writes 256 where the
+/// `.dist` sets none (it had written 16, and every V4 deployment stopped at start-up),
+/// and refuses a written size they do not take.
+#[test]
+fn the_block_size_dic_writes_is_one_the_attention_backends_take() {
+    let v4 = deploy_on("dgx_h200", "deepseek_v4_flash", "tp 8 × ep", "");
+    assert!(!v4.has_errors(), "{:?}", codes(&v4));
+    assert_eq!(v4.plan.deployments[0].engine.block_size, 256);
+    let written = deploy_on(
+        "dgx_h200",
+        "deepseek_v4_flash",
+        "tp 8 × ep",
+        ", block_size = 16",
+    );
+    let e = first(&written, Code::NoAttentionBackend);
+    assert!(
+        e.message.contains("No common block size for 16"),
+        "{}",
+        e.message
+    );
+    assert!(written.plan.deployments.is_empty());
+    // Sparse MLA's indexer takes 64: 32 is refused, 128 is not.
+    let v32 = |engine| deploy_on("dgx_h200", "deepseek_v3_2", "tp 8", engine);
+    assert!(codes(&v32(", block_size = 32")).contains(&Code::NoAttentionBackend));
+    assert!(!codes(&v32(", block_size = 128")).contains(&Code::NoAttentionBackend));
+    // Every backend takes multiples of 16; 8 is refused on any model.
+    let llama = |engine| deploy_on("dgx_h100", "llama_3_1_8b", "tp 1", engine);
+    assert!(codes(&llama(", block_size = 8")).contains(&Code::NoAttentionBackend));
+    assert!(!codes(&llama(", block_size = 32")).contains(&Code::NoAttentionBackend));
+}
+
+/// Sparse MLA with the indexer (DeepSeek V3.2, GLM-5) has no backend below compute
+/// capability 9.0 (`FLASH_ATTN_MLA_SPARSE` and `FLASHINFER_MLA_SPARSE_SM90` take 9.x,
+/// `FLASHMLA_SPARSE` 9.x and 10.x, `FLASHINFER_MLA_SPARSE` 10.x): "No valid attention
+/// backend found" on an A100.
+#[test]
+fn sparse_mla_needs_hopper_or_blackwell() {
+    let a100 = deploy_on("dgx_a100", "deepseek_v3_2", "tp 8 × pp 2", "");
+    let e = first(&a100, Code::NoAttentionBackend);
+    assert!(
+        e.message.contains("No valid attention backend"),
+        "{}",
+        e.message
+    );
+    let h200 = deploy_on("dgx_h200", "deepseek_v3_2", "tp 8", "");
+    assert!(!codes(&h200).contains(&Code::NoAttentionBackend));
+}
+
+/// Below SM89 vLLM's Triton backends refuse an FP8 cache (`TritonAttentionImpl`,
+/// `TritonMLAImpl`), and MLA models (TRITON_MLA is the only MLA backend there) and gpt-oss
+/// (attention sinks) have no other backend; a Llama's FP8 cache runs on FlashInfer.
+#[test]
+fn an_fp8_cache_below_sm89_needs_a_backend_other_than_triton() {
+    let mla = deploy_on("dgx_a100", "deepseek_v3", "tp 8 × pp 2", "");
+    assert!(!codes(&mla).contains(&Code::NoAttentionBackend));
+    let fp8 = |model: &str, layout: &str| {
+        let world = MemoryWorld::new().with(
+            "c.dist",
+            &format!(
+                "import std.nodes.dgx_a100\nimport std.models.{model}\n\
+                 cluster c {{ nodes = 2 × dgx_a100 }}\n\
+                 model m = {model} {{ kv_cache = fp8 }}\n\
+                 deploy d {{ model = m, cluster = c, layout = {layout}, \
+                 engine = vllm {{ max_model_len = 16k tokens }} }}\n"
+            ),
+        );
+        driver::compile_file(&world, "c.dist").unwrap()
+    };
+    let e = first(&fp8("deepseek_v3", "tp 8 × pp 2"), Code::NoAttentionBackend).clone();
+    assert!(e.message.contains("TRITON_MLA"), "{}", e.message);
+    assert!(codes(&fp8("gpt_oss_120b", "tp 2")).contains(&Code::NoAttentionBackend));
+    assert!(!codes(&fp8("llama_3_1_8b", "tp 1")).contains(&Code::NoAttentionBackend));
+}
+
+/// DeepSeek V4 on Hopper and Blackwell attends through FlashMLA, whose cache is FP8
+/// (`_resolve_dsv4_kv_cache_dtype`): a 16-bit cache is refused, `auto` and `fp8` are not.
+#[test]
+fn deepseek_v4_on_hopper_needs_an_fp8_cache() {
+    let world = MemoryWorld::new().with(
+        "c.dist",
+        "import std.nodes.dgx_h200\nimport std.models.deepseek_v4_flash\n\
+         cluster c { nodes = 1 × dgx_h200 }\n\
+         model m = deepseek_v4_flash { kv_cache = bf16 }\n\
+         deploy d { model = m, cluster = c, layout = tp 8 × ep, \
+         engine = vllm { max_model_len = 16k tokens } }\n",
+    );
+    let c = driver::compile_file(&world, "c.dist").unwrap();
+    let e = first(&c, Code::NoAttentionBackend);
+    assert!(
+        e.message.contains("only supports fp8 kv-cache"),
+        "{}",
+        e.message
+    );
+}

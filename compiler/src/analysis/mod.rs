@@ -16,6 +16,7 @@
 
 pub mod activation;
 pub mod allocation;
+pub mod attention_backend;
 pub mod bridge;
 pub mod catalog;
 pub mod cluster;

@@ -444,11 +444,7 @@ pub fn engine_settings(
         },
     };
     let (seqs, mnbt) = batch.settle(false);
-    let default_block = if model.attention == crate::program::Attention::Mla {
-        vllm_defaults::MLA_BLOCK_SIZE
-    } else {
-        vllm_defaults::BLOCK_SIZE
-    };
+    let default_block = super::attention_backend::default_block_size(model);
     EngineSettings {
         gpu_memory_utilization: o
             .gpu_memory_utilization

@@ -116,6 +116,7 @@ codes! {
 
     UnsupportedLaunch = "E0801", Error, "deployment cannot be launched by the target";
     FormatNeedsNewerGpu = "E0802", Error, "weight format this GPU or dtype cannot run";
+    NoAttentionBackend = "E0803", Error, "no attention backend for this model, KV cache and GPU";
 
     UnsupportedConfig = "E0901", Error, "Hugging Face config cannot be mapped";
 

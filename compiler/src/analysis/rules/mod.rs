@@ -15,6 +15,7 @@ use crate::syntax::ast::Op;
 use crate::units::fmt_bytes;
 use serde::Serialize;
 
+mod attention;
 mod memory_rules;
 mod passthrough;
 mod shape;

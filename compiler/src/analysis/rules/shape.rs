@@ -309,7 +309,25 @@ pub fn moe_refusal(m: &Model, l: &Layout) -> Option<String> {
             if l.pcp > 1 { " × pcp" } else { "" }
         ));
     }
-    block_fp8_moe_refusal(m, tp, l.tp.max(1)).or_else(|| block_fp8_shared_refusal(m, l))
+    gpt_oss_world_refusal(m, l)
+        .or_else(|| block_fp8_moe_refusal(m, tp, l.tp.max(1)))
+        .or_else(|| block_fp8_shared_refusal(m, l))
+}
+
+/// gpt-oss's MoE block asserts that its experts' intermediate size divides the whole
+/// world size, `ep` or not (`model_executor/models/gpt_oss.py:MLPBlock.__init__`:
+/// `config.intermediate_size % self.world_size == 0`, the world `tp × pp × pcp × dp` of
+/// `ParallelConfig.world_size_across_dp` once DP ranks join one process group).
+fn gpt_oss_world_refusal(m: &Model, l: &Layout) -> Option<String> {
+    let gpt_oss =
+        crate::analysis::vllm_class::vllm_class(m).is_some_and(|c| c.class == "GptOssForCausalLM");
+    let world = l.tp.max(1) * l.pp.max(1) * l.pcp.max(1) * l.dp.max(1);
+    (gpt_oss && m.moe_intermediate > 0 && !m.moe_intermediate.is_multiple_of(world)).then(|| {
+        format!(
+            "the experts' intermediate size ({}) is not divisible by the world size {world} (tp × pp × dp): gpt-oss's MoE block asserts `config.intermediate_size % world_size == 0`, with `ep` too",
+            m.moe_intermediate
+        )
+    })
 }
 
 /// `validate_fp8_block_shape` on the shared experts' down projection (a row-parallel
@@ -344,6 +362,12 @@ fn shared_width(m: &Model) -> u64 {
 /// The help for a [`moe_refusal`]: `ep`, or the widest split of each expert (powers of
 /// two, as the planner's sizes) that vLLM accepts.
 fn moe_help(m: &Model, l: &Layout) -> String {
+    if gpt_oss_world_refusal(m, l).is_some() {
+        return format!(
+            "use a world size (tp × pp × dp) that divides {}: powers of two up to 64, or with factors 3 and 5 (dp 6, dp 12 …)",
+            m.moe_intermediate
+        );
+    }
     let widest = (0..=16)
         .map(|k| 1u64 << k)
         .take_while(|t| *t <= moe_tp(l))
@@ -657,6 +681,28 @@ mod tests {
             .unwrap()
             .0
             .contains("sliding window"));
+    }
+
+    /// gpt-oss asserts its experts' width (2,880) divides the world size, `ep` or not: dp
+    /// 7 is refused with `ep`, dp 6 (2,880 / 6 = 480) and tp 8 are not.
+    #[test]
+    fn gpt_oss_width_divides_the_world_size() {
+        let m = model("gpt_oss_120b");
+        let l = |tp, dp| Layout {
+            tp,
+            dp,
+            ep: true,
+            ..Layout::default()
+        };
+        let why = moe_refusal(&m, &l(1, 7)).expect("dp 7 is refused");
+        assert!(why.contains("world size 7"), "{why}");
+        assert!(moe_help(&m, &l(1, 7)).contains("divides 2880"));
+        assert!(moe_refusal(&m, &l(1, 6)).is_none());
+        assert!(moe_refusal(&m, &l(8, 1)).is_none());
+        assert!(
+            moe_refusal(&m, &l(8, 16)).is_some(),
+            "128 does not divide 2,880"
+        );
     }
 
     #[test]

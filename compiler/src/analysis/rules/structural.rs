@@ -16,6 +16,7 @@ pub fn structural(s: &Scenario, remedies: bool) -> Vec<Finding> {
     let mut out = Vec::new();
     engine_options_the_model_or_workload_cannot_use(s, &mut out);
     formats_against_the_gpu(s, &mut out);
+    super::attention::attention_backends(s, &mut out);
     layout_against_the_model(s, &mut out);
     layout_against_the_cluster(s, &mut out);
     super::shape::decode_context_parallel(s, &mut out);

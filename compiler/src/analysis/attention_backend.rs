@@ -1,0 +1,102 @@
+//! Which of vLLM 0.33's attention backends can serve a model's attention: the kinds of
+//! attention that decide it, the KV block sizes their backends take and the block size
+//! dic writes when the `.dist` sets none. The deployments for which no backend is left
+//! (E0803) are `rules::attention`'s.
+//!
+//! dic always writes `--block-size` (the memory model sizes the cache in those blocks).
+//! vLLM then takes the size as the user's: it skips its own choice
+//! (`platforms/interface.py:Platform.update_block_size_for_backend`, phase 1), filters
+//! the backends by it (`AttentionBackend.supports_block_size`: a multiple of one of
+//! `get_supported_kernel_block_sizes()`) in `platforms/cuda.py:CudaPlatform.get_attn_backend_cls`,
+//! and `v1/worker/utils.py:select_common_block_size` raises "No common block size for …"
+//! where a backend the model needs rejects it. What each kind of attention takes on CUDA,
+//! read in the 0.33.0 wheel:
+//!
+//! - DeepSeek V4's compressed sparse attention (`Mixer::Compressed` layers):
+//!   `models/deepseek_v4/sparse_mla.py:DeepseekV4SparseMLABackend`, its FlashInfer variant
+//!   (`nvidia/flashinfer_sparse.py`) and the compressed-4 indexer
+//!   (`v1/attention/backends/mla/indexer.py:DeepseekV4IndexerBackend`) take 256 alone;
+//! - sparse MLA with the indexer (DeepSeek V3.2, GLM-5): the indexer takes 64
+//!   (`DeepseekV32IndexerBackend`), the sparse MLA backends multiples of 64 or 32;
+//! - dense MLA and every other attention: Triton's backends take any multiple of 16
+//!   (`triton_attn.py`, `mla/triton_mla.py`), and the others fall back to them.
+//!
+//! ROCm's backends differ and are not modelled here: dic keeps its defaults there and
+//! refuses nothing on their account.
+
+use crate::layers::Mixer;
+use crate::program::{Attention, Model};
+
+/// The attention kinds that decide which backends vLLM 0.33 can pick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttentionKind {
+    /// DeepSeek V4's compressed sparse attention (compressed layers, an indexer).
+    Compressed,
+    /// MLA with the lightning indexer: DeepSeek V3.2, GLM-5.
+    SparseMla,
+    /// Dense MLA: DeepSeek V3/R1, Kimi K2.
+    Mla,
+    /// Multi-head, grouped-query and sliding-window attention.
+    Standard,
+}
+
+impl AttentionKind {
+    pub fn of(m: &Model) -> AttentionKind {
+        if (0..m.layers).any(|l| matches!(m.layer(l).mixer, Mixer::Compressed(_))) {
+            AttentionKind::Compressed
+        } else if m.attention == Attention::Mla && m.detail.indexer_head_dim > 0 {
+            AttentionKind::SparseMla
+        } else if m.attention == Attention::Mla {
+            AttentionKind::Mla
+        } else {
+            AttentionKind::Standard
+        }
+    }
+
+    /// The block sizes every backend the kind needs takes on CUDA: the multiples of this.
+    pub fn block_multiple(self) -> u64 {
+        match self {
+            AttentionKind::Compressed => 256,
+            AttentionKind::SparseMla => 64,
+            AttentionKind::Mla | AttentionKind::Standard => 16,
+        }
+    }
+}
+
+/// The block size dic writes when the `.dist` sets none: vLLM's default (16,
+/// `CacheConfig.DEFAULT_BLOCK_SIZE`), 64 for MLA (FlashMLA's and the indexer's size), 256
+/// for DeepSeek V4's compressed attention (the only size its backends take).
+pub fn default_block_size(m: &Model) -> u64 {
+    use crate::schema::vllm_defaults::{BLOCK_SIZE, MLA_BLOCK_SIZE};
+    match AttentionKind::of(m) {
+        AttentionKind::Compressed => AttentionKind::Compressed.block_multiple(),
+        AttentionKind::SparseMla | AttentionKind::Mla => MLA_BLOCK_SIZE,
+        AttentionKind::Standard => BLOCK_SIZE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(name: &str) -> Model {
+        crate::analysis::catalog::model(name).expect("stdlib model")
+    }
+
+    /// The kinds as the stdlib's models have them, and the sizes dic writes for them.
+    #[test]
+    fn kinds_and_default_block_sizes() {
+        let cases = [
+            ("deepseek_v4_flash", AttentionKind::Compressed, 256),
+            ("deepseek_v3_2", AttentionKind::SparseMla, 64),
+            ("deepseek_v3", AttentionKind::Mla, 64),
+            ("llama_3_1_8b", AttentionKind::Standard, 16),
+        ];
+        for (name, kind, block) in cases {
+            let m = model(name);
+            assert_eq!(AttentionKind::of(&m), kind, "{name}");
+            assert_eq!(default_block_size(&m), block, "{name}");
+            assert!(block.is_multiple_of(kind.block_multiple()));
+        }
+    }
+}

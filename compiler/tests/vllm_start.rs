@@ -347,3 +347,39 @@ fn deepseek_v4_on_hopper_needs_an_fp8_cache() {
         e.message
     );
 }
+
+/// DeepSeek V4's `auto` cache is FP8 where FlashMLA serves it (vLLM 0.33 makes it so):
+/// dic sizes that cache and writes the dtype, so `auto` and a written `fp8` are one
+/// deployment, holding 1.7× the tokens of a 16-bit cache (584 B per compressed entry, not
+/// 1,024).
+#[test]
+fn deepseek_v4s_auto_cache_is_the_fp8_one_vllm_allocates() {
+    use dic_compiler::analysis::memory::memory;
+    let with = |kv: &str| {
+        let world = MemoryWorld::new().with(
+            "c.dist",
+            &format!(
+                "import std.nodes.dgx_h200\nimport std.models.deepseek_v4_flash\n\
+                 cluster c {{ nodes = 1 × dgx_h200 }}\n\
+                 model m = deepseek_v4_flash {{ kv_cache = {kv} }}\n\
+                 deploy d {{ model = m, cluster = c, layout = tp 8 × ep, \
+                 engine = vllm {{ max_model_len = 16k tokens }} }}\n"
+            ),
+        );
+        driver::check_file(&world, "c.dist").unwrap().deployments[0]
+            .scenario
+            .scenario
+            .clone()
+    };
+    let (auto, fp8, bf16) = (with("auto"), with("fp8"), with("bf16"));
+    assert_eq!(auto.model.kv_cache, "fp8");
+    let tokens = |s| memory(s).kv_cache_tokens as f64;
+    assert_eq!(tokens(&auto), tokens(&fp8));
+    let ratio = tokens(&auto) / tokens(&bf16);
+    assert!((1.5..1.9).contains(&ratio), "{ratio}");
+    let plan = deploy_on("dgx_h200", "deepseek_v4_flash", "tp 8 × ep", "");
+    assert_eq!(
+        plan.plan.deployments[0].model.kv_cache_dtype.as_deref(),
+        Some("fp8")
+    );
+}

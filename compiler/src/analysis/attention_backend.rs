@@ -63,6 +63,28 @@ impl AttentionKind {
     }
 }
 
+/// The KV cache dtype vLLM 0.33 turns a model's `auto` into on a GPU of compute capability
+/// `cc` (CUDA; `rocm` for ROCm), where it is not the model's own 16-bit dtype: DeepSeek V4
+/// on Hopper and Blackwell attends through FlashMLA, whose `fp8_ds_mla` layout makes
+/// `auto` FP8 (`models/deepseek_v4/attention.py:_resolve_dsv4_kv_cache_dtype`; Blackwell
+/// RTX's FlashInfer path keeps 16 bits). `None`: `auto` stays the model's dtype.
+pub fn auto_kv_cache(m: &Model, cc: Option<f64>, rocm: bool) -> Option<&'static str> {
+    let major = cc?.floor();
+    (!rocm && AttentionKind::of(m) == AttentionKind::Compressed && (major == 9.0 || major == 10.0))
+        .then_some("fp8")
+}
+
+/// `m` with its `auto` KV cache resolved as vLLM 0.33 resolves it on the GPU
+/// ([`auto_kv_cache`]), so the memory model sizes the cache vLLM allocates and the launch
+/// writes the dtype vLLM would pick.
+pub fn resolve_auto_kv_cache(m: &mut Model, cc: Option<f64>, rocm: bool) {
+    if m.kv_cache == "auto" {
+        if let Some(k) = auto_kv_cache(m, cc, rocm) {
+            m.kv_cache = k.into();
+        }
+    }
+}
+
 /// The block size dic writes when the `.dist` sets none: vLLM's default (16,
 /// `CacheConfig.DEFAULT_BLOCK_SIZE`), 64 for MLA (FlashMLA's and the indexer's size), 256
 /// for DeepSeek V4's compressed attention (the only size its backends take).
@@ -98,5 +120,21 @@ mod tests {
             assert_eq!(default_block_size(&m), block, "{name}");
             assert!(block.is_multiple_of(kind.block_multiple()));
         }
+    }
+
+    /// DeepSeek V4's `auto` cache is FP8 on Hopper and Blackwell, 16-bit on Blackwell RTX
+    /// and ROCm; other models keep `auto`.
+    #[test]
+    fn deepseek_v4s_auto_cache_is_fp8_where_flashmla_serves_it() {
+        let v4 = model("deepseek_v4_flash");
+        assert_eq!(auto_kv_cache(&v4, Some(9.0), false), Some("fp8"));
+        assert_eq!(auto_kv_cache(&v4, Some(10.0), false), Some("fp8"));
+        assert_eq!(auto_kv_cache(&v4, Some(12.0), false), None);
+        assert_eq!(auto_kv_cache(&v4, Some(9.0), true), None);
+        assert_eq!(auto_kv_cache(&model("deepseek_v3"), Some(9.0), false), None);
+        let mut written = v4.clone();
+        written.kv_cache = "bf16".into();
+        resolve_auto_kv_cache(&mut written, Some(9.0), false);
+        assert_eq!(written.kv_cache, "bf16", "a written dtype stands");
     }
 }

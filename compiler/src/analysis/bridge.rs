@@ -351,7 +351,11 @@ fn scenario_on(p: &Program, def: &Def, d: &Deploy, group: usize) -> Option<Deplo
         name: def.name.clone(),
         scenario: Scenario {
             model_name,
-            model: model.clone(),
+            model: {
+                let mut m = model.clone();
+                topology.gpu.resolve_auto_kv_cache(&mut m);
+                m
+            },
             topology,
             layout,
             engine,

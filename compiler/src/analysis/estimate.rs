@@ -159,6 +159,7 @@ pub fn scenario(
         cudagraph_mode: req.cudagraph_mode.clone(),
         ..Default::default()
     };
+    topology.gpu.resolve_auto_kv_cache(&mut model);
     let engine = engine_settings(&model, &topology.gpu, &options);
     let load = match (req.concurrency, req.rate) {
         (Some(_), Some(_)) => return Err("give --concurrency or --rate, not both".into()),

@@ -164,9 +164,17 @@ pub fn cache_spec(m: &Model, mixer: Mixer, tp: u64) -> Option<CacheSpec> {
             })
         }
         Mixer::Compressed(ratio) => {
-            // One shared latent of head_dim per entry. [approximation: vLLM stores V4's
-            // entries in its own FP8 layout, within ~15% of head_dim bytes]
-            let entry = m.head_dim as f64 * elem;
+            // One shared latent of head_dim per entry: with an FP8 cache in vLLM's
+            // `fp8_ds_mla` layout, the NoPE part in FP8, the RoPE part in 16 bits and an
+            // 8-byte scale (584 B for V4's 448 + 64: `DeepseekV4Attention.get_kv_cache_spec`,
+            // `state_content_bytes`); else head_dim in the cache's dtype. [approximation:
+            // the pages' 576-byte alignment and the compressor's own states are left out]
+            let rope = m.qk_rope_head_dim.min(m.head_dim) as f64;
+            let entry = if elem == 1.0 {
+                m.head_dim as f64 - rope + 2.0 * rope + 8.0
+            } else {
+                m.head_dim as f64 * elem
+            };
             let idx = if ratio <= 4 { indexer_bytes(m) } else { 0.0 };
             Some(CacheSpec::Compressed {
                 per_token: (entry + idx) / ratio as f64,

@@ -90,6 +90,12 @@ impl GpuSpec {
     pub fn compute_capability(&self) -> Option<f64> {
         compute_capability(self.architecture.as_deref()?)
     }
+
+    /// `m`'s `auto` KV cache as vLLM 0.33 resolves it on this GPU
+    /// ([`super::attention_backend::auto_kv_cache`]).
+    pub fn resolve_auto_kv_cache(&self, m: &mut Model) {
+        super::attention_backend::resolve_auto_kv_cache(m, self.compute_capability(), self.rocm);
+    }
 }
 
 /// [`GpuSpec::compute_capability`] of a catalog `architecture`.

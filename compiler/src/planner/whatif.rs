@@ -231,6 +231,7 @@ fn retargeted(
 /// vLLM's batch defaults for the new GPU (written limits stand), settled as the
 /// deployment's were.
 fn retune_engine(s: &mut Scenario) {
+    s.topology.gpu.resolve_auto_kv_cache(&mut s.model);
     if s.engine.batch == BatchLimits::default() {
         return; // limits given whole: nothing to settle
     }

@@ -138,49 +138,46 @@ pub fn mode(r: &SiliconRow) -> &'static str {
     }
 }
 
-/// What the per-family table leaves, as measured when the MoE terms were re-identified.
-const WHAT_IS_LEFT: &str = "\nWhat is left (issue 37). Llama-3.1-70B and Qwen3-32B meet the goal left out, and \
-MiniMax-M2.5's TPOT does (8.4%, +3.0%); its TTFT (26.4%, +22.7%) does not. The DP rows are now read as they were measured \
-(the section below): `batch_size` is per DP rank wherever the ranks are implied as well as stated, and MiniMax-M2.5's \
-stated DP rows ran as one engine of their TP holding every client. Read as ranks sharing the load, MiniMax-M2.5's DP rows \
-had come out −16% to −25% TTFT and −9% to −20% TPOT left out, for no term: the other families have no DP rows, and \
-dic's own model of a DP engine (its ranks in lockstep, the MoE exchange of the tokens present, over InfiniBand between \
-boards) predicts what such an engine does, not what these runs did. Read as measured, H100's come out +4.4% TTFT and \
-+0.6% TPOT and B200's +32.7% and +7.7%, like the family's TP rows on the same GPU and release; leaving one model out, \
-TTFT 19.1% → 18.6% and TPOT 7.5% → 7.0% over all rows, the stored constants' objective 0.1885 → 0.1774 (0.1768 \
-refitted, within the test's tolerance, so the constants stay). MiniMax-M2.5's TTFT median barely moved (25.9% → 26.4%) \
-but its bias rose from +9.6% to +22.7%: the DP rows' under-prediction had offset the over-prediction of its B200 rows \
-on 0.19 and the nightly (TP +36.6% and +41.9%), which is what is left of this family. Its misses are by release. \
-Measured at TP 4, 1024 tokens in, 4 in flight, the same FP8 configuration's TTFT is 152 ms on 0.17 and 61 ms on 0.19, \
-a release effect only this family shows, so no term takes it. Its source, read in the 0.17.0, 0.18.0 and 0.19.0 wheels: \
-the engine's defaults that set a prompt's path (CUDA-graph mode and sizes, 512 tokens on all three, so a 1024-token \
-prompt's step runs without graphs on each; the token budget; async scheduling; the API server; the attention backend) \
-are the same, but the block-FP8 experts' backend is not. MiniMax-M2.5's sigmoid routing with float32 logits is refused \
-by FlashInfer's TRT-LLM kernel until 0.19 (`model_executor/layers/fused_moe/experts/trtllm_fp8_moe.py`, \
-`oracle/fp8.py`), so 0.17 and 0.18 run DeepGEMM or Triton, and 0.19 the TRT-LLM kernel that the B200 tables time and \
-that 0.33 picks: the 0.17 rows' TTFT is under-predicted (−17.5%) by a backend the tables do not hold. It does not explain \
-0.19's over-prediction: at TP 8, 4 in flight, the rows' TTFT is 41 ms where dic's front end (35 ms) and the CPU's \
-launches of a step without graphs (62 layers × 0.5 ms) alone exceed it. Most of it is the front end's time per prompt \
-token, which the other families set near 21 µs and MiniMax-M2.5's rows alone at 7.7 µs. Two forms that follow the model \
-were tried and not landed: the whole per-token time scaled by hidden size × layers (MiniMax-M2.5 left out 19.8%, but \
-Llama-3.1-70B left out 24.0%, +22%), and a constant part beside a part scaled by hidden size × layers, both fitted \
-(MiniMax-M2.5 left out 22.7%, but Llama-3.1-70B left out 32.1%, +31%: leaving it out, the other families put the time \
-in the scaled part and the widest model pays for it). The families do not identify how the time splits; a split fixed \
-at 60% constant had met the goal for MiniMax-M2.5 with every other family within its own, but that share was chosen by \
-looking at the left-out errors, which is what leaving a family out exists to prevent, so it is not landed. \
-Qwen3-235B-A22B on vLLM 0.12 runs 1.4–1.8× slower per decode step than the kernel tables' fused MoE (vLLM 0.24) and the \
-rest of the model explain — TPOT −37.9% left out, its TP rows −35.8%, its (implied) DP rows, read per rank, −32.6% where \
-they had been −56.2% — flat from 4 to 20 in flight (52–58 ms on 2 GPUs, 34–46 ms on 4, whatever the TP × DP split), and \
-the tables do not say why. Its experts are block FP8 (128 × 128) and are timed by the block-FP8 Triton kernel the tables \
-hold for Hopper (`fp8_block`, `vllm_fp8moe_triton_tritonexperts`: 0.19 ms per layer at 16 tokens, MoE TP 2, 17.9 ms \
-over 94 layers), as 0.12's backend choice (`get_fp8_moe_backend`: DeepGEMM only from 128 tokens and for expert widths \
-over 512, else Triton) and its tuned configurations for these shapes on H200 (`E=128,N=768` and `N=384`, \
-`block_shape=[128,128]`, in the 0.12.0 wheel) say it ran; the step the rows measure leaves about 0.47 ms per layer for \
-the experts, more than the BF16 Triton kernel's 0.31 ms for the same shape, so the 0.12 kernel ran slower than either \
-0.24 kernel, and no other row identifies it: it is the one MoE family on 0.12. A term for it rests on one family, so \
-there is none: the fitted multiple of the kernel it once had (`moe_layer_factor`, 0.453 on the 390-row split) \
-over-predicted MiniMax-M2.5's TPOT by +41% left out. Llama-3.1-8B-Instruct-FP8's rows did less work than they state \
-(above).\n";
+/// What the per-family table leaves, as measured when the MoE terms were re-identified
+/// and the DP rows read as measured: a short summary, then one item per family short of
+/// the goal with its evidence and what was tried.
+const WHAT_IS_LEFT: &str = "
+**What is left (issue 37).** Left out, Llama-3.1-70B and Qwen3-32B meet the goal, and MiniMax-M2.5 meets it on TPOT \
+(8.4%, +3.0%). Three families fall short, each for a cause that only its own rows show, so no term takes it (a term only \
+one family identifies is unknown, and leaving that family out is what would show it):
+
+- **MiniMax-M2.5, TTFT (26.4%, +22.7%): a release effect.** Its B200 rows on 0.19 and the nightly are over-predicted \
+(TP +36.6%, +41.9%), those on 0.17 under-predicted (−17.5%). The same FP8 deployment (TP 4, 1024 tokens in, 4 in \
+flight) measures 152 ms on 0.17 and 61 ms on 0.19. The 0.17.0, 0.18.0 and 0.19.0 wheels share the defaults that set a \
+prompt's path (CUDA-graph mode and sizes, 512 tokens, so a 1024-token prompt runs without graphs on each; the token \
+budget; async scheduling; the API server; the attention backend) but not the block-FP8 experts' backend: FlashInfer's \
+TRT-LLM kernel refuses MiniMax-M2.5's sigmoid routing until 0.19 (`oracle/fp8.py`, \
+`fused_moe/experts/trtllm_fp8_moe.py`), so 0.17 and 0.18 run DeepGEMM or Triton, which the tables do not hold. On 0.19 \
+at TP 8 the measured 41 ms is less than dic's front end (35 ms) plus the CPU's launches of a step without graphs \
+(62 layers × 0.5 ms): the per-prompt-token time that the other families set near 21 µs, MiniMax-M2.5's rows alone at \
+7.7 µs. Forms that follow the model were tried and not landed: the per-token time scaled by hidden size × layers \
+(MiniMax-M2.5 19.8%, but Llama-3.1-70B 24.0%, +22%); a constant part beside a scaled one, both fitted (22.7%; \
+Llama-3.1-70B 32.1%, +31%). A split fixed at 60% constant met the goal for MiniMax-M2.5 and kept every other family \
+within its own, but the share was chosen by looking at the left-out errors, so it is not landed.
+- **Qwen3-235B-A22B, TPOT (−37.9%): vLLM 0.12's MoE decode.** Its steps run 1.4–1.8× longer than the kernel tables' \
+fused MoE (vLLM 0.24) and the rest of the model explain, flat from 4 to 20 in flight (52–58 ms on 2 GPUs, 34–46 ms on \
+4, whatever the TP × DP split); TP rows −35.8%, (implied) DP rows read per rank −32.6%. The experts are block FP8 \
+(128 × 128), timed by the tables' block-FP8 Triton kernel (`vllm_fp8moe_triton_tritonexperts`: 0.19 ms per layer at \
+16 tokens, MoE TP 2), which 0.12 ran (`get_fp8_moe_backend`: DeepGEMM only from 128 tokens and widths over 512) with \
+tuned configurations for these shapes on H200 (`E=128,N=768` and `N=384`, in the 0.12.0 wheel), so an untuned kernel \
+is ruled out. The rows leave about 0.47 ms per layer for the experts, more than the tables' BF16 kernel (0.31 ms). It \
+is the only MoE family on 0.12; the fitted multiple of the kernel it once identified (`moe_layer_factor`, 0.453) \
+over-predicted MiniMax-M2.5's TPOT by +41% left out.
+- **Llama-3.1-8B-Instruct-FP8: its rows did less work than they state** (the arithmetic above).
+
+The DP rows are read as they were measured (the section below): `batch_size` is per DP rank where the ranks are \
+implied as well as stated, and MiniMax-M2.5's stated DP rows ran as one engine of their TP holding every client. Read \
+as ranks sharing the load they had come out −16% to −25% TTFT and −9% to −20% TPOT left out, for no term; read as \
+measured, H100's come out +4.4% TTFT and +0.6% TPOT and B200's +32.7% and +7.7%, like the family's TP rows on the same \
+GPU and release (leaving one model out, TTFT 19.1% → 18.6% and TPOT 7.5% → 7.0% over all rows; objective 0.1885 → \
+0.1774, 0.1768 refitted, within the test's tolerance, so the constants stay). MiniMax-M2.5's bias rose from +9.6% to \
++22.7% with it: the DP rows' under-prediction had offset the over-prediction of its B200 rows on 0.19 and the nightly.
+";
 
 /// The errors leaving one model family out (issue 37's headline): per family, against
 /// its goal (TTFT median |error| ≤ 20%, TPOT ≤ 12%, neither bias beyond ±15%), then per

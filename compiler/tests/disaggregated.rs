@@ -173,12 +173,12 @@ deploy d {{ model = m, cluster = c, workload = w, layout = {{ prefill = tp 2, de
 #[test]
 fn pools_pinned_to_two_groups_move_the_kv_cache_over_the_fabric() {
     let c = checked(&format!(
-        "{PD}cluster c {{ nodes = [1 × dgx_h200, 1 × dgx_b200], price = $50/h }}\n\
-deploy d {{ model = m, cluster = c, workload = w, layout = {{ prefill = tp 4, decode = tp 4, prefill_node_group = dgx_b200, decode_node_group = dgx_h200 }}, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
+        "import std.nodes.dgx_h100\n{PD}cluster c {{ nodes = [1 × dgx_h200, 1 × dgx_h100], price = $50/h }}\n\
+deploy d {{ model = m, cluster = c, workload = w, layout = {{ prefill = tp 4, decode = tp 4, prefill_node_group = dgx_h100, decode_node_group = dgx_h200 }}, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
     ));
     assert!(!c.has_errors(), "{:?}", codes(&c));
     let parts = scenarios_from_program(&c.program);
-    assert_eq!(parts[0].scenario.topology.gpu.name, "b200");
+    assert_eq!(parts[0].scenario.topology.gpu.name, "h100_sxm");
     assert_eq!(parts[1].scenario.topology.gpu.name, "h200_sxm");
     let part = parts[1].pool.as_ref().unwrap();
     assert!(!part.same_group);
@@ -200,6 +200,38 @@ deploy d {{ model = m, cluster = c, workload = w, layout = {{ prefill = tp 4, de
     let pair = c.forecast.deployments[0].pair.as_ref().unwrap();
     assert_eq!(pair.prefill_cost_per_hour, Some(50.0));
     assert_eq!(pair.cost_per_hour, Some(100.0));
+}
+
+/// vLLM's NIXL connector hashes the attention backend into its handshake
+/// (`compute_nixl_compatibility_hash`): a B200 prefill pool (FlashInfer) cannot hand its
+/// KV blocks to an H200 decode pool (FlashAttention), and E0410 says so; B200 beside B300
+/// (both FlashInfer) pairs.
+#[test]
+fn pools_whose_gpus_pick_different_attention_backends_cannot_pair() {
+    let split = |prefill: &str, decode: &str| {
+        checked(&format!(
+            "import std.nodes.dgx_b300\n{PD}cluster c {{ nodes = [1 × {prefill}, 1 × {decode}] }}\n\
+deploy d {{ model = m, cluster = c, workload = w, layout = {{ prefill = tp 4, decode = tp 4, prefill_node_group = {prefill}, decode_node_group = {decode} }}, engine = vllm {{ max_model_len = 8k tokens }} }}\n"
+        ))
+    };
+    let mixed = split("dgx_b200", "dgx_h200");
+    let e = mixed
+        .diagnostics
+        .iter()
+        .find(|d| d.code.to_string() == "E0410")
+        .unwrap_or_else(|| panic!("{:?}", codes(&mixed)));
+    assert!(
+        e.message.contains("FLASHINFER") && e.message.contains("FLASH_ATTN"),
+        "{}",
+        e.message
+    );
+    assert!(mixed.plan.deployments.is_empty());
+    let blackwell = split("dgx_b200", "dgx_b300");
+    assert!(
+        !codes(&blackwell).contains(&"E0410".to_string()),
+        "{:?}",
+        codes(&blackwell)
+    );
 }
 
 #[test]

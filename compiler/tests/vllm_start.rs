@@ -383,3 +383,96 @@ fn deepseek_v4s_auto_cache_is_the_fp8_one_vllm_allocates() {
         Some("fp8")
     );
 }
+
+/// Block-FP8 experts split into shards vLLM must refine to finer blocks have no kernel
+/// below compute capability 8.9 (`select_fp8_moe_backend`: Marlin takes 128 × 128 alone):
+/// Qwen3-235B-A22B-FP8 at MoE TP 8 (192 wide, refined to 64) is refused on an A100 and
+/// starts on an H100; with `ep` (whole experts) it starts on the A100 too.
+#[test]
+fn refined_fp8_expert_blocks_need_sm89() {
+    let a100 = deploy_on("dgx_a100", "qwen3_235b_a22b_fp8", "tp 8", "");
+    let e = first(&a100, Code::FormatNeedsNewerGpu);
+    assert!(e.message.contains("No FP8 MoE backend"), "{}", e.message);
+    let help = e.help.as_deref().unwrap_or("");
+    assert!(help.contains("at most 4 ranks"), "{help}");
+    let ep = deploy_on("dgx_a100", "qwen3_235b_a22b_fp8", "tp 8 × ep", "");
+    assert!(
+        !codes(&ep).contains(&Code::FormatNeedsNewerGpu),
+        "{:?}",
+        codes(&ep)
+    );
+    let h100 = deploy_on("dgx_h100", "qwen3_235b_a22b_fp8", "tp 8", "");
+    assert!(
+        !codes(&h100).contains(&Code::FormatNeedsNewerGpu),
+        "{:?}",
+        codes(&h100)
+    );
+}
+
+/// NVFP4 experts in DeepEP low-latency's batched format have a kernel on data-centre
+/// Blackwell alone (`FlashInferCuteDSLBatchedExperts`): Kimi K2.6 NVFP4 at `tp 1 × dp 8 ×
+/// ep` with `deepep_low_latency` is refused on H200, starts with `deepep_high_throughput`
+/// there, and with low latency on B200.
+#[test]
+fn nvfp4_experts_batched_by_deepep_low_latency_need_blackwell() {
+    let on = |node: &str, backend: &str| {
+        deploy_on(
+            node,
+            "kimi_k2_6_nvfp4",
+            "tp 1 × dp 8 × ep",
+            &format!(", all2all_backend = {backend}"),
+        )
+    };
+    let e = first(
+        &on("dgx_h200", "deepep_low_latency"),
+        Code::FormatNeedsNewerGpu,
+    )
+    .clone();
+    assert!(e.message.contains("No NvFp4 MoE backend"), "{}", e.message);
+    for ok in [
+        on("dgx_h200", "deepep_high_throughput"),
+        on("dgx_b200", "deepep_low_latency"),
+    ] {
+        assert!(
+            !codes(&ok).contains(&Code::FormatNeedsNewerGpu),
+            "{:?}",
+            codes(&ok)
+        );
+    }
+}
+
+/// LoRA on a MoE model's experts under `ep` (`FusedMoEWithLoRA._ep_check`): only vLLM's
+/// default all-to-all, and not sequence-parallel (tp > 1 and dp > 1 with `ep`).
+#[test]
+fn lora_on_expert_parallel_experts_takes_the_default_exchange_and_no_sequence_parallelism() {
+    let lora = |layout: &str, engine: &str| {
+        let world = MemoryWorld::new().with(
+            "c.dist",
+            &format!(
+                "import std.nodes.dgx_h100\nimport std.models.qwen3_30b_a3b\n\
+                 cluster c {{ nodes = 1 × dgx_h100 }}\n\
+                 deploy d {{ model = qwen3_30b_a3b, cluster = c, layout = {layout}, \
+                 engine = vllm {{ max_model_len = 8k tokens{engine} }}, \
+                 lora = {{ adapters = [\"sql=org/qwen3-30b-sql-lora\"], max_loras = 2, max_rank = 16 }} }}\n"
+            ),
+        );
+        driver::compile_file(&world, "c.dist").unwrap()
+    };
+    let sp = lora("tp 2 × dp 4 × ep", "");
+    assert!(first(&sp, Code::LoraUnsupported)
+        .message
+        .contains("sequence-parallel"));
+    let deepep = lora(
+        "tp 1 × dp 8 × ep",
+        ", all2all_backend = deepep_high_throughput",
+    );
+    assert!(first(&deepep, Code::LoraUnsupported)
+        .message
+        .contains("allgather_reducescatter"));
+    let plain = lora("tp 1 × dp 8 × ep", "");
+    assert!(
+        !codes(&plain).contains(&Code::LoraUnsupported),
+        "{:?}",
+        codes(&plain)
+    );
+}

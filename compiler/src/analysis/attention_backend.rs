@@ -85,6 +85,46 @@ pub fn resolve_auto_kv_cache(m: &mut Model, cc: Option<f64>, rocm: bool) {
     }
 }
 
+/// The attention backend vLLM 0.33 picks for `m`'s attention with no `--attention-backend`,
+/// on CUDA compute capability `cc` at TP `tp` (the first valid one of
+/// `platforms/cuda.py:_get_backend_priorities`), where dic can name it; `None` where it
+/// cannot say (ROCm, an unknown GPU, Blackwell RTX's standard attention, Gemma 4's mixed
+/// head sizes, a GPU with no backend for the model). Two engines that pick different ones
+/// cannot hand each other KV blocks: NIXL hashes the name into its handshake.
+pub fn default_backend(m: &Model, cc: Option<f64>, rocm: bool, tp: u64) -> Option<&'static str> {
+    if rocm {
+        return None;
+    }
+    let major = cc?.floor();
+    let fp8 = m.kv_cache.starts_with("fp8");
+    let class = super::vllm_class::vllm_class(m).map(|c| c.class);
+    Some(match (AttentionKind::of(m), major as u32) {
+        (AttentionKind::Compressed, 9 | 10) => "FLASHMLA_SPARSE (DeepSeek V4)",
+        (AttentionKind::Compressed, 12) => "FLASHINFER_MLA_SPARSE_DSV4",
+        (AttentionKind::SparseMla, 9) => "FLASH_ATTN_MLA_SPARSE",
+        // Blackwell: FlashInfer's sparse MLA for an FP8 cache; for a 16-bit one FA4's
+        // at 16 heads per rank or fewer, else FlashMLA's.
+        (AttentionKind::SparseMla, 10) if fp8 => "FLASHINFER_MLA_SPARSE",
+        (AttentionKind::SparseMla, 10) if m.heads / tp.max(1) <= 16 => "FLASH_ATTN_MLA_SPARSE_FA4",
+        (AttentionKind::SparseMla, 10) => "FLASHMLA_SPARSE",
+        (AttentionKind::SparseMla, 12) => "FLASHINFER_MLA_SPARSE_SM120",
+        (AttentionKind::Mla, 10) => "FLASHINFER_MLA",
+        (AttentionKind::Mla, 9) => "FLASH_ATTN_MLA",
+        (AttentionKind::Mla, 8 | 12) => "TRITON_MLA",
+        (AttentionKind::Standard, _) if class == Some("Gemma4ForConditionalGeneration") => {
+            return None
+        }
+        (AttentionKind::Standard, 10) => "FLASHINFER",
+        (AttentionKind::Standard, 9) => "FLASH_ATTN",
+        // Ampere and Ada: FlashAttention 2, which has neither attention sinks (gpt-oss
+        // takes Triton) nor an FP8 cache (FlashInfer then).
+        (AttentionKind::Standard, 8) if class == Some("GptOssForCausalLM") => "TRITON_ATTN",
+        (AttentionKind::Standard, 8) if fp8 => "FLASHINFER",
+        (AttentionKind::Standard, 8) => "FLASH_ATTN",
+        _ => return None,
+    })
+}
+
 /// The block size dic writes when the `.dist` sets none: vLLM's default (16,
 /// `CacheConfig.DEFAULT_BLOCK_SIZE`), 64 for MLA (FlashMLA's and the indexer's size), 256
 /// for DeepSeek V4's compressed attention (the only size its backends take).
@@ -120,6 +160,21 @@ mod tests {
             assert_eq!(default_block_size(&m), block, "{name}");
             assert!(block.is_multiple_of(kind.block_multiple()));
         }
+    }
+
+    /// The backends a P/D split compares: Blackwell's FlashInfer against Hopper's
+    /// FlashAttention; Ampere and Hopper both FlashAttention for a 16-bit cache.
+    #[test]
+    fn default_backends_by_generation() {
+        let llama = model("llama_3_1_70b");
+        let on = |m: &Model, cc| default_backend(m, Some(cc), false, 8);
+        assert_eq!(on(&llama, 10.0), Some("FLASHINFER"));
+        assert_eq!(on(&llama, 9.0), Some("FLASH_ATTN"));
+        assert_eq!(on(&llama, 8.0), on(&llama, 9.0));
+        let v3 = model("deepseek_v3");
+        assert_eq!(on(&v3, 8.0), Some("TRITON_MLA"));
+        assert_ne!(on(&v3, 9.0), on(&v3, 10.0));
+        assert_eq!(default_backend(&llama, Some(9.0), true, 8), None);
     }
 
     /// DeepSeek V4's `auto` cache is FP8 on Hopper and Blackwell, 16-bit on Blackwell RTX

@@ -61,6 +61,37 @@ pub fn deepep_buffer_bytes(s: &Scenario) -> f64 {
     }
 }
 
+/// Why vLLM 0.33 has no kernel for the scenario's experts in the batched activation
+/// format that DeepEP low-latency (and NIXL EP) hand the experts with EP and DP > 1
+/// (`FusedMoEConfig.use_batched_activation_format`), or `None`: NVFP4 experts run batched
+/// only on FlashInfer's CuTe DSL kernel, data-centre Blackwell alone
+/// (`FlashInferCuteDSLBatchedExperts`: the SM100 family); Marlin's NVFP4 kernel is not
+/// batched and Humming's batched one is not picked with EP, so elsewhere
+/// `oracle/nvfp4.py:select_nvfp4_moe_backend` raises "No NvFp4 MoE backend supports the
+/// deployment configuration."
+pub fn batched_experts_refusal(s: &Scenario) -> Option<String> {
+    batched_experts_refusal_with(s, s.engine.all2all_backend.as_deref())
+}
+
+/// [`batched_experts_refusal`] with the all-to-all backend `backend`.
+fn batched_experts_refusal_with(s: &Scenario, backend: Option<&str>) -> Option<String> {
+    let batched =
+        matches!(backend, Some("deepep_low_latency" | "nixl_ep")) && s.layout.ep && s.layout.dp > 1;
+    let gpu = &s.topology.gpu;
+    let sm100 = !gpu.rocm
+        && gpu
+            .compute_capability()
+            .is_some_and(|cc| cc.floor() == 10.0);
+    let nvfp4 = s.model.format_of(crate::program::Component::Experts, None) == "nvfp4";
+    (batched && nvfp4 && !sm100).then(|| {
+        format!(
+            "No NvFp4 MoE backend supports the deployment configuration: {} hands the experts their tokens batched per expert, and the only NVFP4 kernel for that format (FlashInfer's CuTe DSL, FlashInferCuteDSLBatchedExperts) runs on data-centre Blackwell (SM100) alone, not on {} (oracle/nvfp4.py:select_nvfp4_moe_backend)",
+            backend.unwrap_or_default(),
+            gpu.name
+        )
+    })
+}
+
 /// Whether vLLM batches the DP ranks' MoE tokens (`ParallelConfig.use_batched_dp_moe`):
 /// DeepEP low-latency with EP and DP > 1.
 pub fn batched_dp_moe(s: &Scenario) -> bool {
@@ -147,7 +178,10 @@ pub fn wide_ep_engine_options(s: &Scenario) -> Vec<EngineChoice> {
         s.topology.gpu.architecture.as_deref(),
         Some("hopper" | "blackwell")
     );
+    // LoRA's experts take vLLM's default all-to-all alone (`lora_rules`).
     let eligible = s.engine.all2all_backend.is_none()
+        && s.engine.lora.is_none()
+        && batched_experts_refusal_with(s, Some("deepep_low_latency")).is_none()
         && m.is_moe()
         && l.ep
         && l.dp > 1

@@ -353,6 +353,32 @@ pub fn launchable_and_placeable(s: &Scenario, l: Layout) -> bool {
     launch_shape(s, l).is_ok() && unplaced_alone(s, l) == 0
 }
 
+/// E0410 where the pools' GPUs make vLLM pick different attention backends: NIXL hashes
+/// the backend's name (with the cache dtype) into its handshake
+/// (`nixl/metadata.py:compute_nixl_compatibility_hash`) and the first transfer fails with
+/// "NIXL compatibility hash mismatch" (`NixlBaseConnectorWorker`, `enforce_handshake_compat`
+/// on by default): Blackwell's FlashInfer against Hopper's FlashAttention, say.
+fn backends_differ(ps: &Scenario, ds: &Scenario) -> Option<Finding> {
+    use super::attention_backend::default_backend;
+    let pick = |s: &Scenario| {
+        let g = &s.topology.gpu;
+        default_backend(&s.model, g.compute_capability(), g.rocm, s.layout.tp)
+    };
+    let (p, d) = (pick(ps)?, pick(ds)?);
+    (p != d).then(|| {
+        Finding::new(
+            Code::PoolsCannotPair,
+            Anchor::Layout,
+            format!(
+                "NIXL compatibility hash mismatch: the prefill pool's {} pick the {p} attention backend and the decode pool's {} {d}, and vLLM's NIXL connector hashes the backend into its handshake, so no KV block crosses (\"Prefill and decode instances have incompatible configurations … attention backends\")",
+                ps.topology.gpu.name, ds.topology.gpu.name
+            ),
+            "pools on GPUs that pick different attention backends",
+            Some("put both pools on GPUs of one generation (the same attention backend), or serve aggregated".into()),
+        )
+    })
+}
+
 /// E0410: what vLLM's NIXL connector cannot transfer between the pools: TPs that do not
 /// divide one another (`TransferTopology.tp_ratio` asserts it at the handshake), a model
 /// with recurrent (Mamba, linear-attention) layers between engines of different TP (vLLM's
@@ -380,6 +406,9 @@ pub fn pools_cannot_pair(ps: &Scenario, ds: &Scenario) -> Option<Finding> {
             "TPs that do not divide one another",
             format!("make one pool's tp a multiple of the other's (e.g. `tp {}` on both)", tp_p.max(tp_d)),
         );
+    }
+    if let Some(f) = backends_differ(ps, ds) {
+        return Some(f);
     }
     let kinds: Vec<_> = (0..m.layers)
         .map(|l| m.layer(l).mixer)

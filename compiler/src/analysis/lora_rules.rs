@@ -1,7 +1,9 @@
 //! vLLM 0.33's start-up refusals of LoRA that depend on the model (E0317): a model class
 //! that does not implement `SupportsLoRA` (`config/lora.py:LoRAConfig.
 //! verify_with_model_config`, and again `v1/worker/lora_model_runner_mixin.py:
-//! load_lora_model`), and a vocabulary past what the LM head's LoRA wrapper accepts. The
+//! load_lora_model`), a vocabulary past what the LM head's LoRA wrapper accepts, and a MoE
+//! model's experts under expert parallelism with another all-to-all than vLLM's default or
+//! sequence-parallel (`lora/layers/fused_moe.py:FusedMoEWithLoRA._ep_check`). The
 //! classes are `vllm_class::VLLM_CLASSES`. (The checks on the `lora` block alone are
 //! `check::lora`'s.)
 
@@ -47,5 +49,45 @@ pub fn lora_findings(s: &Scenario) -> Vec<Finding> {
             Some(format!("remove `lora`, or use a model of at most {LORA_MAX_VOCAB} tokens of vocabulary")),
         )];
     }
-    Vec::new()
+    expert_parallel_refusal(s)
+        .map(|(message, help)| {
+            vec![Finding::new(
+                Code::LoraUnsupported,
+                Anchor::Field("lora"),
+                message,
+                "LoRA on experts split this way",
+                Some(help),
+            )]
+        })
+        .unwrap_or_default()
+}
+
+/// LoRA on a MoE model's experts under expert parallelism: `FusedMoEWithLoRA._ep_check`
+/// (lora/layers/fused_moe.py) asserts the all-to-all backend is vLLM's default
+/// `allgather_reducescatter` and that the MoE layer is not sequence-parallel (`ep` with tp
+/// > 1 and dp > 1, `ParallelConfig.use_sequence_parallel_moe`, which the MoE families'
+/// classes pass to their layers).
+fn expert_parallel_refusal(s: &Scenario) -> Option<(String, String)> {
+    let l = &s.layout;
+    let (tp, dp) = (l.tp.max(1), l.dp.max(1));
+    if !s.model.is_moe() || !l.ep || tp * dp == 1 {
+        return None;
+    }
+    if let Some(b) = s
+        .engine
+        .all2all_backend
+        .as_deref()
+        .filter(|b| *b != "allgather_reducescatter")
+    {
+        return Some((
+            format!("Fused MoE LoRA with EP currently only supports all2all_backend='allgather_reducescatter', got '{b}' (lora/layers/fused_moe.py:FusedMoEWithLoRA._ep_check)"),
+            "leave `all2all_backend` unset with `lora`, or remove `lora`".into(),
+        ));
+    }
+    (tp > 1 && dp > 1).then(|| {
+        (
+            format!("LoRA on experts that are sequence-parallel: with `ep`, tp {tp} and dp {dp} vLLM runs the MoE layers sequence-parallel, and FusedMoEWithLoRA asserts they are not (lora/layers/fused_moe.py:FusedMoEWithLoRA._ep_check)"),
+            format!("with `lora` and `ep`, use tp 1 × dp {} or tp {} × dp 1", tp * dp, tp * dp),
+        )
+    })
 }

@@ -465,7 +465,50 @@ pub(super) fn shape_against_the_layout(s: &Scenario, out: &mut Vec<Finding>) {
             "vLLM refuses this split of the experts",
             Some(moe_help(m, l)),
         ));
+    } else if let Some((message, help)) = refined_fp8_moe_refusal(s) {
+        out.push(Finding::new(
+            Code::FormatNeedsNewerGpu,
+            Anchor::Layout,
+            message,
+            "no FP8 MoE kernel for this split on this GPU",
+            Some(help),
+        ));
     }
+}
+
+/// Block-FP8 experts whose shards are not whole scale blocks run only where vLLM can
+/// refine the blocks (`oracle/fp8.py:refine_fp8_moe_block_shape`) and a kernel takes the
+/// finer ones: Triton's FP8 path needs compute capability 8.9 (`TritonExperts`:
+/// `current_platform.supports_fp8()`), DeepGEMM and FlashInfer 9.0, and below them Marlin
+/// takes the checkpoint's 128 × 128 blocks alone, so `select_fp8_moe_backend` raises "No
+/// FP8 MoE backend supports the deployment configuration." (an A100 at MoE TP 8 on
+/// Qwen3-235B-A22B-FP8: 1,536 / 8 = 192, refined to 64).
+fn refined_fp8_moe_refusal(s: &Scenario) -> Option<(String, String)> {
+    let (m, l) = (&s.model, &s.layout);
+    let cc = s.topology.gpu.compute_capability()?;
+    let (block_n, block_k) = fp8_block(m, Component::Experts, None)?;
+    let moe_tp = moe_tp(l);
+    if s.topology.gpu.rocm || cc >= 8.9 || !m.is_moe() || m.moe_intermediate == 0 {
+        return None;
+    }
+    let shard = m.moe_intermediate / moe_tp;
+    let whole = |shard: u64| shard.is_multiple_of(block_n) && shard.is_multiple_of(block_k);
+    if moe_tp == 1 || whole(shard) {
+        return None;
+    }
+    let widest = (0..=16)
+        .map(|k| 1u64 << k)
+        .take_while(|t| *t < moe_tp)
+        .filter(|t| m.moe_intermediate.is_multiple_of(*t) && whole(m.moe_intermediate / t))
+        .last()
+        .unwrap_or(1);
+    Some((
+        format!(
+            "No FP8 MoE backend supports the deployment configuration: on {} (compute capability {cc:.1}) only Marlin runs block-FP8 experts, with the checkpoint's {block_n} × {block_k} blocks, and the experts' {} intermediate width over {moe_tp} ranks leaves shards of {shard} that vLLM would refine to finer blocks, which only Triton (compute capability 8.9), DeepGEMM and FlashInfer (9.0) take (oracle/fp8.py:select_fp8_moe_backend)",
+            s.topology.gpu.name, m.moe_intermediate
+        ),
+        format!("add `ep` (whole experts per rank), or split each expert over at most {widest} ranks (tp × dp without `ep`) on this GPU"),
+    ))
 }
 
 /// Why vLLM refuses decode context parallelism `dcp` on this layout, or `None`

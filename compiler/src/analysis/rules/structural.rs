@@ -361,6 +361,15 @@ fn dual_batch_overlap(s: &Scenario, out: &mut Vec<Finding>) {
 fn moe_token_exchange(s: &Scenario, out: &mut Vec<Finding>) {
     let m = &s.model;
     let l = &s.layout;
+    if let Some(message) = crate::analysis::deepep::batched_experts_refusal(s) {
+        out.push(Finding::new(
+            Code::FormatNeedsNewerGpu,
+            Anchor::Engine("all2all_backend"),
+            message,
+            "no NVFP4 expert kernel for this all-to-all on this GPU",
+            Some("use `all2all_backend = deepep_high_throughput` or `allgather_reducescatter` here, or serve the NVFP4 experts on B200, GB200 or B300".into()),
+        ));
+    }
     if let Some(backend) = s.engine.all2all_backend.as_deref() {
         let why = if m.experts == 0 {
             Some(format!("{} has no MoE layers", s.model_name))

@@ -237,18 +237,72 @@ fn dcp_on_rocm_needs_a_sparse_mla_backend_with_it() {
     );
 }
 
+/// One deployment written in `.dist`: `model` on `nodes` × `node` with `layout`; its
+/// fields `overrides` written into a copy of the model (`kv_cache = fp8`), `engine`'s
+/// options after `max_model_len = 16k tokens`, and more deployment fields in `extra`.
+#[derive(Clone, Copy)]
+struct Dist<'a> {
+    node: &'a str,
+    nodes: u32,
+    model: &'a str,
+    overrides: &'a str,
+    layout: &'a str,
+    engine: &'a str,
+    extra: &'a str,
+}
+
+impl<'a> Dist<'a> {
+    fn on(node: &'a str, model: &'a str, layout: &'a str) -> Self {
+        Dist {
+            node,
+            nodes: 1,
+            model,
+            overrides: "",
+            layout,
+            engine: "",
+            extra: "",
+        }
+    }
+
+    fn world(&self) -> MemoryWorld {
+        let Dist {
+            node,
+            nodes,
+            model,
+            overrides,
+            layout,
+            engine,
+            extra,
+        } = *self;
+        MemoryWorld::new().with(
+            "c.dist",
+            &format!(
+                "import std.nodes.{node}\nimport std.models.{model}\n\
+                 cluster c {{ nodes = {nodes} × {node} }}\n\
+                 model m = {model} {{ {overrides} }}\n\
+                 deploy d {{ model = m, cluster = c, layout = {layout}, \
+                 engine = vllm {{ max_model_len = 16k tokens{engine} }}{extra} }}\n"
+            ),
+        )
+    }
+
+    fn compile(&self) -> Checked {
+        driver::compile_file(&self.world(), "c.dist").unwrap()
+    }
+
+    fn scenario(&self) -> dic_compiler::analysis::Scenario {
+        let checked = driver::check_file(&self.world(), "c.dist").unwrap();
+        checked.deployments[0].scenario.scenario.clone()
+    }
+}
+
 /// A deployment of `model` on one `node` with `layout` and engine options `engine`.
 fn deploy_on(node: &str, model: &str, layout: &str, engine: &str) -> Checked {
-    let world = MemoryWorld::new().with(
-        "c.dist",
-        &format!(
-            "import std.nodes.{node}\nimport std.models.{model}\n\
-             cluster c {{ nodes = 1 × {node} }}\n\
-             deploy d {{ model = {model}, cluster = c, layout = {layout}, \
-             engine = vllm {{ max_model_len = 16k tokens{engine} }} }}\n"
-        ),
-    );
-    driver::compile_file(&world, "c.dist").unwrap()
+    Dist {
+        engine,
+        ..Dist::on(node, model, layout)
+    }
+    .compile()
 }
 
 /// Row 50: dic writes `--block-size`, which vLLM takes as the user's and filters its
@@ -308,18 +362,13 @@ fn sparse_mla_needs_hopper_or_blackwell() {
 fn an_fp8_cache_below_sm89_needs_a_backend_other_than_triton() {
     let mla = deploy_on("dgx_a100", "deepseek_v3", "tp 8 × pp 2", "");
     assert!(!codes(&mla).contains(&Code::NoAttentionBackend));
-    let fp8 = |model: &str, layout: &str| {
-        let world = MemoryWorld::new().with(
-            "c.dist",
-            &format!(
-                "import std.nodes.dgx_a100\nimport std.models.{model}\n\
-                 cluster c {{ nodes = 2 × dgx_a100 }}\n\
-                 model m = {model} {{ kv_cache = fp8 }}\n\
-                 deploy d {{ model = m, cluster = c, layout = {layout}, \
-                 engine = vllm {{ max_model_len = 16k tokens }} }}\n"
-            ),
-        );
-        driver::compile_file(&world, "c.dist").unwrap()
+    let fp8 = |model, layout| {
+        Dist {
+            nodes: 2,
+            overrides: "kv_cache = fp8",
+            ..Dist::on("dgx_a100", model, layout)
+        }
+        .compile()
     };
     let e = first(&fp8("deepseek_v3", "tp 8 × pp 2"), Code::NoAttentionBackend).clone();
     assert!(e.message.contains("TRITON_MLA"), "{}", e.message);
@@ -331,15 +380,11 @@ fn an_fp8_cache_below_sm89_needs_a_backend_other_than_triton() {
 /// (`_resolve_dsv4_kv_cache_dtype`): a 16-bit cache is refused, `auto` and `fp8` are not.
 #[test]
 fn deepseek_v4_on_hopper_needs_an_fp8_cache() {
-    let world = MemoryWorld::new().with(
-        "c.dist",
-        "import std.nodes.dgx_h200\nimport std.models.deepseek_v4_flash\n\
-         cluster c { nodes = 1 × dgx_h200 }\n\
-         model m = deepseek_v4_flash { kv_cache = bf16 }\n\
-         deploy d { model = m, cluster = c, layout = tp 8 × ep, \
-         engine = vllm { max_model_len = 16k tokens } }\n",
-    );
-    let c = driver::compile_file(&world, "c.dist").unwrap();
+    let c = Dist {
+        overrides: "kv_cache = bf16",
+        ..Dist::on("dgx_h200", "deepseek_v4_flash", "tp 8 × ep")
+    }
+    .compile();
     let e = first(&c, Code::NoAttentionBackend);
     assert!(
         e.message.contains("only supports fp8 kv-cache"),
@@ -356,20 +401,11 @@ fn deepseek_v4_on_hopper_needs_an_fp8_cache() {
 fn deepseek_v4s_auto_cache_is_the_fp8_one_vllm_allocates() {
     use dic_compiler::analysis::memory::memory;
     let with = |kv: &str| {
-        let world = MemoryWorld::new().with(
-            "c.dist",
-            &format!(
-                "import std.nodes.dgx_h200\nimport std.models.deepseek_v4_flash\n\
-                 cluster c {{ nodes = 1 × dgx_h200 }}\n\
-                 model m = deepseek_v4_flash {{ kv_cache = {kv} }}\n\
-                 deploy d {{ model = m, cluster = c, layout = tp 8 × ep, \
-                 engine = vllm {{ max_model_len = 16k tokens }} }}\n"
-            ),
-        );
-        driver::check_file(&world, "c.dist").unwrap().deployments[0]
-            .scenario
-            .scenario
-            .clone()
+        Dist {
+            overrides: &format!("kv_cache = {kv}"),
+            ..Dist::on("dgx_h200", "deepseek_v4_flash", "tp 8 × ep")
+        }
+        .scenario()
     };
     let (auto, fp8, bf16) = (with("auto"), with("fp8"), with("bf16"));
     assert_eq!(auto.model.kv_cache, "fp8");
@@ -445,18 +481,13 @@ fn nvfp4_experts_batched_by_deepep_low_latency_need_blackwell() {
 /// default all-to-all, and not sequence-parallel (tp > 1 and dp > 1 with `ep`).
 #[test]
 fn lora_on_expert_parallel_experts_takes_the_default_exchange_and_no_sequence_parallelism() {
-    let lora = |layout: &str, engine: &str| {
-        let world = MemoryWorld::new().with(
-            "c.dist",
-            &format!(
-                "import std.nodes.dgx_h100\nimport std.models.qwen3_30b_a3b\n\
-                 cluster c {{ nodes = 1 × dgx_h100 }}\n\
-                 deploy d {{ model = qwen3_30b_a3b, cluster = c, layout = {layout}, \
-                 engine = vllm {{ max_model_len = 8k tokens{engine} }}, \
-                 lora = {{ adapters = [\"sql=org/qwen3-30b-sql-lora\"], max_loras = 2, max_rank = 16 }} }}\n"
-            ),
-        );
-        driver::compile_file(&world, "c.dist").unwrap()
+    let lora = |layout, engine| {
+        Dist {
+            engine,
+            extra: ", lora = { adapters = [\"sql=org/qwen3-30b-sql-lora\"], max_loras = 2, max_rank = 16 }",
+            ..Dist::on("dgx_h100", "qwen3_30b_a3b", layout)
+        }
+        .compile()
     };
     let sp = lora("tp 2 × dp 4 × ep", "");
     assert!(first(&sp, Code::LoraUnsupported)

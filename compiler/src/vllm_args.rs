@@ -293,7 +293,10 @@ pub fn check_extra_args(words: &[String], dic_json_keys: bool) -> Vec<ArgProblem
         .enumerate()
         .filter_map(|(index, word)| secret_problem("", index, word))
         .collect();
-    for mut p in option_problems(words, dic_json_keys) {
+    for mut p in option_problems(words, dic_json_keys)
+        .into_iter()
+        .chain(crate::vllm_parsers::parser_problems(words))
+    {
         p.message = redact_secrets(&p.message);
         p.help = redact_secrets(&p.help);
         problems.push(p);

@@ -507,3 +507,54 @@ fn lora_on_expert_parallel_experts_takes_the_default_exchange_and_no_sequence_pa
         codes(&plain)
     );
 }
+
+/// Speculative decoding vLLM 0.33 refuses at start-up: `mtp` on MiniMax-M2.7, whose MTP
+/// modules vLLM drops and serves no draft for ("Unsupported speculative method: 'mtp'");
+/// a `draft_model` whose heads the target's TP does not divide (the draft runs at the
+/// target's TP, `SpeculativeConfig._verify_args`); and beside LoRA, a token budget below
+/// `max_num_seqs × (tokens + 1)` (`EngineArgs.create_engine_config`).
+#[test]
+fn speculation_vllm_refuses_at_start_up() {
+    let mtp = Dist {
+        engine: ", speculative = { method = mtp, tokens = 3 }",
+        ..Dist::on("dgx_h200", "minimax_m2_7", "tp 4")
+    }
+    .compile();
+    let e = first(&mtp, Code::SpecMethodUnavailable);
+    assert!(
+        e.message.contains("Unsupported speculative method"),
+        "{}",
+        e.message
+    );
+    let world = MemoryWorld::new().with(
+        "c.dist",
+        "import std.nodes.dgx_h100\n\
+         model big { hf = \"Qwen/Qwen2.5-72B-Instruct\", parameters = 72.7B, layers = 80, hidden = 8192, heads = 64, kv_heads = 8, intermediate = 29568, vocab = 152064, max_context = 32768 tokens, dtype = bf16 }\n\
+         model small { hf = \"Qwen/Qwen2.5-7B-Instruct\", parameters = 7.6B, layers = 28, hidden = 3584, heads = 28, kv_heads = 4, intermediate = 18944, vocab = 152064, max_context = 32768 tokens, dtype = bf16 }\n\
+         cluster c { nodes = 1 × dgx_h100 }\n\
+         deploy d { model = big, cluster = c, layout = tp 8, engine = vllm { max_model_len = 16k tokens, \
+         speculative = { method = draft_model, draft = small, tokens = 4 } } }\n",
+    );
+    let draft = driver::compile_file(&world, "c.dist").unwrap();
+    let e = first(&draft, Code::SpecMethodUnavailable);
+    assert!(
+        e.message.contains("divisible by tensor parallel size"),
+        "{}",
+        e.message
+    );
+    let lora_spec = |tokens: u32| {
+        Dist {
+            engine: &format!(
+                ", speculative = {{ method = eagle3, source = \"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\", tokens = {tokens} }}"
+            ),
+            extra: ", lora = { adapters = [\"sql=org/llama-3.1-8b-sql-lora\"], max_loras = 4, max_rank = 16 }",
+            ..Dist::on("dgx_h100", "llama_3_1_8b", "tp 1")
+        }
+        .compile()
+    };
+    // 1,024 sequences × 9 = 9,216 > 8,192; × 4 = 4,096 fits.
+    assert!(first(&lora_spec(8), Code::BatchBelowSeqs)
+        .message
+        .contains("9216"));
+    assert!(!codes(&lora_spec(3)).contains(&Code::BatchBelowSeqs));
+}

@@ -3,7 +3,8 @@
 //! verify_with_model_config`, and again `v1/worker/lora_model_runner_mixin.py:
 //! load_lora_model`), a vocabulary past what the LM head's LoRA wrapper accepts, and a MoE
 //! model's experts under expert parallelism with another all-to-all than vLLM's default or
-//! sequence-parallel (`lora/layers/fused_moe.py:FusedMoEWithLoRA._ep_check`). The
+//! sequence-parallel (`lora/layers/fused_moe.py:FusedMoEWithLoRA._ep_check`); beside
+//! speculative decoding, a token budget below every sequence's verified tokens (E0504). The
 //! classes are `vllm_class::VLLM_CLASSES`. (The checks on the `lora` block alone are
 //! `check::lora`'s.)
 
@@ -49,6 +50,9 @@ pub fn lora_findings(s: &Scenario) -> Vec<Finding> {
             Some(format!("remove `lora`, or use a model of at most {LORA_MAX_VOCAB} tokens of vocabulary")),
         )];
     }
+    if let Some(f) = speculation_budget_refusal(s) {
+        return vec![f];
+    }
     expert_parallel_refusal(s)
         .map(|(message, help)| {
             vec![Finding::new(
@@ -60,6 +64,31 @@ pub fn lora_findings(s: &Scenario) -> Vec<Finding> {
             )]
         })
         .unwrap_or_default()
+}
+
+/// LoRA with speculative decoding needs a token budget for every sequence's verified
+/// tokens: `EngineArgs.create_engine_config` (engine/arg_utils.py) raises "Consider
+/// increasing max_num_batched_tokens or decreasing num_speculative_tokens" where
+/// `max_num_batched_tokens < max_num_seqs × (num_speculative_tokens + 1)`.
+fn speculation_budget_refusal(s: &Scenario) -> Option<Finding> {
+    let k = s.engine.speculative.as_ref()?.tokens;
+    let (seqs, budget) = (s.engine.max_num_seqs, s.engine.max_num_batched_tokens);
+    let needed = seqs * (k + 1);
+    (budget < needed).then(|| {
+        Finding::new(
+            Code::BatchBelowSeqs,
+            Anchor::Field("lora"),
+            format!(
+                "with LoRA and {k} speculative tokens vLLM needs max_num_batched_tokens ≥ max_num_seqs × {} = {needed}, and has {budget}: \"Consider increasing max_num_batched_tokens or decreasing num_speculative_tokens\" (engine/arg_utils.py:EngineArgs.create_engine_config)",
+                k + 1
+            ),
+            "LoRA beside speculation without the token budget",
+            Some(format!(
+                "set `max_num_batched_tokens = {needed}` or `max_num_seqs = {}`, or draft fewer tokens",
+                budget / (k + 1)
+            )),
+        )
+    })
 }
 
 /// LoRA on a MoE model's experts under expert parallelism: `FusedMoEWithLoRA._ep_check`

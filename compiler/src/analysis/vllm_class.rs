@@ -166,6 +166,26 @@ pub const VLLM_CLASSES: &[VllmClass] = &[
     },
 ];
 
+/// Families whose checkpoints carry multi-token-prediction layers that vLLM 0.33 does not
+/// serve as an MTP draft, by a piece of their `hf` repository name, with why:
+/// `SpeculativeConfig.__post_init__` (config/speculative.py) takes `method = mtp` only for
+/// the model types of `MTPModelTypes`, after `hf_config_override` maps a target's type to
+/// its MTP draft's, and raises "Unsupported speculative method: 'mtp'" otherwise.
+pub const MTP_UNSERVED: &[(&str, &str)] = &[(
+    "minimax-m2",
+    "MiniMaxM2ForCausalLM drops the checkpoint's `num_mtp_modules` layers at load (model_executor/models/minimax_m2.py) and `hf_config_override` maps no `minimax_m2` type to an MTP draft (only `minimax_m3`)",
+)];
+
+/// Why vLLM 0.33 serves no MTP draft for `m` though its checkpoint has MTP layers
+/// ([`MTP_UNSERVED`]), or `None`.
+pub fn mtp_unserved(m: &Model) -> Option<&'static str> {
+    let hf = m.hf.as_deref()?.to_ascii_lowercase();
+    MTP_UNSERVED
+        .iter()
+        .find(|(piece, _)| hf.contains(piece))
+        .map(|(_, why)| *why)
+}
+
 /// `m`'s entry in [`VLLM_CLASSES`], by its `hf` repository; `None`: taken as Llama's.
 pub fn vllm_class(m: &Model) -> Option<&'static VllmClass> {
     let hf = m.hf.as_deref()?.to_ascii_lowercase();

@@ -67,6 +67,32 @@ fn engine_options_the_model_or_workload_cannot_use(s: &Scenario, out: &mut Vec<F
                 )),
             ));
         }
+        if let Some(why) = (sp.method == "mtp" && m.detail.mtp_layers > 0)
+            .then(|| crate::analysis::vllm_class::mtp_unserved(m))
+            .flatten()
+        {
+            out.push(Finding::new(
+                Code::SpecMethodUnavailable,
+                Anchor::Engine("speculative"),
+                format!("Unsupported speculative method: 'mtp': the checkpoint has {} MTP layers, but vLLM 0.33 serves none of this family as a draft: {why}", m.detail.mtp_layers),
+                "MTP layers vLLM does not serve",
+                Some("use `method = eagle3` with a head trained for this model, or `ngram`".into()),
+            ));
+        }
+        if let Some(d) = sp.draft.as_deref().filter(|_| sp.method == "draft_model") {
+            // The draft runs at the target's TP (`_verify_and_get_draft_tp`; the draft
+            // runner requires it equal), and vLLM checks its heads against it as the
+            // target's (`SpeculativeConfig._verify_args`).
+            if let Some((_, why)) = super::shape::tp_refusal(d, s.layout.tp) {
+                out.push(Finding::new(
+                    Code::SpecMethodUnavailable,
+                    Anchor::Engine("speculative"),
+                    format!("the draft model runs at the target's tp {}, and vLLM refuses it there: {why}", s.layout.tp),
+                    "a draft the target's TP cannot split",
+                    Some("choose a draft whose heads the target's tp divides, or `method = eagle3`".into()),
+                ));
+            }
+        }
         if sp.method == "mtp" && m.detail.mtp_layers == 0 {
             out.push(Finding::new(
                 Code::SpecMethodUnavailable,

@@ -196,7 +196,6 @@ fn reasoning_problem(words: &[String]) -> Option<ArgProblem> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::vllm_args::check_extra_args;
 
     fn words(s: &[&str]) -> Vec<String> {

@@ -93,9 +93,9 @@ fn speculation_budget_refusal(s: &Scenario) -> Option<Finding> {
 
 /// LoRA on a MoE model's experts under expert parallelism: `FusedMoEWithLoRA._ep_check`
 /// (lora/layers/fused_moe.py) asserts the all-to-all backend is vLLM's default
-/// `allgather_reducescatter` and that the MoE layer is not sequence-parallel (`ep` with tp
-/// > 1 and dp > 1, `ParallelConfig.use_sequence_parallel_moe`, which the MoE families'
-/// classes pass to their layers).
+/// `allgather_reducescatter` and that the MoE layer is not sequence-parallel (`ep` with
+/// both tp and dp above 1, `ParallelConfig.use_sequence_parallel_moe`, which the MoE
+/// families' classes pass to their layers).
 fn expert_parallel_refusal(s: &Scenario) -> Option<(String, String)> {
     let l = &s.layout;
     let (tp, dp) = (l.tp.max(1), l.dp.max(1));

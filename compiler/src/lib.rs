@@ -30,4 +30,3 @@ pub mod syntax;
 pub mod text_rules;
 pub mod units;
 pub mod vllm_args;
-pub mod vllm_parsers;

@@ -9,6 +9,7 @@
 //! sits (E0316), since these values are written in plain text into scripts, manifests
 //! and report.json.
 
+mod parsers;
 use crate::diagnostics::Code;
 use crate::schema::VLLM_OPTIONS;
 use crate::secrets::{redact_secrets, secret_shape};
@@ -295,7 +296,7 @@ pub fn check_extra_args(words: &[String], dic_json_keys: bool) -> Vec<ArgProblem
         .collect();
     for mut p in option_problems(words, dic_json_keys)
         .into_iter()
-        .chain(crate::vllm_parsers::parser_problems(words))
+        .chain(parsers::parser_problems(words))
     {
         p.message = redact_secrets(&p.message);
         p.help = redact_secrets(&p.help);

@@ -2,12 +2,12 @@
 //! (vLLM 0.33's `entrypoints/common/cli_args.py`), beside the parser's checks in
 //! `vllm_args`: auto tool choice without a parser, and parser names its registries lack.
 
+use super::{ArgProblem, VLLM_VERSION};
 use crate::diagnostics::Code;
-use crate::vllm_args::{ArgProblem, VLLM_VERSION};
 
 /// The tool-call parsers vLLM 0.33 registers (`tool_parsers/__init__.py:
 /// _TOOL_PARSERS_TO_REGISTER`), which `--tool-call-parser` must name.
-pub const TOOL_CALL_PARSERS: &[&str] = &[
+pub(super) const TOOL_CALL_PARSERS: &[&str] = &[
     "dots",
     "deepseek_v3",
     "deepseek_v31",
@@ -70,7 +70,7 @@ pub const TOOL_CALL_PARSERS: &[&str] = &[
 
 /// The reasoning parsers vLLM 0.33 registers (`reasoning/__init__.py:
 /// _REASONING_PARSERS_TO_REGISTER`), which `--reasoning-parser` must name.
-pub const REASONING_PARSERS: &[&str] = &[
+pub(super) const REASONING_PARSERS: &[&str] = &[
     "deepseek_r1",
     "deepseek_v3",
     "deepseek_v4",
@@ -139,7 +139,7 @@ fn arg_at<'a>(words: &'a [String], flag: &str) -> Option<(usize, Option<&'a str>
 /// requires --tool-call-parser") and `validate_api_server_args` (a parser name its registry
 /// lacks: "invalid tool call parser", "invalid reasoning parser"), which a plugin
 /// (`--tool-parser-plugin`, `--reasoning-parser-plugin`) can extend.
-pub(crate) fn parser_problems(words: &[String]) -> Vec<ArgProblem> {
+pub(super) fn parser_problems(words: &[String]) -> Vec<ArgProblem> {
     let mut out = Vec::new();
     let Some((auto, _)) = arg_at(words, "--enable-auto-tool-choice") else {
         return reasoning_problem(words).into_iter().collect();

@@ -552,6 +552,21 @@ fn speculation_vllm_refuses_at_start_up() {
         }
         .compile()
     };
+    // EAGLE-3 needs `SupportsEagle3`, which Mixtral's class lacks; Llama's has it.
+    let eagle3 = |model| {
+        Dist {
+            engine: ", speculative = { method = eagle3, source = \"org/eagle3-head\", tokens = 3 }",
+            ..Dist::on("dgx_h100", model, "tp 2")
+        }
+        .compile()
+    };
+    let e = first(&eagle3("mixtral_8x7b"), Code::SpecMethodUnavailable).clone();
+    assert!(
+        e.message.contains("does not support EAGLE3"),
+        "{}",
+        e.message
+    );
+    assert!(!codes(&eagle3("llama_3_1_8b")).contains(&Code::SpecMethodUnavailable));
     // 1,024 sequences × 9 = 9,216 > 8,192; × 4 = 4,096 fits.
     assert!(first(&lora_spec(8), Code::BatchBelowSeqs)
         .message

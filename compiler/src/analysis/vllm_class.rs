@@ -186,6 +186,25 @@ pub fn mtp_unserved(m: &Model) -> Option<&'static str> {
         .map(|(_, why)| *why)
 }
 
+/// Families whose vLLM 0.33 class does not implement `SupportsEagle3`, by a piece of their
+/// `hf` repository name, with why: an EAGLE-3 head needs the target's auxiliary hidden
+/// states, and `set_eagle3_aux_hidden_state_layers`
+/// (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py) raises "Model does not support EAGLE3
+/// interface" at load otherwise.
+pub const EAGLE3_UNSERVED: &[(&str, &str)] = &[(
+    "mixtral",
+    "MixtralForCausalLM implements SupportsLoRA, SupportsPP and MixtureOfExperts, not SupportsEagle3 (model_executor/models/mixtral.py)",
+)];
+
+/// Why vLLM 0.33 cannot run an EAGLE-3 head on `m` ([`EAGLE3_UNSERVED`]), or `None`.
+pub fn eagle3_unserved(m: &Model) -> Option<&'static str> {
+    let hf = m.hf.as_deref()?.to_ascii_lowercase();
+    EAGLE3_UNSERVED
+        .iter()
+        .find(|(piece, _)| hf.contains(piece))
+        .map(|(_, why)| *why)
+}
+
 /// `m`'s entry in [`VLLM_CLASSES`], by its `hf` repository; `None`: taken as Llama's.
 pub fn vllm_class(m: &Model) -> Option<&'static VllmClass> {
     let hf = m.hf.as_deref()?.to_ascii_lowercase();

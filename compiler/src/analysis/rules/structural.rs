@@ -79,6 +79,18 @@ fn engine_options_the_model_or_workload_cannot_use(s: &Scenario, out: &mut Vec<F
                 Some("use `method = eagle3` with a head trained for this model, or `ngram`".into()),
             ));
         }
+        if let Some(why) = (sp.method == "eagle3")
+            .then(|| crate::analysis::vllm_class::eagle3_unserved(m))
+            .flatten()
+        {
+            out.push(Finding::new(
+                Code::SpecMethodUnavailable,
+                Anchor::Engine("speculative"),
+                format!("Model does not support EAGLE3 interface: {why}"),
+                "EAGLE-3 on a class without its hidden-state taps",
+                Some("use `method = ngram` or a `draft_model` from the same family".into()),
+            ));
+        }
         if let Some(d) = sp.draft.as_deref().filter(|_| sp.method == "draft_model") {
             // The draft runs at the target's TP (`_verify_and_get_draft_tp`; the draft
             // runner requires it equal), and vLLM checks its heads against it as the

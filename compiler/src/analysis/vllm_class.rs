@@ -179,8 +179,13 @@ pub const MTP_UNSERVED: &[(&str, &str)] = &[(
 /// Why vLLM 0.33 serves no MTP draft for `m` though its checkpoint has MTP layers
 /// ([`MTP_UNSERVED`]), or `None`.
 pub fn mtp_unserved(m: &Model) -> Option<&'static str> {
+    family_reason(MTP_UNSERVED, m)
+}
+
+/// The reason `table` gives for `m`'s family, found by a piece of its `hf` repository name.
+fn family_reason(table: &[(&str, &'static str)], m: &Model) -> Option<&'static str> {
     let hf = m.hf.as_deref()?.to_ascii_lowercase();
-    MTP_UNSERVED
+    table
         .iter()
         .find(|(piece, _)| hf.contains(piece))
         .map(|(_, why)| *why)
@@ -198,11 +203,7 @@ pub const EAGLE3_UNSERVED: &[(&str, &str)] = &[(
 
 /// Why vLLM 0.33 cannot run an EAGLE-3 head on `m` ([`EAGLE3_UNSERVED`]), or `None`.
 pub fn eagle3_unserved(m: &Model) -> Option<&'static str> {
-    let hf = m.hf.as_deref()?.to_ascii_lowercase();
-    EAGLE3_UNSERVED
-        .iter()
-        .find(|(piece, _)| hf.contains(piece))
-        .map(|(_, why)| *why)
+    family_reason(EAGLE3_UNSERVED, m)
 }
 
 /// `m`'s entry in [`VLLM_CLASSES`], by its `hf` repository; `None`: taken as Llama's.

@@ -858,3 +858,45 @@ fn qwen3_32b_fp8_imports_its_blocks_and_refuses_tp_16() {
     per_tensor.detail.weight_block.clear();
     assert!(tp_refusal(&per_tensor, 16).is_none());
 }
+
+/// M-RoPE is read where vLLM 0.33 looks for it (`transformers_utils/config.py:uses_mrope`):
+/// an `mrope_section` list in `rope_parameters` or `rope_scaling`, at the top level, or
+/// HunYuan-VL's `xdrope_section`; a plain RoPE config has none. vLLM refuses such a
+/// model as a `draft_model` (docs/vllm-rules.md row 95).
+#[test]
+fn mrope_is_read_where_vllm_reads_it() {
+    let cases = [
+        (
+            r#""rope_parameters": {"rope_type": "default", "mrope_section": [11, 11, 10]}"#,
+            Some("rope_parameters.mrope_section"),
+        ),
+        (
+            r#""rope_scaling": {"type": "default", "mrope_section": [24, 20, 20]}"#,
+            Some("rope_scaling.mrope_section"),
+        ),
+        (r#""mrope_section": [16, 24, 24]"#, Some("mrope_section")),
+        (
+            r#""rope_scaling": {"xdrope_section": [16, 24, 24]}"#,
+            Some("rope_scaling.xdrope_section"),
+        ),
+        (r#""rope_scaling": {"type": "yarn", "factor": 4.0}"#, None),
+        (r#""rope_parameters": {"mrope_section": null}"#, None),
+    ];
+    for (extra, want) in cases {
+        let text = import_small(extra).unwrap_or_else(|d| panic!("{extra}: {}", d.message));
+        let line = text.lines().find(|l| l.trim_start().starts_with("mrope ="));
+        match want {
+            Some(key) => assert_eq!(
+                line.map(str::trim),
+                Some(format!("mrope = true // {key}").as_str()),
+                "{extra}"
+            ),
+            None => assert!(line.is_none(), "{extra}: {text}"),
+        }
+        assert_eq!(
+            imported_model(&text).detail.mrope,
+            want.is_some(),
+            "{extra}"
+        );
+    }
+}

@@ -309,6 +309,11 @@ pub struct ModelDetail {
     /// a speculative draft, `method = mtp`).
     #[serde(skip_serializing_if = "is_zero")]
     pub mtp_layers: u64,
+    /// Positions are multimodal rotary embeddings (M-RoPE: `mrope_section` in the
+    /// config's rope parameters; Qwen3-VL, Qwen3.5). vLLM 0.33 drafts with no such model
+    /// (`LLMBaseProposer._raise_if_mrope`).
+    #[serde(skip_serializing_if = "is_false")]
+    pub mrope: bool,
     /// Each layer's dense MLP intermediate size when they differ (NAS models, DeciLM's
     /// `block_configs`); empty: every dense layer has `intermediate`.
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -540,6 +540,7 @@ pub static SCHEMAS: &[KindSchema] = &[
             f!("weight_block", Ty::List(&WIDTH), "block-FP8 checkpoints: `[block_n, block_k]`, the output × input tile each weight scale covers (`weight_block_size` in `quantization_config`, e.g. `[128, 128]`); vLLM needs each TP shard of a weight to hold whole blocks (E0411)"),
             f!("layer_intermediate", Ty::List(&LAYERS0), "each layer's dense MLP intermediate size, in order, when they differ (NAS models: DeciLM / Nemotron Super and Ultra `block_configs`; 0 for a layer without an MLP); `intermediate` is then the largest"),
             f!("mtp_layers", Ty::Int { min: 0, max: 16 }, "multi-token-prediction layers the checkpoint ships beyond `layers` (num_nextn_predict_layers, mtp_num_hidden_layers); vLLM loads them only as the draft of `speculative = { method = mtp }`"),
+            f!("mrope", Ty::Bool, "positions are multimodal rotary embeddings (M-RoPE: `mrope_section` in the config's rope parameters; Qwen3-VL, Qwen3.5); vLLM 0.33 serves no such model as a `draft_model`"),
         ],
     },
     KindSchema {

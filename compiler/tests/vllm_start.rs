@@ -511,7 +511,9 @@ fn lora_on_expert_parallel_experts_takes_the_default_exchange_and_no_sequence_pa
 /// Speculative decoding vLLM 0.33 refuses at start-up: `mtp` on MiniMax-M2.7, whose MTP
 /// modules vLLM drops and serves no draft for ("Unsupported speculative method: 'mtp'");
 /// a `draft_model` whose heads the target's TP does not divide (the draft runs at the
-/// target's TP, `SpeculativeConfig._verify_args`); and beside LoRA, a token budget below
+/// target's TP, `SpeculativeConfig._verify_args`); a draft model with M-RoPE positions
+/// (`LLMBaseProposer._raise_if_mrope`); EAGLE-3 on a class without `SupportsEagle3`; and
+/// beside LoRA, a token budget below
 /// `max_num_seqs × (tokens + 1)` (`EngineArgs.create_engine_config`).
 #[test]
 fn speculation_vllm_refuses_at_start_up() {
@@ -541,6 +543,34 @@ fn speculation_vllm_refuses_at_start_up() {
         e.message.contains("divisible by tensor parallel size"),
         "{}",
         e.message
+    );
+    // A draft with M-RoPE positions (Qwen3.5's small models) is refused at start-up
+    // (`_raise_if_mrope`); the same draft without them is not.
+    let mrope_draft = |mrope: bool| {
+        let world = MemoryWorld::new().with(
+            "q.dist",
+            &format!(
+                "import std.nodes.dgx_h200\n\
+                 import std.models.qwen3_5_27b\n\
+                 model small {{ hf = \"Qwen/Qwen3.5-0.8B\", parameters = 0.8B, layers = 24, hidden = 1024, heads = 8, kv_heads = 2, head_dim = 256, intermediate = 3584, vocab = 248320, max_context = 262144 tokens, dtype = bf16, mrope = {mrope} }}\n\
+                 cluster c {{ nodes = 1 × dgx_h200 }}\n\
+                 deploy d {{ model = qwen3_5_27b, cluster = c, layout = tp 2, engine = vllm {{ max_model_len = 16k tokens, \
+                 speculative = {{ method = draft_model, draft = small, tokens = 4 }} }} }}\n"
+            ),
+        );
+        driver::compile_file(&world, "q.dist").unwrap()
+    };
+    let with_mrope = mrope_draft(true);
+    let e = first(&with_mrope, Code::SpecMethodUnavailable);
+    assert!(
+        e.message.contains("does not support M-RoPE"),
+        "{}",
+        e.message
+    );
+    let without = codes(&mrope_draft(false));
+    assert!(
+        !without.contains(&Code::SpecMethodUnavailable),
+        "{without:?}"
     );
     let lora_spec = |tokens: u32| {
         Dist {

@@ -391,6 +391,7 @@ fn model_detail(r: &Reader<'_>) -> ModelDetail {
         quant_group: r.uint("quant_group").unwrap_or(0),
         weight_block: r.uints("weight_block"),
         mtp_layers: r.uint("mtp_layers").unwrap_or(0),
+        mrope: r.boolean("mrope").unwrap_or(false),
         layer_intermediate: r.uints("layer_intermediate"),
     }
 }

@@ -113,6 +113,35 @@ impl<'a> Config<'a> {
         self.cfg.get(k)
     }
 
+    /// Where the config declares M-RoPE, as vLLM 0.33 finds it
+    /// (`transformers_utils/config.py:uses_mrope`): an `mrope_section` (or HunYuan-VL's
+    /// `xdrope_section`) list in the language model's `rope_parameters` or `rope_scaling`,
+    /// or at its top level, or in an Omni model's thinker's text config.
+    pub fn mrope_key(&self) -> Option<String> {
+        const SECTIONS: [&str; 2] = ["mrope_section", "xdrope_section"];
+        let in_object = |obj: &Map<String, Value>, prefix: &str| {
+            for params in ["rope_parameters", "rope_scaling"] {
+                if let Some(p) = obj.get(params).and_then(Value::as_object) {
+                    if let Some(name) = SECTIONS
+                        .iter()
+                        .find(|s| p.get(**s).is_some_and(Value::is_array))
+                    {
+                        return Some(format!("{prefix}{params}.{name}"));
+                    }
+                }
+            }
+            SECTIONS
+                .iter()
+                .find(|s| obj.get(**s).is_some_and(Value::is_array))
+                .map(|name| format!("{prefix}{name}"))
+        };
+        in_object(&self.cfg, "").or_else(|| {
+            let thinker = self.top.get("thinker_config")?.as_object()?;
+            let text = thinker.get("text_config")?.as_object()?;
+            in_object(text, "thinker_config.text_config.")
+        })
+    }
+
     /// Whether the language model's config has field `k`.
     pub fn has(&self, k: &str) -> bool {
         self.cfg.contains_key(k)

@@ -115,6 +115,8 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
     quantization::apply(&mut m, &q, d.dtype);
     let mtp = c.first_count(&MTP_KEYS, "mtp_layers")?;
     m.detail.mtp_layers = mtp.map(|m| m.0).unwrap_or(0);
+    let mrope = c.mrope_key();
+    m.detail.mrope = mrope.is_some();
     let params = crate::architecture::parameters(&m).total;
     dims::check_estimate("parameters", params, "the architecture's sizes", &c)?;
     let text = render::text(&render::Imported {
@@ -124,6 +126,7 @@ pub fn import(req: &ImportRequest<'_>) -> Result<String, Box<Diagnostic>> {
         kinds: &kinds,
         quant: &q,
         mtp,
+        mrope,
         model: &m,
     });
     refuse_unless_it_checks(text, req.source_name)

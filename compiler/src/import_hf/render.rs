@@ -20,6 +20,8 @@ pub(super) struct Imported<'a> {
     pub quant: &'a Quant,
     /// The multi-token-prediction layer count and the field that gave it.
     pub mtp: Option<(u64, &'static str)>,
+    /// The config field that declares M-RoPE, when one does.
+    pub mrope: Option<String>,
     pub model: &'a Model,
 }
 
@@ -407,6 +409,9 @@ fn precision_lines(x: &Imported, out: &mut Vec<Line>) {
     }
     if let Some((n, key)) = x.mtp.filter(|m| m.0 > 0) {
         out.push(line("mtp_layers", n, key));
+    }
+    if let Some(key) = &x.mrope {
+        out.push(line("mrope", "true", key.as_str()));
     }
     if let Some(kv) = q.kv_cache {
         out.push(line("kv_cache", kv, qsrc("KV-cache quantization")));

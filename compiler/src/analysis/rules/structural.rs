@@ -105,6 +105,25 @@ fn engine_options_the_model_or_workload_cannot_use(s: &Scenario, out: &mut Vec<F
                 ));
             }
         }
+        if let Some(d) = sp
+            .draft
+            .as_deref()
+            .filter(|d| sp.method == "draft_model" && d.detail.mrope)
+        {
+            // A draft model takes one new slot per request each step
+            // (`needs_extra_input_slots`), and that proposer refuses M-RoPE positions
+            // (`v1/spec_decode/llm_base_proposer.py:_raise_if_mrope`).
+            out.push(Finding::new(
+                Code::SpecMethodUnavailable,
+                Anchor::Engine("speculative"),
+                format!(
+                    "Speculative Decoding with draft models or parallel drafting does not support M-RoPE yet: the draft model{} uses multimodal rotary positions (`mrope`)",
+                    d.hf.as_deref().map(|h| format!(" ({h})")).unwrap_or_default()
+                ),
+                "a draft model with M-RoPE",
+                Some("choose a draft without M-RoPE that shares the target's tokenizer, or `method = mtp` where the target ships MTP layers (Qwen3.5 does)".into()),
+            ));
+        }
         if sp.method == "mtp" && m.detail.mtp_layers == 0 {
             out.push(Finding::new(
                 Code::SpecMethodUnavailable,

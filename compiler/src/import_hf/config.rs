@@ -324,3 +324,55 @@ fn lenient_json(text: &str) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// M-RoPE is found where vLLM 0.33 looks for it (`transformers_utils/config.py:
+    /// uses_mrope`): an `mrope_section` list in `rope_parameters` or `rope_scaling`, at the
+    /// top level, HunYuan-VL's `xdrope_section`, or an Omni thinker's text config; a plain
+    /// or YaRN RoPE config has none. vLLM refuses such a model as a `draft_model`
+    /// (docs/vllm-rules.md row 95). The shared Qwen3.5 and Qwen3-VL configs import with it
+    /// (tests/import_hf.rs, their snapshots and the stdlib's agreement).
+    #[test]
+    fn mrope_is_found_where_vllm_looks_for_it() {
+        let cases = [
+            (
+                r#""rope_parameters": {"mrope_section": [11, 11, 10]}"#,
+                Some("rope_parameters.mrope_section"),
+            ),
+            (
+                r#""rope_scaling": {"mrope_section": [24, 20, 20]}"#,
+                Some("rope_scaling.mrope_section"),
+            ),
+            (r#""mrope_section": [16, 24, 24]"#, Some("mrope_section")),
+            (
+                r#""rope_scaling": {"xdrope_section": [16, 24, 24]}"#,
+                Some("rope_scaling.xdrope_section"),
+            ),
+            (
+                r#""text_config": {"rope_scaling": {"mrope_section": [1, 2, 3]}}"#,
+                Some("rope_scaling.mrope_section"),
+            ),
+            (
+                r#""thinker_config": {"text_config": {"rope_scaling": {"mrope_section": [1]}}}"#,
+                Some("thinker_config.text_config.rope_scaling.mrope_section"),
+            ),
+            (r#""rope_scaling": {"type": "yarn", "factor": 4.0}"#, None),
+            (r#""rope_parameters": {"mrope_section": null}"#, None),
+        ];
+        for (extra, want) in cases {
+            let text = format!(r#"{{"num_hidden_layers": 2, {extra}}}"#);
+            let req = ImportRequest {
+                config: &text,
+                quant_config: None,
+                name: "m",
+                repo: None,
+                source_name: "config.json",
+            };
+            let c = Config::parse(&req).unwrap_or_else(|d| panic!("{extra}: {}", d.message));
+            assert_eq!(c.mrope_key().as_deref(), want, "{extra}");
+        }
+    }
+}

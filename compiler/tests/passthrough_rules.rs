@@ -186,3 +186,51 @@ fn a_capture_limit_below_a_speculative_step_is_refused() {
         .iter()
         .any(|d| d.message.contains("No valid cudagraph sizes")));
 }
+
+/// Row 53 of docs/vllm-rules.md: vLLM 0.33 refuses full CUDA graphs for mixed steps
+/// (`cudagraph_mode = FULL`) on an attention backend without graph support (`NEVER`:
+/// Llama 4's chunked local attention), and downgrades every other mode itself. dic writes
+/// no such mode: `cudagraph_mode` takes vLLM's four other modes only, and `extra_args`
+/// cannot set the key beside it, one key or the whole JSON.
+#[test]
+fn full_cuda_graphs_for_mixed_steps_cannot_be_written() {
+    let llama4 = |engine: &str| {
+        check(&format!(
+            "import std.nodes.dgx_h100\nimport std.models.*\n\
+             cluster one {{ nodes = 1 × dgx_h100 }}\n\
+             deploy d {{ model = llama_4_scout, cluster = one, layout = tp 8, engine = vllm {{ max_model_len = 32k tokens, {engine} }} }}\n"
+        ))
+    };
+    let errors = |c: &Checked| {
+        c.diagnostics
+            .iter()
+            .filter(|d| d.severity == dic_compiler::diagnostics::Severity::Error)
+            .map(|d| d.code)
+            .collect::<Vec<_>>()
+    };
+    let field = llama4("cudagraph_mode = full");
+    assert!(
+        !errors(&field).is_empty(),
+        "`full` is not a mode dic writes"
+    );
+    for extra in [
+        r#"extra_args = ["--compilation-config.cudagraph_mode=FULL"]"#,
+        r#"extra_args = ["-cc", "{\"cudagraph_mode\": \"FULL\"}"]"#,
+    ] {
+        let c = llama4(extra);
+        assert!(
+            find(&c, Code::InvalidExtraArg).is_some(),
+            "{extra}: {:?}",
+            errors(&c)
+        );
+    }
+    for mode in [
+        "full_and_piecewise",
+        "full_decode_only",
+        "piecewise",
+        "none",
+    ] {
+        let c = llama4(&format!("cudagraph_mode = {mode}"));
+        assert!(errors(&c).is_empty(), "{mode}: {:?}", errors(&c));
+    }
+}

@@ -146,7 +146,9 @@ fn listed(doc: &str, heading: &str) -> BTreeMap<usize, String> {
                 items.insert(number.parse().unwrap(), site).is_none(),
                 "#{number} listed twice under `{heading}`"
             );
-        } else if seen_item && !line.trim().is_empty() {
+        } else if (seen_item && !line.trim().is_empty()) || line.trim_end().ends_with(':') {
+            // The list ends at its first other line, or, empty, at the next list's
+            // introduction (`Caught in part (…):`).
             break;
         }
     }

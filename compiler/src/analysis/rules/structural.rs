@@ -2,6 +2,7 @@
 //! dense models) and the topology's (TP across nodes or over PCIe, GPUs the cluster lacks).
 
 use super::*;
+use crate::analysis::scenario::SpecDecode;
 
 /// Fabric rate per GPU (per direction) under which EP all-to-all across nodes dominates a
 /// step: one 200 Gb/s port per GPU. DeepSeek's and vLLM's wide-EP deployments run 400G per
@@ -31,7 +32,6 @@ pub fn structural(s: &Scenario, remedies: bool) -> Vec<Finding> {
 /// The engine options the model or the workload cannot use: prefix caching turned off under
 /// a workload that reuses prompts, a speculative method or draft the model does not support.
 fn engine_options_the_model_or_workload_cannot_use(s: &Scenario, out: &mut Vec<Finding>) {
-    let m = &s.model;
     if let Some(w) = s.workload.filter(|w| w.declared_reuse > 0.0) {
         if s.engine.enable_prefix_caching == Some(false) {
             out.push(Finding::new(
@@ -47,107 +47,114 @@ fn engine_options_the_model_or_workload_cannot_use(s: &Scenario, out: &mut Vec<F
         }
     }
     if let Some(sp) = &s.engine.speculative {
-        let n_predict = m.detail.mtp_layers;
-        if sp.method == "mtp"
-            && n_predict > 0
-            && sp.tokens > n_predict
-            && !sp.tokens.is_multiple_of(n_predict)
-        {
-            // `SpeculativeConfig.__post_init__`: the MTP modules are reused in turn.
-            out.push(Finding::new(
-                Code::SpecMethodUnavailable,
-                Anchor::Engine("speculative"),
+        out.extend(
+            speculation_refusals(s, sp)
+                .into_iter()
+                .map(|(message, label, help)| {
+                    Finding::new(
+                        Code::SpecMethodUnavailable,
+                        Anchor::Engine("speculative"),
+                        message,
+                        label,
+                        Some(help),
+                    )
+                }),
+        );
+    }
+}
+
+/// What vLLM 0.33 refuses at start-up in the deployment's `speculative = { … }` (E0315),
+/// each as its message, label and help: MTP layers reused unevenly or not served, EAGLE-3
+/// on a class without its taps, a draft model the target's TP cannot split or with M-RoPE
+/// positions, `mtp` without MTP layers, a draft with another tokenizer.
+fn speculation_refusals(s: &Scenario, sp: &SpecDecode) -> Vec<(String, &'static str, String)> {
+    let m = &s.model;
+    let mut out = Vec::new();
+    let mut refuse = |message: String, label: &'static str, help: &str| {
+        out.push((message, label, help.to_string()))
+    };
+    let n_predict = m.detail.mtp_layers;
+    if sp.method == "mtp"
+        && n_predict > 0
+        && sp.tokens > n_predict
+        && !sp.tokens.is_multiple_of(n_predict)
+    {
+        // `SpeculativeConfig.__post_init__`: the MTP modules are reused in turn.
+        refuse(
+            format!(
+                "num_speculative_tokens:{} must be divisible by n_predict={n_predict}: vLLM drafts with the checkpoint's {n_predict} MTP layers in turn",
+                sp.tokens
+            ),
+            "MTP layers reused unevenly",
+            &format!("draft at most {n_predict} tokens, or a multiple of {n_predict}"),
+        );
+    }
+    if let Some(why) = (sp.method == "mtp" && n_predict > 0)
+        .then(|| crate::analysis::vllm_class::mtp_unserved(m))
+        .flatten()
+    {
+        refuse(
+            format!("Unsupported speculative method: 'mtp': the checkpoint has {n_predict} MTP layers, but vLLM 0.33 serves none of this family as a draft: {why}"),
+            "MTP layers vLLM does not serve",
+            "use `method = eagle3` with a head trained for this model, or `ngram`",
+        );
+    }
+    if let Some(why) = (sp.method == "eagle3")
+        .then(|| crate::analysis::vllm_class::eagle3_unserved(m))
+        .flatten()
+    {
+        refuse(
+            format!("Model does not support EAGLE3 interface: {why}"),
+            "EAGLE-3 on a class without its hidden-state taps",
+            "use `method = ngram` or a `draft_model` from the same family",
+        );
+    }
+    if let Some(d) = sp.draft.as_deref().filter(|_| sp.method == "draft_model") {
+        // The draft runs at the target's TP (`_verify_and_get_draft_tp`; the draft
+        // runner requires it equal), and vLLM checks its heads against it as the
+        // target's (`SpeculativeConfig._verify_args`).
+        if let Some((_, why)) = super::shape::tp_refusal(d, s.layout.tp) {
+            refuse(
                 format!(
-                    "num_speculative_tokens:{} must be divisible by n_predict={n_predict}: vLLM drafts with the checkpoint's {n_predict} MTP layers in turn",
-                    sp.tokens
+                    "the draft model runs at the target's tp {}, and vLLM refuses it there: {why}",
+                    s.layout.tp
                 ),
-                "MTP layers reused unevenly",
-                Some(format!(
-                    "draft at most {n_predict} tokens, or a multiple of {n_predict}"
-                )),
-            ));
+                "a draft the target's TP cannot split",
+                "choose a draft whose heads the target's tp divides, or `method = eagle3`",
+            );
         }
-        if let Some(why) = (sp.method == "mtp" && m.detail.mtp_layers > 0)
-            .then(|| crate::analysis::vllm_class::mtp_unserved(m))
-            .flatten()
-        {
-            out.push(Finding::new(
-                Code::SpecMethodUnavailable,
-                Anchor::Engine("speculative"),
-                format!("Unsupported speculative method: 'mtp': the checkpoint has {} MTP layers, but vLLM 0.33 serves none of this family as a draft: {why}", m.detail.mtp_layers),
-                "MTP layers vLLM does not serve",
-                Some("use `method = eagle3` with a head trained for this model, or `ngram`".into()),
-            ));
-        }
-        if let Some(why) = (sp.method == "eagle3")
-            .then(|| crate::analysis::vllm_class::eagle3_unserved(m))
-            .flatten()
-        {
-            out.push(Finding::new(
-                Code::SpecMethodUnavailable,
-                Anchor::Engine("speculative"),
-                format!("Model does not support EAGLE3 interface: {why}"),
-                "EAGLE-3 on a class without its hidden-state taps",
-                Some("use `method = ngram` or a `draft_model` from the same family".into()),
-            ));
-        }
-        if let Some(d) = sp.draft.as_deref().filter(|_| sp.method == "draft_model") {
-            // The draft runs at the target's TP (`_verify_and_get_draft_tp`; the draft
-            // runner requires it equal), and vLLM checks its heads against it as the
-            // target's (`SpeculativeConfig._verify_args`).
-            if let Some((_, why)) = super::shape::tp_refusal(d, s.layout.tp) {
-                out.push(Finding::new(
-                    Code::SpecMethodUnavailable,
-                    Anchor::Engine("speculative"),
-                    format!("the draft model runs at the target's tp {}, and vLLM refuses it there: {why}", s.layout.tp),
-                    "a draft the target's TP cannot split",
-                    Some("choose a draft whose heads the target's tp divides, or `method = eagle3`".into()),
-                ));
-            }
-        }
-        if let Some(d) = sp
-            .draft
-            .as_deref()
-            .filter(|d| sp.method == "draft_model" && d.detail.mrope)
-        {
-            // A draft model takes one new slot per request each step
-            // (`needs_extra_input_slots`), and that proposer refuses M-RoPE positions
-            // (`v1/spec_decode/llm_base_proposer.py:_raise_if_mrope`).
-            out.push(Finding::new(
-                Code::SpecMethodUnavailable,
-                Anchor::Engine("speculative"),
+        // A draft model takes one new slot per request each step
+        // (`needs_extra_input_slots`), and that proposer refuses M-RoPE positions
+        // (`v1/spec_decode/llm_base_proposer.py:_raise_if_mrope`).
+        if d.detail.mrope {
+            refuse(
                 format!(
                     "Speculative Decoding with draft models or parallel drafting does not support M-RoPE yet: the draft model{} uses multimodal rotary positions (`mrope`)",
                     d.hf.as_deref().map(|h| format!(" ({h})")).unwrap_or_default()
                 ),
                 "a draft model with M-RoPE",
-                Some("choose a draft without M-RoPE that shares the target's tokenizer, or `method = mtp` where the target ships MTP layers (Qwen3.5 does)".into()),
-            ));
-        }
-        if sp.method == "mtp" && m.detail.mtp_layers == 0 {
-            out.push(Finding::new(
-                Code::SpecMethodUnavailable,
-                Anchor::Engine("speculative"),
-                "`method = mtp` drafts with the checkpoint's multi-token-prediction layers, and this model declares none (`mtp_layers`)".to_string(),
-                "no MTP layers to draft with",
-                Some("use `method = eagle3` with a head trained for this model, or `ngram`; if the checkpoint has MTP layers (`num_nextn_predict_layers` in its config.json), set `mtp_layers` on the model".into()),
-            ));
-        }
-        if let Some(d) = sp.draft.as_deref() {
-            if d.vocab != m.vocab {
-                out.push(Finding::new(
-                    Code::SpecMethodUnavailable,
-                    Anchor::Engine("speculative"),
-                    format!(
-                        "the draft model's vocabulary ({}) differs from the target's ({}): vLLM needs one tokenizer for both",
-                        d.vocab, m.vocab
-                    ),
-                    "draft with another tokenizer",
-                    Some("choose a draft from the target's family (same tokenizer), or `method = eagle3`".into()),
-                ));
-            }
+                "choose a draft without M-RoPE that shares the target's tokenizer, or `method = mtp` where the target ships MTP layers (Qwen3.5 does)",
+            );
         }
     }
+    if sp.method == "mtp" && n_predict == 0 {
+        refuse(
+            "`method = mtp` drafts with the checkpoint's multi-token-prediction layers, and this model declares none (`mtp_layers`)".to_string(),
+            "no MTP layers to draft with",
+            "use `method = eagle3` with a head trained for this model, or `ngram`; if the checkpoint has MTP layers (`num_nextn_predict_layers` in its config.json), set `mtp_layers` on the model",
+        );
+    }
+    if let Some(d) = sp.draft.as_deref().filter(|d| d.vocab != m.vocab) {
+        refuse(
+            format!(
+                "the draft model's vocabulary ({}) differs from the target's ({}): vLLM needs one tokenizer for both",
+                d.vocab, m.vocab
+            ),
+            "draft with another tokenizer",
+            "choose a draft from the target's family (same tokenizer), or `method = eagle3`",
+        );
+    }
+    out
 }
 
 /// The lowest compute capability vLLM 0.33 serves a weight format on: each method's

@@ -214,6 +214,10 @@ fn import_hf_maps_every_shared_config_and_agrees_with_the_stdlib() {
             );
         }
         assert_eq!(got.attention, want.attention, "{std_name}.attention");
+        assert_eq!(
+            got.architecture, want.architecture,
+            "{std_name}.architecture"
+        );
         // Per-layer kinds, their dimensions and the per-component formats, all at once.
         for l in 0..got.layers {
             assert_eq!(got.layer(l), want.layer(l), "{std_name}: layer {l}");

@@ -213,6 +213,9 @@ impl Attention {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Model {
     pub hf: Option<String>,
+    /// The class config.json's `architectures` names (`Qwen3MoeForCausalLM`), which
+    /// `analysis::vllm_class` reads before `hf`.
+    pub architecture: Option<String>,
     pub parameters: f64,
     pub layers: u64,
     pub hidden: u64,

@@ -115,6 +115,7 @@ fn text_example(rule: crate::text_rules::TextRule) -> &'static str {
         R::ResourceName => "rdma/ib",
         R::Image => "vllm/vllm-openai:v0.33.0",
         R::Capability => "IPC_LOCK",
+        R::ClassName => "Qwen3MoeForCausalLM",
         R::Interface => "eth0",
         R::Label => "example.com/pool=gpu",
         R::Toleration => "nvidia.com/gpu:NoSchedule",

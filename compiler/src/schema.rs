@@ -484,6 +484,7 @@ pub static SCHEMAS: &[KindSchema] = &[
         doc: "A model's architecture: the numbers memory and compute need, checked against its config.json.",
         fields: &[
             f!("hf", Ty::Str(TextRule::Argument), "the Hugging Face repository, e.g. \"meta-llama/Llama-3.1-70B-Instruct\""),
+            f!("architecture", Ty::Str(TextRule::ClassName), "the model class its config.json names (`architectures[0]`, e.g. \"Qwen3MoeForCausalLM\"; `dic import-hf` writes it): the vLLM class that serves it, and so what it supports (LoRA, pipeline stages, EAGLE-3, an MTP draft). Unset: found from `hf`, else taken as Llama's"),
             f!("parameters", Ty::Quantity(D::Ratio, Range::closed(1.0, 1e15)), req, "total parameter count, e.g. `70.6B`"),
             f!("layers", LAYERS, req, "hidden layers (num_hidden_layers)"),
             f!("hidden", WIDTH, req, "hidden size"),

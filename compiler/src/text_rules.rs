@@ -36,6 +36,9 @@ pub enum TextRule {
     Image,
     /// A Linux capability: `IPC_LOCK`, `SYS_RESOURCE`.
     Capability,
+    /// A Python class name, as config.json's `architectures` names a model's:
+    /// `Qwen3MoeForCausalLM`.
+    ClassName,
     /// A network interface, or NCCL's list syntax for them (`^docker,lo`, `=eth0`, `enp`).
     Interface,
     /// `key=value` with a qualified-name key and a label value: a node selector, a label.
@@ -73,6 +76,9 @@ impl TextRule {
             }
             TextRule::Capability => {
                 "a Linux capability dic grants: `IPC_LOCK`, `SYS_RAWIO`, `SYS_NICE`, `SYS_RESOURCE` or `SYS_PTRACE`"
+            }
+            TextRule::ClassName => {
+                "a class name: at most 128 letters, digits and `_`, not starting with a digit (`Qwen3MoeForCausalLM`)"
             }
             TextRule::Interface => {
                 "an interface name or NCCL's list of prefixes (`enp`, `^docker,lo`, `=eth0`)"
@@ -114,6 +120,7 @@ impl TextRule {
             TextRule::ResourceName => resource_name(s),
             TextRule::Image => image(s),
             TextRule::Capability => capability(s),
+            TextRule::ClassName => class_name(s),
             TextRule::Interface => interface(s),
             TextRule::Label => {
                 let (key, value) = s.split_once('=').ok_or("has no `=`")?;
@@ -390,6 +397,20 @@ pub const GRANTABLE_CAPABILITIES: &[&str] = &[
 /// A Linux capability as Kubernetes writes it (`IPC_LOCK`, optionally `CAP_IPC_LOCK`), one
 /// of [`GRANTABLE_CAPABILITIES`]: `ALL` and `SYS_ADMIN` make the container root on the
 /// node in all but name, and anything else has no use dic knows.
+/// A Python class name: letters, digits and `_`, not starting with a digit, at most 128.
+pub fn class_name(s: &str) -> Result<(), String> {
+    let first = s.chars().next().ok_or("is empty")?;
+    if s.len() > 128
+        || first.is_ascii_digit()
+        || !s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        return Err(
+            "is not a class name (letters, digits and `_`, not starting with a digit)".into(),
+        );
+    }
+    Ok(())
+}
+
 pub fn capability(s: &str) -> Result<(), String> {
     if s.is_empty()
         || s.len() > 64

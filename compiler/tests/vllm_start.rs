@@ -603,3 +603,62 @@ fn speculation_vllm_refuses_at_start_up() {
         .contains("9216"));
     assert!(!codes(&lora_spec(3)).contains(&Code::BatchBelowSeqs));
 }
+
+/// Rows 11, 56, 85 and 104: the model's class is the one its config.json names
+/// (`architecture`), whatever its repository is called. A fine-tune under its own name
+/// (`acme/support-bot-v2`) of MiniMax-M2.7 is still MiniMaxM2ForCausalLM, whose MTP layers
+/// vLLM does not serve, and of Mixtral still lacks `SupportsEagle3`; a Llama whose
+/// repository name says "mixtral" is Llama's class, which has it. Without `architecture`,
+/// the `hf` name decides, as before.
+#[test]
+fn the_class_is_the_architecture_the_config_names_not_the_repository_name() {
+    let mtp = |overrides| {
+        Dist {
+            overrides,
+            engine: ", speculative = { method = mtp, tokens = 1 }",
+            ..Dist::on("dgx_h200", "minimax_m2_7", "tp 4")
+        }
+        .compile()
+    };
+    let fine_tune = mtp(r#"hf = "acme/support-bot-v2""#);
+    assert!(
+        first(&fine_tune, Code::SpecMethodUnavailable)
+            .message
+            .contains("Unsupported speculative method"),
+        "{:?}",
+        codes(&fine_tune)
+    );
+    let eagle3 = |model, overrides| {
+        Dist {
+            overrides,
+            engine: ", speculative = { method = eagle3, source = \"org/eagle3-head\", tokens = 3 }",
+            ..Dist::on("dgx_h100", model, "tp 2")
+        }
+        .compile()
+    };
+    let mixtral = eagle3("mixtral_8x7b", r#"hf = "acme/router-v1""#);
+    assert!(first(&mixtral, Code::SpecMethodUnavailable)
+        .message
+        .contains("does not support EAGLE3"));
+    let llama = eagle3("llama_3_1_8b", r#"hf = "acme/mixtral-distilled-8b""#);
+    assert!(
+        !codes(&llama).contains(&Code::SpecMethodUnavailable),
+        "{:?}",
+        codes(&llama)
+    );
+    // A hand-written model naming no architecture: its `hf` decides.
+    let by_name = Dist {
+        overrides: r#"hf = "mistralai/Mixtral-8x7B-Instruct-v0.1""#,
+        ..Dist::on("dgx_h100", "llama_3_1_8b", "tp 2")
+    };
+    let s = by_name.scenario();
+    assert_eq!(
+        s.model.architecture.as_deref(),
+        Some("LlamaForCausalLM"),
+        "inherited from the stdlib's Llama"
+    );
+    assert!(dic_compiler::analysis::vllm_class::eagle3_unserved(&s.model).is_none());
+    let mut unnamed = s.model.clone();
+    unnamed.architecture = None;
+    assert!(dic_compiler::analysis::vllm_class::eagle3_unserved(&unnamed).is_some());
+}

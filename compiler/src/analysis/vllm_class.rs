@@ -1,5 +1,7 @@
-//! vLLM 0.33's model class for a model, found from its `hf` repository name (dic's models
-//! carry no architecture name), and what the class supports where it differs from Llama's:
+//! vLLM 0.33's model class for a model, found from the class its config.json names (the
+//! model's `architecture`, which `dic import-hf` writes and the stdlib states) or, where a
+//! model states none, from its `hf` repository name, and what the class supports where it
+//! differs from Llama's:
 //! LoRA (`analysis/lora.rs`, `analysis/lora_rules.rs`) and pipeline parallelism
 //! (`analysis/rules/shape.rs:pp_refusal`). One table, so every rule reads the same class.
 
@@ -12,6 +14,8 @@ use crate::program::Model;
 pub struct VllmClass {
     /// A piece of the family's Hugging Face repository names (lower case).
     pub hf: &'static str,
+    /// The class config.json's `architectures` names, which a model's `architecture`
+    /// matches.
     pub class: &'static str,
     /// file:class of vLLM 0.33 that says so.
     pub source: &'static str,
@@ -72,6 +76,14 @@ pub const VLLM_CLASSES: &[VllmClass] = &[
         hf: "deepseek-v4",
         class: "DeepseekV4ForCausalLM",
         source: "models/deepseek_v4/nvidia/model.py:DeepseekV4ForCausalLM",
+        supports_lora: true,
+        wraps_embeddings: false,
+        supports_pp: true,
+    },
+    VllmClass {
+        hf: "deepseek-v3.2",
+        class: "DeepseekV32ForCausalLM",
+        source: "models/deepseek_v32/nvidia/model.py:DeepseekV32ForCausalLM",
         supports_lora: true,
         wraps_embeddings: false,
         supports_pp: true,
@@ -171,7 +183,8 @@ pub const VLLM_CLASSES: &[VllmClass] = &[
 /// `SpeculativeConfig.__post_init__` (config/speculative.py) takes `method = mtp` only for
 /// the model types of `MTPModelTypes`, after `hf_config_override` maps a target's type to
 /// its MTP draft's, and raises "Unsupported speculative method: 'mtp'" otherwise.
-pub const MTP_UNSERVED: &[(&str, &str)] = &[(
+pub const MTP_UNSERVED: &[FamilyReason] = &[(
+    "MiniMaxM2ForCausalLM",
     "minimax-m2",
     "MiniMaxM2ForCausalLM drops the checkpoint's `num_mtp_modules` layers at load (model_executor/models/minimax_m2.py) and `hf_config_override` maps no `minimax_m2` type to an MTP draft (only `minimax_m3`)",
 )];
@@ -182,13 +195,27 @@ pub fn mtp_unserved(m: &Model) -> Option<&'static str> {
     family_reason(MTP_UNSERVED, m)
 }
 
-/// The reason `table` gives for `m`'s family, found by a piece of its `hf` repository name.
-fn family_reason(table: &[(&str, &'static str)], m: &Model) -> Option<&'static str> {
-    let hf = m.hf.as_deref()?.to_ascii_lowercase();
+/// A family table's entry: the class config.json names, a piece of the family's `hf`
+/// repository names (lower case), and why.
+pub type FamilyReason = (&'static str, &'static str, &'static str);
+
+/// The reason `table` gives for `m`'s family: by its `architecture` where it states one,
+/// else by a piece of its `hf` repository name.
+fn family_reason(table: &[FamilyReason], m: &Model) -> Option<&'static str> {
     table
         .iter()
-        .find(|(piece, _)| hf.contains(piece))
-        .map(|(_, why)| *why)
+        .find(|(class, piece, _)| is_class(m, class, piece))
+        .map(|(_, _, why)| *why)
+}
+
+/// Whether `m` is of `class`: its `architecture` names it, or, stating none, its `hf`
+/// repository name holds `piece`.
+fn is_class(m: &Model, class: &str, piece: &str) -> bool {
+    match (&m.architecture, &m.hf) {
+        (Some(a), _) => a == class,
+        (None, Some(hf)) => hf.to_ascii_lowercase().contains(piece),
+        (None, None) => false,
+    }
 }
 
 /// Families whose vLLM 0.33 class does not implement `SupportsEagle3`, by a piece of their
@@ -196,7 +223,8 @@ fn family_reason(table: &[(&str, &'static str)], m: &Model) -> Option<&'static s
 /// states, and `set_eagle3_aux_hidden_state_layers`
 /// (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py) raises "Model does not support EAGLE3
 /// interface" at load otherwise.
-pub const EAGLE3_UNSERVED: &[(&str, &str)] = &[(
+pub const EAGLE3_UNSERVED: &[FamilyReason] = &[(
+    "MixtralForCausalLM",
     "mixtral",
     "MixtralForCausalLM implements SupportsLoRA, SupportsPP and MixtureOfExperts, not SupportsEagle3 (model_executor/models/mixtral.py)",
 )];
@@ -206,8 +234,8 @@ pub fn eagle3_unserved(m: &Model) -> Option<&'static str> {
     family_reason(EAGLE3_UNSERVED, m)
 }
 
-/// `m`'s entry in [`VLLM_CLASSES`], by its `hf` repository; `None`: taken as Llama's.
+/// `m`'s entry in [`VLLM_CLASSES`], by its `architecture`, else its `hf` repository;
+/// `None`: a class that serves it like Llama's (or, naming neither, taken as one).
 pub fn vllm_class(m: &Model) -> Option<&'static VllmClass> {
-    let hf = m.hf.as_deref()?.to_ascii_lowercase();
-    VLLM_CLASSES.iter().find(|c| hf.contains(c.hf))
+    VLLM_CLASSES.iter().find(|c| is_class(m, c.class, c.hf))
 }

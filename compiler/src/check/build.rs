@@ -325,6 +325,7 @@ fn model(r: &Reader<'_>) -> Model {
     let dtype = r.word("dtype").unwrap_or_else(|| "bf16".into());
     Model {
         hf: r.string("hf"),
+        architecture: r.string("architecture"),
         parameters: r.num("parameters").unwrap_or(0.0),
         layers: r.uint("layers").unwrap_or(0),
         hidden,

@@ -290,6 +290,10 @@ pub(super) fn base_model(c: &Config, d: &Dims) -> Result<Model, Box<Diagnostic>>
     };
     Ok(Model {
         hf: None,
+        // The class config.json names; one that is no class name is left out (it cannot
+        // name a vLLM class, and the text must not carry it).
+        architecture: (c.arch != "unknown" && crate::text_rules::class_name(&c.arch).is_ok())
+            .then(|| c.arch.clone()),
         parameters: 0.0,
         layers: d.layers,
         hidden: d.hidden,

@@ -87,6 +87,9 @@ fn shape_lines(x: &Imported, out: &mut Vec<Line>) {
     if let Some(repo) = x.req.repo.filter(|r| hf_accepts(r)) {
         out.push(line("hf", quote(repo), ""));
     }
+    if let Some(class) = &m.architecture {
+        out.push(line("architecture", quote(class), "architectures[0]"));
+    }
     let params = architecture::parameters(m).total;
     // In billions to two places; a model too small for that (a test's) as a plain count.
     let shown = if params >= 5e6 {

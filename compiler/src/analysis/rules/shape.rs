@@ -617,10 +617,16 @@ mod tests {
             assert_eq!(pp_refusal(&model(&name), 4), None, "{name}");
         }
         let mut zamba = model("llama_3_1_8b");
-        zamba.hf = Some("Zyphra/Zamba2-7B-instruct".into());
+        zamba.architecture = Some("Zamba2ForCausalLM".into());
         assert_eq!(pp_refusal(&zamba, 1), None);
         let refused = pp_refusal(&zamba, 2).unwrap_or_default();
         assert!(refused.contains("Zamba2ForCausalLM"), "{refused}");
+        // The architecture decides over the repository name; naming none, the name does.
+        zamba.hf = Some("Zyphra/Zamba2-7B-instruct".into());
+        zamba.architecture = Some("LlamaForCausalLM".into());
+        assert_eq!(pp_refusal(&zamba, 2), None);
+        zamba.architecture = None;
+        assert!(pp_refusal(&zamba, 2).is_some());
     }
 
     #[test]

@@ -355,6 +355,27 @@ fn sparse_mla_needs_hopper_or_blackwell() {
     assert!(!codes(&h200).contains(&Code::NoAttentionBackend));
 }
 
+/// DeepSeek V4 picks its attention itself: FlashMLA's sparse kernels on compute
+/// capability 9.x and 10.x, FlashInfer's SM120 kernel on 12.x, none elsewhere (row 105).
+#[test]
+fn deepseek_v4_needs_hopper_or_blackwell() {
+    for node in ["dgx_a100", "l40s_server_8"] {
+        let c = deploy_on(node, "deepseek_v4_flash", "tp 8 × pp 2", "");
+        let e = first(&c, Code::NoAttentionBackend);
+        assert!(
+            e.message.contains("DeepSeek V4's attention has no kernel"),
+            "{node}: {}",
+            e.message
+        );
+    }
+    let h200 = deploy_on("dgx_h200", "deepseek_v4_flash", "tp 8", "");
+    assert!(
+        !codes(&h200).contains(&Code::NoAttentionBackend),
+        "{:?}",
+        codes(&h200)
+    );
+}
+
 /// Below SM89 vLLM's Triton backends refuse an FP8 cache (`TritonAttentionImpl`,
 /// `TritonMLAImpl`), and MLA models (TRITON_MLA is the only MLA backend there) and gpt-oss
 /// (attention sinks) have no other backend; a Llama's FP8 cache runs on FlashInfer.

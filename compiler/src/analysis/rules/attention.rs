@@ -78,6 +78,20 @@ fn refusal(s: &Scenario) -> Option<BackendRefusal> {
             option: None,
         });
     }
+    // DeepSeek V4's layers pick their attention themselves, not through the generic
+    // selector: FlashMLA's sparse kernels on 9.x and 10.x, FlashInfer's SM120 kernel on
+    // 12.x; elsewhere the kernels are not built, and the FP8 output projection runs on
+    // DeepGEMM (SM90+).
+    if kind == AttentionKind::Compressed && ![9.0, 10.0, 12.0].contains(&major) {
+        return Some(BackendRefusal {
+            message: format!(
+                "DeepSeek V4's attention has no kernel on {} (compute capability {cc:.1}): vLLM runs it only as FlashMLA's sparse backend on 9.x and 10.x (DeepseekV4SparseMLABackend.supports_compute_capability; v1/attention/ops/flashmla.py: \"FlashMLA Sparse is only supported on Hopper and Blackwell DC devices\") or FlashInfer's SM120 kernel on 12.x (models/deepseek_v4/nvidia/model.py:_select_dsv4_attn_cls), with its FP8 output projection on DeepGEMM (SM90+), so the engine fails in start-up's profiling run",
+                gpu.name
+            ),
+            help: "serve it on Hopper or Blackwell GPUs".into(),
+            option: None,
+        });
+    }
     if kind == AttentionKind::Compressed
         && (major == 9.0 || major == 10.0)
         && m.kv_cache != "auto"

@@ -536,16 +536,19 @@ fn print_search(
         println!();
     }
     if !result.rejected.is_empty() {
-        // `--top N` shortens this list as it does the ranked one.
+        // One line a reason, naming the layouts it refuses (a model no layout of this GPU
+        // serves is refused once, not once a layout); `--top N` shortens this list as it
+        // does the ranked one.
+        let groups = rejected_by_reason(&result.rejected);
         println!("rejected:");
-        for r in result.rejected.iter().take(top) {
-            println!("  {}: {}", r.family, r.reason);
+        for (families, reason) in groups.iter().take(top) {
+            println!("  {}: {reason}", families_text(families));
         }
-        if result.rejected.len() > top {
+        if groups.len() > top {
             println!(
-                "  … {} more (`--top {}` or `--json` shows them)",
-                result.rejected.len() - top,
-                result.rejected.len()
+                "  … {} more reasons (`--top {}` or `--json` shows them)",
+                groups.len() - top,
+                groups.len()
             );
         }
         println!();
@@ -643,4 +646,29 @@ fn print_what_if(ds: &dic_compiler::analysis::DeploymentScenario, rows: Option<&
         );
     }
     println!();
+}
+
+/// The rejected layouts grouped by their reason, in the order the reasons first appear.
+fn rejected_by_reason(rejected: &[dic_compiler::planner::Rejection]) -> Vec<(Vec<&str>, &str)> {
+    let mut groups: Vec<(Vec<&str>, &str)> = Vec::new();
+    for r in rejected {
+        match groups.iter_mut().find(|(_, reason)| *reason == r.reason) {
+            Some((families, _)) => families.push(&r.family),
+            None => groups.push((vec![&r.family], &r.reason)),
+        }
+    }
+    groups
+}
+
+/// Layouts as one line: all of up to three, else the first three and how many more.
+fn families_text(families: &[&str]) -> String {
+    match families {
+        [..] if families.len() <= 3 => families.join(", "),
+        _ => format!(
+            "{} and {} more layout{}",
+            families[..3].join(", "),
+            families.len() - 3,
+            if families.len() == 4 { "" } else { "s" }
+        ),
+    }
 }

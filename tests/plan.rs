@@ -124,6 +124,39 @@ fn unsatisfiable_auto_names_the_closest_candidate() {
     );
 }
 
+/// The plan says each reason for refusing layouts once, naming the layouts: DeepSeek V4
+/// on A100s has no attention kernel (E0803) whatever the layout, one line, not 38.
+#[test]
+fn a_plan_whose_layouts_all_fail_alike_says_why_once() {
+    let dir = std::env::temp_dir().join(format!("dic-plan-v4-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("v4.dist");
+    std::fs::write(
+        &f,
+        "import std.nodes.dgx_a100\nimport std.models.deepseek_v4_flash\ncluster c { nodes = 2 × dgx_a100 }\n\
+         workload w { prompt = 2k tokens, output = 500 tokens, rate = 2 req/s }\nslo s { ttft.p95 <= 3 s }\n\
+         deploy d { model = deepseek_v4_flash, cluster = c, workload = w, slo = s, layout = auto }\n",
+    )
+    .unwrap();
+    let o = dic(&["plan", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        out.matches("DeepSeek V4's attention has no kernel").count(),
+        1,
+        "{out}"
+    );
+    assert!(
+        out.contains("tp 1 × pp 1, tp 1 × pp 1 × ep, tp 1 × pp 2 and 35 more layouts: DeepSeek V4"),
+        "{out}"
+    );
+    // Other reasons keep their own lines, with the layouts they refuse.
+    assert!(
+        out.contains("tp 2 × pp 5, tp 2 × pp 5 × ep: 10 GPUs per replica"),
+        "{out}"
+    );
+}
+
 /// An unpriced cluster has no $/h: the JSON plan says `null` where the ranking uses the GPU
 /// count, for the aggregated candidates and the splits alike.
 #[test]

@@ -248,6 +248,7 @@ pub fn scenario(row: &Row) -> Option<Scenario> {
         lora: None,
         pod_memory: None,
         extra_args: Vec::new(),
+        env: Vec::new(),
     };
     let workload = row.rate.map(|r| {
         WorkloadSpec::new(

@@ -234,3 +234,73 @@ fn full_cuda_graphs_for_mixed_steps_cannot_be_written() {
         assert!(errors(&c).is_empty(), "{mode}: {:?}", errors(&c));
     }
 }
+
+/// The message of the first diagnostic of `code`, if any.
+fn message(c: Checked, code: Code) -> Option<String> {
+    find(&c, code).map(|d| d.message.clone())
+}
+
+/// The KV connector rules only `env`, `extra_args` and `kv_offload` reach (rows 106–108):
+/// `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` under any KV connector (P/D's NIXL,
+/// `kv_offload`'s) unless the cumem allocator is on (`VllmConfig._verify_kv_transfer_compat`);
+/// `kv_offload` on P/D pools, whose connector it silently replaces
+/// (`_post_init_kv_transfer_config`); and a hybrid model's prefix caching without chunked
+/// prefill (`MambaModelConfig.verify_and_update_config`).
+#[test]
+fn kv_connectors_and_hybrid_prefix_caching_as_vllm_checks_them() {
+    let llama = |layout: &str, engine: &str, extra: &str| {
+        check(&format!(
+            "import std.nodes.dgx_h200\nimport std.models.llama_3_1_70b\n\
+             cluster c {{ nodes = 2 × dgx_h200 }}\n\
+             model m = llama_3_1_70b {{ weights = fp8, kv_cache = fp8 }}\n\
+             workload w {{ prompt = 8k tokens, output = 256 tokens, rate = 2 req/s, prefix_reuse = 50% }}\n\
+             deploy d {{ model = m, cluster = c, workload = w, layout = {layout}, \
+             engine = vllm {{ max_model_len = 16k tokens{engine} }}{extra} }}\n"
+        ))
+    };
+    let expandable = r#", env = ["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"]"#;
+    let pd = "{ prefill = tp 4 × dp 2, decode = tp 2 × dp 2 }";
+    let offload = ", kv_offload = { size = 100 GiB }";
+    let e = message(llama(pd, expandable, ""), Code::PoolsCannotPair).expect("E0410");
+    assert!(e.contains("expandable_segments:True"), "{e}");
+    let e = message(llama(pd, "", offload), Code::PoolsCannotPair).expect("E0410");
+    assert!(e.contains("replaces the P/D connector"), "{e}");
+    let e = message(
+        llama("tp 4 × dp 4", expandable, offload),
+        Code::InvalidExtraArg,
+    )
+    .expect("E0314 with kv_offload");
+    assert!(e.contains("OffloadingConnector"), "{e}");
+    // The cumem allocator keeps the KV cache off the expandable pool; without a
+    // connector the variable is vLLM's business alone.
+    let cumem = format!(r#"{expandable}, extra_args = ["--enable-cumem-allocator"]"#);
+    assert_eq!(message(llama(pd, &cumem, ""), Code::PoolsCannotPair), None);
+    assert_eq!(
+        message(llama("tp 4 × dp 4", expandable, ""), Code::InvalidExtraArg),
+        None
+    );
+    assert_eq!(message(llama(pd, "", ""), Code::PoolsCannotPair), None);
+
+    let qwen35 = |engine: &str| {
+        check(&format!(
+            "import std.nodes.dgx_h200\nimport std.models.qwen3_5_27b\n\
+             cluster c {{ nodes = 1 × dgx_h200 }}\n\
+             deploy d {{ model = qwen3_5_27b, cluster = c, layout = tp 2, engine = vllm {{ \
+             max_model_len = 8k tokens, max_num_batched_tokens = 8192, {engine} }} }}\n"
+        ))
+    };
+    let off = r#"extra_args = ["--disable-chunked-prefill"]"#;
+    let e = message(qwen35(off), Code::InvalidExtraArg).expect("E0314 for the hybrid model");
+    assert!(
+        e.contains("Chunked prefill is required for Mamba prefix caching"),
+        "{e}"
+    );
+    let no_cache = format!("{off}, enable_prefix_caching = false");
+    assert_eq!(message(qwen35(&no_cache), Code::InvalidExtraArg), None);
+    // A model without recurrent layers caches prefixes without chunked prefill.
+    let dense = compile(
+        "tp 2",
+        r#"max_model_len = 8k tokens, max_num_batched_tokens = 8192, extra_args = ["--disable-chunked-prefill"]"#,
+    );
+    assert_eq!(message(dense, Code::InvalidExtraArg), None);
+}

@@ -410,6 +410,25 @@ pub fn pools_cannot_pair(ps: &Scenario, ds: &Scenario) -> Option<Finding> {
     if let Some(f) = backends_differ(ps, ds) {
         return Some(f);
     }
+    // `VllmConfig._post_init_kv_transfer_config`: `--kv-offloading-size` sets the
+    // connector to its own (OffloadingConnector, LMCacheMPConnector) over the
+    // NixlConnector dic writes, with no error.
+    if ps.engine.kv_offload > 0.0 || ds.engine.kv_offload > 0.0 {
+        return finding(
+            "kv_offload replaces the P/D connector: with `--kv-offloading-size` vLLM 0.33 sets `kv_connector` to its offloading connector over the NixlConnector the pools need (config/vllm.py:_post_init_kv_transfer_config), so both pools would start as aggregated engines and no KV cache would move between them".into(),
+            "kv_offload on disaggregated pools",
+            "drop `kv_offload` from a disaggregated deployment, or serve it aggregated with `kv_offload`".into(),
+        );
+    }
+    if ps.engine.expandable_segments_without_cumem()
+        || ds.engine.expandable_segments_without_cumem()
+    {
+        return finding(
+            "KV connector NixlConnector is incompatible with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True unless enable_cumem_allocator is also enabled: the allocator can remap the KV cache's pages under the memory NIXL registered (config/vllm.py:_verify_kv_transfer_compat)".into(),
+            "expandable segments under a KV connector",
+            "drop `expandable_segments:True` from `env`'s PYTORCH_CUDA_ALLOC_CONF, or add `--enable-cumem-allocator` to `extra_args`".into(),
+        );
+    }
     let kinds: Vec<_> = (0..m.layers)
         .map(|l| m.layer(l).mixer)
         .filter(|k| *k != crate::layers::Mixer::None)
@@ -462,6 +481,15 @@ pub fn kv_offload_findings(s: &Scenario) -> Vec<Finding> {
     let mut out = Vec::new();
     if s.engine.kv_offload <= 0.0 {
         return out;
+    }
+    if s.engine.expandable_segments_without_cumem() {
+        out.push(Finding::new(
+            Code::InvalidExtraArg,
+            Anchor::Engine("env"),
+            "KV connector OffloadingConnector is incompatible with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True unless enable_cumem_allocator is also enabled: `kv_offload` runs through a KV connector, and vLLM 0.33 refuses every connector under that allocator (config/vllm.py:_verify_kv_transfer_compat)".into(),
+            "expandable segments beside kv_offload",
+            Some("drop `expandable_segments:True` from PYTORCH_CUDA_ALLOC_CONF, or add `--enable-cumem-allocator` to `extra_args`".into()),
+        ));
     }
     let host = launch_shape(s, s.layout)
         .ok()

@@ -290,6 +290,26 @@ pub struct EngineSettings {
     /// The user's `extra_args`, for vLLM's checks of the options only they reach
     /// (`rules::passthrough`).
     pub extra_args: Vec<String>,
+    /// The user's `env` of the vLLM processes, for vLLM's checks of the variables it
+    /// reads (`rules::passthrough`, `deployable::pools_cannot_pair`).
+    pub env: Vec<(String, String)>,
+}
+
+impl EngineSettings {
+    /// `PYTORCH_CUDA_ALLOC_CONF` asks for `expandable_segments:True` and nothing moves the
+    /// KV cache off that allocator (`--enable-sleep-mode` or `--enable-cumem-allocator`
+    /// in `extra_args`): vLLM 0.33 then refuses every KV connector
+    /// (`config/vllm.py:VllmConfig._verify_kv_transfer_compat`).
+    pub fn expandable_segments_without_cumem(&self) -> bool {
+        let expandable = self
+            .env
+            .iter()
+            .any(|(k, v)| k == "PYTORCH_CUDA_ALLOC_CONF" && v.contains("expandable_segments:True"));
+        let cumem = self.extra_args.iter().any(|w| {
+            w.starts_with("--enable-sleep-mode") || w.starts_with("--enable-cumem-allocator")
+        });
+        expandable && !cumem
+    }
 }
 
 /// `max_num_seqs` and `max_num_batched_tokens` as written (`None`: unset) and the
@@ -484,5 +504,6 @@ pub fn engine_settings(
         kv_offload: 0.0,
         pod_memory: None,
         extra_args: o.extra_args.clone(),
+        env: o.env.clone(),
     }
 }

@@ -81,6 +81,21 @@ pub(super) fn passthrough_options(s: &Scenario, out: &mut Vec<Finding>) {
     bf16_on_the_gpu(s, out);
     capture_limit_below_a_speculative_step(s, out);
     let e = &s.engine;
+    // `MambaModelConfig.verify_and_update_config`: a model with Mamba or linear-attention
+    // layers caches prefixes (vLLM's default) only with chunked prefill.
+    let recurrent = (0..m.layers).any(|l| m.layer(l).mixer.is_recurrent());
+    if has_flag(args, "--disable-chunked-prefill")
+        && recurrent
+        && e.enable_prefix_caching != Some(false)
+    {
+        out.push(Finding::new(
+            Code::InvalidExtraArg,
+            Anchor::Engine("extra_args"),
+            "Chunked prefill is required for Mamba prefix caching: the model's recurrent (Mamba or linear-attention) layers cache prefixes, as vLLM does by default, only with chunked prefill (model_executor/models/config.py:MambaModelConfig.verify_and_update_config)".into(),
+            "chunked prefill turned off for a hybrid model",
+            Some("drop `--disable-chunked-prefill`, or set `enable_prefix_caching = false`".into()),
+        ));
+    }
     if has_flag(args, "--disable-chunked-prefill") && e.max_num_batched_tokens < e.max_model_len {
         out.push(Finding::new(
             Code::BatchBelowModelLen,

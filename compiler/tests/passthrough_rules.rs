@@ -240,12 +240,13 @@ fn message(c: Checked, code: Code) -> Option<String> {
     find(&c, code).map(|d| d.message.clone())
 }
 
-/// The KV connector rules only `env`, `extra_args` and `kv_offload` reach (rows 106–108):
+/// The KV connector rules only `env`, `extra_args` and `kv_offload` reach (rows 106–109):
 /// `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` under any KV connector (P/D's NIXL,
 /// `kv_offload`'s) unless the cumem allocator is on (`VllmConfig._verify_kv_transfer_compat`);
 /// `kv_offload` on P/D pools, whose connector it silently replaces
 /// (`_post_init_kv_transfer_config`); and a hybrid model's prefix caching without chunked
-/// prefill (`MambaModelConfig.verify_and_update_config`).
+/// prefill (`MambaModelConfig.verify_and_update_config`) or KV offload without prefix
+/// caching (`build_offloading_config`).
 #[test]
 fn kv_connectors_and_hybrid_prefix_caching_as_vllm_checks_them() {
     let llama = |layout: &str, engine: &str, extra: &str| {
@@ -297,6 +298,25 @@ fn kv_connectors_and_hybrid_prefix_caching_as_vllm_checks_them() {
     );
     let no_cache = format!("{off}, enable_prefix_caching = false");
     assert_eq!(message(qwen35(&no_cache), Code::InvalidExtraArg), None);
+    // KV offload on the hybrid model: only with prefix caching (E0511 without).
+    let offload = |engine: &str| {
+        check(&format!(
+            "import std.nodes.dgx_h200\nimport std.models.qwen3_5_27b\n\
+             cluster c {{ nodes = 1 × dgx_h200 }}\n\
+             deploy d {{ model = qwen3_5_27b, cluster = c, layout = tp 2, \
+             engine = vllm {{ max_model_len = 32k tokens{engine} }}, kv_offload = {{ size = 100 GiB }} }}\n"
+        ))
+    };
+    let e = message(
+        offload(", enable_prefix_caching = false"),
+        Code::OffloadWithoutPrefixCaching,
+    )
+    .expect("E0511");
+    assert!(e.contains("need --enable-prefix-caching"), "{e}");
+    assert_eq!(
+        message(offload(""), Code::OffloadWithoutPrefixCaching),
+        None
+    );
     // A model without recurrent layers caches prefixes without chunked prefill.
     let dense = compile(
         "tp 2",

@@ -474,13 +474,31 @@ pub fn pools_cannot_pair(ps: &Scenario, ds: &Scenario) -> Option<Finding> {
     None
 }
 
-/// The findings on `kv_offload`: E0508 when the buffer and vLLM's own host memory do not
+/// The findings on `kv_offload`: E0511 on a hybrid model without prefix caching, E0314
+/// under expandable segments without the cumem allocator (rows 106, 109 of
+/// docs/vllm-rules.md); E0508 when the buffer and vLLM's own host memory do not
 /// fit the node's `cpu_memory`, W0505 when the node states none; W0504 when the workload
 /// declares no prefix reuse, so no later prompt can hit what the buffer keeps.
 pub fn kv_offload_findings(s: &Scenario) -> Vec<Finding> {
     let mut out = Vec::new();
     if s.engine.kv_offload <= 0.0 {
         return out;
+    }
+    // `offloading/config.py:build_offloading_config`: with prefix caching off a hybrid
+    // model's Mamba group keeps `mamba_cache_mode = none` and a block of max_model_len
+    // tokens, the block hash falls back to the groups' LCM, and the attention groups'
+    // blocks do not divide by it.
+    let m = &s.model;
+    if s.engine.enable_prefix_caching == Some(false)
+        && (0..m.layers).any(|l| m.layer(l).mixer.is_recurrent())
+    {
+        out.push(Finding::new(
+            Code::OffloadWithoutPrefixCaching,
+            Anchor::Field("kv_offload"),
+            "KV offloading needs prefix caching on a model with Mamba or linear-attention layers: without it vLLM keeps one recurrent state per request in a block of max_model_len tokens, the offloaded blocks' hash size becomes the groups' least common multiple, and the attention blocks do not divide by it (\"tokens_per_block=… not divisible by tokens_per_hash=…. Hybrid models (e.g. Mamba+Attention) need --enable-prefix-caching to align block sizes.\", distributed/kv_transfer/kv_connector/v1/offloading/config.py:build_offloading_config)".into(),
+            "KV offload on a hybrid model without prefix caching",
+            Some("remove `enable_prefix_caching = false` (offloaded blocks are only ever read back as prefix hits), or drop `kv_offload`".into()),
+        ));
     }
     if s.engine.expandable_segments_without_cumem() {
         out.push(Finding::new(

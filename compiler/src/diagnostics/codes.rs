@@ -108,6 +108,7 @@ codes! {
     HostMemoryShort = "E0508", Error, "the KV offload buffer does not fit the node's CPU memory";
     PodMemoryBelowOffload = "E0509", Error, "the pod's memory is below what its KV offload buffer needs";
     BatchBelowModelLen = "E0510", Error, "chunked prefill off and max_num_batched_tokens below max_model_len";
+    OffloadWithoutPrefixCaching = "E0511", Error, "KV offload on a hybrid model without prefix caching";
 
     SloInfeasible = "E0601", Error, "SLO cannot be met";
     Overloaded = "E0602", Error, "the declared load exceeds what the layout serves";

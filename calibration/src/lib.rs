@@ -245,6 +245,7 @@ pub fn scenario(row: &Row) -> Option<Scenario> {
         calibration: Default::default(),
         batch: Default::default(),
         kv_offload: 0.0,
+        kv_offload_lmcache: false,
         lora: None,
         pod_memory: None,
         extra_args: Vec::new(),

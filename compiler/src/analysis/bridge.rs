@@ -323,6 +323,10 @@ fn scenario_on(p: &Program, def: &Def, d: &Deploy, group: usize) -> Option<Deplo
         adapters: l.adapters.len() as u64,
     });
     engine.kv_offload = d.kv_offload.as_ref().map_or(0.0, |k| k.size);
+    engine.kv_offload_lmcache = d
+        .kv_offload
+        .as_ref()
+        .is_some_and(|k| k.backend == "lmcache");
     engine.pod_memory = d.pod.memory;
     let workload = d
         .workload

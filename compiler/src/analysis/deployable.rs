@@ -474,7 +474,8 @@ pub fn pools_cannot_pair(ps: &Scenario, ds: &Scenario) -> Option<Finding> {
     None
 }
 
-/// The findings on `kv_offload`: E0511 on a hybrid model without prefix caching, E0314
+/// The findings on `kv_offload`: E0511 on a hybrid model without prefix caching, W0506
+/// for LMCache (whose server dic does not deploy), E0314
 /// under expandable segments without the cumem allocator (rows 106, 109 of
 /// docs/vllm-rules.md); E0508 when the buffer and vLLM's own host memory do not
 /// fit the node's `cpu_memory`, W0505 when the node states none; W0504 when the workload
@@ -498,6 +499,15 @@ pub fn kv_offload_findings(s: &Scenario) -> Vec<Finding> {
             "KV offloading needs prefix caching on a model with Mamba or linear-attention layers: without it vLLM keeps one recurrent state per request in a block of max_model_len tokens, the offloaded blocks' hash size becomes the groups' least common multiple, and the attention blocks do not divide by it (\"tokens_per_block=… not divisible by tokens_per_hash=…. Hybrid models (e.g. Mamba+Attention) need --enable-prefix-caching to align block sizes.\", distributed/kv_transfer/kv_connector/v1/offloading/config.py:build_offloading_config)".into(),
             "KV offload on a hybrid model without prefix caching",
             Some("remove `enable_prefix_caching = false` (offloaded blocks are only ever read back as prefix hits), or drop `kv_offload`".into()),
+        ));
+    }
+    if s.engine.kv_offload_lmcache {
+        out.push(Finding::new(
+            Code::LmcacheServerMissing,
+            Anchor::Field("kv_offload"),
+            "vLLM 0.33 runs `--kv-offloading-backend lmcache` as LMCache's multi-process connector (LMCacheMPConnector), which keeps the offloaded blocks in a separate LMCache server it reaches at tcp://localhost:5555 and does not take `kv_offloading_size` (config/vllm.py:_post_init_kv_transfer_config); dic starts no such server, so the engine has no offload store, and dic's CPU-memory figures for the buffer describe memory vLLM never allocates".into(),
+            "LMCache without its server",
+            Some("use `backend = native` (vLLM's own CPU offloading, sized by `size`), or run an LMCache server beside each engine yourself".into()),
         ));
     }
     if s.engine.expandable_segments_without_cumem() {

@@ -284,6 +284,9 @@ pub struct EngineSettings {
     /// Bytes of the KV offload buffer per engine, summed over its ranks (`kv_offload =
     /// { size }`; 0: none).
     pub kv_offload: f64,
+    /// The offload runs through LMCache (`kv_offload = { backend = lmcache }`), not vLLM's
+    /// own connector.
+    pub kv_offload_lmcache: bool,
     /// The memory each pod requests and is limited to, where written (`pod = { memory }`);
     /// `None`: dic's own (`ir::pod_memory`).
     pub pod_memory: Option<f64>,
@@ -502,6 +505,7 @@ pub fn engine_settings(
         batch,
         lora: None,
         kv_offload: 0.0,
+        kv_offload_lmcache: false,
         pod_memory: None,
         extra_args: o.extra_args.clone(),
         env: o.env.clone(),

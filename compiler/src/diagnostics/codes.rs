@@ -142,6 +142,7 @@ codes! {
     PrefixCachingOff = "W0503", Warning, "the workload reuses prefixes but prefix caching is off";
     OffloadWithoutReuse = "W0504", Warning, "KV offloading under a workload without prefix reuse";
     HostMemoryUnchecked = "W0505", Warning, "KV offloading on a node that states no CPU memory";
+    LmcacheServerMissing = "W0506", Warning, "LMCache offloading without the LMCache server vLLM connects to";
     NoProductLabel = "W0801", Warning, "GPU without a product label: no node affinity";
     KvCapacityDiffers = "W1001", Warning, "the engines' KV cache differs from the prediction";
     WorkloadDrift = "W1002", Warning, "the measured workload differs from the declared one";

@@ -29,5 +29,5 @@ pub static LORA_FIELDS: &[Field] = &[
 /// `CacheConfig.kv_offloading_size` / `kv_offloading_backend`, `vllm/config/cache.py`).
 pub static KV_OFFLOAD_FIELDS: &[Field] = &[
     f!("size", q(D::Bytes), req, "CPU memory for offloaded KV blocks per engine, summed over its TP ranks (`--kv-offloading-size`, in GiB on vLLM's command line)"),
-    f!("backend", Ty::Enum(&["native", "lmcache"]), "vLLM's own CPU offloading (`native`, the default) or LMCache's connector (`--kv-offloading-backend`)"),
+    f!("backend", Ty::Enum(&["native", "lmcache"]), "vLLM's own CPU offloading (`native`, the default) or LMCache's connector (`--kv-offloading-backend`; vLLM 0.33 connects it to an LMCache server, which dic does not deploy: W0506)"),
 ];

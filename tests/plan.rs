@@ -157,6 +157,20 @@ fn a_plan_whose_layouts_all_fail_alike_says_why_once() {
     );
 }
 
+/// `kv_offload` rules out every P/D split (vLLM's offloading connector replaces NIXL,
+/// E0410): the planner's family choice says so, not that no split meets the SLOs.
+#[test]
+fn with_kv_offload_the_planner_says_why_no_split_can_run() {
+    let o = dic(&["plan", "examples/kv_offload.dist", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let why = v[0]["search"]["family_choice"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("no disaggregated split can run: kv_offload replaces the P/D connector"),
+        "{why}"
+    );
+    assert_eq!(v[0]["search"]["splits"].as_array().map(Vec::len), Some(0));
+}
+
 /// An unpriced cluster has no $/h: the JSON plan says `null` where the ranking uses the GPU
 /// count, for the aggregated candidates and the splits alike.
 #[test]

@@ -351,11 +351,15 @@ pub fn best_aggregated_within(
 /// more load within the SLOs per GPU than the best aggregated layout
 /// of no higher cost (the margin covers what a split adds that dic does not model: the
 /// router hop, a second set of engines to run). Returns (split wins, why in words: both
-/// goodputs, the margin, and the binding constraint).
+/// goodputs, the margin, and the binding constraint). `unpairable`: why no two pools of
+/// this deployment can pair whatever their TPs (`analysis::pools_cannot_pair` on the
+/// deployment with itself: `kv_offload`'s connector, the allocator), said in place of the
+/// SLOs when no split was found.
 pub fn choose_family(
     ranked: &[super::Candidate],
     split: Option<&DisaggCandidate>,
     slo: &[SloTarget],
+    unpairable: Option<&str>,
 ) -> (bool, Option<String>) {
     let waiting = split.is_some_and(|s| s.meets_slo && !s.serves(slo));
     let split = split.filter(|s| s.serves(slo));
@@ -371,7 +375,12 @@ pub fn choose_family(
         (Some(a), None) => {
             return (
                 false,
-                Some(if waiting {
+                Some(if let Some(why) = unpairable {
+                    format!(
+                        "aggregated `{}`: no disaggregated split can run: {why}",
+                        a.layout
+                    )
+                } else if waiting {
                     format!(
                         "aggregated `{}`: the best disaggregated split's decode pool admits fewer clients at once than the workload declares (its W0501), and no bound limits how long they wait",
                         a.layout

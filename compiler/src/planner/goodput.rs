@@ -507,7 +507,7 @@ deploy d {{ model = m, cluster = c, workload = w, slo = s, layout = tp 4 × dp 4
             clients_wait: false,
             goodput: Some(good(7.0, 16.0, 120.0, Binding::Ttft, "ttft.p95 ≤ 2.00 s")),
         };
-        let (wins, why) = choose_family(std::slice::from_ref(&agg), Some(&dis), &[]);
+        let (wins, why) = choose_family(std::slice::from_ref(&agg), Some(&dis), &[], None);
         let why = why.expect("a reason");
         assert!(wins, "{why}");
         assert!(why.contains("+17%"), "{why}");
@@ -524,7 +524,7 @@ deploy d {{ model = m, cluster = c, workload = w, slo = s, layout = tp 4 × dp 4
             goodput: Some(good(6.2, 16.0, 120.0, Binding::Ttft, "ttft.p95 ≤ 2.00 s")),
             ..dis
         };
-        let (wins, why) = choose_family(std::slice::from_ref(&agg), Some(&close), &[]);
+        let (wins, why) = choose_family(std::slice::from_ref(&agg), Some(&close), &[], None);
         assert!(!wins, "{why:?}");
         assert!(why.is_some_and(|w| w.contains("+3%")));
     }

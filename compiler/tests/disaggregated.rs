@@ -312,29 +312,32 @@ fn a_split_wins_the_auto_layout_only_on_the_aggregated_terms() {
     g.requests_per_s_per_gpu = rival * 1.06;
     split.goodput = Some(g.clone());
     split.capacity_per_gpu = 0.0;
-    assert!(choose_family(ranked, Some(&split), &slo).0);
+    assert!(choose_family(ranked, Some(&split), &slo, None).0);
     g.requests_per_s_per_gpu = rival * 1.04;
     split.goodput = Some(g);
     split.capacity_per_gpu = 1e9;
-    let (wins, why) = choose_family(ranked, Some(&split), &slo);
+    let (wins, why) = choose_family(ranked, Some(&split), &slo, None);
     assert!(!wins);
     assert!(why.unwrap().contains("+4% load within the SLOs"));
     // Cheaper wins whatever it serves; a split missing an SLO never wins; with no
     // aggregated layout meeting the SLOs, a split that meets them does.
     split.cost_per_hour = cheapest * 0.5;
-    assert!(choose_family(ranked, Some(&split), &slo).0);
+    assert!(choose_family(ranked, Some(&split), &slo, None).0);
     split.meets_slo = false;
-    assert!(!choose_family(ranked, Some(&split), &slo).0);
+    assert!(!choose_family(ranked, Some(&split), &slo, None).0);
     split.meets_slo = true;
-    assert!(choose_family(&[], Some(&split), &slo).0);
+    assert!(choose_family(&[], Some(&split), &slo, None).0);
     // A split whose decode pool admits fewer clients than the closed loop declares (the
     // pool's W0501) wins only where a bound limits TTFT: without one, it does not serve.
     split.clients_wait = true;
     let ttft_bounded = slo
         .iter()
         .any(|t| t.metric == dic_compiler::program::SloMetric::Ttft);
-    assert_eq!(choose_family(ranked, Some(&split), &slo).0, ttft_bounded);
-    assert!(!choose_family(ranked, Some(&split), &[]).0);
+    assert_eq!(
+        choose_family(ranked, Some(&split), &slo, None).0,
+        ttft_bounded
+    );
+    assert!(!choose_family(ranked, Some(&split), &[], None).0);
     split.clients_wait = false;
     // The search itself says which family and why.
     assert!(found.family_choice.is_some());

@@ -345,6 +345,16 @@ pub fn best_aggregated_within(
         .max_by(|a, b| a.1.total_cmp(&b.1))
 }
 
+/// Why no two pools of `base` can pair whatever their TPs, where no split was found
+/// (`analysis::pools_cannot_pair` on the deployment with itself).
+pub fn unpairable(base: &Scenario, splits: &[DisaggCandidate]) -> Option<String> {
+    splits
+        .is_empty()
+        .then(|| crate::analysis::pools_cannot_pair(base, base))
+        .flatten()
+        .map(|f| f.message)
+}
+
 /// Which family a search deploys (`ranked`: the aggregated layouts meeting every SLO,
 /// best first; `split`: the best split): the split wins when it meets every SLO and is
 /// cheaper than any aggregated layout, or meets them where none does, or carries 5% or

@@ -581,12 +581,7 @@ pub fn search_with(
         Extent::Aggregated => ((Vec::new(), None), Vec::new()),
     };
     splits.truncate(SPLITS_KEPT);
-    // What refuses every pair of pools whatever their TPs, said when no split was found.
-    let unpairable = splits
-        .is_empty()
-        .then(|| crate::analysis::pools_cannot_pair(base, base))
-        .flatten()
-        .map(|f| f.message);
+    let unpairable = disaggregated::unpairable(base, &splits);
     let (split_wins, family_choice) =
         disaggregated::choose_family(&feasible, splits.first(), slo, unpairable.as_deref());
     let chosen_failure = feasible

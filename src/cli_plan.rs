@@ -662,13 +662,10 @@ fn rejected_by_reason(rejected: &[dic_compiler::planner::Rejection]) -> Vec<(Vec
 
 /// Layouts as one line: all of up to three, else the first three and how many more.
 fn families_text(families: &[&str]) -> String {
-    match families {
-        [..] if families.len() <= 3 => families.join(", "),
-        _ => format!(
-            "{} and {} more layout{}",
-            families[..3].join(", "),
-            families.len() - 3,
-            if families.len() == 4 { "" } else { "s" }
-        ),
+    if families.len() <= 3 {
+        return families.join(", ");
     }
+    let more = families.len() - 3;
+    let s = if more == 1 { "" } else { "s" };
+    format!("{} and {more} more layout{s}", families[..3].join(", "))
 }

@@ -424,6 +424,13 @@ impl Model {
         }
     }
 
+    /// True when some layer keeps a fixed-size recurrent state per request (Mamba, linear
+    /// attention): vLLM's `IsHybrid` models, whose cache rules differ (prefix caching,
+    /// block alignment, NIXL's state transfer).
+    pub fn has_recurrent_layers(&self) -> bool {
+        (0..self.layers).any(|l| self.layer(l).mixer.is_recurrent())
+    }
+
     /// True when some layer is not plain full attention (the hybrid KV-cache manager's case).
     pub fn is_hybrid(&self) -> bool {
         (0..self.layers).any(|l| self.layer(l).mixer != Mixer::Full)

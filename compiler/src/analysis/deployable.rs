@@ -490,9 +490,7 @@ pub fn kv_offload_findings(s: &Scenario) -> Vec<Finding> {
     // tokens, the block hash falls back to the groups' LCM, and the attention groups'
     // blocks do not divide by it.
     let m = &s.model;
-    if s.engine.enable_prefix_caching == Some(false)
-        && (0..m.layers).any(|l| m.layer(l).mixer.is_recurrent())
-    {
+    if s.engine.enable_prefix_caching == Some(false) && m.has_recurrent_layers() {
         out.push(Finding::new(
             Code::OffloadWithoutPrefixCaching,
             Anchor::Field("kv_offload"),

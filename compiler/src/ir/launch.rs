@@ -178,7 +178,7 @@ fn model_plan(
             .detail
             .state_dtype
             .as_deref()
-            .filter(|_| (0..m.layers).any(|x| m.layer(x).mixer.is_recurrent()))
+            .filter(|_| m.has_recurrent_layers())
             .map(|d| match d {
                 "fp32" => "float32",
                 "fp16" => "float16",
@@ -290,7 +290,7 @@ fn gpu_plan(
 pub const SSM_CONV_STATE_LAYOUT: (&str, &str) = ("VLLM_SSM_CONV_STATE_LAYOUT", "DS");
 
 fn conv_state_layout_for_nixl(m: &crate::program::Model, env: &mut Vec<(String, String)>) {
-    let recurrent = (0..m.layers).any(|l| m.layer(l).mixer.is_recurrent());
+    let recurrent = m.has_recurrent_layers();
     let (name, value) = SSM_CONV_STATE_LAYOUT;
     if recurrent && !env.iter().any(|(k, _)| k == name) {
         env.push((name.to_string(), value.to_string()));

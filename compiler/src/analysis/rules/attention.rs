@@ -6,7 +6,6 @@
 
 use super::*;
 use crate::analysis::attention_backend::{default_block_size, AttentionKind};
-use crate::layers::Mixer;
 
 /// E0803 as a finding: at most one, the first refusal.
 pub(super) fn attention_backends(s: &Scenario, out: &mut Vec<Finding>) {
@@ -48,7 +47,7 @@ fn refusal(s: &Scenario) -> Option<BackendRefusal> {
     // A block size every backend the model needs takes. Hybrid models' sizes are
     // realigned by vLLM itself (`_align_hybrid_block_size`, which may override the user's).
     let block = s.engine.block_size;
-    let has_state = (0..m.layers).any(|l| matches!(m.layer(l).mixer, Mixer::Mamba | Mixer::Linear));
+    let has_state = m.has_recurrent_layers();
     let multiple = kind.block_multiple();
     if !has_state && !block.is_multiple_of(multiple) {
         let which = match kind {

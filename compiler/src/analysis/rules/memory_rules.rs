@@ -172,7 +172,7 @@ fn mamba_blocks_below_max_num_seqs(s: &Scenario, mem: &MemoryReport) -> Option<F
             e.cudagraph_mode,
             CudaGraphMode::FullAndPiecewise | CudaGraphMode::FullDecodeOnly
         );
-    let recurrent = (0..m.layers).any(|l| m.layer(l).mixer.is_recurrent());
+    let recurrent = m.has_recurrent_layers();
     let blocks = mem.stages.iter().map(|st| st.num_blocks).min()?;
     if !(full_graphs && recurrent && e.max_num_seqs > blocks) {
         return None;

@@ -83,7 +83,7 @@ pub(super) fn passthrough_options(s: &Scenario, out: &mut Vec<Finding>) {
     let e = &s.engine;
     // `MambaModelConfig.verify_and_update_config`: a model with Mamba or linear-attention
     // layers caches prefixes (vLLM's default) only with chunked prefill.
-    let recurrent = (0..m.layers).any(|l| m.layer(l).mixer.is_recurrent());
+    let recurrent = m.has_recurrent_layers();
     if has_flag(args, "--disable-chunked-prefill")
         && recurrent
         && e.enable_prefix_caching != Some(false)

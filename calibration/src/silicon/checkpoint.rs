@@ -57,12 +57,17 @@ pub fn resolve_checkpoint(hf: &str, configs: &dyn Fn(&str) -> Option<Model>) -> 
 
 /// An id's model name without its organisation, in lower case, without the words that
 /// name a release rather than an architecture (`instruct`, `chat`, `it`, `hf`, a leading
-/// `meta`): `meta-llama/Meta-Llama-3.1-70B-Instruct` → `llama-3.1-70b`.
+/// `meta`, a four-digit date stamp): `meta-llama/Meta-Llama-3.1-70B-Instruct` →
+/// `llama-3.1-70b`, `deepseek-ai/DeepSeek-R1-0528` → `deepseek-r1`,
+/// `Qwen/Qwen3-235B-A22B-Instruct-2507` → `qwen3-235b-a22b`. A dated release retrains
+/// the weights of the architecture it names (its `config.json` keeps the layers, heads
+/// and experts); what it may change, the context length, the rows state themselves.
 fn release_name(id: &str) -> String {
     let name = id.rsplit('/').next().unwrap_or(id).to_ascii_lowercase();
+    let date_stamp = |w: &str| w.len() == 4 && w.bytes().all(|b| b.is_ascii_digit());
     let words: Vec<&str> = name
         .split(['-', '_'])
-        .filter(|w| !matches!(*w, "instruct" | "chat" | "it" | "hf"))
+        .filter(|w| !matches!(*w, "instruct" | "chat" | "it" | "hf") && !date_stamp(w))
         .collect();
     let words = match words.split_first() {
         Some((&"meta", rest)) if !rest.is_empty() => rest.to_vec(),
@@ -72,8 +77,16 @@ fn release_name(id: &str) -> String {
 }
 
 /// A quantized release's base id and its weight format, from the suffix that names the
-/// format (`nvidia/Llama-3.1-8B-Instruct-FP8` → `nvidia/Llama-3.1-8B-Instruct`, fp8).
+/// format (`nvidia/Llama-3.1-8B-Instruct-FP8` → `nvidia/Llama-3.1-8B-Instruct`, fp8),
+/// after a revision of the quantized release (`nvidia/DeepSeek-R1-0528-FP4-v2` →
+/// `nvidia/DeepSeek-R1-0528`, nvfp4).
 fn quantized_release(hf: &str) -> Option<(String, &'static str)> {
+    let revision = hf.rsplit_once(['-', '_']).filter(|(_, tail)| {
+        let tail = tail.to_ascii_lowercase();
+        tail.strip_prefix('v')
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    });
+    let hf = revision.map_or(hf, |(head, _)| head);
     let lower = hf.to_ascii_lowercase();
     [
         ("-fp8-dynamic", "fp8"),
@@ -155,6 +168,29 @@ mod tests {
             get("Qwen/Qwen3-235B-A22B-FP8").map(|m| m.0),
             Some(Some("Qwen/Qwen3-235B-A22B-FP8".to_string()))
         );
+        // Dated releases of an architecture the stdlib holds, and a revision of a
+        // quantized one.
+        for (id, stdlib) in [
+            ("deepseek-ai/DeepSeek-R1-0528", "deepseek-ai/DeepSeek-R1"),
+            ("deepseek-ai/DeepSeek-V3-0324", "deepseek-ai/DeepSeek-V3"),
+            ("Qwen/Qwen3-235B-A22B-Instruct-2507", "Qwen/Qwen3-235B-A22B"),
+            (
+                "moonshotai/Kimi-K2-Instruct-0905",
+                "moonshotai/Kimi-K2-Instruct",
+            ),
+        ] {
+            assert_eq!(get(id).and_then(|m| m.0).as_deref(), Some(stdlib), "{id}");
+        }
+        let (hf, weights, kv) = get("nvidia/DeepSeek-R1-0528-FP4-v2").expect("resolves");
+        assert_eq!(hf.as_deref(), Some("deepseek-ai/DeepSeek-R1"));
+        assert_eq!((weights.as_str(), kv.as_str()), ("nvfp4", "fp8"));
+        // A version in the name is not a revision, nor a size a date stamp.
+        assert_eq!(
+            get("mistralai/Mixtral-8x7B-Instruct-v0.1").map(|m| m.1),
+            Some("bf16".into())
+        );
+        assert_eq!(get("Qwen/Qwen3-8B-2507"), get("Qwen/Qwen3-8B"));
+        assert_eq!(get("example/Model-1000-v2"), None);
         // Unknown: nothing, unless the caller's configs know it.
         assert_eq!(get("example/Unknown-7B"), None);
         let qwen = catalog::model("qwen3_8b").expect("stdlib");

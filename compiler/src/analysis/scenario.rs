@@ -358,6 +358,31 @@ impl EngineSettings {
     pub fn graphs(&self) -> bool {
         !self.enforce_eager && self.cudagraph_mode.captures()
     }
+
+    /// The largest CUDA-graph capture size written in `extra_args`
+    /// (`--max-cudagraph-capture-size`, or the compilation config's
+    /// `max_cudagraph_capture_size` by its dotted names); `None`: vLLM's default.
+    pub fn written_capture_limit(&self) -> Option<u64> {
+        [
+            "--max-cudagraph-capture-size",
+            "--compilation-config.max_cudagraph_capture_size",
+            "-cc.max_cudagraph_capture_size",
+        ]
+        .iter()
+        .find_map(|name| option_value(&self.extra_args, name))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    }
+
+    /// The most tokens a step runs as a CUDA graph on a GPU of `architecture`
+    /// ([`super::memory::max_cuda_graph_size`], with the limit `extra_args` writes).
+    pub fn max_cuda_graph_size(&self, architecture: Option<&str>) -> u64 {
+        super::memory::max_cuda_graph_size(
+            self.max_num_seqs,
+            self.max_num_batched_tokens,
+            architecture,
+            self.written_capture_limit(),
+        )
+    }
 }
 
 /// vLLM's `compilation_config.cudagraph_mode`, as far as the models can tell the modes
@@ -510,4 +535,16 @@ pub fn engine_settings(
         extra_args: o.extra_args.clone(),
         env: o.env.clone(),
     }
+}
+
+/// The value of a `vllm serve` option in `extra_args`, written `--name value` or
+/// `--name=value`.
+pub(crate) fn option_value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter().enumerate().find_map(|(i, w)| {
+        if w == name {
+            args.get(i + 1).map(String::as_str)
+        } else {
+            w.strip_prefix(name).and_then(|rest| rest.strip_prefix('='))
+        }
+    })
 }

@@ -12,7 +12,7 @@ use crate::analysis::fused_moe::{moe_time, MoeCall, MoeTime};
 use crate::analysis::gemm::{compute_factor, roofline, KernelFamily};
 use crate::analysis::kv_pool::{CacheSpec, SpecCache};
 use crate::analysis::lora::{RankExperts, StageLora};
-use crate::analysis::memory::{expert_width_on_rank, max_cuda_graph_size, pp_partition};
+use crate::analysis::memory::{expert_width_on_rank, pp_partition};
 use crate::analysis::scenario::{CudaGraphMode, Scenario};
 use crate::analysis::speculative::{draft_shape, DraftShape, DRAFT_PASS_OVERHEAD_SHARE};
 use crate::analysis::weights::rank_weights;
@@ -161,11 +161,9 @@ impl<'a> StepModel<'a> {
             draft: spec
                 .and_then(|sp| draft_shape(s).map(|d| (d, sp.tokens as f64, sp.tokens_per_step()))),
             graph_max: s.engine.graphs().then(|| {
-                max_cuda_graph_size(
-                    s.engine.max_num_seqs,
-                    s.engine.max_num_batched_tokens,
-                    s.topology.gpu.architecture.as_deref(),
-                ) as f64
+                s.engine
+                    .max_cuda_graph_size(s.topology.gpu.architecture.as_deref())
+                    as f64
             }),
             mixed_graphs: s.engine.cudagraph_mode != CudaGraphMode::FullDecodeOnly,
             kv_read_factor: if vllm_8bit {

@@ -6,18 +6,9 @@
 //! rows 20, 21, 32, 47 and 55.
 
 use super::*;
+use crate::analysis::scenario::option_value;
 
 /// The value of option `name` in `args`: `--name=value`, or the word after `--name`.
-fn option_value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
-    args.iter().enumerate().find_map(|(i, w)| {
-        if w == name {
-            args.get(i + 1).map(String::as_str)
-        } else {
-            w.strip_prefix(name).and_then(|rest| rest.strip_prefix('='))
-        }
-    })
-}
-
 fn has_flag(args: &[String], name: &str) -> bool {
     args.iter()
         .any(|w| w == name || w.strip_prefix(name).is_some_and(|r| r.starts_with('=')))
@@ -140,20 +131,12 @@ fn bf16_on_the_gpu(s: &Scenario, out: &mut Vec<Finding>) {
 /// 1), 512, max_num_batched_tokens)`, always holds one (E0504 keeps the budget above the
 /// drafted tokens); a limit written in `extra_args` may not.
 fn capture_limit_below_a_speculative_step(s: &Scenario, out: &mut Vec<Finding>) {
-    let args = &s.engine.extra_args;
     let Some(sp) = &s.engine.speculative else {
         return;
     };
     let graphs = !s.engine.enforce_eager
         && s.engine.cudagraph_mode != super::super::scenario::CudaGraphMode::None;
-    let limit = [
-        "--max-cudagraph-capture-size",
-        "--compilation-config.max_cudagraph_capture_size",
-        "-cc.max_cudagraph_capture_size",
-    ]
-    .iter()
-    .find_map(|name| option_value(args, name))
-    .and_then(|v| v.trim().parse::<u64>().ok());
+    let limit = s.engine.written_capture_limit();
     let step = sp.tokens + 1;
     let Some(limit) = limit.filter(|l| graphs && *l > 0 && *l < step) else {
         return;

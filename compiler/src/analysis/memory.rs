@@ -118,46 +118,6 @@ impl MemoryReport {
     }
 }
 
-/// The largest batch (tokens of one step) vLLM captures in a CUDA graph
-/// (`VllmConfig._set_cudagraph_sizes`): the `max_cudagraph_capture_size` written
-/// (`written`), else `min(2 × max_num_seqs, 512)`, 1024 in place of 512 on the data-centre
-/// Blackwell parts (SM100/SM103: `blackwell`, not the RTX parts' `blackwell_rtx`); either
-/// at most `max_num_batched_tokens`. A step with more tokens runs without CUDA
-/// graphs, its kernels launched from the CPU as it goes (the step model's
-/// `eager_layer_time`). (vLLM also multiplies max_num_seqs by a speculative step's query
-/// length; dic does not.)
-pub fn max_cuda_graph_size(
-    max_num_seqs: u64,
-    mnbt: u64,
-    architecture: Option<&str>,
-    written: Option<u64>,
-) -> u64 {
-    let cap = if architecture == Some("blackwell") {
-        1024
-    } else {
-        512
-    };
-    written.unwrap_or((2 * max_num_seqs).min(cap)).min(mnbt)
-}
-
-/// Number of CUDA-graph capture sizes vLLM uses (`VllmConfig._set_cudagraph_sizes`):
-/// `[1, 2, 4] + 8..=248 step 8 + 256..=max step 16`, `max` = [`max_cuda_graph_size`].
-pub fn cuda_graph_captures(
-    max_num_seqs: u64,
-    mnbt: u64,
-    architecture: Option<&str>,
-    written: Option<u64>,
-) -> u64 {
-    let max = max_cuda_graph_size(max_num_seqs, mnbt, architecture, written);
-    let small = [1u64, 2, 4].iter().filter(|s| **s <= max).count() as u64;
-    let mid = (8..=248).step_by(8).filter(|s| *s <= max).count() as u64;
-    let big = (256..=max.max(256))
-        .step_by(16)
-        .filter(|s| *s <= max)
-        .count() as u64;
-    small + mid + big
-}
-
 /// Blocks each recurrent group holds per request on this scenario
 /// ([`kv_pool::state_blocks_per_request`]). Prefix caching is on unless turned off (vLLM
 /// 0.33's default), which puts a hybrid model's states in "align" mode. Mamba-2 layers
@@ -236,7 +196,7 @@ pub fn memory(s: &Scenario) -> MemoryReport {
             0.0
         } else {
             e.overrides.cuda_graphs.unwrap_or(
-                cuda_graph_captures(
+                super::scenario::cuda_graph_captures(
                     e.max_num_seqs,
                     e.max_num_batched_tokens,
                     gpu.architecture.as_deref(),
@@ -324,39 +284,4 @@ mod tests {
         assert_eq!(pp_partition(10, 4), vec![2, 3, 3, 2]);
     }
 
-    #[test]
-    fn capture_sizes() {
-        // max_num_seqs 256 → max 512: 3 + 31 + 17
-        assert_eq!(cuda_graph_captures(256, 8192, Some("hopper"), None), 51);
-        assert_eq!(cuda_graph_captures(8, 8192, Some("hopper"), None), 3 + 2);
-        // Blackwell captures up to 1024: 32 more sizes of 16.
-        assert_eq!(
-            max_cuda_graph_size(1024, 8192, Some("blackwell"), None),
-            1024
-        );
-        assert_eq!(
-            cuda_graph_captures(1024, 8192, Some("blackwell"), None),
-            51 + 32
-        );
-        assert_eq!(max_cuda_graph_size(1024, 8192, None, None), 512);
-        assert_eq!(
-            max_cuda_graph_size(1024, 8192, Some("blackwell_rtx"), None),
-            512
-        );
-        // Never above the step's token budget.
-        assert_eq!(max_cuda_graph_size(1024, 256, Some("blackwell"), None), 256);
-        // A written limit replaces the default, within the token budget.
-        assert_eq!(
-            max_cuda_graph_size(512, 2048, Some("blackwell"), Some(2048)),
-            2048
-        );
-        assert_eq!(
-            max_cuda_graph_size(512, 1024, Some("hopper"), Some(2048)),
-            1024
-        );
-        assert_eq!(
-            cuda_graph_captures(512, 8192, Some("hopper"), Some(256)),
-            3 + 31 + 1
-        );
-    }
 }

@@ -188,7 +188,7 @@ pub struct PerfConstants {
     /// 18.3 ms, and TensorRT-LLM's unfitted online TTFT from 124% to 95%.
     pub prompt_token_latency: f64,
     /// The CPU's time per layer to run a step without CUDA graphs, seconds. A step of
-    /// more tokens than vLLM's largest captured batch (`memory::max_cuda_graph_size`: 512
+    /// more tokens than vLLM's largest captured batch (`scenario::max_cuda_graph_size`: 512
     /// tokens, 1024 on data-centre Blackwell; every prompt chunk of the rows) or any step
     /// without graphs at all (`--enforce-eager`, `cudagraph_mode = none`) launches each
     /// layer's kernels from the CPU as it runs, and the
@@ -284,13 +284,13 @@ pub struct PerfConstants {
 /// 0.001 of it. Leaving one model out, TTFT 19.1% → 18.6%, TPOT 7.5% → 7.0%; leaving one
 /// GPU out 16.0% → 14.9% and 7.9% → 7.0%.
 pub const FITTED: PerfConstants = PerfConstants {
-    memory_efficiency: 0.851,
-    compute_efficiency: 0.538,
+    memory_efficiency: 0.832,
+    compute_efficiency: 0.550,
     step_overhead: 0.00359,
-    sequence_layer_overhead: 0.917e-6,
-    request_latency: 0.0238,
-    prompt_token_latency: 11.1e-6,
-    eager_layer_time: 0.500e-3,
+    sequence_layer_overhead: 0.897e-6,
+    request_latency: 0.0176,
+    prompt_token_latency: 15.1e-6,
+    eager_layer_time: 0.648e-3,
 };
 
 impl PerfConstants {

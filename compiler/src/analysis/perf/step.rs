@@ -113,7 +113,7 @@ pub struct StepModel<'a> {
     pub(super) verify: f64,
     /// The speculative draft, with tokens drafted and accepted per step.
     pub(super) draft: Option<(DraftShape, f64, f64)>,
-    /// Most tokens a step runs as a CUDA graph (`memory::max_cuda_graph_size`); `None`
+    /// Most tokens a step runs as a CUDA graph (`scenario::max_cuda_graph_size`); `None`
     /// where no step does (`--enforce-eager`, `cudagraph_mode = none`).
     pub(super) graph_max: Option<f64>,
     /// Whether a step that carries a prompt chunk can run as a graph at all (not under

@@ -603,7 +603,11 @@ fn rows_of_other_models_and_gpus_are_modelled() {
 /// decode-attention kernel's fixed time per call (7.9% and 7.5% TPOT), to 8.5%. With the
 /// DP rows read as measured (`batch_size` per rank where the ranks are implied too, the
 /// stated ones as the one engine they ran as: 14.9% and 7.0% leaving one GPU out, 18.6%
-/// and 7.0% leaving one model out), to 16% / 7.5% and 19% / 7.5%.
+/// and 7.0% leaving one model out), to 16% / 7.5% and 19% / 7.5%. With MiniMax-M2.5's
+/// rows read with their scripts' flags (15.8% and 7.8% leaving one GPU out, 15.8% and 6.6%
+/// leaving one model out), leaving one GPU out's TPOT bound went to 8.5% (it lost 0.8
+/// point: with H100 left out, the other GPUs' constants over-predict its TPOT) and
+/// leaving one model out's bounds to 17% / 7%.
 #[cfg_attr(
     dic_no_shared,
     ignore = "needs ../shared, the reference data beside the repository"
@@ -612,8 +616,8 @@ fn rows_of_other_models_and_gpus_are_modelled() {
 fn cross_validated_errors_are_bounded() {
     let Some(s) = silicon() else { return };
     for (name, e, ttft_bound, tpot_bound) in [
-        ("leave one GPU out", &s.logo, 0.16, 0.075),
-        ("leave one model out", &s.lomo, 0.19, 0.075),
+        ("leave one GPU out", &s.logo, 0.16, 0.085),
+        ("leave one model out", &s.lomo, 0.17, 0.07),
     ] {
         let ttft = stats(&e.iter().map(|x| x.map(|x| x.0)).collect::<Vec<_>>());
         let tpot = stats(&e.iter().map(|x| x.map(|x| x.1)).collect::<Vec<_>>());

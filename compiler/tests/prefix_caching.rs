@@ -98,8 +98,8 @@ fn reuse_with_prefix_caching_off_is_w0503_and_predicts_no_saving() {
 
 /// A 12k-token prompt of which the prefix cache holds 95% is charged for its 5% fresh
 /// tokens: by hand, the front end is the fixed request latency plus the latency per
-/// prompt token on the fresh tokens alone (0.05 × 12 000 = 600 tokens × 11.1 µs = 6.7
-/// ms, not 133 ms on the whole prompt), and its prefill is that of the fresh tokens
+/// prompt token on the fresh tokens alone (0.05 × 12 000 = 600 tokens × 15.1 µs = 9.1
+/// ms, not 181 ms on the whole prompt), and its prefill is that of the fresh tokens
 /// attending to the cached ones. TTFT is then a small fraction of the uncached prompt's
 /// and its prompt-dependent parts are the fresh tokens'.
 #[test]

@@ -86,7 +86,7 @@ pub fn parse_disagg(csv: &str, configs: &dyn Fn(&str) -> Option<Model>) -> Vec<D
             dp: decode.dp,
             ep: decode.ep,
             one_engine: false,
-            recipe: recipe_of(get("backend_version")),
+            recipe: recipe_of(get("backend_version"), get("measured_with")),
             ttft: ttft * 1e-3,
             tpot: tpot * 1e-3,
         };

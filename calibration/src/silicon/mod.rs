@@ -17,11 +17,14 @@
 
 mod checkpoint;
 mod disaggregated;
+mod recipe;
 mod table;
 
 use checkpoint::quant_format;
 pub use checkpoint::{resolve_checkpoint, system_gpu};
 pub use disaggregated::{disagg_table, parse_disagg, predict_disagg, DisaggRow};
+use recipe::recipe_of;
+pub use recipe::{Recipe, ServingFlags};
 pub use table::{dp_row_ratios, silicon_table, tp_split, tp_split_table, DpRowRatios, TpSplitRow};
 
 use crate::{median, split_csv};
@@ -71,109 +74,30 @@ pub struct SiliconRow {
     /// vLLM's expert parallelism (`--enable-expert-parallel`): experts over the TP × DP
     /// group.
     pub ep: bool,
-    /// The run's DP ranks served as one engine of the row's TP holding every client
-    /// ([`scenario`] predicts it so): where the row states `attention_dp_size` > 1
-    /// (MiniMax-M2.5's TP 2 × DP 2 and TP 4 × DP 4 rows). Their TPOT and TTFT are those of
-    /// the same model's TP rows (same TP, release, format and lengths) at the whole
-    /// concurrency — a median 1.00–1.03 of them on H100 and B200 FP8, 0.85–0.91 on B200
-    /// NVFP4 — not at the rows' concurrency per rank (1.26–1.65 of those), and at 64 in
-    /// flight, 1,024 tokens in and 8,192 out on H100, their TTFT (20.1 s) is the one TP 4
-    /// engine's (20.0 s), whose KV cache cannot hold 64 such requests, where four ranks'
-    /// caches would hold them at once (dic: 0.11 s). No run of two or four ranks in which
-    /// each carried its share could match the one engine's latency and cache at every
-    /// load; `calibration/errors.md` tabulates the pairs. (Where one engine of the row's
-    /// TP could not hold the model, [`scenario`] keeps the DP layout.)
+    /// The run's DP ranks served as one engine of the row's TP holding every client, its
+    /// experts over the TP ranks by EP ([`scenario`] predicts it so): where the row states
+    /// `attention_dp_size` > 1 (MiniMax-M2.5's TP 2 × DP 2 and TP 4 × DP 4 rows). Their
+    /// scripts say why: InferenceX's MiniMax-M2.5 FP8 scripts (`minimaxm2.5_fp8_{b200,
+    /// h100,h200}.sh`) pass `--tensor-parallel-size` and `--enable-expert-parallel` and
+    /// never `--data-parallel-size`, and that import writes a TP X × EP X run as X
+    /// attention DP ranks over X² expert ranks (the same runs appear in the earlier
+    /// import as TP X with `moe_ep_size` X). The measurements agree: their TPOT and TTFT
+    /// are those of the same model's TP rows (same TP, release, format and lengths) at
+    /// the whole concurrency — a median 1.00–1.03 of them on H100 and B200 FP8, 0.85–0.91
+    /// on B200 NVFP4 — not at the rows' concurrency per rank (1.26–1.65 of those), and at
+    /// 64 in flight, 1,024 tokens in and 8,192 out on H100, their TTFT (20.1 s) is the one
+    /// TP 4 engine's (20.0 s), whose KV cache cannot hold 64 such requests, where four
+    /// ranks' caches would hold them at once; `calibration/errors.md` tabulates the
+    /// pairs. (The NVFP4 script alone maps `dp-attn` to `--tensor-parallel-size=1
+    /// --data-parallel-size=$TP`: some of its TP 2 × DP 2 rows ran so, on 2 GPUs, and the
+    /// import does not tell them apart. Where one engine of the row's TP could not hold
+    /// the model, [`scenario`] keeps the DP layout.)
     pub one_engine: bool,
     /// How the row was measured.
     pub recipe: Recipe,
     /// Mean TTFT and TPOT, seconds.
     pub ttft: f64,
     pub tpot: f64,
-}
-
-/// How a row was measured: the serving recipe and the benchmark client, which the
-/// dataset's two sources publish. The row's `backend_version` tells them apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Recipe {
-    /// SemiAnalysis's InferenceX runs, imported without a `backend_version` (the ids begin
-    /// with the import date). Their recipes (benchmarks/70b_fp8_h100_slurm.sh,
-    /// 70b_fp8_h200_slurm.sh, 70b_fp8_b200_docker.sh, 70b_fp4_b200_docker.sh in
-    /// SemiAnalysisAI/InferenceX) serve with `kv-cache-dtype: fp8`,
-    /// `max-num-batched-tokens: 8192`, `--gpu-memory-utilization 0.9`, no prefix caching,
-    /// `--max-num-seqs` the concurrency on Hopper and 512 on B200, whose compilation config
-    /// also sets
-    /// `cudagraph_mode: FULL_DECODE_ONLY`; the client (`benchmark_serving.py`, random
-    /// dataset, `--ignore-eos`) sends 10 × concurrency requests whose lengths are drawn
-    /// uniformly from [0.8 × the stated length, the stated length]
-    /// (`--random-range-ratio 0.8`, as aisimulate's replay of these rows states).
-    /// The serving flags are the Llama-70B scripts', the only model of this source in the
-    /// training split; InferenceX's other recipes differ (gpt-oss on B200 keeps vLLM's
-    /// default CUDA graphs up to 2048 tokens), so its other models' rows are read with
-    /// the 70B's flags, an approximation.
-    InferenceX,
-    /// AIConfigurator's own collection (a `backend_version`, the vLLM release the rows
-    /// were measured on, as major and minor): that release's defaults and the stated
-    /// lengths.
-    Collector { vllm: Option<(u32, u32)> },
-}
-
-impl Recipe {
-    /// Mean length of a request the client draws for a stated length: InferenceX's
-    /// uniform draw from [0.8 L, L] averages 0.9 L.
-    pub fn mean_length(self, stated: f64) -> f64 {
-        match self {
-            Recipe::InferenceX => 0.9 * stated,
-            Recipe::Collector { .. } => stated,
-        }
-    }
-
-    /// The share of GPU memory vLLM may use: InferenceX's recipes pass
-    /// `--gpu-memory-utilization 0.9`; vLLM's own default was 0.9 in the collection's
-    /// release (0.12) and still in the 0.13/0.14 line (its `CacheConfig` with
-    /// `mamba_cache_mode` says 0.9) and is 0.92 by 0.25 (dic's 0.33 reference). Releases in
-    /// between, and rows that state none, get 0.33's default (`None`).
-    pub fn gpu_memory_utilization(self) -> Option<f64> {
-        match self {
-            Recipe::InferenceX => Some(0.9),
-            Recipe::Collector {
-                vllm: Some(version),
-            } if version <= (0, 14) => Some(0.9),
-            Recipe::Collector { .. } => None,
-        }
-    }
-
-    /// Whether the engine scheduled asynchronously: InferenceX's recipes pass
-    /// `--async-scheduling`; vLLM turned it on by default in 0.14 (its release notes:
-    /// "Async scheduling is now enabled by default"), so AIConfigurator's 0.12 rows ran
-    /// without it and its 0.16–0.19 rows with it; a row whose release is not a number (a
-    /// nightly build) or not stated runs 0.33's default, on.
-    pub fn async_scheduling(self) -> bool {
-        match self {
-            Recipe::InferenceX => true,
-            Recipe::Collector {
-                vllm: Some(version),
-            } => version >= (0, 14),
-            Recipe::Collector { vllm: None } => true,
-        }
-    }
-
-    /// The vLLM release a row ran and how it scheduled, as `errors.md`'s per-family table
-    /// names them: `0.12 sync`, `0.19 async`, `InferenceX async` (its image's release is not
-    /// stated), `nightly async`.
-    pub fn release(self) -> String {
-        let scheduling = if self.async_scheduling() {
-            "async"
-        } else {
-            "sync"
-        };
-        match self {
-            Recipe::InferenceX => format!("InferenceX {scheduling}"),
-            Recipe::Collector {
-                vllm: Some((major, minor)),
-            } => format!("{major}.{minor} {scheduling}"),
-            Recipe::Collector { vllm: None } => format!("nightly {scheduling}"),
-        }
-    }
 }
 
 /// The columns an aggregated-serving row needs (`backend_version` is read when present).
@@ -210,6 +134,7 @@ pub fn parse_silicon(
     let col = |name: &str| header.iter().position(|h| h == name);
     let cols = SILICON_COLUMNS.map(col);
     let version = col("backend_version");
+    let image = col("measured_with");
     let Some(
         [id, model, system, mode, quant, moe_quant, isl, osl, batch, tp, pp, attention_dp, moe_tp, ep, ttft, tpot],
     ) = cols
@@ -255,29 +180,15 @@ pub fn parse_silicon(
             dp,
             ep: num(ep).unwrap_or(1.0) > 1.0,
             one_engine: num(attention_dp).is_some_and(|d| d > 1.0),
-            recipe: recipe_of(version.and_then(|i| r.get(i)).map(|v| v.trim())),
+            recipe: recipe_of(
+                version.and_then(|i| r.get(i)).map(|v| v.trim()),
+                image.and_then(|i| r.get(i)).map(|v| v.trim()),
+            ),
             ttft: ft * 1e-3,
             tpot: pt * 1e-3,
         });
     }
     (out, skipped)
-}
-
-/// The recipe a row's `backend_version` names: InferenceX's imports state none; without
-/// the column at all, nothing is known and vLLM 0.33's defaults stand.
-fn recipe_of(backend_version: Option<&str>) -> Recipe {
-    match backend_version {
-        Some("") => Recipe::InferenceX,
-        Some(v) => {
-            let mut parts = v.split('.').map(|p| p.trim().parse::<u32>().ok());
-            let vllm = match (parts.next().flatten(), parts.next().flatten()) {
-                (Some(major), Some(minor)) => Some((major, minor)),
-                _ => None,
-            };
-            Recipe::Collector { vllm }
-        }
-        None => Recipe::Collector { vllm: None },
-    }
 }
 
 /// The DP ranks of one engine (or pool) as the dataset states them: `attention_dp_size`
@@ -336,10 +247,13 @@ fn scenario_as(r: &SiliconRow, one_engine: bool) -> Option<Scenario> {
     // InfiniBand NIC per GPU; its MoE exchange crosses them. (MiniMax-M2.5's TP 4 × DP 4
     // rows would; they ran as one TP 4 engine, `SiliconRow::one_engine`.)
     let scale_up = catalog::node_scale_up(&gpu.name, 8).or(own_link);
-    let inferencex = r.recipe == Recipe::InferenceX;
     let blackwell = KernelFamily::of(gpu.architecture.as_deref()) == KernelFamily::Blackwell;
-    // A run whose DP ranks served as one engine is predicted as that engine.
-    let (dp, ep) = if one_engine { (1, false) } else { (r.dp, r.ep) };
+    let flags = ServingFlags::of(r, blackwell);
+    // A run whose DP ranks served as one engine is predicted as that engine, its experts
+    // over its TP ranks as the row's EP says; a script that always passed
+    // `--enable-expert-parallel` ran EP whatever the row says.
+    let dp = if one_engine { 1 } else { r.dp };
+    let ep = r.ep || (flags.expert_parallel && model.is_moe());
     let nodes = (r.tp * r.pp * dp).div_ceil(GPUS_PER_BOARD).max(1);
     let scale_out = (nodes > 1)
         .then(|| catalog::link("ib_ndr"))
@@ -358,15 +272,20 @@ fn scenario_as(r: &SiliconRow, one_engine: bool) -> Option<Scenario> {
         cpu_memory: None,
         gpu,
     };
-    if inferencex && matches!(model.weights.as_str(), "fp8" | "nvfp4") {
+    if flags.fp8_kv_cache {
         model.kv_cache = "fp8".into();
     }
     let options = VllmOptions {
         max_model_len: Some(r.isl + r.osl),
-        max_num_seqs: inferencex.then_some(if blackwell { 512 } else { r.concurrency }),
-        max_num_batched_tokens: inferencex.then_some(8192.0),
-        gpu_memory_utilization: r.recipe.gpu_memory_utilization(),
-        cudagraph_mode: (inferencex && blackwell).then(|| "full_decode_only".into()),
+        max_num_seqs: flags.max_num_seqs,
+        max_num_batched_tokens: flags.max_num_batched_tokens,
+        gpu_memory_utilization: flags.gpu_memory_utilization,
+        block_size: flags.block_size,
+        cudagraph_mode: flags.cudagraph_mode.map(Into::into),
+        extra_args: flags
+            .capture_limit
+            .map(|c| vec!["--max-cudagraph-capture-size".into(), c.to_string()])
+            .unwrap_or_default(),
         ..VllmOptions::default()
     };
     let engine = engine_settings(&model, &topology.gpu, &options);
@@ -626,9 +545,10 @@ one,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,1024,1024,4,4,1,,4,1,300.0,20.
     /// Qwen3-235B at TP 1 with its experts over 2 GPUs (2 DP ranks, implied) and 8 per
     /// rank, a run of 16; a row without DP ranks keeps `batch_size` as the run's
     /// concurrency. Stated DP ranks ran as one engine of their TP
-    /// ([`SiliconRow::one_engine`]): TP 4 × DP 2 at 16 per rank is predicted as one TP 4
-    /// engine holding 32 clients; implied ones stay a DP engine, and so do stated ones
-    /// whose one engine could not hold the model (Qwen3-235B on one H200).
+    /// ([`SiliconRow::one_engine`]): TP 4 × DP 2 at 16 per rank, experts over 8 GPUs, is
+    /// predicted as one TP 4 engine with EP holding 32 clients; implied ones stay a DP
+    /// engine, and so do stated ones whose one engine could not hold the model (Qwen3-235B
+    /// on one H200).
     #[test]
     fn batch_size_is_per_dp_rank_stated_or_implied() {
         let csv = format!(
@@ -673,7 +593,7 @@ qwen3_agg_1000x100_c32_tp1_dp4,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,agg,fp8,fp8,100
             layouts,
             [
                 Some((1, 2, false, 16)),
-                Some((4, 1, false, 32)),
+                Some((4, 1, true, 32)),
                 Some((1, 4, true, 32))
             ]
         );
@@ -777,7 +697,7 @@ c,0.12.0,Qwen/Qwen3-32B,h100_sxm,agg,,,4096,1024,8,2,1,,1,1,748.9,17.9\n"
         let later = Recipe::Collector {
             vllm: Some((0, 25)),
         };
-        assert_eq!(later.gpu_memory_utilization(), None);
+        assert_eq!(later.default_gpu_memory_utilization(), None);
         let lengths: Vec<(f64, f64)> = s
             .iter()
             .map(|s| s.workload.map(|w| (w.prompt, w.output)).unwrap_or_default())

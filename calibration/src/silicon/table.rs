@@ -78,14 +78,21 @@ passes the front end one request at a time, `perf::front_paced_burst`).\n\n",
         c.eager_layer_time * 1e6,
         REQUESTS_PER_SLOT
     ));
-    out.push_str("Rows are predicted as they were measured (`silicon::Recipe`): the InferenceX rows (no \
-`backend_version`) with that benchmark's published recipe — FP8 KV cache, 8192 tokens per step, `--max-num-seqs` \
-the concurrency on Hopper and 512 on B200, whose mixed steps run without CUDA graphs (`FULL_DECODE_ONLY`), \
-0.9 of the GPU's memory, requests 0.9 × the stated lengths on average (lengths drawn from [0.8, 1] × stated) — and AIConfigurator's own \
-rows with the stated lengths and the defaults of the vLLM release they state (0.12: 0.9 of the GPU's memory, where 0.33 \
-takes 0.92). Every row ran on 8-GPU boards (HGX H100/H200, HGX/DGX B200; `silicon::GPUS_PER_BOARD`): a layout past eight GPUs \
-spans two, joined by one 400G NDR InfiniBand NIC per GPU, which its MoE exchange crosses. MiniMax-M2.5's TP 4 × DP 4 rows \
-(16 GPUs) would; they ran as one TP 4 engine (\"The DP rows as measured\", below).\n\n");
+    out.push_str("Rows are predicted as they were measured (`silicon::Recipe`, `silicon::ServingFlags`, read from \
+the sources' own scripts): InferenceX's Llama-3.1-70B rows (no `backend_version`) with its 70B scripts' flags — FP8 KV \
+cache, 8192 tokens per step, `--max-num-seqs` the concurrency on Hopper and 512 on B200, whose mixed steps run without \
+CUDA graphs (`FULL_DECODE_ONLY`), 0.9 of the GPU's memory; InferenceX's MiniMax-M2.5 rows (a release and a \
+`vllm/vllm-openai` image in `measured_with`) with the flags of that model's launch script for their GPU as it stood \
+while the image was configured — on B200 with 0.19 an FP8 KV cache, CUDA graphs up to 2048 tokens \
+(`--max-cudagraph-capture-size`), a token budget of twice the prompt and 0.9 of the memory; on H200 0.95 of the \
+memory, with 0.18 expert parallelism, which the script passed whatever the configuration said; on H100 256 sequences \
+and piecewise graphs; on B200 with 0.17 0.95 and EP — both with requests 0.9 × the stated lengths on average (lengths \
+drawn from [0.8, 1] × stated); and AIConfigurator's own rows with the stated lengths and the defaults of the vLLM \
+release they state (0.12: 0.9 of the GPU's memory, where 0.33 takes 0.92). Every row ran on 8-GPU boards (HGX \
+H100/H200, HGX/DGX B200; `silicon::GPUS_PER_BOARD`): a layout past eight GPUs spans two, joined by one 400G NDR \
+InfiniBand NIC per GPU, which its MoE exchange crosses. MiniMax-M2.5's \"TP 4 × DP 4\" rows (16 GPUs) would; its \
+FP8 scripts pass no `--data-parallel-size`, and they ran as one TP 4 engine with EP (\"The DP rows as measured\", \
+below).\n\n");
     out.push_str("Error = predicted / measured − 1. Median and 90th percentile of |error|; bias = median signed error. \
 A row dic's memory model says cannot run counts as not modelled. The fit minimises the mean |log error| of TTFT and \
 TPOT, each capped at 1 (a factor of e) so that the few rows off by far more do not set the constants for the rest.\n\n");
@@ -126,12 +133,15 @@ fn summary(out: &mut String, fitted: &RowErrors, logo: &RowErrors, lomo: &RowErr
     }
 }
 
-/// How a row's layout runs its model: `DP-attention` (data-parallel attention ranks of
-/// one engine, `attention_dp_size` > 1), `EP` (experts whole over the TP group) or `TP`.
+/// How a row's layout runs its model as it is predicted ([`super::scenario`]: the stated
+/// DP rows as the one engine they ran as, EP where the script always passed it):
+/// `DP-attention` (data-parallel attention ranks of one engine), `EP` (experts whole over
+/// the TP group) or `TP`.
 pub fn mode(r: &SiliconRow) -> &'static str {
-    if r.dp > 1 {
+    let (dp, ep) = super::scenario(r).map_or((r.dp, r.ep), |s| (s.layout.dp, s.layout.ep));
+    if dp > 1 {
         "DP-attention"
-    } else if r.ep {
+    } else if ep {
         "EP"
     } else {
         "TP"
@@ -142,24 +152,21 @@ pub fn mode(r: &SiliconRow) -> &'static str {
 /// and the DP rows read as measured: a short summary, then one item per family short of
 /// the goal with its evidence and what was tried.
 const WHAT_IS_LEFT: &str = "
-**What is left (issue 37).** Left out, Llama-3.1-70B and Qwen3-32B meet the goal, and MiniMax-M2.5 meets it on TPOT \
-(8.4%, +3.0%). Three families fall short, each for a cause that only its own rows show, so no term takes it (a term only \
-one family identifies is unknown, and leaving that family out is what would show it):
+**What is left (issue 37).** Left out, Llama-3.1-70B, Qwen3-32B and MiniMax-M2.5 meet the goal. MiniMax-M2.5 met it on \
+TPOT alone (TTFT 26.4%, +22.7%) while its rows ran with vLLM's defaults for their release; they are now predicted with \
+the flags its InferenceX launch scripts passed (`silicon::ServingFlags`, read from SemiAnalysisAI/InferenceX's history \
+for each GPU and image). On B200 with 0.19 the script captures CUDA graphs up to 2048 tokens, so a 1024-token prompt \
+step runs as a graph where vLLM's default (512, 1024 on B200) leaves it to the CPU's launches, which dic had charged; \
+the cache is FP8 and the budget twice the prompt; on H200 with 0.18 and B200 with 0.17 the scripts passed \
+`--enable-expert-parallel` whatever the configuration said; every request averages 0.9 of the stated lengths. With \
+them, refitted: leaving one model out, MiniMax-M2.5 TTFT 18.1% (+4.6%) and TPOT 6.4% (+0.6%), all rows 15.8% and 6.6% \
+(from 18.6% and 7.0%); leaving one GPU out, 15.8% and 7.8% (from 14.9% and 7.0%: with H100 left out its TPOT goes \
+from 3.6% to 5.5%). Within MiniMax-M2.5, B200 on 0.17 stays under-predicted (TTFT −26%): that script exports \
+`VLLM_USE_FLASHINFER_MOE_FP8=0`, which keeps the experts off FlashInfer's TRT-LLM kernel, the only block-FP8 kernel \
+the B200 tables time. Two families fall short, each for a cause that only its own rows show, so no term takes it (a \
+term only one family identifies is unknown, and leaving that family out is what would show it):
 
-- **MiniMax-M2.5, TTFT (26.4%, +22.7%): a release effect.** Its B200 rows on 0.19 and the nightly are over-predicted \
-(TP +36.6%, +41.9%), those on 0.17 under-predicted (−17.5%). The same FP8 deployment (TP 4, 1024 tokens in, 4 in \
-flight) measures 152 ms on 0.17 and 61 ms on 0.19. The 0.17.0, 0.18.0 and 0.19.0 wheels share the defaults that set a \
-prompt's path (CUDA-graph mode and sizes, 512 tokens, so a 1024-token prompt runs without graphs on each; the token \
-budget; async scheduling; the API server; the attention backend) but not the block-FP8 experts' backend: FlashInfer's \
-TRT-LLM kernel refuses MiniMax-M2.5's sigmoid routing until 0.19 (`oracle/fp8.py`, \
-`fused_moe/experts/trtllm_fp8_moe.py`), so 0.17 and 0.18 run DeepGEMM or Triton, which the tables do not hold. On 0.19 \
-at TP 8 the measured 41 ms is less than dic's front end (35 ms) plus the CPU's launches of a step without graphs \
-(62 layers × 0.5 ms): the per-prompt-token time that the other families set near 21 µs, MiniMax-M2.5's rows alone at \
-7.7 µs. Forms that follow the model were tried and not landed: the per-token time scaled by hidden size × layers \
-(MiniMax-M2.5 19.8%, but Llama-3.1-70B 24.0%, +22%); a constant part beside a scaled one, both fitted (22.7%; \
-Llama-3.1-70B 32.1%, +31%). A split fixed at 60% constant met the goal for MiniMax-M2.5 and kept every other family \
-within its own, but the share was chosen by looking at the left-out errors, so it is not landed.
-- **Qwen3-235B-A22B, TPOT (−37.9%): vLLM 0.12's MoE decode.** Its steps run 1.4–1.8× longer than the kernel tables' \
+- **Qwen3-235B-A22B, TPOT (−37.8%): vLLM 0.12's MoE decode.** Its steps run 1.4–1.8× longer than the kernel tables' \
 fused MoE (vLLM 0.24) and the rest of the model explain, flat from 4 to 20 in flight (52–58 ms on 2 GPUs, 34–46 ms on \
 4, whatever the TP × DP split); TP rows −35.8%, (implied) DP rows read per rank −32.6%. The experts are block FP8 \
 (128 × 128), timed by the tables' block-FP8 Triton kernel (`vllm_fp8moe_triton_tritonexperts`: 0.19 ms per layer at \
@@ -171,12 +178,9 @@ over-predicted MiniMax-M2.5's TPOT by +41% left out.
 - **Llama-3.1-8B-Instruct-FP8: its rows did less work than they state** (the arithmetic above).
 
 The DP rows are read as they were measured (the section below): `batch_size` is per DP rank where the ranks are \
-implied as well as stated, and MiniMax-M2.5's stated DP rows ran as one engine of their TP holding every client. Read \
-as ranks sharing the load they had come out −16% to −25% TTFT and −9% to −20% TPOT left out, for no term; read as \
-measured, H100's come out +4.4% TTFT and +0.6% TPOT and B200's +32.7% and +7.7%, like the family's TP rows on the same \
-GPU and release (leaving one model out, TTFT 19.1% → 18.6% and TPOT 7.5% → 7.0% over all rows; objective 0.1885 → \
-0.1774, 0.1768 refitted, within the test's tolerance, so the constants stay). MiniMax-M2.5's bias rose from +9.6% to \
-+22.7% with it: the DP rows' under-prediction had offset the over-prediction of its B200 rows on 0.19 and the nightly.
+implied as well as stated, and MiniMax-M2.5's stated DP rows ran as one engine of their TP with EP holding every \
+client — its FP8 scripts never pass `--data-parallel-size`, and the import writes a TP X × EP X run as X DP ranks. \
+Read as ranks sharing the load they had come out −16% to −25% TTFT and −9% to −20% TPOT left out, for no term.
 ";
 
 /// The errors leaving one model family out (issue 37's headline): per family, against

@@ -283,5 +283,4 @@ mod tests {
         assert_eq!(pp_partition(32, 1), vec![32]);
         assert_eq!(pp_partition(10, 4), vec![2, 3, 3, 2]);
     }
-
 }

@@ -283,6 +283,17 @@ pub struct PerfConstants {
 /// efficiency 0.859, step overhead 3.51 ms, request latency 22.8 ms) is within the test's
 /// 0.001 of it. Leaving one model out, TTFT 19.1% → 18.6%, TPOT 7.5% → 7.0%; leaving one
 /// GPU out 16.0% → 14.9% and 7.9% → 7.0%.
+///
+/// Refitted when MiniMax-M2.5's rows were predicted with the flags its InferenceX launch
+/// scripts passed (`dic_calibration::silicon::ServingFlags`: on B200 with 0.19 CUDA
+/// graphs up to 2048 tokens, an FP8 cache, a budget of twice the prompt; EP where a
+/// script always passed it; requests 0.9 of the stated lengths), not vLLM's defaults for
+/// the release: the stored constants' objective fell from 0.1774 to 0.1619, 0.1586
+/// refitted (memory efficiency 0.851 → 0.832, compute 0.538 → 0.550, a sequence's cost
+/// per layer 0.917 → 0.897 µs, request latency 23.8 → 17.6 ms, per prompt token 11.1 →
+/// 15.1 µs, CPU time per eager layer 500 → 648 µs). Leaving one model out, TTFT 18.6% →
+/// 15.8% and TPOT 7.0% → 6.6% (MiniMax-M2.5 26.4% → 18.1%, +22.7% → +4.6%); leaving one
+/// GPU out 14.9% → 15.8% and 7.0% → 7.8%.
 pub const FITTED: PerfConstants = PerfConstants {
     memory_efficiency: 0.832,
     compute_efficiency: 0.550,

@@ -160,9 +160,17 @@ impl ServingFlags {
     ///   `--max-num-batched-tokens` twice the input length, and for FP8 `--block-size=32`.
     /// - B200, the nightly (NVFP4): 0.95, `--block-size=32`, `--kv-cache-dtype fp8`.
     ///
+    /// gpt-oss-120b's scripts (`benchmarks/single_node/gptoss_fp4_{h100,h200,b200}.sh`
+    /// and their `config.yaml`), the same under every image from v0.11.2 to v0.22.0: 0.9
+    /// of the memory, CUDA graphs up to 2048 tokens, 8192 tokens per step, TP only; on
+    /// B200 512 sequences and an FP8 cache, on Hopper `--max-num-seqs` the concurrency.
+    /// (Their MXFP4 experts run FlashInfer's MXFP4 × MXFP8 kernel on B200 and Marlin on
+    /// Hopper, by environment variables the step model does not read.)
+    ///
     /// Every one of them turns prefix caching off or leaves it on for random prompts that
-    /// share no prefix; neither changes the work. Another model's image rows (a held-out
-    /// family) get their release's defaults: its script is not read here.
+    /// share no prefix; neither changes the work. Another model's image rows get their
+    /// release's defaults: its script is not read here (InferenceX ran no vLLM
+    /// single-node DeepSeek-R1 configuration on NVIDIA GPUs through May 2026).
     pub fn of(r: &SiliconRow, blackwell: bool) -> ServingFlags {
         match r.recipe {
             Recipe::InferenceX => ServingFlags {
@@ -179,11 +187,26 @@ impl ServingFlags {
             Recipe::InferenceXImage { vllm } if r.model.contains("MiniMax-M2.5") => {
                 minimax_m2_5(r, blackwell, vllm)
             }
+            Recipe::InferenceXImage { .. } if r.model.contains("gpt-oss-120b") => {
+                gpt_oss_120b(r, blackwell)
+            }
             Recipe::InferenceXImage { .. } | Recipe::Collector { .. } => ServingFlags {
                 gpu_memory_utilization: r.recipe.default_gpu_memory_utilization(),
                 ..ServingFlags::default()
             },
         }
+    }
+}
+
+/// gpt-oss-120b's InferenceX scripts by GPU ([`ServingFlags::of`]).
+fn gpt_oss_120b(r: &SiliconRow, blackwell: bool) -> ServingFlags {
+    ServingFlags {
+        gpu_memory_utilization: Some(0.9),
+        max_num_seqs: Some(if blackwell { 512 } else { r.concurrency }),
+        max_num_batched_tokens: Some(8192.0),
+        fp8_kv_cache: blackwell,
+        capture_limit: Some(2048),
+        ..ServingFlags::default()
     }
 }
 
@@ -327,6 +350,17 @@ mod tests {
         assert!(h200.expert_parallel);
         let h200_016 = ServingFlags::of(&minimax("h200_sxm", "0.16.0", "fp8", 4, false), false);
         assert!(!h200_016.expert_parallel);
+        // gpt-oss-120b's, the same under every image.
+        let mut gpt_oss = minimax("b200_sxm", "0.15.1", "mxfp4", 1, false);
+        gpt_oss.model = "openai/gpt-oss-120b".into();
+        let b200 = ServingFlags::of(&gpt_oss, true);
+        assert_eq!(
+            (b200.max_num_seqs, b200.fp8_kv_cache, b200.capture_limit),
+            (Some(512), true, Some(2048))
+        );
+        gpt_oss.gpu = "h100_sxm".into();
+        let h100 = ServingFlags::of(&gpt_oss, false);
+        assert_eq!((h100.max_num_seqs, h100.fp8_kv_cache), (Some(16), false));
         // Another model's image rows: its release's defaults.
         let mut other = minimax("b200_sxm", "0.19.0", "fp8", 8, false);
         other.model = "deepseek-ai/DeepSeek-R1".into();

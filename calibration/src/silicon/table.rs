@@ -457,8 +457,11 @@ fn dp_rows(out: &mut String, rows: &[SiliconRow]) {
 implied (experts over more GPUs than the attention's TP). Rows whose ranks are stated (MiniMax-M2.5's) ran as one engine of their TP \
 holding every client, and are predicted so (`silicon::SiliconRow::one_engine`): beside the same model's TP rows of that TP \
 (same GPU, release, formats and lengths), their measured TPOT and TTFT are those at the whole concurrency, not at the \
-concurrency per rank that ranks sharing the load would each carry. Ratio = the DP row's measured figure ÷ the TP row's, \
-median [least–most] over the pairs.\n\n");
+concurrency per rank that ranks sharing the load would each carry. The launch scripts say why: MiniMax-M2.5's FP8 \
+scripts in SemiAnalysisAI/InferenceX pass `--tensor-parallel-size` and `--enable-expert-parallel`, never \
+`--data-parallel-size`, and this import writes a TP X × EP X run as X attention DP ranks over X² expert ranks (the same \
+runs appear in the earlier import as TP X with `moe_ep_size` X); only the NVFP4 script maps `dp-attn` to \
+`--data-parallel-size`. Ratio = the DP row's measured figure ÷ the TP row's, median [least–most] over the pairs.\n\n");
     out.push_str("| GPU | weights | layout as stated | pairs at the whole concurrency | TPOT ratio | TTFT ratio | pairs per rank | TPOT ratio | TTFT ratio |\n|---|---|---|---|---|---|---|---|---|\n");
     let ratio = |pairs: &[(f64, f64)], pick: fn(&(f64, f64)) -> f64| -> String {
         let mut v: Vec<f64> = pairs.iter().map(pick).collect();

@@ -175,7 +175,7 @@ pub static VLLM_OPTIONS: &[Field] = &[
         "extra_args",
         Ty::List(&Ty::Str(TextRule::Free)),
         VllmFlag::Passthrough,
-        "more `vllm serve` options, one word per item, e.g. [\"--trust-remote-code\", \"--reasoning-parser\", \"deepseek_r1\"]: checked against vLLM 0.33's own options; options dic sets (layout, engine fields, launch) are refused with the field that sets them"
+        "more `vllm serve` options, one word per item, e.g. [\"--trust-remote-code\", \"--reasoning-parser\", \"deepseek_r1\"]: checked against vLLM 0.33's own options; options dic sets (layout, engine fields, launch) are refused with the field that sets them; a CUDA-graph capture limit written here (`--max-cudagraph-capture-size N`) also sets which steps dic times as graphs and their memory"
     ),
     engine!(
         Env,

@@ -556,3 +556,18 @@ fn check_predictions_name_the_offloaded_kv_capacity() {
     let s = v.to_string();
     assert!(s.contains("\"offloaded_kv_tokens\":1310720"), "{s}");
 }
+
+/// The snapshots' redaction takes every figure a refit moves and keeps the rest: a figure
+/// whose unit a wrapped message puts on the next line, an output rate, a batch in flight, a
+/// ratio; not a layout's sizes, a range's bounds or a line number.
+#[test]
+fn snapshot_redaction_takes_the_forecasts_figures_only() {
+    let text =
+        "it carries 7.67\n  │ req/s (1964 output tok/s) at 481 in flight, a factor of 10.01×, \
+outside 0.5–2; `tp 2 × pp 1 × dp 3` on 6 GPUs, line 30";
+    assert_eq!(
+        common::redact_forecast_figures(text),
+        "it carries #\n  │ req/s (# output tok/s) at # in flight, a factor of #×, \
+outside 0.5–2; `tp 2 × pp 1 × dp 3` on 6 GPUs, line 30"
+    );
+}

@@ -67,14 +67,27 @@ pub fn rendered(checked: &Checked) -> String {
 }
 
 /// `text` with the performance model's figures replaced by `#`: a number directly before a
-/// time (`ms`, `s`), a rate (`tokens/s`, `tok/s`, `req/s`), a share (`%`), a price (`$…`,
-/// `/h`) or a count of GPUs or nodes an advice proposes is the forecast's, which a refit moves
-/// and `tests/fixtures/forecast.md` checks. Snapshots of diagnostics keep their words, codes,
-/// layouts and spans, so they change when a verdict or a message changes, not when a figure
-/// moves within one.
+/// time (`ms`, `s`), a rate (`tokens/s`, `tok/s`, `output tok/s`, `req/s`), a share (`%`),
+/// a price (`$…`, `/h`), a batch (`in flight`) or a ratio written against it (`1.4×`) is
+/// the forecast's, which a refit moves and `tests/fixtures/forecast.md` checks. The unit
+/// may follow on the next line of a wrapped message (past the renderer's `│` gutter).
+/// Snapshots of diagnostics keep their words, codes, layouts and spans, so they change when
+/// a verdict or a message changes, not when a figure moves within one.
 pub fn redact_forecast_figures(text: &str) -> String {
-    const UNITS: [&str; 11] = [
-        "tokens/s", "tok/s", "req/s", "ms", "s ", "s)", "s,", "s.", "s\n", "%", "/h",
+    const UNITS: [&str; 13] = [
+        "tokens/s",
+        "tok/s",
+        "output tok/s",
+        "req/s",
+        "in flight",
+        "ms",
+        "s ",
+        "s)",
+        "s,",
+        "s.",
+        "s\n",
+        "%",
+        "/h",
     ];
     let b = text.as_bytes();
     let mut out = String::with_capacity(text.len());
@@ -94,9 +107,15 @@ pub fn redact_forecast_figures(text: &str) -> String {
                 end -= 1;
             }
             let rest = &text[end..];
-            let unit = rest.strip_prefix(' ').unwrap_or(rest);
+            let unit = match rest.strip_prefix(' ') {
+                Some(unit) => unit,
+                // A message wrapped after the number: its unit opens the next line.
+                None if rest.starts_with('\n') => rest.trim_start_matches([' ', '\n', '│']),
+                None => rest,
+            };
             let priced = i > 0 && b[i - 1] == b'$';
-            if priced || UNITS.iter().any(|u| unit.starts_with(u)) {
+            let ratio = rest.starts_with('×');
+            if priced || ratio || UNITS.iter().any(|u| unit.starts_with(u)) {
                 out.push('#');
                 i = end;
                 continue;

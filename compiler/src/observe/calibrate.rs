@@ -113,7 +113,7 @@ pub fn out_of_range(
     let mut diag = crate::diagnostics::Diagnostic::new(
         crate::diagnostics::Code::CalibrationOutOfRange,
         format!(
-            "deploy `{}`: the fitted {which} factor is {v:.2}, outside {}–{}; not written",
+            "deploy `{}`: the fitted {which} factor is {v:.2}×, outside {}–{}; not written",
             ds.name, RANGE.0, RANGE.1
         ),
     )

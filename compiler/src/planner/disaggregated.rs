@@ -298,7 +298,7 @@ pub fn aggregated_wins(
         best = rival;
         let ours = per_gpu(pair.as_ref());
         format!(
-            "`{}` carries {:.3} req/s per GPU within the SLOs against {:.3} for this split ({}) at no higher cost: it carries {}; the split carries {}",
+            "`{}` carries {:.3} req/s per GPU within the SLOs against {:.3} req/s per GPU for this split ({}) at no higher cost: it carries {}; the split carries {}",
             rival.layout,
             theirs,
             ours,

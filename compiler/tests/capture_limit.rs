@@ -57,3 +57,38 @@ fn a_written_capture_limit_puts_prompt_steps_in_graphs() {
     );
     assert!(gw > gd, "{gw} vs {gd}");
 }
+
+/// A written limit below 1 trips vLLM's assertion in `_set_cudagraph_sizes` ("Maximum
+/// cudagraph size should be greater than or equal to 1 when using cuda graph."): E0314 at
+/// `extra_args` (vLLM's words in the message), 0 and a negative number alike; under
+/// `enforce_eager` no graph is captured and the limit is never read.
+#[test]
+fn a_capture_limit_below_one_is_refused_where_graphs_are_captured() {
+    use dic_compiler::diagnostics::Code;
+    for limit in ["0", "-3"] {
+        let c = compile(&format!(
+            ", extra_args = [\"--max-cudagraph-capture-size\", \"{limit}\"]"
+        ));
+        let e = c
+            .diagnostics
+            .iter()
+            .find(|d| d.code == Code::InvalidExtraArg)
+            .unwrap_or_else(|| panic!("{limit}: {:?}", c.diagnostics));
+        assert!(
+            e.message
+                .contains("Maximum cudagraph size should be greater than or equal to 1"),
+            "{}",
+            e.message
+        );
+    }
+    let eager =
+        compile(", enforce_eager = true, extra_args = [\"--max-cudagraph-capture-size\", \"0\"]");
+    assert!(
+        !eager
+            .diagnostics
+            .iter()
+            .any(|d| d.code == Code::InvalidExtraArg),
+        "{:?}",
+        eager.diagnostics
+    );
+}

@@ -196,12 +196,7 @@ pub fn memory(s: &Scenario) -> MemoryReport {
             0.0
         } else {
             e.overrides.cuda_graphs.unwrap_or(
-                super::scenario::cuda_graph_captures(
-                    e.max_num_seqs,
-                    e.max_num_batched_tokens,
-                    gpu.architecture.as_deref(),
-                    e.written_capture_limit(),
-                ) as f64
+                e.cuda_graph_captures(gpu.architecture.as_deref()) as f64
                     * count as f64
                     * constants::CUDA_GRAPH_BYTES_PER_CAPTURE_PER_LAYER,
             )

@@ -361,8 +361,9 @@ impl EngineSettings {
 
     /// The largest CUDA-graph capture size written in `extra_args`
     /// (`--max-cudagraph-capture-size`, or the compilation config's
-    /// `max_cudagraph_capture_size` by its dotted names); `None`: vLLM's default.
-    pub fn written_capture_limit(&self) -> Option<u64> {
+    /// `max_cudagraph_capture_size` by its dotted names), as written: vLLM refuses one
+    /// below 1 where graphs are captured (`rules::passthrough`); `None`: vLLM's default.
+    pub fn written_capture_limit(&self) -> Option<i64> {
         [
             "--max-cudagraph-capture-size",
             "--compilation-config.max_cudagraph_capture_size",
@@ -370,7 +371,25 @@ impl EngineSettings {
         ]
         .iter()
         .find_map(|name| option_value(&self.extra_args, name))
-        .and_then(|v| v.trim().parse::<u64>().ok())
+        .and_then(|v| v.trim().parse::<i64>().ok())
+    }
+
+    /// [`EngineSettings::written_capture_limit`] where vLLM can take it (at least 1).
+    fn capture_limit(&self) -> Option<u64> {
+        self.written_capture_limit()
+            .and_then(|l| u64::try_from(l).ok())
+            .filter(|l| *l >= 1)
+    }
+
+    /// The number of CUDA-graph sizes vLLM captures on a GPU of `architecture`
+    /// ([`cuda_graph_captures`], with the limit `extra_args` writes).
+    pub fn cuda_graph_captures(&self, architecture: Option<&str>) -> u64 {
+        cuda_graph_captures(
+            self.max_num_seqs,
+            self.max_num_batched_tokens,
+            architecture,
+            self.capture_limit(),
+        )
     }
 
     /// The most tokens a step runs as a CUDA graph on a GPU of `architecture`
@@ -380,7 +399,7 @@ impl EngineSettings {
             self.max_num_seqs,
             self.max_num_batched_tokens,
             architecture,
-            self.written_capture_limit(),
+            self.capture_limit(),
         )
     }
 }

@@ -70,7 +70,7 @@ pub(super) fn passthrough_options(s: &Scenario, out: &mut Vec<Finding>) {
         );
     }
     bf16_on_the_gpu(s, out);
-    capture_limit_below_a_speculative_step(s, out);
+    capture_limit_refusals(s, out);
     let e = &s.engine;
     // `MambaModelConfig.verify_and_update_config`: a model with Mamba or linear-attention
     // layers caches prefixes (vLLM's default) only with chunked prefill.
@@ -125,32 +125,51 @@ fn bf16_on_the_gpu(s: &Scenario, out: &mut Vec<Finding>) {
     ));
 }
 
-/// `CompilationConfig.adjust_cudagraph_sizes_for_spec_decode`: the captured sizes are
-/// rounded up to multiples of `tokens + 1` within the largest capture size, and vLLM
-/// refuses to start when none is left. vLLM's own limit, `min(2 × max_num_seqs × (tokens +
-/// 1), 512, max_num_batched_tokens)`, always holds one (E0504 keeps the budget above the
-/// drafted tokens); a limit written in `extra_args` may not.
-fn capture_limit_below_a_speculative_step(s: &Scenario, out: &mut Vec<Finding>) {
-    let Some(sp) = &s.engine.speculative else {
+/// A CUDA-graph capture limit written in `extra_args` that vLLM refuses where graphs are
+/// captured (`VllmConfig._set_cudagraph_sizes` in vllm/config/vllm.py, 0.33): below 1,
+/// its assertion "Maximum cudagraph size should be greater than or equal to 1 when using
+/// cuda graph."; and with speculative decoding, below one step's `tokens + 1`
+/// (`CompilationConfig.adjust_cudagraph_sizes_for_spec_decode` rounds the sizes up to
+/// multiples of it and refuses to start when none is left). vLLM's own limit, `min(2 ×
+/// max_num_seqs × (tokens + 1), 512, max_num_batched_tokens)`, always holds one (E0504
+/// keeps the budget above the drafted tokens).
+fn capture_limit_refusals(s: &Scenario, out: &mut Vec<Finding>) {
+    let Some(limit) = s
+        .engine
+        .written_capture_limit()
+        .filter(|_| s.engine.graphs())
+    else {
         return;
     };
-    let graphs = !s.engine.enforce_eager
-        && s.engine.cudagraph_mode != super::super::scenario::CudaGraphMode::None;
-    let limit = s.engine.written_capture_limit();
-    let step = sp.tokens + 1;
-    let Some(limit) = limit.filter(|l| graphs && *l > 0 && *l < step) else {
-        return;
+    let (message, help) = if limit < 1 {
+        (
+            format!(
+                "Maximum cudagraph size should be greater than or equal to 1 when using cuda graph. (max_cudagraph_capture_size is {limit})"
+            ),
+            "drop the capture limit (vLLM's default), or set it to at least 1; `enforce_eager = true` captures no graphs".to_string(),
+        )
+    } else {
+        let Some(step) = s.engine.speculative.as_ref().map(|sp| sp.tokens + 1) else {
+            return;
+        };
+        if limit as u64 >= step {
+            return;
+        }
+        (
+            format!(
+                "No valid cudagraph sizes after rounding to multiple of {step} (num_speculative_tokens + 1): max_cudagraph_capture_size ({limit}) is below one speculative decode step"
+            ),
+            format!(
+                "drop the capture limit (vLLM's default covers the speculative steps), or set it to at least {step}"
+            ),
+        )
     };
     out.push(Finding::new(
         Code::InvalidExtraArg,
         Anchor::Engine("extra_args"),
-        format!(
-            "No valid cudagraph sizes after rounding to multiple of {step} (num_speculative_tokens + 1): max_cudagraph_capture_size ({limit}) is below one speculative decode step"
-        ),
+        message,
         "capture limit set here",
-        Some(format!(
-            "drop the capture limit (vLLM's default covers the speculative steps), or set it to at least {step}"
-        )),
+        Some(help),
     ));
 }
 

@@ -3,7 +3,7 @@
 //! (SemiAnalysisAI/InferenceX, `benchmarks/…`) and, for AIConfigurator's own collection,
 //! the defaults of the vLLM release the row states.
 
-use super::SiliconRow;
+use super::{quant_format, SiliconRow};
 
 /// How a row was measured: the serving recipe and the benchmark client, which the
 /// dataset's sources publish. The row's `backend_version` and `measured_with` (the
@@ -177,10 +177,7 @@ impl ServingFlags {
                 gpu_memory_utilization: Some(0.9),
                 max_num_seqs: Some(if blackwell { 512 } else { r.concurrency }),
                 max_num_batched_tokens: Some(8192.0),
-                fp8_kv_cache: r
-                    .weights
-                    .as_deref()
-                    .is_some_and(|w| matches!(w.to_ascii_lowercase().as_str(), "fp8" | "nvfp4")),
+                fp8_kv_cache: matches!(weights(r), Some("fp8" | "nvfp4")),
                 cudagraph_mode: blackwell.then_some("full_decode_only"),
                 ..ServingFlags::default()
             },
@@ -198,6 +195,11 @@ impl ServingFlags {
     }
 }
 
+/// The row's weight format in dic's words (`gemm_quant_mode`, [`quant_format`]).
+fn weights(r: &SiliconRow) -> Option<&'static str> {
+    r.weights.as_deref().and_then(quant_format)
+}
+
 /// gpt-oss-120b's InferenceX scripts by GPU ([`ServingFlags::of`]).
 fn gpt_oss_120b(r: &SiliconRow, blackwell: bool) -> ServingFlags {
     ServingFlags {
@@ -212,7 +214,7 @@ fn gpt_oss_120b(r: &SiliconRow, blackwell: bool) -> ServingFlags {
 
 /// MiniMax-M2.5's InferenceX scripts by GPU and image ([`ServingFlags::of`]).
 fn minimax_m2_5(r: &SiliconRow, blackwell: bool, vllm: Option<(u32, u32)>) -> ServingFlags {
-    let nvfp4 = r.weights.as_deref() == Some("nvfp4");
+    let nvfp4 = weights(r) == Some("nvfp4");
     let none = ServingFlags::default();
     match (blackwell, vllm) {
         (false, Some((0, 16))) => ServingFlags {

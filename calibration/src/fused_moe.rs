@@ -3,9 +3,10 @@
 //! weight kind, and their residuals per GPU for `calibration/errors.md`.
 //!
 //! Each table times vLLM 0.24's fused-MoE backends by shape (tokens, hidden, expert
-//! width, top-k, experts, MoE TP and EP), weight format (BF16, block FP8, NVFP4, and the
-//! weight-only `int4_wo` and `w4a16_mxfp4`, each a kind of its own) and routing (balanced
-//! or power-law skewed). The
+//! width, top-k, experts, MoE TP and EP), weight format (BF16, block FP8, NVFP4, the
+//! weight-only `int4_wo`, and MXFP4: `w4a16_mxfp4` on gpt-oss's kernels and on Marlin, and
+//! `w4a8_mxfp4_mxfp8`, each backend a kind of its own, [`table_kind`]) and routing
+//! (balanced or power-law skewed). The
 //! fit keeps the power-law routing of exponent 1.01 (real routers are skewed; balanced
 //! routing runs 5–15% faster) and, per shape, the fastest backend of the format — what a
 //! deployment that lets vLLM pick its backend runs — except ModelOpt's per-tensor FP8
@@ -137,6 +138,35 @@ pub fn table_routing(tokens: f64, experts: f64, top_k: f64, ep: f64) -> (f64, f6
     (pairs / ROUTING_DRAWS as f64, touched / ROUTING_DRAWS as f64)
 }
 
+/// The kind a table row's backend times, the tensor peak its GEMMs run at and its weight
+/// bytes per parameter, from the row's `moe_dtype` and `kernel_source`; `None` for a
+/// format the step model does not run. The MXFP4 rows are told apart by backend, as vLLM's
+/// oracle runs them (`analysis::fused_moe::expert_kind`): gpt-oss's kernels (OpenAI's
+/// Triton, FlashInfer's TRT-LLM MXFP4 × BF16), Marlin (the compressed-tensors W4A4 MXFP4
+/// rows, weight-only) and TRT-LLM's MXFP4 × MXFP8 kernel at the 8-bit peak.
+fn table_kind(gpu: &GpuSpec, dtype: Option<&str>, source: &str) -> Option<(MatmulKind, f64, f64)> {
+    let mxfp4 = weight_bytes("mxfp4");
+    Some(match dtype? {
+        "bfloat16" => (expert_kind(gpu, "bf16", "bf16").0, gpu.bf16, 2.0),
+        "fp8_block" | "fp8" => {
+            let (kind, peak) = expert_kind(gpu, "fp8", "fp8");
+            (kind, peak, 1.0)
+        }
+        // 4-bit values with one FP8 scale per 16.
+        "nvfp4" => {
+            let (kind, peak) = expert_kind(gpu, "nvfp4", "nvfp4");
+            (kind, peak, 0.5 + 1.0 / 16.0)
+        }
+        // Weight-only 4-bit experts × 16-bit activations: symmetric INT4 (Marlin, one
+        // 16-bit scale per 128) and MXFP4 (one 8-bit scale per 32).
+        "int4_wo" => (MatmulKind::Int4W16, gpu.bf16, weight_bytes("int4")),
+        "w4a16_mxfp4" if source.contains("gptoss") => (MatmulKind::Mxfp4W16, gpu.bf16, mxfp4),
+        "w4a16_mxfp4" => (MatmulKind::Mxfp4Marlin, gpu.bf16, mxfp4),
+        "w4a8_mxfp4_mxfp8" => (MatmulKind::Mxfp4W8, gpu.fp8?, mxfp4),
+        _ => return None,
+    })
+}
+
 /// Parses a `moe.csv.gz` table (decompressed) into the fastest measured call per shape
 /// on `gpu` (see the module header for what is kept).
 pub fn parse_moe_table(csv: &str, gpu: &GpuSpec) -> Vec<MeasuredMoe> {
@@ -178,19 +208,10 @@ pub fn parse_moe_table(csv: &str, gpu: &GpuSpec) -> Vec<MeasuredMoe> {
         {
             continue;
         }
-        let (format, bytes_per_param) = match f.get(dt) {
-            Some(&"bfloat16") => ("bf16", 2.0),
-            Some(&"fp8_block") | Some(&"fp8") => ("fp8", 1.0),
-            // 4-bit values with one FP8 scale per 16.
-            Some(&"nvfp4") => ("nvfp4", 0.5 + 1.0 / 16.0),
-            // Weight-only 4-bit experts × 16-bit activations: symmetric INT4 (Marlin, one
-            // 16-bit scale per 128) and MXFP4 (one 8-bit scale per 32).
-            Some(&"int4_wo") => ("int4", weight_bytes("int4")),
-            Some(&"w4a16_mxfp4") => ("mxfp4", weight_bytes("mxfp4")),
-            // B200's MXFP4 × MXFP8 kernel (`w4a8_mxfp4_mxfp8`) runs only where an
-            // environment variable asks for it (VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8), which
-            // no dic setting does: not a curve the step model would use.
-            _ => continue,
+        let Some((kind, peak, bytes_per_param)) =
+            table_kind(gpu, f.get(dt).copied(), f.get(src).copied().unwrap_or(""))
+        else {
+            continue;
         };
         let int = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
         let (Some(t), Some(h), Some(w), Some(k), Some(e), Some(tp), Some(ep)) = (
@@ -207,7 +228,6 @@ pub fn parse_moe_table(csv: &str, gpu: &GpuSpec) -> Vec<MeasuredMoe> {
         let Some(ms) = f.get(lat).and_then(|v| v.parse::<f64>().ok()) else {
             continue;
         };
-        let (kind, peak) = expert_kind(gpu, format);
         let (tp, ep) = (tp.max(1), ep.max(1));
         let measured = MeasuredMoe {
             kind,
@@ -345,6 +365,8 @@ pub fn moe_table(tables: &[MoeTable]) -> String {
             MatmulKind::Fp4,
             MatmulKind::Int4W16,
             MatmulKind::Mxfp4W16,
+            MatmulKind::Mxfp4Marlin,
+            MatmulKind::Mxfp4W8,
         ] {
             let Some((_, _, c)) = CURVES.iter().find(|(f, k, _)| f == family && *k == kind) else {
                 continue;
@@ -419,9 +441,9 @@ mod tests {
         assert_eq!(fp8.call.local_experts, 128.0);
     }
 
-    /// The weight-only 4-bit rows (Marlin's INT4, MXFP4 × 16-bit) are kept, each under
-    /// its own kind at the 16-bit peak with its own bytes per weight; the MXFP4 × MXFP8
-    /// backend is not.
+    /// The 4-bit rows are kept, each backend under its own kind with its own bytes per
+    /// weight: Marlin's INT4 and MXFP4 at the 16-bit peak, gpt-oss's MXFP4 kernel at the
+    /// 16-bit peak, and TRT-LLM's MXFP4 × MXFP8 at the 8-bit one.
     #[test]
     fn weight_only_4_bit_rows_are_fitted_under_their_own_kinds() {
         let csv = "version,op_name,kernel_source,moe_dtype,num_tokens,hidden_size,inter_size,topk,num_experts,moe_tp_size,moe_ep_size,distribution,latency\n\
@@ -431,13 +453,25 @@ mod tests {
 0.24.0,moe,vllm_mxfp4moe_flashinfer_trtllm_mxfp4_mxfp8_trtllmmxfp4expertsmodular,w4a8_mxfp4_mxfp8,64,4096,1536,8,128,1,1,power_law_1.01,0.10\n";
         let g = gpu();
         let rows = parse_moe_table(csv, &g);
-        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(rows.len(), 4, "{rows:?}");
         let int4 = of_kind(&rows, MatmulKind::Int4W16);
         assert_eq!(int4.call.bytes_per_param, 0.5 + 2.0 / 128.0);
         assert_eq!(int4.peak, g.bf16);
-        let mxfp4 = of_kind(&rows, MatmulKind::Mxfp4W16);
-        assert_eq!(mxfp4.call.bytes_per_param, 0.5 + 1.0 / 32.0);
-        assert!((mxfp4.seconds - 0.30e-3).abs() < 1e-15);
+        let mxfp4_bytes = 0.5 + 1.0 / 32.0;
+        for (kind, seconds, peak) in [
+            (MatmulKind::Mxfp4Marlin, 0.35e-3, g.bf16),
+            (MatmulKind::Mxfp4W16, 0.30e-3, g.bf16),
+            (
+                MatmulKind::Mxfp4W8,
+                0.10e-3,
+                g.fp8.expect("H200 has an FP8 rate"),
+            ),
+        ] {
+            let row = of_kind(&rows, kind);
+            assert_eq!(row.call.bytes_per_param, mxfp4_bytes, "{kind:?}");
+            assert!((row.seconds - seconds).abs() < 1e-15, "{kind:?}");
+            assert_eq!(row.peak, peak, "{kind:?}");
+        }
     }
 
     /// The tables' power-law routing: every pair placed, fewer experts touched than

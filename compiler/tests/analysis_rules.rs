@@ -350,11 +350,10 @@ fn prompts_that_wait_together_share_a_step() {
 /// experts of width 768, top 8; TP 2 splits every expert's width; 8 decoding sequences).
 #[test]
 fn a_moe_steps_experts_are_one_fused_moe_call_per_layer() {
-    use dic_compiler::analysis::fused_moe::moe_time;
     use dic_compiler::analysis::perf::{StepModel, FITTED};
     let s = qwen3_30b_a3b_on_two_h100s();
     let step = StepModel::new(&s).token_step(8.0, 1024.0, 0.0, 0.0, &FITTED);
-    let expected = 48.0 * moe_time(&s.topology.gpu, &s.model.weights, &qwen3_30b_call(8.0)).total();
+    let expected = 48.0 * qwen3_30b_call_time(&s, 8.0);
     assert!(
         (step.kernels.experts - expected).abs() < 1e-9 * expected,
         "{} vs {expected}",
@@ -362,9 +361,10 @@ fn a_moe_steps_experts_are_one_fused_moe_call_per_layer() {
     );
 }
 
-/// Qwen3-30B-A3B's fused-MoE call at TP 2 on `tokens` tokens.
-fn qwen3_30b_call(tokens: f64) -> dic_compiler::analysis::fused_moe::MoeCall {
-    dic_compiler::analysis::fused_moe::MoeCall {
+/// Qwen3-30B-A3B's fused-MoE call at TP 2 on `tokens` tokens, timed on the scenario's GPU.
+fn qwen3_30b_call_time(s: &dic_compiler::analysis::Scenario, tokens: f64) -> f64 {
+    use dic_compiler::analysis::fused_moe::{moe_time, MoeCall};
+    let call = MoeCall {
         tokens,
         top_k: 8.0,
         experts: 128.0,
@@ -373,7 +373,9 @@ fn qwen3_30b_call(tokens: f64) -> dic_compiler::analysis::fused_moe::MoeCall {
         width: 384.0,
         matrices: 3.0,
         bytes_per_param: 2.0,
-    }
+    };
+    let weights = &s.model.weights;
+    moe_time(&s.topology.gpu, weights, weights, &call).total()
 }
 
 /// A mean step carrying 64 prompt tokens on average stands for one step in 16 carrying a
@@ -382,12 +384,10 @@ fn qwen3_30b_call(tokens: f64) -> dic_compiler::analysis::fused_moe::MoeCall {
 /// tokens, which streams the weights of experts that 8 decoding tokens do not touch.
 #[test]
 fn a_mean_moe_steps_experts_mix_chunk_and_decode_calls() {
-    use dic_compiler::analysis::fused_moe::moe_time;
     use dic_compiler::analysis::perf::{StepModel, FITTED};
     let s = qwen3_30b_a3b_on_two_h100s();
     let step = StepModel::new(&s).token_step(8.0, 1024.0, 64.0, 512.0, &FITTED);
-    let call =
-        |tokens: f64| moe_time(&s.topology.gpu, &s.model.weights, &qwen3_30b_call(tokens)).total();
+    let call = |tokens: f64| qwen3_30b_call_time(&s, tokens);
     let share = 64.0 / 1024.0;
     let expected = 48.0 * (share * call(8.0 + 1024.0) + (1.0 - share) * call(8.0));
     assert!(

@@ -18,10 +18,13 @@
 //! FP8 GEMM of that size reaches 0.49 and the step model's end-to-end efficiency was
 //! 0.60 — prompt chunks of MoE models came out 2–3× too fast. GPUs without tables take the
 //! nearest family's curve (`KernelFamily::of`) at their datasheet peaks;
-//! 4-bit weight-only experts (INT4/AWQ/GPTQ on Marlin, MXFP4 × 16-bit) have curves of their
-//! own ([`expert_kind`]): timed by the BF16 curve at their 4-bit bytes, as INT4 experts
-//! everywhere and MXFP4 ones on Hopper were before, the kernel tables ran a median
-//! 1.28–3.21× (INT4) and 1.34–1.58× (MXFP4, Hopper) slower than predicted, most on B200;
+//! 4-bit weight-only experts (INT4/AWQ/GPTQ on Marlin) and MXFP4 experts have curves of
+//! their own, one per kernel vLLM's oracle runs them on ([`expert_kind`]: gpt-oss's
+//! kernels, Marlin, TRT-LLM's MXFP4 × MXFP8): timed by the BF16 curve at their 4-bit
+//! bytes, as INT4 experts everywhere and MXFP4 ones on Hopper were before, the kernel
+//! tables ran a median 1.28–3.21× (INT4) and 1.34–1.58× (MXFP4, Hopper) slower than
+//! predicted, most on B200; and one MXFP4 curve over gpt-oss's kernels and Marlin's
+//! stood 13–33% off each (Marlin the slower, gpt-oss's kernels the faster);
 //! `dic_calibration::fused_moe` fits the curves and `calibration/errors.md` lists the residuals.
 
 use super::gemm::{kind_of, lookup, KernelFamily, MatmulKind};
@@ -50,7 +53,7 @@ pub struct FusedMoeCurve {
 /// call routed as the tables routed it — a power law of exponent 1.01, the busiest EP
 /// rank timed, `dic_calibration::fused_moe::table_routing`; the test
 /// `fused_moe_curves_are_the_fit` re-runs the fit).
-pub const CURVES: [(KernelFamily, MatmulKind, FusedMoeCurve); 9] = [
+pub const CURVES: [(KernelFamily, MatmulKind, FusedMoeCurve); 12] = [
     (
         KernelFamily::Hopper,
         MatmulKind::Bf16,
@@ -127,12 +130,12 @@ pub const CURVES: [(KernelFamily, MatmulKind, FusedMoeCurve); 9] = [
         KernelFamily::Hopper,
         MatmulKind::Mxfp4W16,
         FusedMoeCurve {
-            compute: 0.628,
-            width_half: 0.841,
-            hidden_half: 0.5,
-            memory: 0.572,
-            launch: 57.8e-6,
-            scatter: 7.5,
+            compute: 0.563,
+            width_half: 179.0,
+            hidden_half: 0.989,
+            memory: 0.637,
+            launch: 61.0e-6,
+            scatter: 0.979,
         },
     ),
     (
@@ -151,12 +154,48 @@ pub const CURVES: [(KernelFamily, MatmulKind, FusedMoeCurve); 9] = [
         KernelFamily::Blackwell,
         MatmulKind::Mxfp4W16,
         FusedMoeCurve {
-            compute: 0.361,
-            width_half: 0.958,
-            hidden_half: 0.841,
-            memory: 0.371,
-            launch: 17.6e-6,
-            scatter: 16.2,
+            compute: 0.297,
+            width_half: 240.0,
+            hidden_half: 6.65,
+            memory: 0.554,
+            launch: 20.2e-6,
+            scatter: 5.54,
+        },
+    ),
+    (
+        KernelFamily::Hopper,
+        MatmulKind::Mxfp4Marlin,
+        FusedMoeCurve {
+            compute: 0.25,
+            width_half: 0.917,
+            hidden_half: 75.1,
+            memory: 0.644,
+            launch: 77.4e-6,
+            scatter: 9.21,
+        },
+    ),
+    (
+        KernelFamily::Blackwell,
+        MatmulKind::Mxfp4Marlin,
+        FusedMoeCurve {
+            compute: 0.125,
+            width_half: 3.22,
+            hidden_half: 707.0,
+            memory: 0.432,
+            launch: 64.4e-6,
+            scatter: 20.5,
+        },
+    ),
+    (
+        KernelFamily::Blackwell,
+        MatmulKind::Mxfp4W8,
+        FusedMoeCurve {
+            compute: 0.832,
+            width_half: 972.0,
+            hidden_half: 0.5,
+            memory: 0.8,
+            launch: 29.9e-6,
+            scatter: 1.66,
         },
     ),
 ];
@@ -212,15 +251,33 @@ pub fn curve(family: KernelFamily, kind: MatmulKind) -> FusedMoeCurve {
 }
 
 /// The fused-MoE kernel experts stored in `format` run on, on this GPU, and the tensor
-/// peak its GEMMs run at: 4-bit weight-only experts (INT4, AWQ, GPTQ: the tables'
-/// `int4_wo`, Marlin; MXFP4: `w4a16_mxfp4`, Marlin on Hopper and FlashInfer's MXFP4 × BF16
-/// kernel, vLLM's default for MXFP4 experts on Blackwell) multiply 16-bit activations at
-/// the 16-bit peak and have curves of their own; every other format runs as its dense
-/// GEMMs do (`gemm::kind_of`).
-pub fn expert_kind(gpu: &GpuSpec, format: &str) -> (MatmulKind, f64) {
+/// peak its GEMMs run at. `method` is the checkpoint's own quantization (`weights`),
+/// which picks vLLM's backend oracle: 4-bit weight-only experts (INT4, AWQ, GPTQ: the
+/// tables' `int4_wo`, Marlin) multiply 16-bit activations at the 16-bit peak; MXFP4
+/// experts run where vLLM 0.33's MXFP4 oracle (`fused_moe/oracle/mxfp4.py`) puts them:
+/// - a checkpoint of the `mxfp4` method (gpt-oss; `_get_priority_backends_for_gpt_oss`):
+///   FlashInfer's TRT-LLM MXFP4 × BF16 kernel on data-centre Blackwell, OpenAI's Triton
+///   kernel on Hopper ([`MatmulKind::Mxfp4W16`]), Marlin on consumer Blackwell, where the
+///   oracle ranks Triton after it;
+/// - MXFP4 experts of another checkpoint (DeepSeek V4's, `select_deepseek_v4_mxfp4_moe_
+///   backend`): TRT-LLM MXFP4 × MXFP8 on data-centre Blackwell ([`MatmulKind::Mxfp4W8`],
+///   at the 8-bit peak); elsewhere the weight-only kernels, Humming on Hopper (which the
+///   tables do not time; Marlin, the kernel it outranks, stands for it) and Marlin on
+///   consumer Blackwell ([`MatmulKind::Mxfp4Marlin`]).
+///
+/// Every other format runs as its dense GEMMs do (`gemm::kind_of`).
+pub fn expert_kind(gpu: &GpuSpec, method: &str, format: &str) -> (MatmulKind, f64) {
+    let arch = gpu.architecture.as_deref();
+    let datacentre_blackwell = arch == Some("blackwell");
     match format {
         "int4" | "awq" | "gptq" => (MatmulKind::Int4W16, gpu.bf16),
-        "mxfp4" => (MatmulKind::Mxfp4W16, gpu.bf16),
+        "mxfp4" if method == "mxfp4" && arch != Some("blackwell_rtx") => {
+            (MatmulKind::Mxfp4W16, gpu.bf16)
+        }
+        "mxfp4" => match gpu.fp8 {
+            Some(peak) if datacentre_blackwell => (MatmulKind::Mxfp4W8, peak),
+            _ => (MatmulKind::Mxfp4Marlin, gpu.bf16),
+        },
         _ => kind_of(gpu, format),
     }
 }
@@ -275,9 +332,10 @@ pub fn call_time(cv: &FusedMoeCurve, call: &MoeCall, peak: f64, hbm: f64) -> f64
     call_parts(cv, call, peak, hbm).total()
 }
 
-/// One call on `gpu` for experts stored in `format`, in its parts.
-pub fn moe_time(gpu: &GpuSpec, format: &str, call: &MoeCall) -> MoeTime {
-    let (kind, peak) = expert_kind(gpu, format);
+/// One call on `gpu` for experts stored in `format` of a checkpoint quantized by `method`
+/// ([`expert_kind`]), in its parts.
+pub fn moe_time(gpu: &GpuSpec, method: &str, format: &str, call: &MoeCall) -> MoeTime {
+    let (kind, peak) = expert_kind(gpu, method, format);
     let family = KernelFamily::of(gpu.architecture.as_deref());
     call_parts(&curve(family, kind), call, peak, gpu.hbm_bandwidth)
 }
@@ -318,39 +376,90 @@ mod tests {
             + flops / (1979e12 * eff)
             + weights / (4.8e12 * 0.859)
             + 0.927 * scatter / 4.8e12;
-        let got = moe_time(&h200, "fp8", &call).total();
+        let got = moe_time(&h200, "fp8", "fp8", &call).total();
         assert!((got - want).abs() < 1e-9 * want, "{got} vs {want}");
         // The measured kernel took 2.75 ms; the curve is within its residual.
         assert!((got / 2.75e-3 - 1.0).abs() < 0.15, "{got}");
     }
 
-    /// 4-bit weight-only experts are timed by their own curves at the 16-bit peak: an
-    /// AWQ MoE call on an H200 by Hopper's INT4 × 16-bit (Marlin) curve, an MXFP4 one on a
-    /// B200 by Blackwell's MXFP4 × 16-bit curve, not by the BF16 or FP4 curves.
+    /// 4-bit weight-only experts are timed by their own curves: an AWQ MoE call on an
+    /// H200 by Hopper's INT4 × 16-bit (Marlin) curve; gpt-oss's MXFP4 experts (the `mxfp4`
+    /// method) by its kernels' MXFP4 × 16-bit curve on Hopper and Blackwell; DeepSeek V4's
+    /// (MXFP4 experts of an FP8 checkpoint) by Marlin's on Hopper and by TRT-LLM's
+    /// MXFP4 × MXFP8 kernel at the 8-bit peak on a B200; never by the BF16 or FP4 curves.
     #[test]
     fn weight_only_4_bit_experts_run_on_their_own_curves() {
         let (h200, _) = crate::analysis::catalog::gpu("NVIDIA H200").expect("catalog");
         let (b200, _) = crate::analysis::catalog::gpu("NVIDIA B200").expect("catalog");
         let call = qwen3_moe_at_tp2(256.0, 0.5 + 2.5 / 128.0);
-        for (gpu, format, family, kind) in [
-            (&h200, "awq", KernelFamily::Hopper, MatmulKind::Int4W16),
-            (&h200, "int4", KernelFamily::Hopper, MatmulKind::Int4W16),
-            (&h200, "mxfp4", KernelFamily::Hopper, MatmulKind::Mxfp4W16),
+        let b200_fp8 = b200.fp8.expect("B200 has an FP8 rate");
+        for (gpu, method, format, family, kind, peak) in [
+            (
+                &h200,
+                "awq",
+                "awq",
+                KernelFamily::Hopper,
+                MatmulKind::Int4W16,
+                h200.bf16,
+            ),
+            (
+                &h200,
+                "int4",
+                "int4",
+                KernelFamily::Hopper,
+                MatmulKind::Int4W16,
+                h200.bf16,
+            ),
+            (
+                &h200,
+                "mxfp4",
+                "mxfp4",
+                KernelFamily::Hopper,
+                MatmulKind::Mxfp4W16,
+                h200.bf16,
+            ),
             (
                 &b200,
                 "mxfp4",
+                "mxfp4",
                 KernelFamily::Blackwell,
                 MatmulKind::Mxfp4W16,
+                b200.bf16,
+            ),
+            (
+                &h200,
+                "fp8",
+                "mxfp4",
+                KernelFamily::Hopper,
+                MatmulKind::Mxfp4Marlin,
+                h200.bf16,
+            ),
+            (
+                &b200,
+                "fp8",
+                "mxfp4",
+                KernelFamily::Blackwell,
+                MatmulKind::Mxfp4W8,
+                b200_fp8,
             ),
         ] {
-            assert_eq!(expert_kind(gpu, format), (kind, gpu.bf16), "{format}");
-            let own = call_parts(&curve(family, kind), &call, gpu.bf16, gpu.hbm_bandwidth);
-            assert_eq!(moe_time(gpu, format, &call), own, "{format}");
+            assert_eq!(
+                expert_kind(gpu, method, format),
+                (kind, peak),
+                "{method} {format}"
+            );
+            let own = call_parts(&curve(family, kind), &call, peak, gpu.hbm_bandwidth);
+            assert_eq!(
+                moe_time(gpu, method, format, &call),
+                own,
+                "{method} {format}"
+            );
             assert_ne!(curve(family, kind), curve(family, MatmulKind::Bf16));
+            assert_ne!(curve(family, kind), curve(family, MatmulKind::Fp8));
         }
         // FP8 and NVFP4 experts keep their GEMMs' kinds.
-        assert_eq!(expert_kind(&b200, "nvfp4").0, MatmulKind::Fp4);
-        assert_eq!(expert_kind(&h200, "fp8").0, MatmulKind::Fp8);
+        assert_eq!(expert_kind(&b200, "nvfp4", "nvfp4").0, MatmulKind::Fp4);
+        assert_eq!(expert_kind(&h200, "fp8", "fp8").0, MatmulKind::Fp8);
     }
 
     /// With EP the pairs of other ranks' experts cost no GEMM or weights, but their

@@ -30,9 +30,16 @@ pub enum MatmulKind {
     /// kernel (Marlin). Only the fused-MoE curves tell it apart (`fused_moe::expert_kind`);
     /// a dense GEMM of these weights is [`MatmulKind::Bf16`].
     Int4W16,
-    /// MXFP4 weights × 16-bit activations (Marlin on Hopper, FlashInfer's TRT-LLM
-    /// MXFP4 × BF16 kernel on Blackwell), likewise only for the fused-MoE curves.
+    /// MXFP4 weights × 16-bit activations on the kernels vLLM gives gpt-oss's `mxfp4`
+    /// method (OpenAI's Triton kernel on Hopper, FlashInfer's TRT-LLM MXFP4 × BF16 on
+    /// Blackwell), likewise only for the fused-MoE curves.
     Mxfp4W16,
+    /// MXFP4 weights × 16-bit activations on Marlin: the fused-MoE curve of MXFP4
+    /// experts where vLLM's oracle falls through to its weight-only kernels.
+    Mxfp4Marlin,
+    /// MXFP4 weights × MXFP8 activations (FlashInfer's TRT-LLM kernel, Blackwell): the
+    /// fused-MoE curve of DeepSeek V4's MXFP4 experts, at the 8-bit peak.
+    Mxfp4W8,
 }
 
 /// GPU families with measured kernel tables.

@@ -439,7 +439,12 @@ fn step_work(sm: &StepModel, f: &StageFacts, load: StepLoad, c: &PerfConstants) 
                         ..*call
                     }
                 };
-                moe_time(gpu, m.format_of(Component::Experts, None), &call)
+                moe_time(
+                    gpu,
+                    &m.weights,
+                    m.format_of(Component::Experts, None),
+                    &call,
+                )
             };
             // The measured call is vLLM's whole `FusedMoE` layer on the router's logits: top-k,
             // aligning and sorting the pairs, the grouped GEMMs, un-permuting and weighting.

@@ -251,31 +251,36 @@ pub fn curve(family: KernelFamily, kind: MatmulKind) -> FusedMoeCurve {
 }
 
 /// The fused-MoE kernel experts stored in `format` run on, on this GPU, and the tensor
-/// peak its GEMMs run at. `method` is the checkpoint's own quantization (`weights`),
-/// which picks vLLM's backend oracle: 4-bit weight-only experts (INT4, AWQ, GPTQ: the
-/// tables' `int4_wo`, Marlin) multiply 16-bit activations at the 16-bit peak; MXFP4
-/// experts run where vLLM 0.33's MXFP4 oracle (`fused_moe/oracle/mxfp4.py`) puts them:
-/// - a checkpoint of the `mxfp4` method (gpt-oss; `_get_priority_backends_for_gpt_oss`):
-///   FlashInfer's TRT-LLM MXFP4 × BF16 kernel on data-centre Blackwell, OpenAI's Triton
-///   kernel on Hopper ([`MatmulKind::Mxfp4W16`]), Marlin on consumer Blackwell, where the
-///   oracle ranks Triton after it;
-/// - MXFP4 experts of another checkpoint (DeepSeek V4's, `select_deepseek_v4_mxfp4_moe_
-///   backend`): TRT-LLM MXFP4 × MXFP8 on data-centre Blackwell ([`MatmulKind::Mxfp4W8`],
-///   at the 8-bit peak); elsewhere the weight-only kernels, Humming on Hopper (which the
-///   tables do not time; Marlin, the kernel it outranks, stands for it) and Marlin on
-///   consumer Blackwell ([`MatmulKind::Mxfp4Marlin`]).
+/// peak its GEMMs run at. `dense` is the format of the model's other GEMMs (its attention),
+/// which tells the checkpoint's quantization method and so vLLM's backend oracle apart:
+/// 4-bit weight-only experts (INT4, AWQ, GPTQ: the tables' `int4_wo`, Marlin) multiply
+/// 16-bit activations at the 16-bit peak; MXFP4 experts run where vLLM 0.33's MXFP4
+/// oracle (`fused_moe/oracle/mxfp4.py`) puts them:
+/// - under 16-bit dense layers, vLLM's `mxfp4` method (gpt-oss, which quantizes only its
+///   experts; `_get_priority_backends_for_gpt_oss`): FlashInfer's TRT-LLM MXFP4 × BF16
+///   kernel on data-centre Blackwell, OpenAI's Triton kernel on Hopper
+///   ([`MatmulKind::Mxfp4W16`]), Marlin on consumer Blackwell, where the oracle ranks
+///   Triton after it;
+/// - under FP8 dense layers, the FP8 method's MXFP4 experts (DeepSeek V4's,
+///   `select_deepseek_v4_mxfp4_moe_backend`): TRT-LLM MXFP4 × MXFP8 on data-centre
+///   Blackwell ([`MatmulKind::Mxfp4W8`], at the 8-bit peak); elsewhere the weight-only
+///   kernels, Humming on Hopper (which the tables do not time; Marlin, the kernel it
+///   outranks, stands for it) and Marlin on consumer Blackwell
+///   ([`MatmulKind::Mxfp4Marlin`]).
 ///
 /// Every other format runs as its dense GEMMs do (`gemm::kind_of`).
-pub fn expert_kind(gpu: &GpuSpec, method: &str, format: &str) -> (MatmulKind, f64) {
+pub fn expert_kind(gpu: &GpuSpec, dense: &str, format: &str) -> (MatmulKind, f64) {
     let arch = gpu.architecture.as_deref();
-    let datacentre_blackwell = arch == Some("blackwell");
+    let sixteen_bit_dense = matches!(dense, "bf16" | "fp16" | "fp32");
     match format {
         "int4" | "awq" | "gptq" => (MatmulKind::Int4W16, gpu.bf16),
-        "mxfp4" if method == "mxfp4" && arch != Some("blackwell_rtx") => {
+        "mxfp4" if sixteen_bit_dense && arch != Some("blackwell_rtx") => {
             (MatmulKind::Mxfp4W16, gpu.bf16)
         }
         "mxfp4" => match gpu.fp8 {
-            Some(peak) if datacentre_blackwell => (MatmulKind::Mxfp4W8, peak),
+            Some(peak) if arch == Some("blackwell") && !sixteen_bit_dense => {
+                (MatmulKind::Mxfp4W8, peak)
+            }
             _ => (MatmulKind::Mxfp4Marlin, gpu.bf16),
         },
         _ => kind_of(gpu, format),
@@ -332,10 +337,10 @@ pub fn call_time(cv: &FusedMoeCurve, call: &MoeCall, peak: f64, hbm: f64) -> f64
     call_parts(cv, call, peak, hbm).total()
 }
 
-/// One call on `gpu` for experts stored in `format` of a checkpoint quantized by `method`
-/// ([`expert_kind`]), in its parts.
-pub fn moe_time(gpu: &GpuSpec, method: &str, format: &str, call: &MoeCall) -> MoeTime {
-    let (kind, peak) = expert_kind(gpu, method, format);
+/// One call on `gpu` for experts stored in `format` of a model whose other GEMMs are in
+/// `dense` ([`expert_kind`]), in its parts.
+pub fn moe_time(gpu: &GpuSpec, dense: &str, format: &str, call: &MoeCall) -> MoeTime {
+    let (kind, peak) = expert_kind(gpu, dense, format);
     let family = KernelFamily::of(gpu.architecture.as_deref());
     call_parts(&curve(family, kind), call, peak, gpu.hbm_bandwidth)
 }
@@ -383,20 +388,21 @@ mod tests {
     }
 
     /// 4-bit weight-only experts are timed by their own curves: an AWQ MoE call on an
-    /// H200 by Hopper's INT4 × 16-bit (Marlin) curve; gpt-oss's MXFP4 experts (the `mxfp4`
-    /// method) by its kernels' MXFP4 × 16-bit curve on Hopper and Blackwell; DeepSeek V4's
-    /// (MXFP4 experts of an FP8 checkpoint) by Marlin's on Hopper and by TRT-LLM's
-    /// MXFP4 × MXFP8 kernel at the 8-bit peak on a B200; never by the BF16 or FP4 curves.
+    /// H200 by Hopper's INT4 × 16-bit (Marlin) curve; gpt-oss's MXFP4 experts (16-bit
+    /// dense layers, the `mxfp4` method) by its kernels' MXFP4 × 16-bit curve on Hopper
+    /// and Blackwell; DeepSeek V4's (MXFP4 experts under FP8 dense layers) by Marlin's on
+    /// Hopper and by TRT-LLM's MXFP4 × MXFP8 kernel at the 8-bit peak on a B200; never by
+    /// the BF16 or FP4 curves.
     #[test]
     fn weight_only_4_bit_experts_run_on_their_own_curves() {
         let (h200, _) = crate::analysis::catalog::gpu("NVIDIA H200").expect("catalog");
         let (b200, _) = crate::analysis::catalog::gpu("NVIDIA B200").expect("catalog");
         let call = qwen3_moe_at_tp2(256.0, 0.5 + 2.5 / 128.0);
         let b200_fp8 = b200.fp8.expect("B200 has an FP8 rate");
-        for (gpu, method, format, family, kind, peak) in [
+        for (gpu, dense, format, family, kind, peak) in [
             (
                 &h200,
-                "awq",
+                "fp16",
                 "awq",
                 KernelFamily::Hopper,
                 MatmulKind::Int4W16,
@@ -404,7 +410,7 @@ mod tests {
             ),
             (
                 &h200,
-                "int4",
+                "bf16",
                 "int4",
                 KernelFamily::Hopper,
                 MatmulKind::Int4W16,
@@ -412,7 +418,7 @@ mod tests {
             ),
             (
                 &h200,
-                "mxfp4",
+                "bf16",
                 "mxfp4",
                 KernelFamily::Hopper,
                 MatmulKind::Mxfp4W16,
@@ -420,7 +426,7 @@ mod tests {
             ),
             (
                 &b200,
-                "mxfp4",
+                "bf16",
                 "mxfp4",
                 KernelFamily::Blackwell,
                 MatmulKind::Mxfp4W16,
@@ -444,22 +450,37 @@ mod tests {
             ),
         ] {
             assert_eq!(
-                expert_kind(gpu, method, format),
+                expert_kind(gpu, dense, format),
                 (kind, peak),
-                "{method} {format}"
+                "{dense} {format}"
             );
             let own = call_parts(&curve(family, kind), &call, peak, gpu.hbm_bandwidth);
-            assert_eq!(
-                moe_time(gpu, method, format, &call),
-                own,
-                "{method} {format}"
-            );
+            assert_eq!(moe_time(gpu, dense, format, &call), own, "{dense} {format}");
             assert_ne!(curve(family, kind), curve(family, MatmulKind::Bf16));
             assert_ne!(curve(family, kind), curve(family, MatmulKind::Fp8));
         }
         // FP8 and NVFP4 experts keep their GEMMs' kinds.
         assert_eq!(expert_kind(&b200, "nvfp4", "nvfp4").0, MatmulKind::Fp4);
         assert_eq!(expert_kind(&h200, "fp8", "fp8").0, MatmulKind::Fp8);
+    }
+
+    /// The stdlib's MXFP4 models reach their own kernels through their dense layers'
+    /// format: gpt-oss (the `mxfp4` method, 16-bit attention) runs TRT-LLM's MXFP4 × BF16
+    /// on a B200, DeepSeek V4 Flash (FP8 attention, MXFP4 experts) its MXFP4 × MXFP8.
+    #[test]
+    fn stdlib_mxfp4_models_take_their_methods_kernels() {
+        use crate::program::Component;
+        let (b200, _) = crate::analysis::catalog::gpu("NVIDIA B200").expect("catalog");
+        for (name, kind) in [
+            ("gpt_oss_120b", MatmulKind::Mxfp4W16),
+            ("deepseek_v4_flash", MatmulKind::Mxfp4W8),
+        ] {
+            let m = crate::analysis::catalog::model(name).expect("stdlib");
+            let experts = m.format_of(Component::Experts, None);
+            assert_eq!(experts, "mxfp4", "{name}");
+            let dense = m.format_of(Component::Mixer, None);
+            assert_eq!(expert_kind(&b200, dense, experts).0, kind, "{name}");
+        }
     }
 
     /// With EP the pairs of other ranks' experts cost no GEMM or weights, but their

@@ -441,7 +441,7 @@ fn step_work(sm: &StepModel, f: &StageFacts, load: StepLoad, c: &PerfConstants) 
                 };
                 moe_time(
                     gpu,
-                    &m.weights,
+                    m.format_of(Component::Mixer, None),
                     m.format_of(Component::Experts, None),
                     &call,
                 )

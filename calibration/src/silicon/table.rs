@@ -177,6 +177,11 @@ is the only MoE family on 0.12; the fitted multiple of the kernel it once identi
 over-predicted MiniMax-M2.5's TPOT by +41% left out.
 - **Llama-3.1-8B-Instruct-FP8: its rows did less work than they state** (the arithmetic above).
 
+Both are AIConfigurator's own vLLM 0.12 sweep, and how it ran is not public: its repository (ai-dynamo/aiconfigurator, \
+read through 095f58a5) ships the rows as “a 2026-04 dump of the internal benchmark DB” \
+(`docs/design/prediction_regression_gate_design.md`) and holds no script that launched the servers or drove the \
+client, so their flags, dataset, warm-up and shared prefix are unknown.
+
 The DP rows are read as they were measured (the section below): `batch_size` is per DP rank where the ranks are \
 implied as well as stated, and MiniMax-M2.5's stated DP rows ran as one engine of their TP with EP holding every \
 client — its FP8 scripts never pass `--data-parallel-size`, and the import writes a TP X × EP X run as X DP ranks. \

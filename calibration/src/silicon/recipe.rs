@@ -164,8 +164,13 @@ impl ServingFlags {
     /// and their `config.yaml`), the same under every image from v0.11.2 to v0.22.0: 0.9
     /// of the memory, CUDA graphs up to 2048 tokens, 8192 tokens per step, TP only; on
     /// B200 512 sequences and an FP8 cache, on Hopper `--max-num-seqs` the concurrency.
-    /// (Their MXFP4 experts run FlashInfer's MXFP4 × MXFP8 kernel on B200 and Marlin on
-    /// Hopper, by environment variables the step model does not read.)
+    /// Their scripts also export `VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1` on B200 and
+    /// `VLLM_MXFP4_USE_MARLIN=1` on Hopper, which put the experts on TRT-LLM's MXFP4 ×
+    /// MXFP8 kernel and on Marlin. vLLM 0.33 reads neither variable, and a scenario has no
+    /// other way to state them, so these rows are timed on 0.33's own kernels for gpt-oss
+    /// (`analysis::fused_moe::expert_kind`). The curves for both exist: on gpt-oss-120b's
+    /// experts (TP 1), MXFP4 × MXFP8 on B200 takes 0.71× the time of the default kernel at
+    /// 64 tokens and 0.41× at 2 048; Marlin on H100 takes 1.05× and 1.63×.
     ///
     /// Every one of them turns prefix caching off or leaves it on for random prompts that
     /// share no prefix; neither changes the work. Another model's image rows get their

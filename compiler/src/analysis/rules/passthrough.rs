@@ -2,13 +2,13 @@
 //! through: expert-parallel load balancing (`--enable-eplb`, `--eplb-config`) against the
 //! layout and the experts (E0412), and chunked prefill turned off with a token budget below
 //! `max_model_len` (E0510), `--dtype bfloat16` on a GPU without BF16 (E0802), and a CUDA
-//! graph capture limit below a speculative step's tokens (E0314). docs/vllm-rules.md
-//! rows 20, 21, 32, 47 and 55.
+//! graph capture limit below 1 or below a speculative step's tokens (E0314).
+//! docs/vllm-rules.md rows 20, 21, 32, 47, 55 and 111.
 
 use super::*;
 use crate::analysis::scenario::option_value;
 
-/// The value of option `name` in `args`: `--name=value`, or the word after `--name`.
+/// Whether `args` pass option `name`: `--name` alone or `--name=value`.
 fn has_flag(args: &[String], name: &str) -> bool {
     args.iter()
         .any(|w| w == name || w.strip_prefix(name).is_some_and(|r| r.starts_with('=')))
